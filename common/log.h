@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdarg.h>
+
+/* Levels follow syslog's numbering so the daemon can hand them to journald. */
+enum kvt_log_level {
+        KVT_LOG_ERR = 3,
+        KVT_LOG_WARNING = 4,
+        KVT_LOG_NOTICE = 5,
+        KVT_LOG_INFO = 6,
+        KVT_LOG_DEBUG = 7,
+};
+
+/* Sets the most verbose level that is printed, and the prefix ("kvtierd"). */
+void kvt_log_setup(const char *prefix, int max_level);
+
+/* Parses "err", "warning", "notice", "info", "debug".  Returns the level or -EINVAL. */
+int kvt_log_level_parse(const char *s);
+
+int kvt_log_get_max_level(void);
+
+/* Logs to stderr as "<prefix>: message" (with a syslog "<N>" prefix when
+ * stderr is the journal).  Returns -abs(err) so callers can
+ * `return kvt_log_error_errno(r, ...)`; err may be 0. */
+int kvt_log_full(int level, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define log_error_errno(err, ...) kvt_log_full(KVT_LOG_ERR, (err), __VA_ARGS__)
+#define log_warning_errno(err, ...) kvt_log_full(KVT_LOG_WARNING, (err), __VA_ARGS__)
+#define log_error(...) kvt_log_full(KVT_LOG_ERR, 0, __VA_ARGS__)
+#define log_warning(...) kvt_log_full(KVT_LOG_WARNING, 0, __VA_ARGS__)
+#define log_notice(...) kvt_log_full(KVT_LOG_NOTICE, 0, __VA_ARGS__)
+#define log_info(...) kvt_log_full(KVT_LOG_INFO, 0, __VA_ARGS__)
+#define log_debug(...) kvt_log_full(KVT_LOG_DEBUG, 0, __VA_ARGS__)

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "protocol.h"
+
+static const struct {
+        uint16_t type;
+        const char *name;
+        size_t payload;
+} msg_types[] = {
+        { KVT_MSG_HELLO, "HELLO", sizeof(struct kvt_hello) },
+        { KVT_MSG_REGION_ADD, "REGION_ADD", sizeof(struct kvt_region_add) },
+        { KVT_MSG_REGION_DEL, "REGION_DEL", sizeof(struct kvt_region_del) },
+        { KVT_MSG_ORDER_DONE, "ORDER_DONE", sizeof(struct kvt_order_done) },
+        { KVT_MSG_HINT, "HINT", sizeof(struct kvt_hint) },
+        { KVT_MSG_WELCOME, "WELCOME", sizeof(struct kvt_welcome) },
+        { KVT_MSG_ORDER, "ORDER", sizeof(struct kvt_order) },
+        { KVT_MSG_CTL_STATUS, "CTL_STATUS", 0 },
+        { KVT_MSG_CTL_DATA, "CTL_DATA", SIZE_MAX },
+        { KVT_MSG_CTL_END, "CTL_END", sizeof(struct kvt_ctl_end) },
+};
+
+size_t kvt_msg_payload_size(uint16_t type, int *ret_known) {
+        for (size_t i = 0; i < sizeof(msg_types) / sizeof(msg_types[0]); i++)
+                if (msg_types[i].type == type) {
+                        *ret_known = 1;
+                        return msg_types[i].payload;
+                }
+        *ret_known = 0;
+        return 0;
+}
+
+const char *kvt_msg_type_name(uint16_t type) {
+        for (size_t i = 0; i < sizeof(msg_types) / sizeof(msg_types[0]); i++)
+                if (msg_types[i].type == type)
+                        return msg_types[i].name;
+        return "?";
+}
+
+const char *kvt_tier_name(uint32_t tier) {
+        switch (tier) {
+        case KVT_TIER_NONE:
+                return "none";
+        case KVT_TIER_VRAM:
+                return "vram";
+        case KVT_TIER_HOST_MAPPED:
+                return "host-mapped";
+        case KVT_TIER_HOST:
+                return "host";
+        default:
+                return "?";
+        }
+}
+
+static int str_terminated(const char *s, size_t max) {
+        return memchr(s, '\0', max) != NULL;
+}
+
+static int payload_check(const struct kvt_msg *m) {
+        switch (m->hdr.type) {
+        case KVT_MSG_HELLO:
+                if (m->u.hello.device < 0 || m->u.hello.device >= KVT_MAX_GPUS)
+                        return -EBADMSG;
+                return str_terminated(m->u.hello.name, sizeof(m->u.hello.name)) ? 0 : -EBADMSG;
+        case KVT_MSG_REGION_ADD: {
+                const struct kvt_region_add *r = &m->u.region_add;
+                if (r->device < 0 || r->device >= KVT_MAX_GPUS)
+                        return -EBADMSG;
+                if (r->size_bytes == 0 || r->size_bytes > KVT_MAX_REGION_BYTES ||
+                    r->size_bytes % KVT_CHUNK_BYTES || r->base % KVT_CHUNK_BYTES ||
+                    r->base + r->size_bytes < r->base)
+                        return -EBADMSG;
+                if (r->api == 0 || r->api >= _KVT_API_MAX || r->tier >= _KVT_TIER_MAX)
+                        return -EBADMSG;
+                return 0;
+        }
+        case KVT_MSG_ORDER:
+                if (m->u.order.n_chunks == 0 || m->u.order.tier == KVT_TIER_NONE ||
+                    m->u.order.tier >= _KVT_TIER_MAX ||
+                    (uint64_t)m->u.order.first_chunk + m->u.order.n_chunks >
+                            (KVT_MAX_REGION_BYTES >> KVT_CHUNK_SHIFT))
+                        return -EBADMSG;
+                return 0;
+        case KVT_MSG_HINT:
+                if (m->u.hint.n_chunks == 0 || m->u.hint.kind == 0 || m->u.hint.kind >= _KVT_HINT_MAX ||
+                    (uint64_t)m->u.hint.first_chunk + m->u.hint.n_chunks >
+                            (KVT_MAX_REGION_BYTES >> KVT_CHUNK_SHIFT))
+                        return -EBADMSG;
+                return 0;
+        case KVT_MSG_ORDER_DONE:
+                return m->u.order_done.status <= 0 ? 0 : -EBADMSG;
+        default:
+                return 0;
+        }
+}
+
+int kvt_msg_check(const struct kvt_msg *m, size_t n) {
+        int known;
+        size_t want;
+
+        if (n < sizeof(struct kvt_msg_hdr) || n > KVT_MSG_MAX_BYTES)
+                return -EBADMSG;
+        if (m->hdr.magic != KVT_PROTO_MAGIC)
+                return -EBADMSG;
+        if (m->hdr.version != KVT_PROTO_VERSION)
+                return -EPROTO;
+        if (m->hdr.length != n - sizeof(struct kvt_msg_hdr))
+                return -EBADMSG;
+        want = kvt_msg_payload_size(m->hdr.type, &known);
+        if (!known)
+                return -EBADMSG;
+        if (want != SIZE_MAX && m->hdr.length != want)
+                return -EBADMSG;
+        return payload_check(m);
+}
+
+int kvt_msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_t len) {
+        struct kvt_msg_hdr hdr = {
+                .magic = KVT_PROTO_MAGIC,
+                .version = KVT_PROTO_VERSION,
+                .type = type,
+                .length = (uint32_t)len,
+                .seq = seq,
+        };
+        struct iovec iov[2] = {
+                { .iov_base = &hdr, .iov_len = sizeof(hdr) },
+                { .iov_base = (void *)payload, .iov_len = len },
+        };
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+        ssize_t n;
+
+        if (len > KVT_TEXT_MAX)
+                return -EMSGSIZE;
+        do
+                n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        return (size_t)n == sizeof(hdr) + len ? 0 : -EIO;
+}
+
+int kvt_msg_recv(int fd, struct kvt_msg *m) {
+        ssize_t n;
+
+        do
+                n = recv(fd, m, sizeof(*m), MSG_TRUNC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        if (n == 0)
+                return -ECONNRESET;
+        /* MSG_TRUNC reports the real datagram length: longer than the buffer is malformed. */
+        if ((size_t)n > sizeof(*m))
+                return -EBADMSG;
+        return kvt_msg_check(m, (size_t)n);
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int kvt_msg_recv_timeout(int fd, struct kvt_msg *m, int timeout_ms) {
+        int64_t deadline = now_ms() + timeout_ms;
+
+        for (;;) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                int64_t left = deadline - now_ms();
+                int r;
+
+                if (left < 0)
+                        left = 0;
+                r = poll(&p, 1, (int)left);
+                if (r < 0 && errno != EINTR)
+                        return -errno;
+                if (r > 0) {
+                        r = kvt_msg_recv(fd, m);
+                        if (r != -EAGAIN)
+                                return r;
+                }
+                if (now_ms() >= deadline)
+                        return -ETIMEDOUT;
+        }
+}

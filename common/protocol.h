@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The kvtier wire protocol, spoken over one AF_UNIX SOCK_SEQPACKET socket by
+ * the shim (libkvtier.so), the daemon (kvtierd) and the control tool
+ * (kvtierctl).  One datagram is one message: a fixed header followed by the
+ * payload struct of its type.
+ *
+ * Bump KVT_PROTO_VERSION whenever any struct, type number or meaning in this
+ * file changes.  The receiver checks magic, version, the exact payload length
+ * of every fixed-size type, value ranges and NUL termination of strings, and
+ * drops a peer that sends anything else (kvt_msg_check()).
+ *
+ * Message types live in numbered ranges:
+ *   0x01xx  shim -> daemon      0x02xx  daemon -> shim
+ *   0x03xx  control -> daemon   0x04xx  daemon -> control
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
+#define KVT_PROTO_VERSION 1u
+
+/* Largest datagram, header included (DESIGN.md: max 64 KiB). */
+#define KVT_MSG_MAX_BYTES (64u * 1024u)
+
+/* UVM's big page; the unit of placement everywhere in kvtier. */
+#define KVT_CHUNK_SHIFT 21u
+#define KVT_CHUNK_BYTES (1ull << KVT_CHUNK_SHIFT)
+
+/* Bounds that make every count in a message checkable. */
+#define KVT_MAX_GPUS         64
+#define KVT_MAX_REGION_BYTES (1ull << 44) /* 16 TiB: 8 M chunks */
+#define KVT_NAME_MAX         64
+
+enum kvt_msg_type {
+        /* shim -> daemon */
+        KVT_MSG_HELLO = 0x0101,      /* struct kvt_hello */
+        KVT_MSG_REGION_ADD = 0x0102, /* struct kvt_region_add */
+        KVT_MSG_REGION_DEL = 0x0103, /* struct kvt_region_del */
+        KVT_MSG_ORDER_DONE = 0x0104, /* struct kvt_order_done */
+        KVT_MSG_HINT = 0x0105,       /* struct kvt_hint */
+
+        /* daemon -> shim */
+        KVT_MSG_WELCOME = 0x0201, /* struct kvt_welcome */
+        KVT_MSG_ORDER = 0x0202,   /* struct kvt_order */
+
+        /* control -> daemon */
+        KVT_MSG_CTL_STATUS = 0x0301, /* no payload */
+
+        /* daemon -> control */
+        KVT_MSG_CTL_DATA = 0x0401,  /* text: a piece of a JSON document */
+        KVT_MSG_CTL_END = 0x0402,   /* struct kvt_ctl_end */
+};
+
+struct kvt_msg_hdr {
+        uint32_t magic;
+        uint16_t version;
+        uint16_t type;   /* enum kvt_msg_type */
+        uint32_t length; /* payload bytes after this header */
+        uint32_t seq;    /* sender's counter; replies echo the request's */
+};
+
+/* Tiers a chunk can be in (DESIGN.md "Units of state"). */
+enum kvt_tier {
+        KVT_TIER_NONE = 0,        /* never placed: UVM decides on first touch */
+        KVT_TIER_VRAM = 1,        /* preferred location the GPU, prefetched there */
+        KVT_TIER_HOST_MAPPED = 2, /* preferred location host, accessed-by the GPU */
+        KVT_TIER_HOST = 3,        /* preferred location host, no mapping */
+        _KVT_TIER_MAX,
+};
+
+/* Which interposed entry point captured a region. */
+enum kvt_alloc_api {
+        KVT_API_CUDA_MALLOC = 1,
+        _KVT_API_MAX,
+};
+
+/* First message of a shim connection. */
+struct kvt_hello {
+        uint32_t proto_version;
+        int32_t device;                /* CUDA ordinal the process uses */
+        uint64_t device_total_bytes;   /* from cudaMemGetInfo, for "N%" budgets */
+        char name[KVT_NAME_MAX];       /* comm of the process, NUL-terminated */
+};
+
+struct kvt_welcome {
+        uint32_t client_id;
+        uint32_t tick_ms;
+};
+
+/* A captured allocation.  region_id is chosen by the shim, unique within its
+ * connection; the daemon keys regions by (connection, region_id). */
+struct kvt_region_add {
+        uint32_t region_id;
+        int32_t device;
+        uint64_t base;       /* 2 MiB aligned */
+        uint64_t size_bytes; /* multiple of 2 MiB, at most KVT_MAX_REGION_BYTES */
+        uint32_t api;        /* enum kvt_alloc_api */
+        uint32_t tier;       /* enum kvt_tier the shim left it in */
+};
+
+struct kvt_region_del {
+        uint32_t region_id;
+        uint32_t reserved;
+};
+
+/* Move chunks [first_chunk, first_chunk + n_chunks) of a region to a tier. */
+struct kvt_order {
+        uint64_t order_id;
+        uint32_t region_id;
+        uint32_t first_chunk;
+        uint32_t n_chunks;
+        uint32_t tier; /* enum kvt_tier: VRAM, HOST_MAPPED or HOST */
+};
+
+struct kvt_order_done {
+        uint64_t order_id;
+        int32_t status;   /* 0 or -errno */
+        int32_t cuda_err; /* the CUDA error code behind a failure, else 0 */
+        uint64_t elapsed_ns;
+};
+
+enum kvt_hint_kind {
+        KVT_HINT_HOT = 1,  /* the range is being used now */
+        KVT_HINT_COLD = 2, /* the range will not be used soon */
+        _KVT_HINT_MAX,
+};
+
+/* Engine-supplied access hint for chunks of a region. */
+struct kvt_hint {
+        uint32_t region_id;
+        uint32_t first_chunk;
+        uint32_t n_chunks;
+        uint32_t kind; /* enum kvt_hint_kind */
+};
+
+struct kvt_ctl_end {
+        int32_t status; /* 0 or -errno */
+        uint32_t reserved;
+};
+
+/* A message as read off the socket, header checked. */
+struct kvt_msg {
+        struct kvt_msg_hdr hdr;
+        union {
+                struct kvt_hello hello;
+                struct kvt_welcome welcome;
+                struct kvt_region_add region_add;
+                struct kvt_region_del region_del;
+                struct kvt_order order;
+                struct kvt_order_done order_done;
+                struct kvt_hint hint;
+                struct kvt_ctl_end ctl_end;
+                char text[KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr)];
+        } u;
+};
+
+/* Largest payload of a text message. */
+#define KVT_TEXT_MAX (KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr))
+
+/* Returns the payload length a message type must have, SIZE_MAX for types
+ * whose payload is variable (text), or 0 with *ret_known = 0 for unknown types. */
+size_t kvt_msg_payload_size(uint16_t type, int *ret_known);
+
+/* Name of a message type for logs ("HELLO"), "?" if unknown. */
+const char *kvt_msg_type_name(uint16_t type);
+
+/* Name of a tier ("vram", "host-mapped", "host", "none"). */
+const char *kvt_tier_name(uint32_t tier);
+
+/* Checks a received datagram of n bytes: header, version, exact length,
+ * ranges and string termination of the payload.  Returns 0 or -EBADMSG
+ * (-EPROTO for a version mismatch). */
+int kvt_msg_check(const struct kvt_msg *m, size_t n);
+
+/* Sends one message (header built here, seq given) on a SEQPACKET socket.
+ * Non-blocking sockets return -EAGAIN when full.  Returns 0 or -errno. */
+int kvt_msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_t len);
+
+/* Receives and checks one message into *m.  Returns 0, -EAGAIN on a
+ * non-blocking socket with nothing queued, -ECONNRESET on orderly close,
+ * -EBADMSG/-EPROTO for a malformed message, or another -errno. */
+int kvt_msg_recv(int fd, struct kvt_msg *m);
+
+/* Receives one message, waiting at most timeout_ms.  Returns as
+ * kvt_msg_recv(), or -ETIMEDOUT. */
+int kvt_msg_recv_timeout(int fd, struct kvt_msg *m, int timeout_ms);
