@@ -11,55 +11,61 @@
 
 #include <stddef.h>
 
+/* Constants, as X(name, value): the enums below and the ABI check are both
+ * generated from these lists. */
+#define KVT_CUDA_CONSTS(X)                                                                         \
+        X(cudaSuccess, 0)                                                                          \
+        X(cudaErrorInvalidValue, 1)                                                                \
+        X(cudaErrorMemoryAllocation, 2)                                                            \
+        X(cudaErrorInitializationError, 3)                                                         \
+        X(cudaErrorInvalidDevicePointer, 17)                                                       \
+        X(cudaErrorInvalidDevice, 101)                                                             \
+        X(cudaErrorInvalidResourceHandle, 400)                                                     \
+        X(cudaErrorNotReady, 600)                                                                  \
+        X(cudaErrorNotSupported, 801)                                                              \
+        X(cudaErrorUnknown, 999)                                                                   \
+        X(cudaMemAttachGlobal, 0x01)                                                               \
+        X(cudaStreamNonBlocking, 0x01)                                                             \
+        X(cudaCpuDeviceId, -1)
+
+#define KVT_CUDA_ADVISE(X)                                                                         \
+        X(cudaMemAdviseSetReadMostly, 1)                                                           \
+        X(cudaMemAdviseUnsetReadMostly, 2)                                                         \
+        X(cudaMemAdviseSetPreferredLocation, 3)                                                    \
+        X(cudaMemAdviseUnsetPreferredLocation, 4)                                                  \
+        X(cudaMemAdviseSetAccessedBy, 5)                                                           \
+        X(cudaMemAdviseUnsetAccessedBy, 6)
+
+#define KVT_CUDA_LOCATION_TYPES(X)                                                                 \
+        X(cudaMemLocationTypeInvalid, 0)                                                           \
+        X(cudaMemLocationTypeDevice, 1)                                                            \
+        X(cudaMemLocationTypeHost, 2)                                                              \
+        X(cudaMemLocationTypeHostNuma, 3)                                                          \
+        X(cudaMemLocationTypeHostNumaCurrent, 4)
+
+#define KVT_CUDA_MEMCPY_KINDS(X)                                                                   \
+        X(cudaMemcpyHostToHost, 0)                                                                 \
+        X(cudaMemcpyHostToDevice, 1)                                                               \
+        X(cudaMemcpyDeviceToHost, 2)                                                               \
+        X(cudaMemcpyDeviceToDevice, 3)                                                             \
+        X(cudaMemcpyDefault, 4)
+
+#ifndef KVT_CUDA_ABI_CHECK
 typedef int cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
 
-enum {
-        cudaSuccess = 0,
-        cudaErrorInvalidValue = 1,
-        cudaErrorMemoryAllocation = 2,
-        cudaErrorInitializationError = 3,
-        cudaErrorInvalidDevicePointer = 17,
-        cudaErrorInvalidDevice = 101,
-        cudaErrorInvalidResourceHandle = 400,
-        cudaErrorNotReady = 600,
-        cudaErrorNotSupported = 801,
-        cudaErrorUnknown = 999,
-};
-
-#define cudaMemAttachGlobal   0x01
-#define cudaStreamNonBlocking 0x01
-#define cudaCpuDeviceId       (-1)
-
-enum cudaMemoryAdvise {
-        cudaMemAdviseSetReadMostly = 1,
-        cudaMemAdviseUnsetReadMostly = 2,
-        cudaMemAdviseSetPreferredLocation = 3,
-        cudaMemAdviseUnsetPreferredLocation = 4,
-        cudaMemAdviseSetAccessedBy = 5,
-        cudaMemAdviseUnsetAccessedBy = 6,
-};
-
-enum cudaMemLocationType {
-        cudaMemLocationTypeInvalid = 0,
-        cudaMemLocationTypeDevice = 1,
-        cudaMemLocationTypeHost = 2,
-        cudaMemLocationTypeHostNuma = 3,
-        cudaMemLocationTypeHostNumaCurrent = 4,
-};
+#define KVT_CUDA_ENUM(name, value) name = (value),
+enum { KVT_CUDA_CONSTS(KVT_CUDA_ENUM) };
+enum cudaMemoryAdvise { KVT_CUDA_ADVISE(KVT_CUDA_ENUM) };
+enum cudaMemLocationType { KVT_CUDA_LOCATION_TYPES(KVT_CUDA_ENUM) };
+enum cudaMemcpyKind { KVT_CUDA_MEMCPY_KINDS(KVT_CUDA_ENUM) };
+#undef KVT_CUDA_ENUM
 
 struct cudaMemLocation {
         enum cudaMemLocationType type;
         int id;
 };
-
-enum cudaMemcpyKind {
-        cudaMemcpyHostToHost = 0,
-        cudaMemcpyHostToDevice = 1,
-        cudaMemcpyDeviceToHost = 2,
-        cudaMemcpyDeviceToDevice = 3,
-        cudaMemcpyDefault = 4,
-};
+#endif
 
 /*
  * The runtime entry points the shim calls or interposes, as

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "log.h"
+#include "mover.h"
+#include "protocol.h"
+#include "real.h"
+#include "regions.h"
+#include "shim.h"
+#include "util.h"
+
+/* After a failed connect, allocations do not try again for this long, so a
+ * missing daemon costs one failed connect(2) a second, not one per call. */
+#define RECONNECT_BACKOFF_NS (1000ull * 1000 * 1000)
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int conn_fd = -1;
+static uint32_t conn_seq;
+static uint64_t next_attempt_ns;
+static bool outage_logged;
+
+static int wait_writable(int fd, int timeout_ms) {
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        int r;
+
+        do
+                r = poll(&p, 1, timeout_ms);
+        while (r < 0 && errno == EINTR);
+        if (r < 0)
+                return -errno;
+        if (r == 0)
+                return -ETIMEDOUT;
+        return (p.revents & (POLLERR | POLLHUP)) ? -ECONNRESET : 0;
+}
+
+/* Sends with the lock held; the caller drops the connection on failure. */
+static int send_locked(int fd, uint16_t type, const void *payload, size_t len) {
+        int r = kvt_msg_send(fd, type, ++conn_seq, payload, len);
+
+        if (r == -EAGAIN) {
+                r = wait_writable(fd, shim_cfg.timeout_ms);
+                if (r == 0)
+                        r = kvt_msg_send(fd, type, conn_seq, payload, len);
+        }
+        return r;
+}
+
+static void drop_locked(int err) {
+        if (conn_fd < 0)
+                return;
+        log_warning("Lost kvtierd at %s: %s; captured memory stays where it is, new allocations stay plain until it is back.",
+                    shim_cfg.socket_path, strerror(err < 0 ? -err : err));
+        /* shutdown() wakes the mover, which then finds its fd stale and exits;
+         * it closes the descriptor itself, so no one reuses it under it. */
+        shutdown(conn_fd, SHUT_RDWR);
+        conn_fd = -1;
+        next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
+        outage_logged = true;
+        regions_forget_registration();
+}
+
+static int handshake(int fd) {
+        const struct kvt_cudart *rt = real_cudart();
+        struct kvt_hello hello = { .proto_version = KVT_PROTO_VERSION };
+        struct kvt_msg *m;
+        size_t free_bytes = 0, total_bytes = 0;
+        int dev = 0, r;
+
+        if (rt) {
+                rt->cudaGetDevice(&dev);
+                if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+                        total_bytes = 0;
+        }
+        hello.device = dev;
+        hello.device_total_bytes = total_bytes;
+        if (prctl(PR_GET_NAME, hello.name) < 0)
+                strcpy(hello.name, "?");
+        r = send_locked(fd, KVT_MSG_HELLO, &hello, sizeof(hello));
+        if (r < 0)
+                return r;
+        m = malloc(sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        r = kvt_msg_recv_timeout(fd, m, shim_cfg.timeout_ms);
+        if (r == 0 && m->hdr.type != KVT_MSG_WELCOME)
+                r = -EPROTO;
+        if (r == 0)
+                log_debug("Registered with kvtierd as client %u.", m->u.welcome.client_id);
+        free(m);
+        return r;
+}
+
+static int connect_locked(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd, r;
+
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        memcpy(sa.sun_path, shim_cfg.socket_path, sizeof(sa.sun_path));
+        /* AF_UNIX connect completes at once or fails (EAGAIN: backlog full). */
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        r = handshake(fd);
+        if (r == 0)
+                r = mover_start(fd);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        conn_fd = fd;
+        return 0;
+}
+
+int client_ensure(void) {
+        int r = 0;
+
+        pthread_mutex_lock(&lock);
+        if (conn_fd >= 0)
+                goto out;
+        if (now_ns() < next_attempt_ns) {
+                r = -ENOTCONN;
+                goto out;
+        }
+        r = connect_locked();
+        if (r < 0) {
+                next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
+                if (!outage_logged)
+                        log_warning_errno(r, "Cannot reach kvtierd at %s: %s; allocations stay plain cudaMalloc until it is reachable.",
+                                          shim_cfg.socket_path, strerror(-r));
+                outage_logged = true;
+        } else {
+                if (outage_logged)
+                        log_notice("Connected to kvtierd at %s.", shim_cfg.socket_path);
+                outage_logged = false;
+        }
+out:
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+int client_send(uint16_t type, const void *payload, size_t len) {
+        int r;
+
+        pthread_mutex_lock(&lock);
+        if (conn_fd < 0)
+                r = -ENOTCONN;
+        else {
+                r = send_locked(conn_fd, type, payload, len);
+                if (r < 0)
+                        drop_locked(r);
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+int client_send_on(int fd, uint16_t type, const void *payload, size_t len) {
+        int r;
+
+        pthread_mutex_lock(&lock);
+        if (conn_fd != fd)
+                r = -ENOTCONN;
+        else {
+                r = send_locked(fd, type, payload, len);
+                if (r < 0)
+                        drop_locked(r);
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+void client_lost(int fd, int err) {
+        pthread_mutex_lock(&lock);
+        if (conn_fd == fd)
+                drop_locked(err);
+        pthread_mutex_unlock(&lock);
+}
+
+/* The child of fork() has no mover thread and must not speak for the
+ * parent: it forgets the connection (the parent keeps it open) and
+ * connects on its own if it allocates. */
+static void atfork_child(void) {
+        pthread_mutex_init(&lock, NULL);
+        if (conn_fd >= 0)
+                close(conn_fd); /* the parent's connection lives on: close() is not shutdown() */
+        conn_fd = -1;
+        next_attempt_ns = 0;
+        outage_logged = false;
+        regions_atfork_child();
+}
+
+void client_init(void) {
+        pthread_atfork(NULL, NULL, atfork_child);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Makes sure a daemon connection exists, connecting (HELLO, WELCOME, mover
+ * thread started) when none does and the reconnect back-off has passed.
+ * Never waits longer than shim_cfg.timeout_ms.  Returns 0 when connected,
+ * -errno otherwise (logged once per outage). */
+int client_ensure(void);
+
+/* Sends one message on the current connection, waiting at most
+ * shim_cfg.timeout_ms for room.  A failure drops the connection.
+ * Returns 0, -ENOTCONN or -errno. */
+int client_send(uint16_t type, const void *payload, size_t len);
+
+/* As client_send(), but only if fd is still the current connection (the
+ * mover replies on the connection its order came from). */
+int client_send_on(int fd, uint16_t type, const void *payload, size_t len);
+
+/* The mover saw fd fail or close: drop it if it is still current. */
+void client_lost(int fd, int err);
+
+/* Sets up fork handling; called once from the constructor. */
+void client_init(void);

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Compiled only when the CUDA toolkit's headers are found: proves at build
+ * time that the shim's own ABI copy (cuda-abi.h) matches them, constant by
+ * constant and signature by signature.  Nothing here runs.
+ */
+#include "config.h"
+
+#include <cuda_runtime_api.h>
+
+#define KVT_CUDA_ABI_CHECK
+#include "cuda-abi.h"
+
+#define CHECK_CONST(name, value) _Static_assert((long)(name) == (long)(value), #name " differs from CUDA's");
+KVT_CUDA_CONSTS(CHECK_CONST)
+KVT_CUDA_ADVISE(CHECK_CONST)
+KVT_CUDA_LOCATION_TYPES(CHECK_CONST)
+KVT_CUDA_MEMCPY_KINDS(CHECK_CONST)
+
+#define CHECK_FUNC(ret, name, args)                                                                \
+        _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) args),               \
+                       #name " signature differs from CUDA's");
+KVT_CUDART_FUNCS(CHECK_FUNC)
+
+_Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");
+_Static_assert(sizeof(enum cudaMemoryAdvise) == sizeof(int), "enum size");
+
+/* ISO C wants a translation unit to declare something. */
+extern int kvt_cuda_abi_checked;

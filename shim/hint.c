@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+
+#include "client.h"
+#include "kvtier.h"
+#include "protocol.h"
+#include "regions.h"
+#include "shim.h"
+
+KVT_EXPORT int kvtier_hint(const void *ptr, size_t len, int hint) {
+        struct shim_region r;
+        struct kvt_hint h;
+        uintptr_t start = (uintptr_t)ptr, end;
+
+        if (hint != KVTIER_HINT_HOT && hint != KVTIER_HINT_COLD)
+                return -EINVAL;
+        if (len == 0 || start + len < start)
+                return -EINVAL;
+        if (regions_lookup(ptr, &r) < 0)
+                return -ENOENT;
+        end = start + len;
+        if (end > r.base + r.span_bytes)
+                return -EINVAL; /* the range runs past the allocation */
+        if (!r.registered)
+                return -ENOTCONN;
+        h = (struct kvt_hint){
+                .region_id = r.id,
+                .first_chunk = (uint32_t)((start - r.base) >> KVT_CHUNK_SHIFT),
+                .kind = (uint32_t)hint,
+        };
+        h.n_chunks = (uint32_t)(((end - r.base - 1) >> KVT_CHUNK_SHIFT) + 1 - h.first_chunk);
+        return client_send(KVT_MSG_HINT, &h, sizeof(h));
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "regions.h"
+
+/*
+ * The table is a small array kept sorted by base: lookups are a binary
+ * search, inserts and removals a memmove.  Captured regions are large
+ * (64 MiB and up), so there are at most thousands of them.
+ */
+struct slot {
+        struct shim_region r;
+        unsigned busy; /* orders running on it */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
+static struct slot *slots;
+static size_t n_slots, cap_slots;
+static uint32_t next_id = 1;
+
+/* Index of the first slot with base > p. */
+static size_t upper_bound(uintptr_t p) {
+        size_t lo = 0, hi = n_slots;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (slots[mid].r.base <= p)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+static struct slot *find_containing(uintptr_t p) {
+        size_t i = upper_bound(p);
+
+        if (i == 0)
+                return NULL;
+        if (p - slots[i - 1].r.base < slots[i - 1].r.span_bytes)
+                return &slots[i - 1];
+        return NULL;
+}
+
+static struct slot *find_id(uint32_t id) {
+        for (size_t i = 0; i < n_slots; i++)
+                if (slots[i].r.id == id)
+                        return &slots[i];
+        return NULL;
+}
+
+int regions_add(struct shim_region *r) {
+        size_t i;
+
+        pthread_mutex_lock(&lock);
+        if (n_slots == cap_slots) {
+                size_t cap = cap_slots ? cap_slots * 2 : 16;
+                struct slot *s = realloc(slots, cap * sizeof(*s));
+                if (!s) {
+                        pthread_mutex_unlock(&lock);
+                        return -ENOMEM;
+                }
+                slots = s;
+                cap_slots = cap;
+        }
+        r->id = next_id++;
+        i = upper_bound(r->base);
+        memmove(&slots[i + 1], &slots[i], (n_slots - i) * sizeof(*slots));
+        slots[i] = (struct slot){ .r = *r };
+        n_slots++;
+        pthread_mutex_unlock(&lock);
+        return 0;
+}
+
+int regions_take(const void *ptr, struct shim_region *ret) {
+        struct slot *s;
+
+        pthread_mutex_lock(&lock);
+        s = find_containing((uintptr_t)ptr);
+        if (!s || s->r.base != (uintptr_t)ptr) {
+                pthread_mutex_unlock(&lock);
+                return -ENOENT;
+        }
+        while (s->busy) {
+                uintptr_t base = s->r.base;
+                pthread_cond_wait(&idle, &lock);
+                s = find_containing(base); /* the array may have moved */
+        }
+        *ret = s->r;
+        memmove(s, s + 1, (size_t)(&slots[n_slots] - (s + 1)) * sizeof(*s));
+        n_slots--;
+        pthread_mutex_unlock(&lock);
+        return 0;
+}
+
+int regions_lookup(const void *ptr, struct shim_region *ret) {
+        struct slot *s;
+
+        pthread_mutex_lock(&lock);
+        s = find_containing((uintptr_t)ptr);
+        if (s)
+                *ret = s->r;
+        pthread_mutex_unlock(&lock);
+        return s ? 0 : -ENOENT;
+}
+
+int regions_acquire(uint32_t id, struct shim_region *ret) {
+        struct slot *s;
+
+        pthread_mutex_lock(&lock);
+        s = find_id(id);
+        if (s) {
+                s->busy++;
+                *ret = s->r;
+        }
+        pthread_mutex_unlock(&lock);
+        return s ? 0 : -ENOENT;
+}
+
+void regions_release(uint32_t id) {
+        struct slot *s;
+
+        pthread_mutex_lock(&lock);
+        s = find_id(id);
+        if (s && s->busy && --s->busy == 0)
+                pthread_cond_broadcast(&idle);
+        pthread_mutex_unlock(&lock);
+}
+
+void regions_set_registered(uint32_t id, bool registered) {
+        struct slot *s;
+
+        pthread_mutex_lock(&lock);
+        s = find_id(id);
+        if (s)
+                s->r.registered = registered;
+        pthread_mutex_unlock(&lock);
+}
+
+void regions_forget_registration(void) {
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_slots; i++)
+                slots[i].r.registered = false;
+        pthread_mutex_unlock(&lock);
+}
+
+void regions_count(size_t *ret_n, uint64_t *ret_bytes) {
+        uint64_t bytes = 0;
+
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_slots; i++)
+                bytes += slots[i].r.span_bytes;
+        *ret_n = n_slots;
+        *ret_bytes = bytes;
+        pthread_mutex_unlock(&lock);
+}
+
+void regions_atfork_child(void) {
+        pthread_mutex_init(&lock, NULL);
+        pthread_cond_init(&idle, NULL);
+        for (size_t i = 0; i < n_slots; i++) {
+                slots[i].r.registered = false;
+                slots[i].busy = 0; /* the parent's mover did not come along */
+        }
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One captured allocation, as the shim knows it. */
+struct shim_region {
+        uint32_t id;         /* unique within this process; the daemon's key */
+        int device;          /* CUDA ordinal it was allocated on */
+        uintptr_t base;      /* 2 MiB aligned pointer given to the engine */
+        size_t size_bytes;   /* what the engine asked for */
+        size_t span_bytes;   /* size rounded up to whole chunks */
+        void *alloc_ptr;     /* what cudaMallocManaged returned (freed with it) */
+        uint32_t api;        /* enum kvt_alloc_api */
+        bool registered;     /* the daemon of the current connection knows it */
+};
+
+/* Adds a region (copied) and assigns its id into *r.  Returns 0 or -ENOMEM. */
+int regions_add(struct shim_region *r);
+
+/* Finds the region that starts exactly at ptr, removes it from the table and
+ * copies it to *ret, waiting until no order is being carried out on it.
+ * Returns 0 or -ENOENT. */
+int regions_take(const void *ptr, struct shim_region *ret);
+
+/* Finds the region containing ptr and copies it to *ret.  Returns 0 or -ENOENT. */
+int regions_lookup(const void *ptr, struct shim_region *ret);
+
+/* Pins region id against removal while an order runs on it and copies it to
+ * *ret.  Pair with regions_release().  Returns 0 or -ENOENT. */
+int regions_acquire(uint32_t id, struct shim_region *ret);
+void regions_release(uint32_t id);
+
+/* Marks region id registered (or not) with the daemon. */
+void regions_set_registered(uint32_t id, bool registered);
+
+/* Marks every region unregistered (the daemon connection was lost). */
+void regions_forget_registration(void);
+
+/* Number of regions and their bytes now. */
+void regions_count(size_t *ret_n, uint64_t *ret_bytes);
+
+/* In the child of fork(): resets the lock (another thread may have held it)
+ * and marks every region unregistered. */
+void regions_atfork_child(void);
