@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kv-engine: plays an inference engine's KV cache for kvtier's tests.
+ *
+ * Allocates a pool of --regions allocations of --region-size bytes with
+ * plain cudaMalloc (the shim, when preloaded, captures them), writes a
+ * known pattern into each, then runs --steps decode steps that read a
+ * window of --window bytes sliding over the pool, and finally checks that
+ * every byte still holds its pattern.  The same source runs against the
+ * fake CUDA (backend-fake.c) and real CUDA (tests/gpu/backend-cuda.cu).
+ *
+ * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
+ * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "cuda-abi.h"
+
+cudaError_t cudaMalloc(void **devPtr, size_t size);
+cudaError_t cudaFree(void *devPtr);
+cudaError_t cudaGetDevice(int *device);
+
+#define EXIT_MISMATCH 1
+#define EXIT_USAGE 2
+#define EXIT_CUDA 3
+
+struct opts {
+        unsigned regions;
+        uint64_t region_bytes, window_bytes, max_vram_bytes;
+        unsigned steps, step_ms;
+        uint64_t seed;
+        int hint;
+};
+
+typedef int (*hint_fn)(const void *, size_t, int);
+
+static int parse_size(const char *s, uint64_t *ret) {
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+
+        switch (*end) {
+        case 'K': v <<= 10; end++; break;
+        case 'M': v <<= 20; end++; break;
+        case 'G': v <<= 30; end++; break;
+        default: break;
+        }
+        if (*end || v == 0)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+static void sleep_ms(unsigned ms) {
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o) {
+        static const struct option lo[] = {
+                { "regions", required_argument, NULL, 'n' },    { "region-size", required_argument, NULL, 'r' },
+                { "window", required_argument, NULL, 'w' },     { "steps", required_argument, NULL, 's' },
+                { "step-ms", required_argument, NULL, 't' },    { "seed", required_argument, NULL, 'S' },
+                { "max-vram", required_argument, NULL, 'm' },   { "hint", no_argument, NULL, 'H' },
+                {},
+        };
+        int c;
+
+        *o = (struct opts){ .regions = 4, .region_bytes = 64 << 20, .window_bytes = 32 << 20,
+                            .steps = 32, .step_ms = 20, .seed = 42 };
+        while ((c = getopt_long(argc, argv, "", lo, NULL)) >= 0) {
+                int r = 0;
+                switch (c) {
+                case 'n': o->regions = (unsigned)strtoul(optarg, NULL, 10); break;
+                case 'r': r = parse_size(optarg, &o->region_bytes); break;
+                case 'w': r = parse_size(optarg, &o->window_bytes); break;
+                case 's': o->steps = (unsigned)strtoul(optarg, NULL, 10); break;
+                case 't': o->step_ms = (unsigned)strtoul(optarg, NULL, 10); break;
+                case 'S': o->seed = strtoull(optarg, NULL, 0); break;
+                case 'm': r = parse_size(optarg, &o->max_vram_bytes); break;
+                case 'H': o->hint = 1; break;
+                default: return -EINVAL;
+                }
+                if (r < 0)
+                        return r;
+        }
+        if (o->regions == 0 || o->regions > 1024 || o->region_bytes % 8 || o->window_bytes % 8 ||
+            o->window_bytes > o->region_bytes * o->regions)
+                return -EINVAL;
+        return 0;
+}
+
+/* Reads the window [start, start+len) of the pool, which may span regions. */
+static int read_window(char **pool, const struct opts *o, uint64_t start, uint64_t len, hint_fn hint) {
+        uint64_t pool_bytes = o->region_bytes * o->regions;
+
+        while (len) {
+                uint64_t at = start % pool_bytes, reg = at / o->region_bytes, off = at % o->region_bytes;
+                uint64_t n = o->region_bytes - off < len ? o->region_bytes - off : len;
+
+                if (hint)
+                        hint(pool[reg] + off, n, 1 /* KVTIER_HINT_HOT */);
+                if (backend_read(pool[reg] + off, n) < 0)
+                        return -EIO;
+                start += n;
+                len -= n;
+        }
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        struct opts o;
+        char **pool;
+        hint_fn hint = NULL;
+        uint64_t bad = 0, peak = 0, stride;
+        int dev = 0, ret = 0;
+
+        if (parse_opts(argc, argv, &o) < 0) {
+                fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint]\n");
+                return EXIT_USAGE;
+        }
+        if (o.hint)
+                hint = (hint_fn)dlsym(RTLD_DEFAULT, "kvtier_hint"); /* NULL without the shim */
+        cudaGetDevice(&dev);
+        pool = calloc(o.regions, sizeof(*pool));
+        if (!pool)
+                return EXIT_CUDA;
+        for (unsigned i = 0; i < o.regions; i++) {
+                cudaError_t e = cudaMalloc((void **)&pool[i], o.region_bytes);
+                if (e != cudaSuccess) {
+                        fprintf(stderr, "kv-engine: cudaMalloc(%" PRIu64 ") failed: %d\n", o.region_bytes, e);
+                        return EXIT_CUDA;
+                }
+                if (backend_fill(pool[i], o.region_bytes, o.seed + i) < 0)
+                        return EXIT_CUDA;
+        }
+        /* The window walks the pool in eighths of itself per step. */
+        stride = o.window_bytes / 8 ? o.window_bytes / 8 / 8 * 8 : 8;
+        for (unsigned s = 0; s < o.steps; s++) {
+                if (read_window(pool, &o, (uint64_t)s * stride, o.window_bytes, hint) < 0) {
+                        fprintf(stderr, "kv-engine: read failed at step %u\n", s);
+                        return EXIT_CUDA;
+                }
+                sleep_ms(o.step_ms);
+        }
+        for (unsigned i = 0; i < o.regions; i++) {
+                uint64_t b = 0;
+                if (backend_check(pool[i], o.region_bytes, o.seed + i, &b) < 0)
+                        return EXIT_CUDA;
+                if (b)
+                        fprintf(stderr, "kv-engine: region %u: %" PRIu64 " words differ from the pattern\n", i, b);
+                bad += b;
+        }
+        printf("kv-engine: pool %" PRIu64 " bytes in %u regions, %u steps, mismatched words %" PRIu64 "\n",
+               o.region_bytes * o.regions, o.regions, o.steps, bad);
+        if (bad)
+                ret = EXIT_MISMATCH;
+        if (backend_vram_peak(dev, &peak) == 0) {
+                printf("kv-engine: peak managed VRAM %" PRIu64 " bytes\n", peak);
+                if (o.max_vram_bytes && peak > o.max_vram_bytes) {
+                        fprintf(stderr, "kv-engine: peak managed VRAM %" PRIu64 " > limit %" PRIu64 "\n", peak,
+                                o.max_vram_bytes);
+                        ret = EXIT_MISMATCH;
+                }
+        }
+        for (unsigned i = 0; i < o.regions; i++)
+                if (cudaFree(pool[i]) != cudaSuccess)
+                        ret = ret ? ret : EXIT_CUDA;
+        free(pool);
+        return ret;
+}

@@ -1,0 +1,65 @@
+#!/bin/bash
+# The walking skeleton's contract: 256 MiB of KV in four allocations under a
+# 64 MiB VRAM budget.  VRAM stays within the budget by the daemon's books and
+# by the fake CUDA's own residency counters, the pattern survives the
+# migrations, and the engine exits 0 with the daemon, without it, and without
+# the shim.
+. "$(dirname "$0")/lib.sh"
+
+BUDGET=$((64 << 20))
+ARGS="--regions 4 --region-size 64M --window 32M --steps 40 --step-ms 15 --hint"
+
+write_config 64M
+check "kvtierd starts" start_daemon
+
+# Poll the daemon while the engine runs: the highest VRAM it ever reported.
+run_engine with-daemon $ARGS --max-vram $BUDGET &
+engine=$!
+max_vram=0 max_charged=0 polls=0
+while kill -0 $engine 2>/dev/null; do
+        if s=$(status_json 2>/dev/null); then
+                v=$(echo "$s" | jq '[.gpus[] | select(.device == 0) | .vram_bytes] | max // 0')
+                c=$(echo "$s" | jq '[.gpus[] | select(.device == 0) | .charged_bytes] | max // 0')
+                [ "$v" -gt "$max_vram" ] && max_vram=$v
+                [ "$c" -gt "$max_charged" ] && max_charged=$c
+                polls=$((polls + 1))
+        fi
+        sleep 0.02
+done
+wait $engine; rc=$?
+check "engine exits 0 under the shim with the daemon" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/with-daemon.out")"
+check "pattern intact after migrations" grep -q "mismatched words 0" "$TMP/with-daemon.out"
+check_gt "daemon polled while the engine ran" $polls 3
+check_gt "daemon saw chunks in VRAM" $max_vram 0
+check_le "VRAM by kvtierctl never above the budget" $max_vram $BUDGET
+check_le "charged VRAM by kvtierctl never above the budget" $max_charged $BUDGET
+
+s=$(status_json)
+check_le "peak charged VRAM reported by the daemon within the budget" \
+        "$(echo "$s" | jq '.gpus[] | select(.device == 0) | .peak_charged_bytes')" $BUDGET
+check_gt "orders completed" "$(echo "$s" | jq .migrations.orders_done)" 0
+check "no order failed" [ "$(echo "$s" | jq .migrations.orders_failed)" -eq 0 ]
+check_gt "bytes promoted to VRAM" "$(echo "$s" | jq .migrations.bytes_to_vram)" 0
+check_gt "bytes evicted to host" "$(echo "$s" | jq .migrations.bytes_to_host)" 0
+check "client gone from status after exit" [ "$(echo "$s" | jq '.clients | length')" -eq 0 ]
+
+peak=$(stat_of with-daemon managed_resident_peak_bytes)
+check_le "peak VRAM by the fake CUDA's own counters within the budget" "$peak" $BUDGET
+check_gt "regions were captured as managed memory" "$(stat_of with-daemon managed_alloc_bytes)" 0
+check_gt "chunks were prefetched to the GPU" "$(stat_of with-daemon h2d_bytes)" 0
+check "daemon stops cleanly on SIGTERM" stop_daemon
+
+# Without a daemon the shim fails open: plain cudaMalloc, same result.
+run_engine no-daemon $ARGS; rc=$?
+check "engine exits 0 under the shim without a daemon" [ $rc -eq 0 ]
+check "no region captured without a daemon" [ "$(stat_of no-daemon managed_alloc_bytes)" -eq 0 ]
+check "the shim says once that the daemon is missing" \
+        [ "$(grep -c 'Cannot reach kvtierd' "$TMP/no-daemon.out")" -eq 1 ]
+
+env FAKECUDA_STATS="$TMP/plain.stats" "$ENGINE" $ARGS >"$TMP/plain.out" 2>&1; rc=$?
+check "engine exits 0 without the shim" [ $rc -eq 0 ]
+check "same output without the shim" diff <(grep kv-engine: "$TMP/plain.out" | grep -v VRAM) \
+        <(grep kv-engine: "$TMP/with-daemon.out" | grep -v VRAM)
+
+done_testing

@@ -1,0 +1,59 @@
+#!/bin/bash
+# The shim never takes the engine down: a disabled shim, a daemon killed or
+# stopped mid-run, failing CUDA calls and odd allocator results all leave the
+# engine's output and exit status as they are without kvtier.
+. "$(dirname "$0")/lib.sh"
+
+ARGS="--regions 4 --region-size 64M --window 32M --steps 30 --step-ms 15 --hint"
+intact() { grep -q "mismatched words 0" "$TMP/$1.out" || { diag "$(cat "$TMP/$1.out")"; false; }; }
+
+write_config 64M
+check "kvtierd starts" start_daemon
+
+ENGINE_ENV="KVTIER_DISABLE=1" run_engine disabled $ARGS; rc=$?
+check "KVTIER_DISABLE=1: engine exits 0" [ $rc -eq 0 ]
+check "KVTIER_DISABLE=1: nothing captured" [ "$(stat_of disabled managed_alloc_bytes)" -eq 0 ]
+
+ENGINE_ENV="FAKECUDA_MANAGED_MISALIGN=1" run_engine misaligned $ARGS --max-vram $((64 << 20)); rc=$?
+check "misaligned managed memory: engine exits 0, budget held" [ $rc -eq 0 ]
+check "misaligned managed memory: captured" [ "$(stat_of misaligned managed_alloc_bytes)" -gt 0 ]
+check "misaligned managed memory: pattern intact" intact misaligned
+
+ENGINE_ENV="FAKECUDA_FAIL=prefetch:3+" run_engine prefetch-fails $ARGS --max-vram $((64 << 20)); rc=$?
+check "failing prefetches: engine exits 0 and VRAM stays within budget" [ $rc -eq 0 ]
+check "failing prefetches: pattern intact" intact prefetch-fails
+check_gt "failing prefetches: daemon counted failed orders" "$(status_json | jq .migrations.orders_failed)" 0
+
+ENGINE_ENV="FAKECUDA_FAIL=malloc_managed:1+" run_engine managed-fails $ARGS; rc=$?
+check "failing cudaMallocManaged: engine exits 0 on plain cudaMalloc" [ $rc -eq 0 ]
+check "failing cudaMallocManaged: pattern intact" intact managed-fails
+
+# SIGKILL the daemon while the engine runs.
+run_engine killed $ARGS --steps 60 &
+engine=$!
+sleep 0.4
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
+wait $engine; rc=$?
+check "daemon SIGKILLed mid-run: engine exits 0" [ $rc -eq 0 ]
+check "daemon SIGKILLed mid-run: pattern intact" intact killed
+check "daemon SIGKILLed mid-run: the shim said so once" [ "$(grep -c 'Lost kvtierd' "$TMP/killed.out")" -eq 1 ]
+
+# A stopped daemon accepts connections but never answers: each allocation
+# may wait at most KVTIER_TIMEOUT_MS once, then the shim backs off.
+rm -f "$SOCK"
+check "kvtierd restarts on the same socket" start_daemon
+kill -STOP "$DAEMON_PID"
+start=$(date +%s%N)
+ENGINE_ENV="KVTIER_TIMEOUT_MS=300" run_engine stopped $ARGS --steps 4; rc=$?
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+kill -CONT "$DAEMON_PID"
+check "daemon stopped: engine exits 0" [ $rc -eq 0 ]
+check "daemon stopped: pattern intact" intact stopped
+check "daemon stopped: nothing captured" [ "$(stat_of stopped managed_alloc_bytes)" -eq 0 ]
+# 4 steps of 15 ms plus one 300 ms wait; 5 s leaves room for a slow machine
+# while catching a shim that waits on the daemon once per allocation forever.
+check_le "daemon stopped: the engine was not held up (ms)" $elapsed_ms 5000
+check "daemon still serves after SIGCONT" status_json >/dev/null
+check "kvtierd stops cleanly" stop_daemon
+
+done_testing

@@ -1,0 +1,18 @@
+#!/bin/bash
+# Malformed and hostile peers are dropped; the daemon keeps serving.
+. "$(dirname "$0")/lib.sh"
+
+write_config 64M
+check "kvtierd starts" start_daemon
+# abuse prints its own TAP lines: renumber them into ours.
+while IFS= read -r line; do
+        case "$line" in
+        "ok "*) ok "${line#ok * - }" ;;
+        "not ok "*) not_ok "${line#not ok * - }" ;;
+        "1.."*) ;;
+        *) echo "$line" ;;
+        esac
+done < <("$top_builddir/tests/integration/abuse" "$SOCK")
+check "daemon alive after the abuse" kill -0 "$DAEMON_PID"
+check "kvtierd stops cleanly" stop_daemon
+done_testing

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvtierctl: shows and steers kvtierd.
+ *
+ * Exit status: 0 success; 1 the daemon could not be reached or answered with
+ * an error; 2 usage error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "protocol.h"
+#include "util.h"
+
+#define EXIT_USAGE 2
+#define REPLY_TIMEOUT_MS 5000
+
+static const char *arg_socket;
+static bool arg_json;
+
+static void help(void) {
+        printf("Usage: kvtierctl [OPTIONS] COMMAND\n\n"
+               "Commands:\n"
+               "  status            budgets, clients, regions and tiers\n\n"
+               "Options:\n"
+               "  -s, --socket PATH daemon socket (default $KVTIER_SOCKET or %s)\n"
+               "  -j, --json        print JSON instead of a table\n"
+               "  -h, --help        show this help\n"
+               "      --version     show the version\n\n"
+               "Exit status: 0 success, 1 daemon unreachable or failed, 2 usage error.\n",
+               KVT_RUNSTATEDIR "/kvtier/kvtierd.sock");
+}
+
+static int ctl_connect(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+/* Sends a control request and collects the JSON text of its reply. */
+static int ctl_request(int fd, uint16_t type, struct json_object **ret) {
+        struct kvt_msg *m = malloc(sizeof(*m));
+        char *text = NULL;
+        size_t len = 0;
+        int r;
+
+        if (!m)
+                return -ENOMEM;
+        r = kvt_msg_send(fd, type, 1, NULL, 0);
+        while (r == 0) {
+                r = kvt_msg_recv_timeout(fd, m, REPLY_TIMEOUT_MS);
+                if (r < 0)
+                        break;
+                if (m->hdr.type == KVT_MSG_CTL_END) {
+                        r = m->u.ctl_end.status;
+                        break;
+                }
+                if (m->hdr.type != KVT_MSG_CTL_DATA) {
+                        r = -EPROTO;
+                        break;
+                }
+                char *t = realloc(text, len + m->hdr.length + 1);
+                if (!t) {
+                        r = -ENOMEM;
+                        break;
+                }
+                text = t;
+                memcpy(text + len, m->u.text, m->hdr.length);
+                len += m->hdr.length;
+                text[len] = '\0';
+        }
+        if (r == 0) {
+                *ret = text ? json_tokener_parse(text) : NULL;
+                if (!*ret)
+                        r = -EBADMSG;
+        }
+        free(text);
+        free(m);
+        return r;
+}
+
+static int64_t jint(struct json_object *o, const char *key) {
+        struct json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
+}
+
+static const char *jstr(struct json_object *o, const char *key) {
+        struct json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+}
+
+static struct json_object *jarr(struct json_object *o, const char *key) {
+        struct json_object *v;
+
+        if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_array))
+                return v;
+        return NULL;
+}
+
+#define B(buf, o, key) format_bytes(buf, sizeof(buf), (uint64_t)jint(o, key))
+
+static void print_gpus(struct json_object *st) {
+        struct json_object *gpus = jarr(st, "gpus");
+        char b[6][32];
+
+        printf("%-4s %10s %10s %10s %10s %12s %10s %9s\n", "GPU", "BUDGET", "CHARGED", "PEAK", "VRAM",
+               "HOST-MAPPED", "HOST", "INFLIGHT");
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i);
+                printf("%-4" PRId64 " %10s %10s %10s %10s %12s %10s %9" PRId64 "\n", jint(g, "device"),
+                       B(b[0], g, "budget_bytes"), B(b[1], g, "charged_bytes"),
+                       B(b[2], g, "peak_charged_bytes"), B(b[3], g, "vram_bytes"),
+                       B(b[4], g, "host_mapped_bytes"), B(b[5], g, "host_bytes"), jint(g, "inflight_orders"));
+        }
+}
+
+static void print_clients(struct json_object *st) {
+        struct json_object *clients = jarr(st, "clients");
+        char b[4][32];
+
+        printf("\n%-8s %-8s %-16s %-4s %-7s %10s %10s %12s %10s\n", "CLIENT", "PID", "NAME", "GPU", "REGIONS",
+               "SIZE", "VRAM", "HOST-MAPPED", "HOST");
+        for (size_t i = 0; clients && i < json_object_array_length(clients); i++) {
+                struct json_object *c = json_object_array_get_idx(clients, i);
+                struct json_object *regions = jarr(c, "regions");
+                uint64_t size = 0;
+                size_t n = regions ? json_object_array_length(regions) : 0;
+
+                for (size_t k = 0; k < n; k++)
+                        size += (uint64_t)jint(json_object_array_get_idx(regions, k), "size_bytes");
+                printf("%-8" PRId64 " %-8" PRId64 " %-16s %-4" PRId64 " %-7zu %10s %10s %12s %10s\n",
+                       jint(c, "client_id"), jint(c, "pid"), jstr(c, "name"), jint(c, "device"), n,
+                       format_bytes(b[0], sizeof(b[0]), size), B(b[1], c, "vram_bytes"),
+                       B(b[2], c, "host_mapped_bytes"), B(b[3], c, "host_bytes"));
+        }
+}
+
+static void print_status(struct json_object *st) {
+        struct json_object *mig = NULL;
+        char b[2][32];
+
+        printf("kvtierd %s, pid %" PRId64 ", policy %s, tick %" PRId64 " ms, up %.1f s\n\n", jstr(st, "version"),
+               jint(st, "pid"), jstr(st, "policy"), jint(st, "tick_ms"), (double)jint(st, "uptime_ms") / 1000.0);
+        print_gpus(st);
+        print_clients(st);
+        json_object_object_get_ex(st, "migrations", &mig);
+        if (mig)
+                printf("\nMigrations: %" PRId64 " orders sent, %" PRId64 " done, %" PRId64
+                       " failed; %s to VRAM, %s to host\n",
+                       jint(mig, "orders_sent"), jint(mig, "orders_done"), jint(mig, "orders_failed"),
+                       B(b[0], mig, "bytes_to_vram"), B(b[1], mig, "bytes_to_host"));
+}
+
+static int cmd_status(int fd) {
+        struct json_object *st = NULL;
+        int r = ctl_request(fd, KVT_MSG_CTL_STATUS, &st);
+
+        if (r < 0) {
+                fprintf(stderr, "kvtierctl: status request failed: %s\n", strerror(-r));
+                return 1;
+        }
+        if (arg_json)
+                printf("%s\n", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PRETTY |
+                                                                          JSON_C_TO_STRING_NOSLASHESCAPE));
+        else
+                print_status(st);
+        json_object_put(st);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "socket", required_argument, NULL, 's' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {},
+        };
+        const char *cmd;
+        int c, fd, r;
+
+        arg_socket = getenv("KVTIER_SOCKET");
+        if (!arg_socket || !*arg_socket)
+                arg_socket = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock";
+        while ((c = getopt_long(argc, argv, "s:jh", opts, NULL)) >= 0)
+                switch (c) {
+                case 's':
+                        arg_socket = optarg;
+                        break;
+                case 'j':
+                        arg_json = true;
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                case 'V':
+                        printf("kvtierctl %s\n", PACKAGE_VERSION);
+                        return 0;
+                default:
+                        return EXIT_USAGE;
+                }
+        cmd = optind < argc ? argv[optind] : "status";
+        if (strcmp(cmd, "status") != 0) {
+                fprintf(stderr, "kvtierctl: unknown command '%s' (try --help)\n", cmd);
+                return EXIT_USAGE;
+        }
+        /* Options may also follow the command: "kvtierctl status --json". */
+        for (int i = optind + 1; i < argc; i++) {
+                if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-j") == 0)
+                        arg_json = true;
+                else {
+                        fprintf(stderr, "kvtierctl: unexpected argument '%s'\n", argv[i]);
+                        return EXIT_USAGE;
+                }
+        }
+        fd = ctl_connect(arg_socket);
+        if (fd < 0) {
+                fprintf(stderr, "kvtierctl: cannot connect to kvtierd at %s: %s\n", arg_socket, strerror(-fd));
+                return 1;
+        }
+        r = cmd_status(fd);
+        close(fd);
+        return r;
+}
