@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "protocol.h"
+#include "tap.h"
+
+static struct kvt_msg m;
+
+/* Sends raw bytes on a and receives them as a message on b. */
+static int roundtrip_raw(int a, int b, const void *p, size_t n) {
+        if (send(a, p, n, 0) != (ssize_t)n)
+                return -EIO;
+        return kvt_msg_recv(b, &m);
+}
+
+static struct kvt_region_add good_region(void) {
+        return (struct kvt_region_add){ .region_id = 1, .device = 0, .base = 64ull << 30,
+                                        .size_bytes = 64 << 20, .api = KVT_API_CUDA_MALLOC,
+                                        .tier = KVT_TIER_HOST_MAPPED };
+}
+
+/* Builds header + payload into buf; returns the datagram length. */
+static size_t build(void *buf, uint16_t type, const void *payload, size_t len) {
+        struct kvt_msg_hdr h = { KVT_PROTO_MAGIC, KVT_PROTO_VERSION, type, (uint32_t)len, 9 };
+
+        memcpy(buf, &h, sizeof(h));
+        memcpy((char *)buf + sizeof(h), payload, len);
+        return sizeof(h) + len;
+}
+
+static void test_roundtrip(int a, int b) {
+        struct kvt_region_add r = good_region();
+        struct kvt_order o = { .order_id = 77, .region_id = 3, .first_chunk = 5, .n_chunks = 2,
+                               .tier = KVT_TIER_VRAM };
+
+        TAP_EQ_INT(kvt_msg_send(a, KVT_MSG_REGION_ADD, 41, &r, sizeof(r)), 0, "send REGION_ADD");
+        TAP_EQ_INT(kvt_msg_recv(b, &m), 0, "receive REGION_ADD");
+        TAP_EQ_INT(m.hdr.type, KVT_MSG_REGION_ADD, "type survives");
+        TAP_EQ_INT(m.hdr.seq, 41, "sequence survives");
+        TAP_EQ_U64(m.u.region_add.size_bytes, 64 << 20, "payload survives");
+        TAP_EQ_INT(kvt_msg_send(a, KVT_MSG_ORDER, 1, &o, sizeof(o)), 0, "send ORDER");
+        TAP_EQ_INT(kvt_msg_recv(b, &m), 0, "receive ORDER");
+        TAP_EQ_U64(m.u.order.order_id, 77, "order id survives");
+        TAP_EQ_INT(kvt_msg_send(a, KVT_MSG_CTL_STATUS, 2, NULL, 0), 0, "send an empty payload");
+        TAP_EQ_INT(kvt_msg_recv(b, &m), 0, "receive an empty payload");
+        TAP_EQ_INT(m.hdr.length, 0, "empty payload has length 0");
+        TAP_EQ_INT(kvt_msg_recv(b, &m), -EAGAIN, "nothing queued: -EAGAIN");
+        TAP_EQ_INT(kvt_msg_recv_timeout(b, &m, 30), -ETIMEDOUT, "timeout expires");
+        TAP_EQ_INT(kvt_msg_send(a, KVT_MSG_CTL_DATA, 1, &m, KVT_TEXT_MAX + 1), -EMSGSIZE,
+                   "oversized payload refused on send");
+}
+
+static void test_rejects(int a, int b) {
+        static char buf[KVT_MSG_MAX_BYTES + 64];
+        struct kvt_region_add r = good_region();
+        struct kvt_hello h = { .proto_version = KVT_PROTO_VERSION };
+        struct kvt_order o = { .order_id = 1, .region_id = 1, .n_chunks = 1, .tier = KVT_TIER_VRAM };
+        size_t n;
+
+        TAP_EQ_INT(roundtrip_raw(a, b, "abc", 3), -EBADMSG, "runt datagram");
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        ((struct kvt_msg_hdr *)buf)->magic ^= 1;
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "bad magic");
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        ((struct kvt_msg_hdr *)buf)->version++;
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EPROTO, "other version");
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n - 1), -EBADMSG, "length field disagrees with datagram");
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r) - 8);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "short fixed-size payload");
+        n = build(buf, 0x0777, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown type");
+        n = build(buf, KVT_MSG_HELLO, &h, sizeof(h));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "HELLO with an empty name is fine");
+        memset(h.name, 'x', sizeof(h.name));
+        n = build(buf, KVT_MSG_HELLO, &h, sizeof(h));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unterminated name");
+        h.name[0] = 0;
+        h.device = KVT_MAX_GPUS;
+        n = build(buf, KVT_MSG_HELLO, &h, sizeof(h));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "device out of range");
+        r.base += 4096;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "misaligned base");
+        r = good_region();
+        r.size_bytes = 0;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "empty region");
+        r = good_region();
+        r.base = UINT64_MAX - (KVT_CHUNK_BYTES - 1);
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "region wrapping the address space");
+        r = good_region();
+        r.tier = _KVT_TIER_MAX;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown tier");
+        o.n_chunks = 0;
+        n = build(buf, KVT_MSG_ORDER, &o, sizeof(o));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "order of no chunks");
+        o.n_chunks = 1;
+        o.tier = KVT_TIER_NONE;
+        n = build(buf, KVT_MSG_ORDER, &o, sizeof(o));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "order to no tier");
+        memset(buf, 0, sizeof(buf));
+        n = build(buf, KVT_MSG_CTL_DATA, buf + 1024, KVT_TEXT_MAX + 32);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "datagram over 64 KiB");
+        TAP_EQ_INT(kvt_msg_send(a, KVT_MSG_CTL_STATUS, 3, NULL, 0), 0, "good message after bad ones");
+        TAP_EQ_INT(kvt_msg_recv(b, &m), 0, "still received");
+}
+
+int main(void) {
+        int sv[2];
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv) < 0)
+                return 99;
+        test_roundtrip(sv[0], sv[1]);
+        test_rejects(sv[0], sv[1]);
+        TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_ORDER_DONE), "ORDER_DONE", "type names");
+        TAP_EQ_STR(kvt_tier_name(KVT_TIER_HOST_MAPPED), "host-mapped", "tier names");
+        close(sv[1]);
+        TAP_EQ_INT(kvt_msg_send(sv[0], KVT_MSG_CTL_STATUS, 1, NULL, 0), -EPIPE, "send to a closed peer");
+        close(sv[0]);
+        return tap_done();
+}
