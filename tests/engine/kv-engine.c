@@ -35,7 +35,7 @@ cudaError_t cudaGetDevice(int *device);
 struct opts {
         unsigned regions;
         uint64_t region_bytes, window_bytes, max_vram_bytes;
-        unsigned steps, step_ms;
+        unsigned steps, step_ms, probe_every;
         uint64_t seed;
         int hint;
 };
@@ -69,6 +69,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "window", required_argument, NULL, 'w' },     { "steps", required_argument, NULL, 's' },
                 { "step-ms", required_argument, NULL, 't' },    { "seed", required_argument, NULL, 'S' },
                 { "max-vram", required_argument, NULL, 'm' },   { "hint", no_argument, NULL, 'H' },
+                { "probe-every", required_argument, NULL, 'p' },
                 {},
         };
         int c;
@@ -86,6 +87,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'S': o->seed = strtoull(optarg, NULL, 0); break;
                 case 'm': r = parse_size(optarg, &o->max_vram_bytes); break;
                 case 'H': o->hint = 1; break;
+                case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 default: return -EINVAL;
                 }
                 if (r < 0)
@@ -115,16 +117,33 @@ static int read_window(char **pool, const struct opts *o, uint64_t start, uint64
         return 0;
 }
 
+/* Bytes of the pool resident in VRAM now, as the backend can tell. */
+static int probe_pool(char **pool, const struct opts *o, int dev, uint64_t *ret_bytes) {
+        uint64_t total = 0;
+
+        for (unsigned i = 0; i < o->regions; i++) {
+                uint64_t b;
+                int r = backend_vram_resident(pool[i], o->region_bytes, dev, &b);
+                if (r < 0)
+                        return r;
+                total += b;
+        }
+        *ret_bytes = total;
+        return 0;
+}
+
 int main(int argc, char **argv) {
         struct opts o;
         char **pool;
         hint_fn hint = NULL;
-        uint64_t bad = 0, peak = 0, stride;
+        uint64_t bad = 0, peak = 0, probed_max = 0, stride;
+        int probed = 0;
+        struct timespec t0, t1;
         int dev = 0, ret = 0;
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
@@ -144,13 +163,24 @@ int main(int argc, char **argv) {
         }
         /* The window walks the pool in eighths of itself per step. */
         stride = o.window_bytes / 8 ? o.window_bytes / 8 / 8 * 8 : 8;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         for (unsigned s = 0; s < o.steps; s++) {
                 if (read_window(pool, &o, (uint64_t)s * stride, o.window_bytes, hint) < 0) {
                         fprintf(stderr, "kv-engine: read failed at step %u\n", s);
                         return EXIT_CUDA;
                 }
                 sleep_ms(o.step_ms);
+                if (o.probe_every && s % o.probe_every == o.probe_every - 1) {
+                        uint64_t b;
+                        if (probe_pool(pool, &o, dev, &b) == 0) {
+                                probed = 1;
+                                probed_max = b > probed_max ? b : probed_max;
+                        }
+                }
         }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("kv-engine: decode steps took %.1f ms\n",
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
         for (unsigned i = 0; i < o.regions; i++) {
                 uint64_t b = 0;
                 if (backend_check(pool[i], o.region_bytes, o.seed + i, &b) < 0)
@@ -167,6 +197,14 @@ int main(int argc, char **argv) {
                 printf("kv-engine: peak managed VRAM %" PRIu64 " bytes\n", peak);
                 if (o.max_vram_bytes && peak > o.max_vram_bytes) {
                         fprintf(stderr, "kv-engine: peak managed VRAM %" PRIu64 " > limit %" PRIu64 "\n", peak,
+                                o.max_vram_bytes);
+                        ret = EXIT_MISMATCH;
+                }
+        }
+        if (probed) {
+                printf("kv-engine: most VRAM seen by probes %" PRIu64 " bytes\n", probed_max);
+                if (o.max_vram_bytes && probed_max > o.max_vram_bytes) {
+                        fprintf(stderr, "kv-engine: probed VRAM %" PRIu64 " > limit %" PRIu64 "\n", probed_max,
                                 o.max_vram_bytes);
                         ret = EXIT_MISMATCH;
                 }

@@ -1,0 +1,9 @@
+#!/bin/bash
+# Builds kvtier and runs the demo: a private kvtierd with a 64 MiB VRAM
+# budget, a KV engine under LD_PRELOAD=libkvtier.so allocating four times
+# that and reading it in a sliding window, and kvtierctl status.  Runs
+# against the fake CUDA (no GPU needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+make -C build demo

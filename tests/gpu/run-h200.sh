@@ -1,0 +1,90 @@
+#!/bin/bash
+# kvtier on a real GPU, in one call of the device tool (carry .carry, made by
+# tests/gpu/package.sh).  Prints a short table last; logs go to $OUT.
+#  1. the test engine on plain cudaMalloc (no shim): the reference, and a
+#     check that the residency probe sees all of it in VRAM;
+#  2. the same engine under the shim with a live kvtierd and a VRAM budget a
+#     quarter of its pool: pattern intact, budget held by the daemon's books
+#     and by the probe;
+#  3. unmodified PyTorch with and without the shim: digests bitwise equal.
+# Never allocates more managed memory than the card has free: 8 GiB here.
+set -u
+cd "$(dirname "$0")/../.."
+C=$PWD/.carry
+OUT=${OUT:-/tmp/kvtier-out}
+mkdir -p "$OUT"
+T=$(mktemp -d)
+export LD_LIBRARY_PATH="$C/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+SOCK=$T/kvtierd.sock
+BUDGET=2G BUDGET_BYTES=$((2 << 30))
+ENGINE_ARGS="--regions 8 --region-size 1G --window 1G --steps 64 --step-ms 40 --probe-every 16"
+results=()
+res() { results+=("$(printf '%-58s %s' "$1" "$2")"); }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$OUT/gpu.txt"
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+
+start_daemon() {
+        printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
+        "$C/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
+        DPID=$!
+        for _ in $(seq 100); do "$C/kvtierctl" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
+        echo "kvtierd did not start"; cat "$OUT/kvtierd.log"; return 1
+}
+stop_daemon() { kill -TERM "$DPID"; wait "$DPID"; echo "kvtierd exit $?"; }
+
+# poll_while PID: highest vram_bytes / charged_bytes kvtierctl reports while PID runs.
+poll_while() {
+        local max_v=0 max_c=0 v c
+        while kill -0 "$1" 2>/dev/null; do
+                s=$("$C/kvtierctl" -s "$SOCK" status --json 2>/dev/null) || { sleep 0.05; continue; }
+                v=$(python3 -c 'import json,sys; print(max([g["vram_bytes"] for g in json.load(sys.stdin)["gpus"]] or [0]))' <<<"$s")
+                c=$(python3 -c 'import json,sys; print(max([g["charged_bytes"] for g in json.load(sys.stdin)["gpus"]] or [0]))' <<<"$s")
+                [ "$v" -gt "$max_v" ] && max_v=$v; [ "$c" -gt "$max_c" ] && max_c=$c
+                sleep 0.05
+        done
+        echo "$max_v $max_c"
+}
+
+echo "== 1. engine, plain cudaMalloc"
+"$C/kv-engine-cuda" $ENGINE_ARGS 2>&1 | tee "$OUT/engine-plain.txt"
+res "engine plain: exit" "${PIPESTATUS[0]}"
+res "engine plain: probed VRAM (expect 8 GiB)" "$(awk '/probes/ { print $(NF-1) }' "$OUT/engine-plain.txt")"
+res "engine plain: decode steps ms" "$(awk '/steps took/ { print $(NF-1) }' "$OUT/engine-plain.txt")"
+
+echo "== 2. engine under the shim, budget $BUDGET"
+start_daemon $BUDGET || exit 1
+LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=info \
+        "$C/kv-engine-cuda" $ENGINE_ARGS --hint --max-vram $BUDGET_BYTES >"$OUT/engine-shim.txt" 2>&1 &
+epid=$!
+read -r max_v max_c < <(poll_while $epid)
+wait $epid; rc=$?
+cat "$OUT/engine-shim.txt"
+"$C/kvtierctl" -s "$SOCK" status | tee "$OUT/status-after-engine.txt"
+"$C/kvtierctl" -s "$SOCK" status --json >"$OUT/status-after-engine.json"
+res "engine shim: exit (0 = pattern intact, probe <= budget)" "$rc"
+res "engine shim: probed VRAM (budget $BUDGET_BYTES)" "$(awk '/probes/ { print $(NF-1) }' "$OUT/engine-shim.txt")"
+res "engine shim: max vram_bytes by kvtierctl" "$max_v"
+res "engine shim: max charged_bytes by kvtierctl" "$max_c"
+res "engine shim: decode steps ms" "$(awk '/steps took/ { print $(NF-1) }' "$OUT/engine-shim.txt")"
+
+echo "== 3. PyTorch, budget 1G"
+stop_daemon; start_daemon 1G || exit 1
+python3 tests/gpu/torch_check.py >"$OUT/torch-plain.txt" 2>&1; rc_a=$?
+LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=info \
+        python3 tests/gpu/torch_check.py --ctl "$C/kvtierctl" >"$OUT/torch-shim.txt" 2>&1; rc_b=$?
+KVTIER_SOCKET=$T/none.sock LD_PRELOAD=$C/libkvtier.so \
+        python3 tests/gpu/torch_check.py >"$OUT/torch-nodaemon.txt" 2>&1; rc_c=$?
+tail -3 "$OUT"/torch-*.txt
+"$C/kvtierctl" -s "$SOCK" status | tee "$OUT/status-after-torch.txt"
+stop_daemon
+dig() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2" 2>/dev/null; }
+res "torch plain / shim / shim-no-daemon exit" "$rc_a / $rc_b / $rc_c"
+res "torch digests equal (plain vs shim)" "$([ "$(dig "$OUT/torch-plain.txt" digest)" = "$(dig "$OUT/torch-shim.txt" digest)" ] && echo yes || echo NO)"
+res "torch digests equal (plain vs no daemon)" "$([ "$(dig "$OUT/torch-plain.txt" digest)" = "$(dig "$OUT/torch-nodaemon.txt" digest)" ] && echo yes || echo NO)"
+res "torch regions seen by kvtierctl during the run" "$(dig "$OUT/torch-shim.txt" kvtier_regions)"
+res "torch seconds plain / shim" "$(dig "$OUT/torch-plain.txt" seconds) / $(dig "$OUT/torch-shim.txt" seconds)"
+
+echo; echo "== results"
+printf '%s\n' "${results[@]}" | tee "$OUT/summary.txt"
