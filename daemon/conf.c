@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "conf.h"
+#include "log.h"
+#include "protocol.h"
+#include "util.h"
+
+enum conf_type {
+        CONF_PATH,   /* absolute path that fits a sockaddr_un */
+        CONF_LEVEL,  /* log level name */
+        CONF_UINT,   /* integer in [min, max] */
+        CONF_BYTES,  /* byte count in [min, max] */
+        CONF_BUDGET, /* byte count in [min, max] or "N%" */
+        CONF_POLICY, /* policy name */
+};
+
+struct conf {
+        char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        int log_level;
+        unsigned tick_ms;
+        struct budget_spec vram_budget;
+        struct budget_spec gpu_vram_budget[KVT_MAX_GPUS];
+        uint64_t gpu_configured; /* bit N: a [gpu.N] section set a key */
+        char policy[16];
+        uint64_t max_migration_rate;
+};
+
+struct conf_key {
+        const char *section; /* "gpu.N" matches [gpu.0] .. [gpu.63] */
+        const char *key;
+        enum conf_type type;
+        uint64_t min, max;
+        const char *def;
+        const char *help;
+        size_t offset; /* of the value in struct conf; for gpu.N, of element 0 */
+};
+
+#define GIB (1ull << 30)
+#define TIB (1ull << 40)
+
+static const struct conf_key conf_table[] = {
+        {"daemon", "socket", CONF_PATH, 0, 0, KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
+         "Control and shim socket (AF_UNIX SOCK_SEQPACKET)", offsetof(struct conf, socket)},
+        {"daemon", "log_level", CONF_LEVEL, 0, 0, "info", "err, warning, notice, info or debug",
+         offsetof(struct conf, log_level)},
+        {"daemon", "tick_ms", CONF_UINT, 1, 10000, "50", "Planning period in milliseconds",
+         offsetof(struct conf, tick_ms)},
+        {"gpu", "vram_budget", CONF_BUDGET, 0, 16 * TIB, "80%",
+         "VRAM per GPU for kvtier's chunks: bytes (8G, 1.5G) or a percentage of the device total",
+         offsetof(struct conf, vram_budget)},
+        {"gpu.N", "vram_budget", CONF_BUDGET, 0, 16 * TIB, NULL,
+         "Override of [gpu] vram_budget for GPU N (0..63)", offsetof(struct conf, gpu_vram_budget)},
+        {"policy", "name", CONF_POLICY, 0, 0, "lru", "Placement policy: lru", offsetof(struct conf, policy)},
+        {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
+         "Bytes per second per GPU, both directions together; 0 = unlimited",
+         offsetof(struct conf, max_migration_rate)},
+};
+
+static const struct conf_key *key_find(const char *section, const char *key, int *ret_gpu) {
+        char *end;
+        unsigned long n;
+
+        *ret_gpu = -1;
+        if (strncmp(section, "gpu.", 4) == 0) {
+                if (!isdigit((unsigned char)section[4]))
+                        return NULL;
+                errno = 0;
+                n = strtoul(section + 4, &end, 10);
+                if (errno || *end || n >= KVT_MAX_GPUS)
+                        return NULL;
+                *ret_gpu = (int)n;
+                section = "gpu.N";
+        }
+        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
+                if (strcmp(conf_table[i].section, section) == 0 && strcmp(conf_table[i].key, key) == 0)
+                        return &conf_table[i];
+        return NULL;
+}
+
+static int parse_uint_range(const char *v, uint64_t min, uint64_t max, uint64_t *ret) {
+        char *end;
+        unsigned long long n;
+
+        if (!isdigit((unsigned char)*v))
+                return -EINVAL;
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno || *end)
+                return -EINVAL;
+        if (n < min || n > max)
+                return -ERANGE;
+        *ret = n;
+        return 0;
+}
+
+static int parse_budget(const struct conf_key *k, const char *v, struct budget_spec *ret) {
+        unsigned pct;
+        uint64_t b;
+        int r;
+
+        r = parse_percent(v, &pct);
+        if (r == 0) {
+                *ret = (struct budget_spec){.percent = pct};
+                return 0;
+        }
+        if (r != -ENOENT)
+                return r;
+        r = parse_bytes(v, &b);
+        if (r < 0)
+                return r;
+        if (b < k->min || b > k->max)
+                return -ERANGE;
+        *ret = (struct budget_spec){.bytes = b};
+        return 0;
+}
+
+/* Parses v for key k and stores it; returns 0 or -EINVAL / -ERANGE. */
+static int key_store(struct conf *c, const struct conf_key *k, int gpu, const char *v) {
+        void *p = (char *)c + k->offset;
+        uint64_t u;
+        int r;
+
+        switch (k->type) {
+        case CONF_PATH:
+                if (v[0] != '/')
+                        return -EINVAL;
+                if (strlen(v) >= sizeof(c->socket))
+                        return -ERANGE;
+                strcpy(p, v);
+                return 0;
+        case CONF_LEVEL:
+                r = kvt_log_level_parse(v);
+                if (r < 0)
+                        return r;
+                *(int *)p = r;
+                return 0;
+        case CONF_UINT:
+                r = parse_uint_range(v, k->min, k->max, &u);
+                if (r < 0)
+                        return r;
+                *(unsigned *)p = (unsigned)u;
+                return 0;
+        case CONF_BYTES:
+                r = parse_bytes(v, &u);
+                if (r < 0)
+                        return r;
+                if (u < k->min || u > k->max)
+                        return -ERANGE;
+                *(uint64_t *)p = u;
+                return 0;
+        case CONF_BUDGET:
+                if (gpu >= 0)
+                        p = &((struct budget_spec *)p)[gpu];
+                return parse_budget(k, v, p);
+        case CONF_POLICY:
+                if (strcmp(v, "lru") != 0)
+                        return -EINVAL;
+                strcpy(p, v);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+static const char *type_hint(const struct conf_key *k) {
+        switch (k->type) {
+        case CONF_PATH:
+                return "an absolute path shorter than 108 bytes";
+        case CONF_LEVEL:
+                return "one of err, warning, notice, info, debug";
+        case CONF_UINT:
+                return "an integer in range";
+        case CONF_BYTES:
+                return "a byte count (64M, 8G, 1.5G) in range";
+        case CONF_BUDGET:
+                return "a byte count (64M, 8G, 1.5G) in range or a percentage (1%..100%)";
+        case CONF_POLICY:
+                return "one of: lru";
+        }
+        return "?";
+}
+
+int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why) {
+        const struct conf_key *k;
+        int gpu, r;
+
+        k = key_find(section, key, &gpu);
+        if (!k)
+                return -ENOENT;
+        r = key_store(c, k, gpu, value);
+        if (r < 0) {
+                if (r == -ERANGE &&
+                    (k->type == CONF_UINT || k->type == CONF_BYTES || k->type == CONF_BUDGET))
+                        return log_error_errno(r,
+                                               "%s: [%s] %s = %s is out of range %" PRIu64 "..%" PRIu64 ".",
+                                               why, section, key, value, k->min, k->max);
+                return log_error_errno(r, "%s: invalid [%s] %s = %s: expected %s.", why, section, key, value,
+                                       type_hint(k));
+        }
+        if (gpu >= 0)
+                c->gpu_configured |= 1ull << gpu;
+        return 0;
+}
+
+int conf_new(struct conf **ret) {
+        struct conf *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++) {
+                const struct conf_key *k = &conf_table[i];
+                int r;
+
+                if (!k->def)
+                        continue;
+                r = key_store(c, k, -1, k->def);
+                if (r < 0) {
+                        free(c);
+                        return r; /* a bad built-in default is a bug */
+                }
+        }
+        *ret = c;
+        return 0;
+}
+
+struct conf *conf_free(struct conf *c) {
+        free(c);
+        return NULL;
+}
+
+struct load_ctx {
+        struct conf *conf;
+        const char *path;
+        FILE *f;
+        unsigned line;  /* line of the text inih handed out last */
+        bool line_done; /* the last piece read ended a line */
+        unsigned n_errors;
+        unsigned last_error_line;
+};
+
+/* fgets that counts lines, so that the handler can name file:line. */
+static char *load_reader(char *str, int num, void *stream) {
+        struct load_ctx *ctx = stream;
+        char *s = fgets(str, num, ctx->f);
+
+        if (!s)
+                return NULL;
+        if (ctx->line_done)
+                ctx->line++;
+        ctx->line_done = strchr(s, '\n') != NULL;
+        return s;
+}
+
+/* inih keeps " # comment" in values (only ';' starts an inline comment there). */
+static void value_strip(char *v) {
+        size_t n;
+
+        for (char *p = v; *p; p++)
+                if (*p == '#' && p > v && isspace((unsigned char)p[-1])) {
+                        *p = '\0';
+                        break;
+                }
+        n = strlen(v);
+        while (n > 0 && isspace((unsigned char)v[n - 1]))
+                v[--n] = '\0';
+}
+
+static int load_handler(void *user, const char *section, const char *name, const char *value) {
+        struct load_ctx *ctx = user;
+        char where[512], v[256];
+        int r;
+
+        snprintf(where, sizeof(where), "%s:%u", ctx->path, ctx->line);
+        if (strlen(value) >= sizeof(v)) {
+                log_error("%s: value of [%s] %s is too long.", where, section, name);
+                goto fail;
+        }
+        strcpy(v, value);
+        value_strip(v);
+        r = conf_set(ctx->conf, section, name, v, where);
+        if (r == -ENOENT) {
+                log_warning("%s: unknown key [%s] %s, ignoring.", where, section, name);
+                return 1;
+        }
+        if (r < 0)
+                goto fail;
+        return 1;
+fail:
+        ctx->n_errors++;
+        ctx->last_error_line = ctx->line;
+        return 0;
+}
+
+int conf_load(struct conf *c, const char *path, bool required) {
+        struct load_ctx ctx = {.conf = c, .path = path, .line_done = true};
+        int r;
+
+        ctx.f = fopen(path, "re");
+        if (!ctx.f) {
+                if (errno == ENOENT && !required) {
+                        log_debug("No config file %s, using defaults.", path);
+                        return 0;
+                }
+                return log_error_errno(errno, "Failed to open config file %s: %s", path, strerror(errno));
+        }
+        r = ini_parse_stream(load_reader, &ctx, load_handler, &ctx);
+        fclose(ctx.f);
+        if (r < 0)
+                return log_error_errno(ENOMEM, "Failed to parse %s: %s", path, strerror(ENOMEM));
+        if (r > 0 && (ctx.n_errors == 0 || (unsigned)r != ctx.last_error_line)) {
+                /* inih reports syntax errors by line without calling the handler */
+                log_error("%s:%d: syntax error (expected [section] or key = value).", path, r);
+                ctx.n_errors++;
+        }
+        return ctx.n_errors ? -EINVAL : 0;
+}
+
+static void format_bytes_exact(char *buf, size_t len, uint64_t b) {
+        static const char units[] = "KMGTP";
+        int u = -1;
+
+        while (b && b % 1024 == 0 && u + 1 < (int)sizeof(units) - 1) {
+                b /= 1024;
+                u++;
+        }
+        if (u < 0)
+                snprintf(buf, len, "%" PRIu64, b);
+        else
+                snprintf(buf, len, "%" PRIu64 "%c", b, units[u]);
+}
+
+static void format_budget(char *buf, size_t len, const struct budget_spec *b) {
+        if (b->percent)
+                snprintf(buf, len, "%u%%", b->percent);
+        else
+                format_bytes_exact(buf, len, b->bytes);
+}
+
+static void key_format(const struct conf *c, const struct conf_key *k, int gpu, char *buf, size_t len) {
+        const void *p = (const char *)c + k->offset;
+        static const char *const levels[] = {"err", "warning", "notice", "info", "debug"};
+
+        switch (k->type) {
+        case CONF_PATH:
+        case CONF_POLICY:
+                snprintf(buf, len, "%s", (const char *)p);
+                break;
+        case CONF_LEVEL:
+                snprintf(buf, len, "%s", levels[*(const int *)p - KVT_LOG_ERR]);
+                break;
+        case CONF_UINT:
+                snprintf(buf, len, "%u", *(const unsigned *)p);
+                break;
+        case CONF_BYTES:
+                format_bytes_exact(buf, len, *(const uint64_t *)p);
+                break;
+        case CONF_BUDGET:
+                format_budget(buf, len, gpu >= 0 ? &((const struct budget_spec *)p)[gpu] : p);
+                break;
+        }
+}
+
+static void key_print(const struct conf *c, const struct conf_key *k, int gpu, FILE *f) {
+        char value[256], lo[32], hi[32];
+
+        key_format(c, k, gpu, value, sizeof(value));
+        fprintf(f, "# %s.", k->help);
+        if (k->type == CONF_UINT)
+                fprintf(f, " Range %" PRIu64 "..%" PRIu64 ".", k->min, k->max);
+        else if (k->type == CONF_BYTES || k->type == CONF_BUDGET) {
+                format_bytes_exact(lo, sizeof(lo), k->min);
+                format_bytes_exact(hi, sizeof(hi), k->max);
+                fprintf(f, " Range %s..%s.", lo, hi);
+        }
+        if (k->def)
+                fprintf(f, " Default: %s.", k->def);
+        fprintf(f, "\n%s = %s\n", k->key, value);
+}
+
+void conf_print(const struct conf *c, FILE *f) {
+        const char *section = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++) {
+                const struct conf_key *k = &conf_table[i];
+
+                if (strcmp(k->section, "gpu.N") == 0) {
+                        for (int g = 0; g < KVT_MAX_GPUS; g++)
+                                if (c->gpu_configured & (1ull << g)) {
+                                        fprintf(f, "\n[gpu.%d]\n", g);
+                                        key_print(c, k, g, f);
+                                }
+                        section = NULL;
+                        continue;
+                }
+                if (!section || strcmp(section, k->section) != 0)
+                        fprintf(f, "%s[%s]\n", section || i > 0 ? "\n" : "", k->section);
+                section = k->section;
+                key_print(c, k, -1, f);
+        }
+}
+
+const char *conf_socket(const struct conf *c) {
+        return c->socket;
+}
+
+int conf_log_level(const struct conf *c) {
+        return c->log_level;
+}
+
+unsigned conf_tick_ms(const struct conf *c) {
+        return c->tick_ms;
+}
+
+const char *conf_policy_name(const struct conf *c) {
+        return c->policy;
+}
+
+uint64_t conf_max_migration_rate(const struct conf *c) {
+        return c->max_migration_rate;
+}
+
+void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, bool *ret_configured) {
+        bool set = device >= 0 && device < KVT_MAX_GPUS && (c->gpu_configured & (1ull << device));
+
+        *ret = set ? c->gpu_vram_budget[device] : c->vram_budget;
+        if (ret_configured)
+                *ret_configured = set;
+}

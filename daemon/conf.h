@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * kvtierd.conf: every key lives in one table {section, key, type, min, max,
+ * default, help} (conf.c) that both validates and prints.  (Named conf, not
+ * config, so that "config.h" keeps meaning autoconf's header.)
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct conf;
+
+/* A VRAM budget: a percentage of the device total (percent != 0) or bytes. */
+struct budget_spec {
+        unsigned percent;
+        uint64_t bytes;
+};
+
+/* Returns 0 and a config holding every default in *ret, or -ENOMEM. */
+int conf_new(struct conf **ret);
+
+/* Frees c.  Accepts NULL; returns NULL. */
+struct conf *conf_free(struct conf *c);
+
+/* Parses an INI file into c.  A missing file is fine unless required.
+ * Errors and warnings are logged with file:line.  Returns 0, -ENOENT (a
+ * required file is missing), -EINVAL (bad values or syntax), or -errno. */
+int conf_load(struct conf *c, const char *path, bool required);
+
+/* Sets one key as if read from a file (command line overrides; section may
+ * be "gpu.N").  why names the source in errors.  Returns 0, -ENOENT for an
+ * unknown key, or -EINVAL / -ERANGE (logged). */
+int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why);
+
+/* Prints the table as a commented INI file with effective values. */
+void conf_print(const struct conf *c, FILE *f);
+
+const char *conf_socket(const struct conf *c);
+int conf_log_level(const struct conf *c);
+unsigned conf_tick_ms(const struct conf *c);
+const char *conf_policy_name(const struct conf *c);
+
+/* Bytes per second, both directions together; 0 = unlimited. */
+uint64_t conf_max_migration_rate(const struct conf *c);
+
+/* The budget of GPU device ([gpu.N] if set, else [gpu]); *ret_configured
+ * says whether a [gpu.N] section names it.  device is 0..KVT_MAX_GPUS-1. */
+void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, bool *ret_configured);

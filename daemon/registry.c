@@ -1,0 +1,618 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "registry.h"
+#include "util.h"
+
+struct order {
+        uint64_t id;
+        struct region *region;
+        uint32_t first, n;
+        uint32_t tier;
+};
+
+struct region {
+        struct client *client;
+        struct region *prev, *next; /* registry list, registration order */
+        uint32_t id;
+        int device;
+        uint64_t base, size_bytes;
+        uint32_t api;
+        uint32_t n_chunks;
+        uint64_t tier_chunks[_KVT_TIER_MAX];
+        struct chunk chunks[];
+};
+
+struct client {
+        struct client *prev, *next;
+        uint32_t id;
+        pid_t pid;
+        uid_t uid;
+        char name[KVT_NAME_MAX];
+        int device;
+        uint64_t device_total_bytes;
+        void *userdata;
+        struct region **by_id, **by_base; /* sorted arrays of n_regions */
+        size_t n_regions, cap_regions;
+        struct order *orders; /* in flight, ascending id */
+        size_t n_orders, cap_orders;
+        uint64_t *forgotten; /* ids of orders whose region went away */
+        size_t n_forgotten, cap_forgotten;
+        uint64_t max_order_id;
+};
+
+struct registry {
+        const struct conf *conf;
+        uint32_t tick;
+        uint32_t next_client_id;
+        uint64_t next_order_id;
+        size_t n_clients;
+        struct client *clients, *clients_tail;
+        struct region *regions, *regions_tail;
+        struct gpu_stats gpus[KVT_MAX_GPUS];
+        bool gpu_present[KVT_MAX_GPUS];
+        struct migration_stats migrations;
+};
+
+static bool chunk_charged(const struct chunk *ch) {
+        return ch->tier == KVT_TIER_VRAM || ch->pending == KVT_TIER_VRAM;
+}
+
+static void gpu_check(const struct gpu_stats *g) {
+        assert(g->charged_bytes <= g->budget_bytes);
+        (void)g;
+}
+
+static void gpu_charge(struct gpu_stats *g, uint64_t n_chunks) {
+        g->charged_bytes += n_chunks * KVT_CHUNK_BYTES;
+        g->peak_charged_bytes = MAX(g->peak_charged_bytes, g->charged_bytes);
+        gpu_check(g);
+}
+
+static void gpu_uncharge(struct gpu_stats *g, uint64_t n_chunks) {
+        assert(g->charged_bytes >= n_chunks * KVT_CHUNK_BYTES);
+        g->charged_bytes -= n_chunks * KVT_CHUNK_BYTES;
+}
+
+/* Resolves a percentage budget once a device total is known. */
+static void gpu_resolve(struct registry *r, int device, uint64_t device_total_bytes) {
+        struct gpu_stats *g = &r->gpus[device];
+        struct budget_spec spec;
+
+        if (g->budget_resolved)
+                return;
+        conf_gpu_budget(r->conf, device, &spec, NULL);
+        if (spec.percent == 0) {
+                g->budget_bytes = spec.bytes;
+                g->budget_resolved = true;
+        } else if (device_total_bytes > 0) {
+                g->budget_bytes = device_total_bytes / 100 * spec.percent;
+                g->budget_resolved = true;
+        }
+        if (g->budget_resolved) {
+                char buf[32];
+                log_info("GPU %d: VRAM budget %s.", device, format_bytes(buf, sizeof(buf), g->budget_bytes));
+        }
+}
+
+static struct gpu_stats *gpu_use(struct registry *r, int device, uint64_t device_total_bytes) {
+        r->gpu_present[device] = true;
+        r->gpus[device].device = device;
+        gpu_resolve(r, device, device_total_bytes);
+        return &r->gpus[device];
+}
+
+int registry_new(const struct conf *conf, struct registry **ret) {
+        struct registry *r = calloc(1, sizeof(*r));
+
+        if (!r)
+                return -ENOMEM;
+        r->conf = conf;
+        r->tick = 1;
+        r->next_client_id = 1;
+        r->next_order_id = 1;
+        for (int d = 0; d < KVT_MAX_GPUS; d++) {
+                struct budget_spec spec;
+                bool configured;
+
+                conf_gpu_budget(conf, d, &spec, &configured);
+                if (configured)
+                        gpu_use(r, d, 0);
+        }
+        *ret = r;
+        return 0;
+}
+
+struct registry *registry_free(struct registry *r) {
+        if (!r)
+                return NULL;
+        while (r->clients)
+                registry_client_free(r, r->clients);
+        free(r);
+        return NULL;
+}
+
+uint32_t registry_tick(const struct registry *r) {
+        return r->tick;
+}
+
+void registry_advance_tick(struct registry *r) {
+        if (r->tick < UINT32_MAX)
+                r->tick++;
+}
+
+int registry_client_new(struct registry *r, pid_t pid, uid_t uid, const struct kvt_hello *hello,
+                        void *userdata, struct client **ret) {
+        struct client *c;
+
+        if (r->n_clients >= REGISTRY_MAX_CLIENTS)
+                return -EUSERS;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->id = r->next_client_id++;
+        c->pid = pid;
+        c->uid = uid;
+        c->device = hello->device;
+        c->device_total_bytes = hello->device_total_bytes;
+        c->userdata = userdata;
+        memcpy(c->name, hello->name, sizeof(c->name)); /* NUL-terminated: kvt_msg_check() */
+        gpu_use(r, c->device, c->device_total_bytes);
+
+        c->prev = r->clients_tail;
+        if (r->clients_tail)
+                r->clients_tail->next = c;
+        else
+                r->clients = c;
+        r->clients_tail = c;
+        r->n_clients++;
+        *ret = c;
+        return 0;
+}
+
+/* Index of the first region in arr[0..n) whose key is >= key. */
+static size_t lower_bound(struct region *const *arr, size_t n, uint64_t key, bool by_base) {
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                uint64_t k = by_base ? arr[mid]->base : arr[mid]->id;
+
+                if (k < key)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+static struct region *client_find_region(const struct client *c, uint32_t region_id) {
+        size_t i = lower_bound(c->by_id, c->n_regions, region_id, false);
+
+        return i < c->n_regions && c->by_id[i]->id == region_id ? c->by_id[i] : NULL;
+}
+
+static void array_insert(struct region **arr, size_t n, size_t at, struct region *reg) {
+        memmove(arr + at + 1, arr + at, (n - at) * sizeof(*arr));
+        arr[at] = reg;
+}
+
+static void array_remove(struct region **arr, size_t n, struct region *reg, bool by_base) {
+        size_t at = lower_bound(arr, n, by_base ? reg->base : reg->id, by_base);
+
+        assert(at < n && arr[at] == reg);
+        memmove(arr + at, arr + at + 1, (n - at - 1) * sizeof(*arr));
+}
+
+static int client_grow_regions(struct client *c) {
+        size_t cap = c->cap_regions ? c->cap_regions * 2 : 16;
+        struct region **a, **b;
+
+        if (c->n_regions < c->cap_regions)
+                return 0;
+        a = realloc(c->by_id, cap * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        c->by_id = a;
+        b = realloc(c->by_base, cap * sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        c->by_base = b;
+        c->cap_regions = cap;
+        return 0;
+}
+
+/* Checks id and address range against the client's regions; returns the insert positions. */
+static int client_region_slot(const struct client *c, const struct kvt_region_add *add, size_t *ret_id_at,
+                              size_t *ret_base_at) {
+        size_t id_at = lower_bound(c->by_id, c->n_regions, add->region_id, false);
+        size_t base_at = lower_bound(c->by_base, c->n_regions, add->base, true);
+
+        if (id_at < c->n_regions && c->by_id[id_at]->id == add->region_id)
+                return -EEXIST;
+        if (base_at < c->n_regions && c->by_base[base_at]->base < add->base + add->size_bytes)
+                return -EADDRINUSE;
+        if (base_at > 0 && c->by_base[base_at - 1]->base + c->by_base[base_at - 1]->size_bytes > add->base)
+                return -EADDRINUSE;
+        *ret_id_at = id_at;
+        *ret_base_at = base_at;
+        return 0;
+}
+
+/* Initial chunk state: the shim's tier, except VRAM beyond the budget, which
+ * kvtier cannot vouch for and records as NONE (UVM decides). */
+static void region_init_chunks(struct registry *r, struct region *reg, uint32_t tier) {
+        struct gpu_stats *g = &r->gpus[reg->device];
+        uint64_t room = (g->budget_bytes - g->charged_bytes) / KVT_CHUNK_BYTES;
+        uint64_t n_vram = tier == KVT_TIER_VRAM ? MIN(room, (uint64_t)reg->n_chunks) : 0;
+
+        for (uint32_t i = 0; i < reg->n_chunks; i++)
+                reg->chunks[i] = (struct chunk){
+                        .last_use = r->tick,
+                        .tier = (uint8_t)(tier != KVT_TIER_VRAM ? tier
+                                          : i < n_vram          ? KVT_TIER_VRAM
+                                                                : KVT_TIER_NONE),
+                };
+        if (tier == KVT_TIER_VRAM && n_vram < reg->n_chunks)
+                log_debug("Region %u of client %u: %" PRIu64
+                          " of %u chunks reported in VRAM exceed the budget, "
+                          "recorded as unplaced.",
+                          reg->id, reg->client->id, (uint64_t)reg->n_chunks - n_vram, reg->n_chunks);
+        reg->tier_chunks[KVT_TIER_VRAM] = n_vram;
+        reg->tier_chunks[tier == KVT_TIER_VRAM ? KVT_TIER_NONE : tier] += reg->n_chunks - n_vram;
+        for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
+                g->tier_chunks[t] += reg->tier_chunks[t];
+        gpu_charge(g, n_vram);
+}
+
+int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add) {
+        uint32_t n_chunks = (uint32_t)(add->size_bytes / KVT_CHUNK_BYTES);
+        size_t id_at, base_at;
+        struct region *reg;
+        int ret;
+
+        if (c->n_regions >= REGISTRY_MAX_REGIONS_PER_CLIENT)
+                return -E2BIG;
+        ret = client_region_slot(c, add, &id_at, &base_at);
+        if (ret < 0)
+                return ret;
+        ret = client_grow_regions(c);
+        if (ret < 0)
+                return ret;
+        reg = calloc(1, sizeof(*reg) + (size_t)n_chunks * sizeof(struct chunk));
+        if (!reg)
+                return -ENOMEM;
+        *reg = (struct region){.client = c,
+                               .id = add->region_id,
+                               .device = add->device,
+                               .base = add->base,
+                               .size_bytes = add->size_bytes,
+                               .api = add->api,
+                               .n_chunks = n_chunks};
+        gpu_use(r, reg->device, reg->device == c->device ? c->device_total_bytes : 0);
+        region_init_chunks(r, reg, add->tier);
+
+        array_insert(c->by_id, c->n_regions, id_at, reg);
+        array_insert(c->by_base, c->n_regions, base_at, reg);
+        c->n_regions++;
+        reg->prev = r->regions_tail;
+        if (r->regions_tail)
+                r->regions_tail->next = reg;
+        else
+                r->regions = reg;
+        r->regions_tail = reg;
+        return 0;
+}
+
+static void client_remember_forgotten(struct client *c, uint64_t order_id) {
+        if (c->n_forgotten == c->cap_forgotten) {
+                size_t cap = c->cap_forgotten ? c->cap_forgotten * 2 : 16;
+                uint64_t *a;
+
+                if (cap > REGISTRY_MAX_FORGOTTEN_ORDERS) {
+                        /* drop the older half: their late replies then count as bogus */
+                        c->n_forgotten /= 2;
+                        memmove(c->forgotten, c->forgotten + c->n_forgotten, c->n_forgotten * sizeof(*a));
+                } else {
+                        a = realloc(c->forgotten, cap * sizeof(*a));
+                        if (!a)
+                                return; /* a late reply for it will drop the peer; nothing breaks */
+                        c->forgotten = a;
+                        c->cap_forgotten = cap;
+                }
+        }
+        c->forgotten[c->n_forgotten++] = order_id;
+}
+
+/* Forgets the in-flight orders of a region; the chunks keep their state. */
+static void region_forget_orders(struct registry *r, struct region *reg) {
+        struct client *c = reg->client;
+        size_t j = 0;
+
+        for (size_t i = 0; i < c->n_orders; i++) {
+                if (c->orders[i].region == reg) {
+                        client_remember_forgotten(c, c->orders[i].id);
+                        r->gpus[reg->device].inflight_orders--;
+                } else
+                        c->orders[j++] = c->orders[i];
+        }
+        c->n_orders = j;
+}
+
+/* Unlinks and frees a region, uncharging its chunks. */
+static void region_release(struct registry *r, struct region *reg) {
+        struct gpu_stats *g = &r->gpus[reg->device];
+        uint64_t charged = 0;
+
+        region_forget_orders(r, reg);
+        for (uint32_t i = 0; i < reg->n_chunks; i++)
+                charged += chunk_charged(&reg->chunks[i]);
+        gpu_uncharge(g, charged);
+        for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
+                g->tier_chunks[t] -= reg->tier_chunks[t];
+        if (reg->prev)
+                reg->prev->next = reg->next;
+        else
+                r->regions = reg->next;
+        if (reg->next)
+                reg->next->prev = reg->prev;
+        else
+                r->regions_tail = reg->prev;
+        free(reg);
+}
+
+int registry_region_del(struct registry *r, struct client *c, uint32_t region_id) {
+        struct region *reg = client_find_region(c, region_id);
+
+        if (!reg)
+                return -ENOENT;
+        array_remove(c->by_id, c->n_regions, reg, false);
+        array_remove(c->by_base, c->n_regions, reg, true);
+        c->n_regions--;
+        region_release(r, reg);
+        return 0;
+}
+
+void registry_client_free(struct registry *r, struct client *c) {
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n_regions; i++)
+                region_release(r, c->by_id[i]);
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                r->clients = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        else
+                r->clients_tail = c->prev;
+        r->n_clients--;
+        free(c->by_id);
+        free(c->by_base);
+        free(c->orders);
+        free(c->forgotten);
+        free(c);
+}
+
+int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint) {
+        struct region *reg = client_find_region(c, hint->region_id);
+        uint32_t t = hint->kind == KVT_HINT_HOT ? r->tick : 0;
+
+        if (!reg)
+                return -ENOENT;
+        if ((uint64_t)hint->first_chunk + hint->n_chunks > reg->n_chunks)
+                return -ERANGE;
+        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++)
+                reg->chunks[i].last_use = t;
+        return 0;
+}
+
+static int client_push_order(struct client *c, const struct order *o) {
+        if (c->n_orders == c->cap_orders) {
+                size_t cap = c->cap_orders ? c->cap_orders * 2 : 16;
+                struct order *a = realloc(c->orders, cap * sizeof(*a));
+
+                if (!a)
+                        return -ENOMEM;
+                c->orders = a;
+                c->cap_orders = cap;
+        }
+        c->orders[c->n_orders++] = *o;
+        c->max_order_id = o->id;
+        return 0;
+}
+
+int registry_order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
+                       struct kvt_order *ret) {
+        struct gpu_stats *g = &r->gpus[reg->device];
+        struct order o = {.id = r->next_order_id, .region = reg, .first = first, .n = n, .tier = tier};
+        uint64_t add = 0;
+        int ret_push;
+
+        if (n == 0 || (uint64_t)first + n > reg->n_chunks || tier == KVT_TIER_NONE || tier >= _KVT_TIER_MAX)
+                return -ERANGE;
+        for (uint32_t i = first; i < first + n; i++) {
+                if (reg->chunks[i].pending != KVT_TIER_NONE)
+                        return -EBUSY;
+                add += tier == KVT_TIER_VRAM && !chunk_charged(&reg->chunks[i]);
+        }
+        if (g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes)
+                return -ENOSPC;
+        ret_push = client_push_order(reg->client, &o);
+        if (ret_push < 0)
+                return ret_push;
+
+        for (uint32_t i = first; i < first + n; i++)
+                reg->chunks[i].pending = (uint8_t)tier;
+        gpu_charge(g, add);
+        g->inflight_orders++;
+        r->next_order_id++;
+        r->migrations.orders_sent++;
+        *ret = (struct kvt_order){
+                .order_id = o.id, .region_id = reg->id, .first_chunk = first, .n_chunks = n, .tier = tier};
+        return 0;
+}
+
+static void order_apply(struct registry *r, const struct order *o, bool ok) {
+        struct region *reg = o->region;
+        struct gpu_stats *g = &r->gpus[reg->device];
+        uint64_t uncharge = 0, moved = 0;
+
+        for (uint32_t i = o->first; i < o->first + o->n; i++) {
+                struct chunk *ch = &reg->chunks[i];
+                bool was = chunk_charged(ch);
+
+                if (ok && ch->tier != o->tier) {
+                        reg->tier_chunks[ch->tier]--;
+                        g->tier_chunks[ch->tier]--;
+                        ch->tier = (uint8_t)o->tier;
+                        reg->tier_chunks[ch->tier]++;
+                        g->tier_chunks[ch->tier]++;
+                        moved++;
+                }
+                ch->pending = KVT_TIER_NONE;
+                uncharge += was && !chunk_charged(ch);
+        }
+        gpu_uncharge(g, uncharge);
+        g->inflight_orders--;
+        if (!ok)
+                r->migrations.orders_failed++;
+        else {
+                r->migrations.orders_done++;
+                if (o->tier == KVT_TIER_VRAM)
+                        r->migrations.bytes_to_vram += moved * KVT_CHUNK_BYTES;
+                else
+                        r->migrations.bytes_to_host += moved * KVT_CHUNK_BYTES;
+        }
+}
+
+/* Index of order id in c->orders (ascending), or SIZE_MAX. */
+static size_t client_find_order(const struct client *c, uint64_t id) {
+        size_t lo = 0, hi = c->n_orders;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (c->orders[mid].id < id)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < c->n_orders && c->orders[lo].id == id ? lo : SIZE_MAX;
+}
+
+int registry_order_done(struct registry *r, struct client *c, const struct kvt_order_done *done) {
+        size_t i = client_find_order(c, done->order_id);
+        bool ok = done->status == 0;
+
+        if (i == SIZE_MAX) {
+                for (size_t j = 0; j < c->n_forgotten; j++)
+                        if (c->forgotten[j] == done->order_id) {
+                                c->forgotten[j] = c->forgotten[--c->n_forgotten];
+                                return 0;
+                        }
+                return -ENOENT;
+        }
+        order_apply(r, &c->orders[i], ok);
+        memmove(c->orders + i, c->orders + i + 1, (c->n_orders - i - 1) * sizeof(*c->orders));
+        c->n_orders--;
+        return ok ? 0 : 1;
+}
+
+struct client *registry_clients(const struct registry *r) {
+        return r->clients;
+}
+
+struct client *client_next(const struct client *c) {
+        return c->next;
+}
+
+struct region *registry_regions(const struct registry *r) {
+        return r->regions;
+}
+
+struct region *region_next(const struct region *reg) {
+        return reg->next;
+}
+
+const struct gpu_stats *registry_gpu(const struct registry *r, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS && r->gpu_present[device] ? &r->gpus[device] : NULL;
+}
+
+const struct migration_stats *registry_migrations(const struct registry *r) {
+        return &r->migrations;
+}
+
+uint32_t client_id(const struct client *c) {
+        return c->id;
+}
+
+pid_t client_pid(const struct client *c) {
+        return c->pid;
+}
+
+uid_t client_uid(const struct client *c) {
+        return c->uid;
+}
+
+const char *client_name(const struct client *c) {
+        return c->name;
+}
+
+int client_device(const struct client *c) {
+        return c->device;
+}
+
+void *client_userdata(const struct client *c) {
+        return c->userdata;
+}
+
+size_t client_n_regions(const struct client *c) {
+        return c->n_regions;
+}
+
+const struct region *client_region(const struct client *c, size_t i) {
+        return i < c->n_regions ? c->by_id[i] : NULL;
+}
+
+struct client *region_client(const struct region *reg) {
+        return reg->client;
+}
+
+uint32_t region_id(const struct region *reg) {
+        return reg->id;
+}
+
+int region_device(const struct region *reg) {
+        return reg->device;
+}
+
+uint64_t region_base(const struct region *reg) {
+        return reg->base;
+}
+
+uint64_t region_size(const struct region *reg) {
+        return reg->size_bytes;
+}
+
+uint32_t region_api(const struct region *reg) {
+        return reg->api;
+}
+
+uint32_t region_n_chunks(const struct region *reg) {
+        return reg->n_chunks;
+}
+
+const struct chunk *region_chunks(const struct region *reg) {
+        return reg->chunks;
+}
+
+uint64_t region_tier_chunks(const struct region *reg, uint32_t tier) {
+        return tier < _KVT_TIER_MAX ? reg->tier_chunks[tier] : 0;
+}

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The daemon's books: clients (one per shim connection), their regions and
+ * per-chunk state, per-GPU budgets and in-flight orders.
+ *
+ * Budget accounting is kvtier's own (cudaMemGetInfo does not show UVM
+ * eviction): a chunk is charged against its GPU's budget while its tier is
+ * VRAM or an order to VRAM is pending for it.  An eviction keeps the chunk
+ * charged until its ORDER_DONE.  charged_bytes <= budget_bytes always holds
+ * (asserted), and peak_charged_bytes records the maximum.
+ */
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "conf.h"
+#include "protocol.h"
+
+/* Caps on what one peer can make the daemon hold. */
+#define REGISTRY_MAX_CLIENTS            1024
+#define REGISTRY_MAX_REGIONS_PER_CLIENT 65536
+/* Order ids remembered per client after their region went away, so that a
+ * late ORDER_DONE is told apart from a bogus one. */
+#define REGISTRY_MAX_FORGOTTEN_ORDERS 65536
+
+struct registry;
+struct client;
+struct region;
+
+#define CHUNK_PINNED 0x01u
+
+/* Per-chunk state: 8 bytes, so 1 M chunks (2 TiB) cost 8 MiB. */
+struct chunk {
+        uint32_t last_use; /* tick of the last known use; 0 = cold */
+        uint8_t tier;      /* enum kvt_tier, confirmed by the shim */
+        uint8_t pending;   /* enum kvt_tier target of the in-flight order; KVT_TIER_NONE = none */
+        uint8_t flags;     /* CHUNK_* */
+        uint8_t reserved;
+};
+static_assert(sizeof(struct chunk) == 8, "struct chunk must stay 8 bytes (goal: <= 32)");
+
+struct gpu_stats {
+        int device;
+        bool budget_resolved; /* false while a percentage waits for a device total */
+        uint64_t budget_bytes;
+        uint64_t charged_bytes;
+        uint64_t peak_charged_bytes;
+        uint64_t tier_chunks[_KVT_TIER_MAX]; /* by confirmed tier */
+        uint64_t inflight_orders;
+};
+
+struct migration_stats {
+        uint64_t orders_sent;
+        uint64_t orders_done;   /* completed with status 0 */
+        uint64_t orders_failed; /* completed with status < 0 */
+        uint64_t bytes_to_vram;
+        uint64_t bytes_to_host;
+};
+
+/* Returns 0 and an empty registry taking budgets from conf (which must
+ * outlive it), or -ENOMEM. */
+int registry_new(const struct conf *conf, struct registry **ret);
+
+/* Frees r and everything in it.  Accepts NULL; returns NULL. */
+struct registry *registry_free(struct registry *r);
+
+/* The current tick (starts at 1; last_use 0 is colder than anything). */
+uint32_t registry_tick(const struct registry *r);
+void registry_advance_tick(struct registry *r);
+
+/* Registers a client; userdata is the caller's (the peer).  Returns 0,
+ * -EUSERS when REGISTRY_MAX_CLIENTS are connected, or -ENOMEM. */
+int registry_client_new(struct registry *r, pid_t pid, uid_t uid, const struct kvt_hello *hello,
+                        void *userdata, struct client **ret);
+
+/* Drops a client with all its regions (uncharged) and orders (forgotten).
+ * Accepts NULL. */
+void registry_client_free(struct registry *r, struct client *c);
+
+/* Registers a region, its chunks hottest (last_use = now).  Returns 0,
+ * -EEXIST (duplicate region_id), -EADDRINUSE (overlaps another region of
+ * the client), -E2BIG (too many regions) or -ENOMEM. */
+int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add);
+
+/* Deletes a region: uncharges it, forgets its orders.  Returns 0 or -ENOENT. */
+int registry_region_del(struct registry *r, struct client *c, uint32_t region_id);
+
+/* Applies a HINT (HOT: last_use = now, COLD: 0).  Returns 0, -ENOENT (no
+ * such region) or -ERANGE (chunks outside it). */
+int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint);
+
+/* Creates an order for chunks [first, first + n) of a region: marks them
+ * pending, charges promotions.  Fills *ret for sending.  Returns 0, -EBUSY
+ * (a chunk is pending already), -ENOSPC (a promotion would exceed the
+ * budget), -ERANGE or -ENOMEM. */
+int registry_order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
+                       struct kvt_order *ret);
+
+/* Applies an ORDER_DONE.  Returns 1 if the order had failed, 0 if it is
+ * done or was forgotten (its region went away), -ENOENT for an id this
+ * client never had. */
+int registry_order_done(struct registry *r, struct client *c, const struct kvt_order_done *done);
+
+/* Iteration in registration order; NULL at the end. */
+struct client *registry_clients(const struct registry *r);
+struct client *client_next(const struct client *c);
+struct region *registry_regions(const struct registry *r); /* all regions, oldest first */
+struct region *region_next(const struct region *reg);
+
+/* A GPU's books, NULL until a client or region used it or [gpu.N] named it. */
+const struct gpu_stats *registry_gpu(const struct registry *r, int device);
+const struct migration_stats *registry_migrations(const struct registry *r);
+
+uint32_t client_id(const struct client *c);
+pid_t client_pid(const struct client *c);
+uid_t client_uid(const struct client *c);
+const char *client_name(const struct client *c);
+int client_device(const struct client *c);
+void *client_userdata(const struct client *c);
+/* Regions of a client ordered by region_id: index 0 .. client_n_regions()-1. */
+size_t client_n_regions(const struct client *c);
+const struct region *client_region(const struct client *c, size_t i);
+
+struct client *region_client(const struct region *reg);
+uint32_t region_id(const struct region *reg);
+int region_device(const struct region *reg);
+uint64_t region_base(const struct region *reg);
+uint64_t region_size(const struct region *reg);
+uint32_t region_api(const struct region *reg);
+uint32_t region_n_chunks(const struct region *reg);
+const struct chunk *region_chunks(const struct region *reg);
+uint64_t region_tier_chunks(const struct region *reg, uint32_t tier);

@@ -1,0 +1,537 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+enum peer_role { PEER_NEW, PEER_SHIM, PEER_CTL };
+
+struct outmsg {
+        struct outmsg *next;
+        uint16_t type;
+        uint32_t seq;
+        size_t len;
+        char data[];
+};
+
+struct peer {
+        struct server *server;
+        struct peer *prev, *next;
+        int fd;
+        sd_event_source *io, *defer;
+        pid_t pid;
+        uid_t uid;
+        enum peer_role role;
+        struct client *client;
+        struct outmsg *out_head, *out_tail;
+        bool broken;          /* a send failed: dropped from a defer event */
+        bool warned_failures; /* failed orders are logged once per client */
+};
+
+struct server {
+        sd_event *event;
+        const struct conf *conf;
+        struct registry *registry;
+        const struct status_info *info;
+        int fd;
+        bool activated; /* systemd owns the socket file */
+        char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        sd_event_source *accept_source;
+        struct peer *peers;
+        size_t n_peers;
+        struct kvt_msg msg; /* receive buffer: 64 KiB, not on the stack */
+};
+
+static void peer_free(struct peer *p) {
+        struct server *s;
+
+        if (!p)
+                return;
+        s = p->server;
+        registry_client_free(s->registry, p->client);
+        sd_event_source_disable_unref(p->io);
+        sd_event_source_disable_unref(p->defer);
+        close(p->fd);
+        while (p->out_head) {
+                struct outmsg *m = p->out_head;
+                p->out_head = m->next;
+                free(m);
+        }
+        if (p->prev)
+                p->prev->next = p->next;
+        else
+                s->peers = p->next;
+        if (p->next)
+                p->next->prev = p->prev;
+        s->n_peers--;
+        free(p);
+}
+
+static void peer_update_events(struct peer *p) {
+        uint32_t ev = 0;
+
+        /* A control peer gets its reply out before its next request is read. */
+        if (!(p->role == PEER_CTL && p->out_head))
+                ev |= EPOLLIN;
+        if (p->out_head)
+                ev |= EPOLLOUT;
+        sd_event_source_set_io_events(p->io, ev);
+}
+
+static int peer_flush(struct peer *p) {
+        while (p->out_head) {
+                struct outmsg *m = p->out_head;
+                int r = kvt_msg_send(p->fd, m->type, m->seq, m->data, m->len);
+
+                if (r == -EAGAIN)
+                        return 0;
+                if (r < 0)
+                        return r;
+                p->out_head = m->next;
+                if (!p->out_head)
+                        p->out_tail = NULL;
+                free(m);
+        }
+        return 0;
+}
+
+/* Sends a message now or queues it behind earlier ones.  Returns 0 or -errno. */
+static int peer_send(struct peer *p, uint16_t type, uint32_t seq, const void *data, size_t len) {
+        struct outmsg *m;
+        int r;
+
+        if (!p->out_head) {
+                r = kvt_msg_send(p->fd, type, seq, data, len);
+                if (r != -EAGAIN)
+                        return r;
+        }
+        m = malloc(sizeof(*m) + len);
+        if (!m)
+                return -ENOMEM;
+        *m = (struct outmsg){.type = type, .seq = seq, .len = len};
+        memcpy(m->data, data, len);
+        if (p->out_tail)
+                p->out_tail->next = m;
+        else
+                p->out_head = m;
+        p->out_tail = m;
+        peer_update_events(p);
+        return 0;
+}
+
+/* Logs why a peer is dropped; returns -EPROTO so that callers can return it. */
+static int peer_reject(struct peer *p, const char *why, const char *what) {
+        log_warning("Disconnecting peer pid %d (uid %u): %s%s%s.", (int)p->pid, (unsigned)p->uid, why,
+                    what ? ": " : "", what ? what : "");
+        return -EPROTO;
+}
+
+static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
+        const struct kvt_hello *h = &m->u.hello;
+        struct server *s = p->server;
+        struct kvt_welcome w;
+        int r;
+
+        if (h->proto_version != KVT_PROTO_VERSION)
+                return peer_reject(p, "protocol version mismatch in HELLO", NULL);
+        r = registry_client_new(s->registry, p->pid, p->uid, h, p, &p->client);
+        if (r == -EUSERS)
+                return peer_reject(p, "too many clients", NULL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->pid, strerror(-r));
+        p->role = PEER_SHIM;
+        w = (struct kvt_welcome){.client_id = client_id(p->client), .tick_ms = conf_tick_ms(s->conf)};
+        log_info("Client %u connected: pid %d, uid %u, \"%s\", GPU %d.", w.client_id, (int)p->pid,
+                 (unsigned)p->uid, h->name, h->device);
+        return peer_send(p, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));
+}
+
+static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
+        struct kvt_ctl_end end = {.status = 0};
+        char *json;
+        size_t len, off;
+        int r;
+
+        p->role = PEER_CTL;
+        r = status_json(p->server->registry, p->server->info, &json);
+        if (r < 0) {
+                end.status = r;
+                return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
+        }
+        len = strlen(json);
+        for (off = 0, r = 0; off < len && r >= 0; off += KVT_TEXT_MAX)
+                r = peer_send(p, KVT_MSG_CTL_DATA, m->hdr.seq, json + off, MIN(len - off, KVT_TEXT_MAX));
+        free(json);
+        if (r < 0)
+                return r;
+        return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
+}
+
+static int peer_on_region_add(struct peer *p, const struct kvt_region_add *a) {
+        int r = registry_region_add(p->server->registry, p->client, a);
+
+        switch (r) {
+        case 0:
+                log_debug("Client %u: region %u at 0x%llx, %llu bytes, GPU %d.", client_id(p->client),
+                          a->region_id, (unsigned long long)a->base, (unsigned long long)a->size_bytes,
+                          a->device);
+                return 0;
+        case -EEXIST:
+                return peer_reject(p, "REGION_ADD with a duplicate region_id", NULL);
+        case -EADDRINUSE:
+                return peer_reject(p, "REGION_ADD overlapping an existing region", NULL);
+        case -E2BIG:
+                return peer_reject(p, "too many regions", NULL);
+        default:
+                return log_error_errno(r, "Failed to add region %u of client %u: %s", a->region_id,
+                                       client_id(p->client), strerror(-r));
+        }
+}
+
+static int peer_on_order_done(struct peer *p, const struct kvt_order_done *d) {
+        int r = registry_order_done(p->server->registry, p->client, d);
+
+        if (r == -ENOENT)
+                return peer_reject(p, "ORDER_DONE for an unknown order", NULL);
+        if (r > 0 && !p->warned_failures) {
+                log_warning("Client %u (pid %d) failed order %llu: %s (CUDA error %d); further failures are "
+                            "counted, not logged, ignoring.",
+                            client_id(p->client), (int)p->pid, (unsigned long long)d->order_id,
+                            strerror(-d->status), d->cuda_err);
+                p->warned_failures = true;
+        }
+        return 0;
+}
+
+static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
+        int r;
+
+        switch (m->hdr.type) {
+        case KVT_MSG_REGION_ADD:
+                return peer_on_region_add(p, &m->u.region_add);
+        case KVT_MSG_REGION_DEL:
+                r = registry_region_del(p->server->registry, p->client, m->u.region_del.region_id);
+                if (r < 0)
+                        log_warning("Client %u: REGION_DEL for unknown region %u, ignoring.",
+                                    client_id(p->client), m->u.region_del.region_id);
+                return 0;
+        case KVT_MSG_ORDER_DONE:
+                return peer_on_order_done(p, &m->u.order_done);
+        case KVT_MSG_HINT:
+                r = registry_hint(p->server->registry, p->client, &m->u.hint);
+                if (r < 0)
+                        log_warning("Client %u: HINT for region %u chunks %u+%u: %s, ignoring.",
+                                    client_id(p->client), m->u.hint.region_id, m->u.hint.first_chunk,
+                                    m->u.hint.n_chunks,
+                                    r == -ENOENT ? "no such region" : "outside the region");
+                return 0;
+        default:
+                return peer_reject(p, "unexpected message for a shim", kvt_msg_type_name(m->hdr.type));
+        }
+}
+
+static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
+        switch (p->role) {
+        case PEER_NEW:
+                if (m->hdr.type == KVT_MSG_HELLO)
+                        return peer_on_hello(p, m);
+                if (m->hdr.type == KVT_MSG_CTL_STATUS)
+                        return peer_on_status(p, m);
+                return peer_reject(p, "unexpected first message", kvt_msg_type_name(m->hdr.type));
+        case PEER_SHIM:
+                return peer_dispatch_shim(p, m);
+        case PEER_CTL:
+                if (m->hdr.type == KVT_MSG_CTL_STATUS)
+                        return peer_on_status(p, m);
+                return peer_reject(p, "unexpected message for a control connection",
+                                   kvt_msg_type_name(m->hdr.type));
+        }
+        return -EPROTO;
+}
+
+/* Reads what is queued (at most a batch, for fairness).  Returns 0, or < 0 to drop the peer. */
+static int peer_read(struct peer *p) {
+        struct kvt_msg *m = &p->server->msg;
+
+        for (int i = 0; i < 64; i++) {
+                int r = kvt_msg_recv(p->fd, m);
+
+                if (r == -EAGAIN)
+                        return 0;
+                if (r == -ECONNRESET) {
+                        log_debug("Peer pid %d closed the connection.", (int)p->pid);
+                        return r;
+                }
+                if (r == -EBADMSG || r == -EPROTO)
+                        return peer_reject(
+                                p, r == -EPROTO ? "protocol version mismatch" : "malformed message", NULL);
+                if (r < 0)
+                        return log_warning_errno(r, "Failed to receive from peer pid %d: %s", (int)p->pid,
+                                                 strerror(-r));
+                r = peer_dispatch(p, m);
+                if (r < 0)
+                        return r;
+                if (p->role == PEER_CTL && p->out_head)
+                        return 0;
+        }
+        return 0;
+}
+
+static int peer_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        struct peer *p = userdata;
+        int r = 0;
+
+        if (revents & EPOLLOUT)
+                r = peer_flush(p);
+        if (r >= 0 && (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                r = peer_read(p);
+        if (r < 0 || p->broken) {
+                if (p->client)
+                        log_info("Client %u (pid %d) disconnected.", client_id(p->client), (int)p->pid);
+                peer_free(p);
+                return 0;
+        }
+        peer_update_events(p);
+        return 0;
+}
+
+static int peer_defer_drop(sd_event_source *es, void *userdata) {
+        struct peer *p = userdata;
+
+        log_warning("Failed to send to client %u (pid %d); disconnecting it.",
+                    p->client ? client_id(p->client) : 0, (int)p->pid);
+        peer_free(p);
+        return 0;
+}
+
+/* Marks a peer whose socket failed; it is dropped once the current dispatch is over. */
+static void peer_mark_broken(struct peer *p, int err) {
+        if (p->broken)
+                return;
+        log_debug("Send to peer pid %d failed: %s", (int)p->pid, strerror(-err));
+        p->broken = true;
+        if (sd_event_add_defer(p->server->event, &p->defer, peer_defer_drop, p) < 0)
+                sd_event_source_set_io_events(p->io, EPOLLIN | EPOLLOUT); /* peer_io drops it then */
+}
+
+bool server_client_ready(struct client *c, void *userdata) {
+        struct peer *p = client_userdata(c);
+
+        return !p->broken && !p->out_head;
+}
+
+void server_send_order(struct client *c, const struct kvt_order *o, void *userdata) {
+        struct peer *p = client_userdata(c);
+        int r;
+
+        if (p->broken)
+                return;
+        r = peer_send(p, KVT_MSG_ORDER, 0, o, sizeof(*o));
+        if (r < 0)
+                peer_mark_broken(p, r);
+}
+
+static int peer_new(struct server *s, int fd) {
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        struct peer *p;
+        int r;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                r = -errno;
+                close(fd);
+                return log_warning_errno(r, "Failed to get peer credentials: %s, ignoring.", strerror(-r));
+        }
+        if (s->n_peers >= SERVER_MAX_PEERS) {
+                close(fd);
+                log_warning("Refusing connection from pid %d: %zu peers connected, ignoring.", (int)cred.pid,
+                            s->n_peers);
+                return 0;
+        }
+        p = calloc(1, sizeof(*p));
+        if (!p) {
+                close(fd);
+                return -ENOMEM;
+        }
+        *p = (struct peer){.server = s, .fd = fd, .pid = cred.pid, .uid = cred.uid, .next = s->peers};
+        r = sd_event_add_io(s->event, &p->io, fd, EPOLLIN, peer_io, p);
+        if (r < 0) {
+                close(fd);
+                free(p);
+                return log_warning_errno(r, "Failed to watch peer pid %d: %s, ignoring.", (int)cred.pid,
+                                         strerror(-r));
+        }
+        if (s->peers)
+                s->peers->prev = p;
+        s->peers = p;
+        s->n_peers++;
+        log_debug("Peer connected: pid %d, uid %u.", (int)p->pid, (unsigned)p->uid);
+        return 0;
+}
+
+static int server_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        struct server *s = userdata;
+
+        for (;;) {
+                int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (cfd < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        if (errno == ECONNABORTED)
+                                continue;
+                        log_warning_errno(errno, "Failed to accept a connection: %s, ignoring.",
+                                          strerror(errno));
+                        return 0;
+                }
+                if (peer_new(s, cfd) == -ENOMEM)
+                        return log_error_errno(ENOMEM, "Failed to accept a connection: %s",
+                                               strerror(ENOMEM));
+        }
+}
+
+/* Whether a daemon answers on path: 1 yes, 0 no (stale or absent), -errno otherwise. */
+static int socket_live(const struct sockaddr_un *sa) {
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), r;
+
+        if (fd < 0)
+                return -errno;
+        r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 1 : -errno;
+        close(fd);
+        if (r == -ECONNREFUSED || r == -ENOENT)
+                return 0;
+        return r;
+}
+
+static int mkdir_parent(const char *path) {
+        char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        char *slash;
+
+        snprintf(dir, sizeof(dir), "%s", path);
+        slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+                return 0;
+        *slash = '\0';
+        for (char *q = dir + 1; *q; q++)
+                if (*q == '/') {
+                        *q = '\0';
+                        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                                return -errno;
+                        *q = '/';
+                }
+        return mkdir(dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static int server_bind(struct server *s, const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int r;
+
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        r = mkdir_parent(path);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the directory of %s: %s", path, strerror(-r));
+        s->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s->fd < 0)
+                return log_error_errno(errno, "Failed to create socket: %s", strerror(errno));
+        if (bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                if (errno != EADDRINUSE)
+                        return log_error_errno(errno, "Failed to bind %s: %s", path, strerror(errno));
+                r = socket_live(&sa);
+                if (r > 0) {
+                        log_error("Another kvtierd is listening on %s; refusing to start.", path);
+                        return -EADDRINUSE;
+                }
+                if (r < 0)
+                        return log_error_errno(r, "Failed to probe existing socket %s: %s", path,
+                                               strerror(-r));
+                log_info("Removing stale socket %s.", path);
+                if (unlink(path) < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                        return log_error_errno(errno, "Failed to bind %s: %s", path, strerror(errno));
+        }
+        snprintf(s->path, sizeof(s->path), "%s", path);
+        if (chmod(path, 0660) < 0)
+                return log_error_errno(errno, "Failed to chmod %s: %s", path, strerror(errno));
+        if (listen(s->fd, SOMAXCONN) < 0)
+                return log_error_errno(errno, "Failed to listen on %s: %s", path, strerror(errno));
+        return 0;
+}
+
+/* Takes the socket systemd passed, if any: 1 taken, 0 none, -errno. */
+static int server_activated(struct server *s) {
+        struct sockaddr_un sa;
+        socklen_t len = sizeof(sa);
+        int n = sd_listen_fds(1), fd = SD_LISTEN_FDS_START;
+
+        if (n <= 0)
+                return n;
+        if (n > 1)
+                return log_error_errno(EINVAL,
+                                       "Failed to use socket activation: %d sockets passed, expected 1.", n);
+        if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0)
+                return log_error_errno(EINVAL,
+                                       "Failed to use socket activation: not a listening SEQPACKET socket.");
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+                return log_error_errno(errno, "Failed to make the activated socket non-blocking: %s",
+                                       strerror(errno));
+        s->fd = fd;
+        s->activated = true;
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+            len > offsetof(struct sockaddr_un, sun_path))
+                snprintf(s->path, sizeof(s->path), "%s", sa.sun_path);
+        return 1;
+}
+
+int server_new(sd_event *e, const struct conf *conf, struct registry *r, const struct status_info *info,
+               struct server **ret) {
+        struct server *s = calloc(1, sizeof(*s));
+        int k;
+
+        if (!s)
+                return log_error_errno(ENOMEM, "Failed to allocate server: %s", strerror(ENOMEM));
+        *s = (struct server){.event = e, .conf = conf, .registry = r, .info = info, .fd = -1};
+        k = server_activated(s);
+        if (k == 0)
+                k = server_bind(s, conf_socket(conf));
+        if (k < 0) {
+                server_free(s);
+                return k;
+        }
+        k = sd_event_add_io(e, &s->accept_source, s->fd, EPOLLIN, server_accept, s);
+        if (k < 0) {
+                server_free(s);
+                return log_error_errno(k, "Failed to watch the listening socket: %s", strerror(-k));
+        }
+        *ret = s;
+        return 0;
+}
+
+struct server *server_free(struct server *s) {
+        if (!s)
+                return NULL;
+        while (s->peers)
+                peer_free(s->peers);
+        sd_event_source_disable_unref(s->accept_source);
+        if (s->fd >= 0 && !s->activated) {
+                close(s->fd);
+                if (s->path[0])
+                        unlink(s->path);
+        }
+        free(s);
+        return NULL;
+}
+
+const char *server_socket_path(const struct server *s) {
+        return s->path;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The socket: listening (or socket-activated), peers identified by
+ * SO_PEERCRED, the first message deciding the role (HELLO: shim, CTL_STATUS:
+ * control), message dispatch into the registry, and non-blocking sends with a
+ * per-peer queue.  A peer that breaks the protocol is dropped, never trusted.
+ */
+
+#include <stdbool.h>
+#include <systemd/sd-event.h>
+
+#include "conf.h"
+#include "registry.h"
+#include "status.h"
+
+/* Peers beyond the shim clients: room for control connections. */
+#define SERVER_MAX_PEERS (REGISTRY_MAX_CLIENTS + 64)
+
+struct server;
+
+/* Listens on the socket passed by systemd (LISTEN_FDS) or creates conf's
+ * socket path.  info must outlive the server.  Returns 0, -EADDRINUSE when
+ * another daemon answers on the path, or -errno (all logged). */
+int server_new(sd_event *e, const struct conf *conf, struct registry *r, const struct status_info *info,
+               struct server **ret);
+
+/* Drops every peer (releasing its registry client), closes the socket and
+ * unlinks it unless systemd owns it.  Accepts NULL; returns NULL. */
+struct server *server_free(struct server *s);
+
+/* The path listened on. */
+const char *server_socket_path(const struct server *s);
+
+/* planner_ops: whether a shim client's send queue is empty, and sending an
+ * order (queued on EAGAIN; a broken peer is dropped later from the event loop). */
+bool server_client_ready(struct client *c, void *userdata);
+void server_send_order(struct client *c, const struct kvt_order *o, void *userdata);

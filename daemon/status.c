@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "status.h"
+#include "util.h"
+
+static json_object *json_u64(uint64_t v) {
+        return json_object_new_uint64(v);
+}
+
+/* Adds vram_bytes, host_mapped_bytes, host_bytes, none_bytes from chunk counts. */
+static void add_tiers(json_object *o, const uint64_t chunks[_KVT_TIER_MAX]) {
+        json_object_object_add(o, "vram_bytes", json_u64(chunks[KVT_TIER_VRAM] * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "host_mapped_bytes",
+                               json_u64(chunks[KVT_TIER_HOST_MAPPED] * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "host_bytes", json_u64(chunks[KVT_TIER_HOST] * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "none_bytes", json_u64(chunks[KVT_TIER_NONE] * KVT_CHUNK_BYTES));
+}
+
+static json_object *gpu_json(const struct gpu_stats *g) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "device", json_object_new_int(g->device));
+        json_object_object_add(o, "budget_bytes", json_u64(g->budget_bytes));
+        json_object_object_add(o, "charged_bytes", json_u64(g->charged_bytes));
+        json_object_object_add(o, "peak_charged_bytes", json_u64(g->peak_charged_bytes));
+        add_tiers(o, g->tier_chunks);
+        json_object_object_add(o, "inflight_orders", json_u64(g->inflight_orders));
+        return o;
+}
+
+static const char *api_name(uint32_t api) {
+        return api == KVT_API_CUDA_MALLOC ? "cudaMalloc" : "?";
+}
+
+static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER_MAX]) {
+        json_object *o = json_object_new_object();
+        uint64_t chunks[_KVT_TIER_MAX];
+        char base[32];
+
+        for (unsigned t = 0; t < _KVT_TIER_MAX; t++) {
+                chunks[t] = region_tier_chunks(reg, t);
+                sum[t] += chunks[t];
+        }
+        snprintf(base, sizeof(base), "0x%llx", (unsigned long long)region_base(reg));
+        json_object_object_add(o, "region_id", json_u64(region_id(reg)));
+        json_object_object_add(o, "base", json_object_new_string(base));
+        json_object_object_add(o, "size_bytes", json_u64(region_size(reg)));
+        json_object_object_add(o, "api", json_object_new_string(api_name(region_api(reg))));
+        add_tiers(o, chunks);
+        return o;
+}
+
+static json_object *client_json(const struct client *c) {
+        json_object *o = json_object_new_object(), *regions = json_object_new_array();
+        uint64_t sum[_KVT_TIER_MAX] = {0};
+
+        for (size_t i = 0; i < client_n_regions(c); i++)
+                json_object_array_add(regions, region_json(client_region(c, i), sum));
+        json_object_object_add(o, "client_id", json_u64(client_id(c)));
+        json_object_object_add(o, "pid", json_object_new_int64(client_pid(c)));
+        json_object_object_add(o, "uid", json_u64(client_uid(c)));
+        json_object_object_add(o, "name", json_object_new_string(client_name(c)));
+        json_object_object_add(o, "device", json_object_new_int(client_device(c)));
+        add_tiers(o, sum);
+        json_object_object_add(o, "regions", regions);
+        return o;
+}
+
+static json_object *migrations_json(const struct migration_stats *m) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "orders_sent", json_u64(m->orders_sent));
+        json_object_object_add(o, "orders_done", json_u64(m->orders_done));
+        json_object_object_add(o, "orders_failed", json_u64(m->orders_failed));
+        json_object_object_add(o, "bytes_to_vram", json_u64(m->bytes_to_vram));
+        json_object_object_add(o, "bytes_to_host", json_u64(m->bytes_to_host));
+        return o;
+}
+
+int status_json(const struct registry *r, const struct status_info *info, char **ret) {
+        json_object *root = json_object_new_object(), *gpus = json_object_new_array(),
+                    *clients = json_object_new_array();
+        char *s;
+
+        if (!root || !gpus || !clients) {
+                json_object_put(root);
+                json_object_put(gpus);
+                json_object_put(clients);
+                return -ENOMEM;
+        }
+        json_object_object_add(root, "version", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(root, "pid", json_object_new_int64(getpid()));
+        json_object_object_add(root, "uptime_ms", json_u64((now_ns() - info->start_ns) / 1000000));
+        json_object_object_add(root, "tick_ms", json_u64(info->tick_ms));
+        json_object_object_add(root, "policy", json_object_new_string(info->policy));
+        json_object_object_add(root, "socket", json_object_new_string(info->socket));
+        for (int d = 0; d < KVT_MAX_GPUS; d++)
+                if (registry_gpu(r, d))
+                        json_object_array_add(gpus, gpu_json(registry_gpu(r, d)));
+        json_object_object_add(root, "gpus", gpus);
+        for (const struct client *c = registry_clients(r); c; c = client_next(c))
+                json_object_array_add(clients, client_json(c));
+        json_object_object_add(root, "clients", clients);
+        json_object_object_add(root, "migrations", migrations_json(registry_migrations(r)));
+
+        s = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+        json_object_put(root);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
