@@ -66,21 +66,25 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, max_migration_rate)},
 };
 
-static const struct conf_key *key_find(const char *section, const char *key, int *ret_gpu) {
+/* Parses "gpu.N": N, or -ENOENT if section is not of that form, or -ERANGE. */
+static int gpu_section_index(const char *section) {
         char *end;
         unsigned long n;
 
-        *ret_gpu = -1;
-        if (strncmp(section, "gpu.", 4) == 0) {
-                if (!isdigit((unsigned char)section[4]))
-                        return NULL;
-                errno = 0;
-                n = strtoul(section + 4, &end, 10);
-                if (errno || *end || n >= KVT_MAX_GPUS)
-                        return NULL;
-                *ret_gpu = (int)n;
+        if (strncmp(section, "gpu.", 4) != 0)
+                return -ENOENT;
+        if (!isdigit((unsigned char)section[4]))
+                return -ERANGE;
+        errno = 0;
+        n = strtoul(section + 4, &end, 10);
+        if (errno || *end || n >= KVT_MAX_GPUS)
+                return -ERANGE;
+        return (int)n;
+}
+
+static const struct conf_key *key_find(const char *section, const char *key, int gpu) {
+        if (gpu >= 0)
                 section = "gpu.N";
-        }
         for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
                 if (strcmp(conf_table[i].section, section) == 0 && strcmp(conf_table[i].key, key) == 0)
                         return &conf_table[i];
@@ -193,7 +197,11 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
         const struct conf_key *k;
         int gpu, r;
 
-        k = key_find(section, key, &gpu);
+        gpu = gpu_section_index(section);
+        if (gpu == -ERANGE)
+                return log_error_errno(ERANGE, "%s: invalid section [%s]: GPU index must be 0..%d.", why, section,
+                                       KVT_MAX_GPUS - 1);
+        k = key_find(section, key, gpu);
         if (!k)
                 return -ENOENT;
         r = key_store(c, k, gpu, value);

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "log.h"
+#include "tap.h"
+#include "util.h"
+
+static char path[] = "/tmp/test-config-XXXXXX";
+
+/* Writes text to the temporary file and loads it into a fresh conf. */
+static int load(const char *text, struct conf **ret) {
+        FILE *f = fopen(path, "we");
+
+        fputs(text, f);
+        fclose(f);
+        if (conf_new(ret) < 0)
+                return -ENOMEM;
+        return conf_load(*ret, path, true);
+}
+
+static void test_defaults(void) {
+        struct conf *c;
+        struct budget_spec b;
+        bool set;
+
+        TAP_EQ_INT(conf_new(&c), 0, "defaults: conf_new");
+        TAP_EQ_INT(conf_tick_ms(c), 50, "defaults: tick_ms 50");
+        TAP_EQ_INT(conf_log_level(c), KVT_LOG_INFO, "defaults: log_level info");
+        TAP_EQ_STR(conf_policy_name(c), "lru", "defaults: policy lru");
+        TAP_EQ_U64(conf_max_migration_rate(c), 40ull << 30, "defaults: max_migration_rate 40G");
+        conf_gpu_budget(c, 3, &b, &set);
+        TAP_EQ_INT(b.percent, 80, "defaults: vram_budget 80%%");
+        TAP_EQ_INT(set, 0, "defaults: no [gpu.N]");
+        TAP_EQ_INT(conf_load(c, "/nonexistent/kvtierd.conf", false), 0, "missing optional file is fine");
+        TAP_EQ_INT(conf_load(c, "/nonexistent/kvtierd.conf", true), -ENOENT, "missing required file fails");
+        conf_free(c);
+}
+
+static void test_values(void) {
+        struct conf *c = NULL;
+        struct budget_spec b;
+        bool set;
+
+        TAP_EQ_INT(load("[daemon]\nsocket = /run/x.sock  # comment\ntick_ms = 10\nlog_level = debug\n"
+                        "[gpu]\nvram_budget = 1.5G\n[gpu.2]\nvram_budget = 50%\n"
+                        "[policy]\nname = lru\nmax_migration_rate = 0\nnope = 1\n",
+                        &c),
+                   0, "values: load ok (unknown key only warns)");
+        TAP_EQ_STR(conf_socket(c), "/run/x.sock", "values: socket, inline # comment stripped");
+        TAP_EQ_INT(conf_tick_ms(c), 10, "values: tick_ms");
+        TAP_EQ_INT(conf_log_level(c), KVT_LOG_DEBUG, "values: log_level");
+        TAP_EQ_U64(conf_max_migration_rate(c), 0, "values: rate 0 = unlimited");
+        conf_gpu_budget(c, 0, &b, &set);
+        TAP_EQ_U64(b.bytes, 3ull << 29, "values: [gpu] 1.5G");
+        TAP_EQ_INT(b.percent, 0, "values: [gpu] not a percentage");
+        conf_gpu_budget(c, 2, &b, &set);
+        TAP_EQ_INT(b.percent, 50, "values: [gpu.2] 50%%");
+        TAP_EQ_INT(set, 1, "values: [gpu.2] configured");
+        conf_free(c);
+}
+
+static void test_errors(void) {
+        static const char *const bad[] = {
+                "[daemon]\ntick_ms = 0\n",
+                "[daemon]\ntick_ms = 10001\n",
+                "[daemon]\ntick_ms = 5x\n",
+                "[daemon]\nsocket = relative.sock\n",
+                "[daemon]\nlog_level = loud\n",
+                "[gpu]\nvram_budget = 101%\n",
+                "[gpu]\nvram_budget = 17T\n",
+                "[gpu.64]\nvram_budget = 1G\n",
+                "[policy]\nname = heat\n",
+                "[policy]\nmax_migration_rate = 2T\n",
+                "[daemon]\nthis line has no equals\n",
+        };
+        struct conf *c = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                TAP_EQ_INT(load(bad[i], &c), -EINVAL, "bad config %zu rejected", i);
+                c = conf_free(c);
+        }
+}
+
+static void test_print(void) {
+        struct conf *c = NULL;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        load("[gpu.1]\nvram_budget = 12G\n", &c);
+        conf_print(c, f);
+        fclose(f);
+        TAP_OK(strstr(buf, "[daemon]\n") && strstr(buf, "tick_ms = 50\n"), "print: daemon section, tick_ms");
+        TAP_OK(strstr(buf, "[gpu.1]\n") && strstr(buf, "vram_budget = 12G\n"), "print: [gpu.1] 12G");
+        TAP_OK(strstr(buf, "vram_budget = 80%\n") != NULL, "print: [gpu] 80%%");
+        TAP_OK(strstr(buf, "max_migration_rate = 40G\n") != NULL, "print: rate 40G");
+        free(buf);
+        conf_free(c);
+}
+
+int main(void) {
+        int fd = mkstemp(path);
+
+        if (fd < 0)
+                return 99;
+        close(fd);
+        kvt_log_setup("test-config", KVT_LOG_ERR - 1); /* quiet: errors are expected */
+        test_defaults();
+        test_values();
+        test_errors();
+        test_print();
+        unlink(path);
+        return tap_done();
+}
