@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The fake CUDA's extra entry points, for test programs: "kernels" that run
+ * on the calling thread's current device and touch memory the way GPU code
+ * would (hits, remote reads over the link, page faults that migrate), and
+ * the model's counters, which tests use as the oracle.
+ *
+ * All functions return a cudaError_t value (0 = cudaSuccess) and set the
+ * runtime's per-thread last error on failure, as a kernel launch would.
+ *
+ * Environment, read once at the first CUDA call (so tests may setenv first):
+ *   FAKECUDA_DEVICES=N            devices (1..16, default 1)
+ *   FAKECUDA_MEM=BYTES            memory per device, K/M/G/T suffixes (default 16G)
+ *   FAKECUDA_NUMA_NODES=N         host NUMA nodes accepted as locations (default 1)
+ *   FAKECUDA_MANAGED_MISALIGN=1   cudaMallocManaged returns 2 MiB boundary + 64 KiB
+ *   FAKECUDA_FAIL=KIND:N[+],...   the Nth call of KIND fails (N+: from the Nth on);
+ *                                 KIND: malloc, malloc_managed, prefetch, advise
+ *   FAKECUDA_PREFETCH_DELAY_US=N  cudaMemPrefetchAsync sleeps N us per page moved
+ *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes per page of the residency model: UVM's big page. */
+#define FAKECUDA_PAGE_BYTES ((size_t)2 << 20)
+
+/* Locations reported by fakecuda_page_info(); devices are 0, 1, ... */
+#define FAKECUDA_LOC_HOST (-1)
+#define FAKECUDA_LOC_NONE (-2) /* never touched (location) or unset (preferred) */
+
+struct fakecuda_stats {
+        uint64_t h2d_bytes;                   /* migrated host -> this device */
+        uint64_t d2h_bytes;                   /* migrated this device -> host */
+        uint64_t remote_bytes;                /* read/written over the link, no migration */
+        uint64_t faults;                      /* GPU page faults (per 2 MiB page) */
+        uint64_t evictions;                   /* pages pushed out for capacity */
+        uint64_t managed_resident_bytes;      /* managed bytes in this device's memory now */
+        uint64_t managed_resident_peak_bytes; /* most ever resident at once */
+        uint64_t device_alloc_bytes;          /* cudaMalloc'd on this device now */
+        uint64_t managed_alloc_bytes;         /* cudaMallocManaged while current, now */
+        uint64_t prefetch_calls;              /* cudaMemPrefetchAsync by threads current here */
+        uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
+};
+
+struct fakecuda_page_info {
+        int location;         /* FAKECUDA_LOC_NONE, FAKECUDA_LOC_HOST or a device */
+        int duplicate_device; /* device holding a read-only copy (read-mostly), or -1 */
+        int preferred;        /* FAKECUDA_LOC_NONE, FAKECUDA_LOC_HOST or a device */
+        unsigned accessed_by; /* bit n: SetAccessedBy device n */
+        int read_mostly;      /* 0 or 1 */
+        uint64_t last_touch;  /* logical clock of the last GPU touch or prefetch */
+};
+
+/* Kernel: writes the backend_pattern() words of seed over [ptr, ptr+len);
+ * ptr 8-byte aligned, len a multiple of 8, memory from cudaMalloc(Managed). */
+int fakecuda_kernel_fill(void *ptr, size_t len, uint64_t seed);
+
+/* Kernel: counts the words of [ptr, ptr+len) that differ from the pattern of
+ * seed into *ret_bad_words. */
+int fakecuda_kernel_check(const void *ptr, size_t len, uint64_t seed, uint64_t *ret_bad_words);
+
+/* Kernel: reads [ptr, ptr+len) (a touch). */
+int fakecuda_kernel_read(const void *ptr, size_t len);
+
+/* Copies the counters of device dev into *ret. */
+int fakecuda_get_stats(int dev, struct fakecuda_stats *ret);
+
+/* Zeroes the traffic and call counters of device dev; the peak restarts at
+ * the bytes resident now.  Gauges (resident, alloc) are kept. */
+int fakecuda_reset_stats(int dev);
+
+/* Bytes of [ptr, ptr+len) (within one managed allocation) whose pages are
+ * resident, moved or read-duplicated, in device dev's memory now. */
+int fakecuda_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes);
+
+/* Describes the model page holding managed address ptr. */
+int fakecuda_page_info(const void *ptr, struct fakecuda_page_info *ret);

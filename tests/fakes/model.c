@@ -1,0 +1,929 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * Residency model of the fake CUDA.  Device memory is host memory.  Managed
+ * memory is modelled per 2 MiB page: the host backing is the memory the
+ * application sees; a page resident on a device has its data in a separate
+ * "device copy" buffer and its host backing poisoned with 0xDB, so code
+ * that reads managed memory directly while the model says it lives in VRAM
+ * reads garbage, as a lost migration would.  Read-mostly pages may have one
+ * read-only duplicate on a device while the host copy stays valid.
+ */
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../engine/backend.h"
+#include "cuda-abi.h"
+#include "model.h"
+
+#define POISON_BYTE          0xDB
+#define MISALIGN_BYTES       ((size_t)64 << 10)
+#define SMALL_ALIGN_BYTES    256
+#define DEFAULT_DEVICE_BYTES ((size_t)16 << 30)
+#define ALIGN_UP_PAGE(x)     (((x) + MODEL_PAGE_BYTES - 1) & ~(MODEL_PAGE_BYTES - 1))
+
+struct page {
+        uint8_t *devcopy;     /* data on loc (a device) or on dup; NULL otherwise */
+        uint64_t last_touch;  /* model clock of the last GPU touch or prefetch */
+        uint32_t accessed_by; /* device bit mask */
+        int8_t loc;           /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
+        int8_t dup;           /* device with a read-only copy while loc is host, or -1 */
+        int8_t preferred;     /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
+        bool read_mostly;
+};
+
+struct alloc {
+        uintptr_t base; /* what the application sees */
+        size_t size;
+        uint8_t *raw; /* malloc'd (device) or mmap'd, 2 MiB aligned (managed) */
+        size_t raw_bytes;
+        bool managed;
+        int dev;
+        size_t n_pages;
+        struct page *pages;
+};
+
+struct fail_rule {
+        uint64_t nth; /* 0: never */
+        bool onward;
+        uint64_t calls;
+};
+
+static const char *const fail_kind_names[_MODEL_FAIL_MAX] = {
+        [MODEL_FAIL_MALLOC] = "malloc",
+        [MODEL_FAIL_MALLOC_MANAGED] = "malloc_managed",
+        [MODEL_FAIL_PREFETCH] = "prefetch",
+        [MODEL_FAIL_ADVISE] = "advise",
+};
+
+static struct {
+        pthread_mutex_t lock;
+        pthread_once_t once;
+        bool initialized;
+        int n_devices;
+        int n_numa;
+        bool misalign;
+        unsigned delay_us;
+        const char *stats_path;
+        size_t total_bytes[MODEL_MAX_DEVICES];
+        struct fakecuda_stats stats[MODEL_MAX_DEVICES];
+        struct alloc **allocs;
+        size_t n_allocs, cap_allocs;
+        struct fail_rule fail[_MODEL_FAIL_MAX];
+        uint64_t clock;
+} m = {
+        .lock = PTHREAD_MUTEX_INITIALIZER,
+        .once = PTHREAD_ONCE_INIT,
+};
+
+static _Thread_local int current_device;
+
+/* "16G", "512M", "65536": binary suffixes K/M/G/T, optional B or iB. */
+static int parse_size(const char *s, uint64_t *ret) {
+        static const char units[] = "KMGT";
+        const char *unit;
+        char *end;
+        unsigned long long v;
+
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || end == s)
+                return -EINVAL;
+        unit = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+        if (unit) {
+                v <<= 10 * (unit - units + 1);
+                end++;
+        }
+        if (*end != '\0' && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+static long env_long(const char *name, long def, long min, long max) {
+        const char *s = getenv(name);
+        char *end;
+        long v;
+
+        if (!s || !*s)
+                return def;
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (errno != 0 || *end != '\0' || v < min || v > max) {
+                fprintf(stderr, "fakecuda: invalid %s=%s, ignoring.\n", name, s);
+                return def;
+        }
+        return v;
+}
+
+static void parse_fail(const char *spec) {
+        char *copy = strdup(spec), *save = NULL;
+
+        if (!copy)
+                return;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                char *colon = strchr(tok, ':'), *end;
+                unsigned long long nth;
+                int k;
+
+                if (!colon)
+                        goto bad;
+                *colon = '\0';
+                for (k = 0; k < _MODEL_FAIL_MAX; k++)
+                        if (strcmp(tok, fail_kind_names[k]) == 0)
+                                break;
+                errno = 0;
+                nth = strtoull(colon + 1, &end, 10);
+                if (k == _MODEL_FAIL_MAX || errno != 0 || end == colon + 1 || nth == 0 ||
+                    (*end != '\0' && strcmp(end, "+") != 0))
+                        goto bad;
+                m.fail[k].nth = nth;
+                m.fail[k].onward = *end == '+';
+                continue;
+        bad:
+                if (colon)
+                        *colon = ':';
+                fprintf(stderr, "fakecuda: invalid FAKECUDA_FAIL entry '%s', ignoring.\n", tok);
+        }
+        free(copy);
+}
+
+static void init_once(void) {
+        const char *s;
+        uint64_t total = DEFAULT_DEVICE_BYTES;
+
+        m.n_devices = (int)env_long("FAKECUDA_DEVICES", 1, 1, MODEL_MAX_DEVICES);
+        m.n_numa = (int)env_long("FAKECUDA_NUMA_NODES", 1, 1, 1024);
+        m.delay_us = (unsigned)env_long("FAKECUDA_PREFETCH_DELAY_US", 0, 0, 10000000);
+        s = getenv("FAKECUDA_MANAGED_MISALIGN");
+        m.misalign = s && *s && strcmp(s, "0") != 0;
+        s = getenv("FAKECUDA_MEM");
+        if (s && *s && parse_size(s, &total) < 0) {
+                fprintf(stderr, "fakecuda: invalid FAKECUDA_MEM=%s, ignoring.\n", s);
+                total = DEFAULT_DEVICE_BYTES;
+        }
+        for (int d = 0; d < m.n_devices; d++)
+                m.total_bytes[d] = (size_t)total;
+        s = getenv("FAKECUDA_FAIL");
+        if (s && *s)
+                parse_fail(s);
+        s = getenv("FAKECUDA_STATS");
+        m.stats_path = s && *s ? strdup(s) : NULL;
+        __atomic_store_n(&m.initialized, true, __ATOMIC_RELEASE);
+}
+
+void model_init(void) {
+        pthread_once(&m.once, init_once);
+}
+
+static void lock(void) {
+        model_init();
+        pthread_mutex_lock(&m.lock);
+}
+
+static void unlock(void) {
+        pthread_mutex_unlock(&m.lock);
+}
+
+bool model_initialized(void) {
+        return __atomic_load_n(&m.initialized, __ATOMIC_ACQUIRE);
+}
+
+int model_device_count(void) {
+        model_init();
+        return m.n_devices;
+}
+
+int model_numa_nodes(void) {
+        model_init();
+        return m.n_numa;
+}
+
+unsigned model_prefetch_delay_us(void) {
+        model_init();
+        return m.delay_us;
+}
+
+int model_current_device(void) {
+        return current_device;
+}
+
+void model_set_current_device(int dev) {
+        current_device = dev;
+}
+
+bool model_fail_now(enum model_fail_kind kind) {
+        struct fail_rule *r;
+        bool fail;
+
+        lock();
+        r = &m.fail[kind];
+        r->calls++;
+        fail = r->nth != 0 && (r->calls == r->nth || (r->onward && r->calls > r->nth));
+        unlock();
+        return fail;
+}
+
+/* ---------------------------------------------------------------- allocations */
+
+static struct alloc *alloc_find(uintptr_t addr) {
+        for (size_t i = 0; i < m.n_allocs; i++) {
+                struct alloc *a = m.allocs[i];
+                if (addr >= a->base && addr - a->base < a->size)
+                        return a;
+        }
+        return NULL;
+}
+
+/* The managed allocation holding all of [ptr, ptr+count), count > 0. */
+static struct alloc *managed_find(const void *ptr, size_t count) {
+        uintptr_t p = (uintptr_t)ptr;
+        struct alloc *a;
+
+        if (count == 0)
+                return NULL;
+        a = alloc_find(p);
+        if (!a || !a->managed || count > a->size - (p - a->base))
+                return NULL;
+        return a;
+}
+
+static int alloc_add(struct alloc *a) {
+        if (m.n_allocs == m.cap_allocs) {
+                size_t cap = m.cap_allocs ? m.cap_allocs * 2 : 64;
+                struct alloc **n = realloc(m.allocs, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                m.allocs = n;
+                m.cap_allocs = cap;
+        }
+        m.allocs[m.n_allocs++] = a;
+        return 0;
+}
+
+static void alloc_remove(struct alloc *a) {
+        for (size_t i = 0; i < m.n_allocs; i++)
+                if (m.allocs[i] == a) {
+                        m.allocs[i] = m.allocs[--m.n_allocs];
+                        return;
+                }
+}
+
+static size_t page_index(const struct alloc *a, uintptr_t addr) {
+        return (addr - (uintptr_t)a->raw) / MODEL_PAGE_BYTES;
+}
+
+static uint8_t *page_host(const struct alloc *a, size_t i) {
+        return a->raw + i * MODEL_PAGE_BYTES;
+}
+
+/* ---------------------------------------------------------------- residency */
+
+static size_t managed_capacity(int dev) {
+        size_t used = (size_t)m.stats[dev].device_alloc_bytes;
+        return used < m.total_bytes[dev] ? m.total_bytes[dev] - used : 0;
+}
+
+static void resident_inc(int dev) {
+        struct fakecuda_stats *s = &m.stats[dev];
+
+        s->managed_resident_bytes += MODEL_PAGE_BYTES;
+        if (s->managed_resident_bytes > s->managed_resident_peak_bytes)
+                s->managed_resident_peak_bytes = s->managed_resident_bytes;
+}
+
+static void resident_dec(int dev) {
+        m.stats[dev].managed_resident_bytes -= MODEL_PAGE_BYTES;
+}
+
+static bool page_on(const struct page *p, int dev) {
+        return p->loc == dev || p->dup == dev;
+}
+
+static void page_drop_dup(struct page *p) {
+        if (p->dup < 0)
+                return;
+        resident_dec(p->dup);
+        free(p->devcopy);
+        p->devcopy = NULL;
+        p->dup = -1;
+}
+
+/* Migrates a device-resident page back to its host backing. */
+static void page_to_host(struct alloc *a, size_t i) {
+        struct page *p = &a->pages[i];
+
+        if (p->loc < 0)
+                return;
+        memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
+        m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
+        resident_dec(p->loc);
+        free(p->devcopy);
+        p->devcopy = NULL;
+        p->loc = MODEL_LOC_HOST;
+}
+
+/* Evicts dev's least recently touched managed page other than keep. */
+static int evict_lru(int dev, const struct page *keep) {
+        struct alloc *victim_alloc = NULL;
+        size_t victim = 0;
+        uint64_t oldest = UINT64_MAX;
+
+        for (size_t k = 0; k < m.n_allocs; k++) {
+                struct alloc *a = m.allocs[k];
+                for (size_t i = 0; a->managed && i < a->n_pages; i++) {
+                        struct page *p = &a->pages[i];
+                        if (p != keep && page_on(p, dev) && p->last_touch < oldest) {
+                                oldest = p->last_touch;
+                                victim_alloc = a;
+                                victim = i;
+                        }
+                }
+        }
+        if (!victim_alloc)
+                return -ENOMEM;
+        if (victim_alloc->pages[victim].dup == dev)
+                page_drop_dup(&victim_alloc->pages[victim]);
+        else
+                page_to_host(victim_alloc, victim);
+        m.stats[dev].evictions++;
+        return 0;
+}
+
+/* Evicts until extra more bytes fit in dev's managed capacity. */
+static int make_room(int dev, size_t extra, const struct page *keep) {
+        while (m.stats[dev].managed_resident_bytes + extra > managed_capacity(dev)) {
+                int r = evict_lru(dev, keep);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Copies page i to device dev: as a read-only duplicate (host stays valid)
+ * or as a migration (host poisoned).  Evicts for room first. */
+static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
+        struct page *p = &a->pages[i];
+        uint8_t *buf;
+        int r;
+
+        if (p->loc == dev)
+                return 0;
+        if (p->dup == dev && duplicate)
+                return 0;
+        if (p->dup == dev) {
+                /* collapse the duplicate onto dev */
+                p->loc = dev;
+                p->dup = -1;
+                memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
+                return 0;
+        }
+        r = make_room(dev, MODEL_PAGE_BYTES, p);
+        if (r < 0)
+                return r;
+        buf = malloc(MODEL_PAGE_BYTES);
+        if (!buf)
+                return -ENOMEM;
+        page_to_host(a, i);
+        page_drop_dup(p);
+        memcpy(buf, page_host(a, i), MODEL_PAGE_BYTES);
+        m.stats[dev].h2d_bytes += MODEL_PAGE_BYTES;
+        p->devcopy = buf;
+        if (duplicate) {
+                p->loc = MODEL_LOC_HOST;
+                p->dup = (int8_t)dev;
+        } else {
+                p->loc = (int8_t)dev;
+                memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
+        }
+        resident_inc(dev);
+        return 0;
+}
+
+/* ---------------------------------------------------------------- allocation API */
+
+int model_malloc(int dev, size_t size, void **ret) {
+        size_t align = size >= MODEL_PAGE_BYTES ? MODEL_PAGE_BYTES : SMALL_ALIGN_BYTES;
+        struct alloc *a;
+        void *mem = NULL;
+        int r;
+
+        if (size == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        lock();
+        r = -ENOMEM;
+        if (size > m.total_bytes[dev] - (size_t)m.stats[dev].device_alloc_bytes)
+                goto out;
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                goto out;
+        if (posix_memalign(&mem, align, size) != 0 || alloc_add(a) < 0) {
+                free(mem);
+                free(a);
+                goto out;
+        }
+        *a = (struct alloc){.base = (uintptr_t)mem, .size = size, .raw = mem, .raw_bytes = size, .dev = dev};
+        m.stats[dev].device_alloc_bytes += size;
+        /* UVM gives way to cudaMalloc: evict managed pages that no longer fit */
+        (void)make_room(dev, 0, NULL);
+        *ret = mem;
+        r = 0;
+out:
+        unlock();
+        return r;
+}
+
+int model_malloc_managed(int dev, size_t size, void **ret) {
+        size_t offset, raw_bytes, map_bytes, head;
+        struct alloc *a;
+        uint8_t *map;
+        int r = -ENOMEM;
+
+        if (size == 0)
+                return -EINVAL;
+        lock();
+        offset = m.misalign ? MISALIGN_BYTES : 0;
+        if (size > SIZE_MAX / 2)
+                goto out;
+        raw_bytes = ALIGN_UP_PAGE(size + offset);
+        map_bytes = raw_bytes + MODEL_PAGE_BYTES;
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                goto out;
+        a->n_pages = raw_bytes / MODEL_PAGE_BYTES;
+        a->pages = calloc(a->n_pages, sizeof(*a->pages));
+        map = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                   0);
+        if (!a->pages || map == MAP_FAILED || alloc_add(a) < 0) {
+                if (map != MAP_FAILED)
+                        munmap(map, map_bytes);
+                free(a->pages);
+                free(a);
+                goto out;
+        }
+        /* trim the mapping to a 2 MiB aligned raw_bytes */
+        head = ALIGN_UP_PAGE((uintptr_t)map) - (uintptr_t)map;
+        if (head > 0)
+                munmap(map, head);
+        munmap(map + head + raw_bytes, MODEL_PAGE_BYTES - head);
+        a->raw = map + head;
+        a->raw_bytes = raw_bytes;
+        a->base = (uintptr_t)a->raw + offset;
+        a->size = size;
+        a->managed = true;
+        a->dev = dev;
+        for (size_t i = 0; i < a->n_pages; i++)
+                a->pages[i] = (struct page){.loc = MODEL_LOC_NONE, .dup = -1, .preferred = MODEL_LOC_NONE};
+        m.stats[dev].managed_alloc_bytes += size;
+        *ret = (void *)a->base;
+        r = 0;
+out:
+        unlock();
+        return r;
+}
+
+int model_free(void *ptr) {
+        struct alloc *a;
+        int r = -EINVAL;
+
+        lock();
+        a = alloc_find((uintptr_t)ptr);
+        if (!a || a->base != (uintptr_t)ptr)
+                goto out;
+        alloc_remove(a);
+        if (a->managed) {
+                for (size_t i = 0; i < a->n_pages; i++) {
+                        struct page *p = &a->pages[i];
+                        page_drop_dup(p);
+                        if (p->loc >= 0) {
+                                resident_dec(p->loc);
+                                free(p->devcopy);
+                        }
+                }
+                m.stats[a->dev].managed_alloc_bytes -= a->size;
+                munmap(a->raw, a->raw_bytes);
+                free(a->pages);
+        } else {
+                m.stats[a->dev].device_alloc_bytes -= a->size;
+                free(a->raw);
+        }
+        free(a);
+        r = 0;
+out:
+        unlock();
+        return r;
+}
+
+int model_mem_info(int dev, size_t *ret_free, size_t *ret_total) {
+        lock();
+        *ret_total = m.total_bytes[dev];
+        *ret_free = m.total_bytes[dev] - (size_t)m.stats[dev].device_alloc_bytes;
+        unlock();
+        return 0;
+}
+
+/* ---------------------------------------------------------------- advice and prefetch */
+
+static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
+        struct page *p = &a->pages[i];
+
+        switch (advice) {
+        case cudaMemAdviseSetReadMostly:
+                p->read_mostly = true;
+                break;
+        case cudaMemAdviseUnsetReadMostly:
+                /* CUDA collapses duplicates: onto the preferred location if a
+                 * copy is there, else anywhere (here: the host) */
+                p->read_mostly = false;
+                if (p->dup >= 0 && p->preferred == p->dup) {
+                        p->loc = p->dup;
+                        p->dup = -1;
+                        memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
+                } else
+                        page_drop_dup(p);
+                break;
+        case cudaMemAdviseSetPreferredLocation:
+                p->preferred = (int8_t)loc;
+                break;
+        case cudaMemAdviseUnsetPreferredLocation:
+                p->preferred = MODEL_LOC_NONE;
+                break;
+        case cudaMemAdviseSetAccessedBy:
+                if (loc >= 0)
+                        p->accessed_by |= 1u << loc;
+                break;
+        case cudaMemAdviseUnsetAccessedBy:
+                if (loc >= 0)
+                        p->accessed_by &= ~(1u << loc);
+                break;
+        }
+}
+
+int model_advise(int caller, const void *ptr, size_t count, int advice, int loc) {
+        struct alloc *a;
+        size_t first, last;
+        int r = -EINVAL;
+
+        if (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy)
+                return -EINVAL;
+        lock();
+        a = managed_find(ptr, count);
+        if (!a)
+                goto out;
+        first = page_index(a, (uintptr_t)ptr);
+        last = page_index(a, (uintptr_t)ptr + count - 1);
+        for (size_t i = first; i <= last; i++)
+                page_advise(a, i, advice, loc);
+        m.stats[caller].advise_calls++;
+        r = 0;
+out:
+        unlock();
+        return r;
+}
+
+static void page_touch(struct page *p) {
+        p->last_touch = ++m.clock;
+}
+
+/* Prefetch of page i to the host: a read-mostly page keeps its device copy
+ * as a duplicate. */
+static bool page_prefetch_host(struct alloc *a, size_t i) {
+        struct page *p = &a->pages[i];
+
+        if (p->loc == MODEL_LOC_NONE)
+                p->loc = MODEL_LOC_HOST;
+        if (p->loc < 0)
+                return false;
+        if (!p->read_mostly) {
+                page_to_host(a, i);
+                return true;
+        }
+        memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
+        m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
+        p->dup = p->loc;
+        p->loc = MODEL_LOC_HOST;
+        return true;
+}
+
+int model_prefetch(int caller, const void *ptr, size_t count, int loc, size_t *ret_pages_moved) {
+        struct alloc *a;
+        size_t first, last, moved = 0;
+        int r = -EINVAL;
+
+        lock();
+        a = managed_find(ptr, count);
+        if (!a)
+                goto out;
+        first = page_index(a, (uintptr_t)ptr);
+        last = page_index(a, (uintptr_t)ptr + count - 1);
+        m.stats[caller].prefetch_calls++;
+        r = 0;
+        for (size_t i = first; i <= last; i++) {
+                struct page *p = &a->pages[i];
+
+                if (loc == MODEL_LOC_HOST) {
+                        moved += page_prefetch_host(a, i);
+                        continue;
+                }
+                if (!page_on(p, loc)) {
+                        r = page_to_device(a, i, loc, p->read_mostly);
+                        if (r < 0)
+                                break;
+                        moved++;
+                }
+                page_touch(p);
+        }
+out:
+        unlock();
+        *ret_pages_moved = moved;
+        return r;
+}
+
+/* ---------------------------------------------------------------- host-side access */
+
+/* Resolves host-side access at addr to real memory: *ret_ptr and the
+ * contiguous bytes *ret_len there (at most remaining).  Plain host memory
+ * only if allow_host. */
+static int host_resolve(uintptr_t addr, size_t remaining, bool write, bool allow_host, uint8_t **ret_ptr,
+                        size_t *ret_len) {
+        struct alloc *a = alloc_find(addr);
+        struct page *p;
+        size_t i, in_page;
+
+        if (!a) {
+                if (!allow_host)
+                        return -EINVAL;
+                *ret_ptr = (uint8_t *)addr;
+                *ret_len = remaining;
+                return 0;
+        }
+        if (remaining > a->size - (addr - a->base))
+                return -EINVAL;
+        if (!a->managed) {
+                *ret_ptr = (uint8_t *)addr;
+                *ret_len = remaining;
+                return 0;
+        }
+        i = page_index(a, addr);
+        p = &a->pages[i];
+        in_page = addr - (uintptr_t)page_host(a, i);
+        if (write)
+                page_drop_dup(p);
+        if (p->loc == MODEL_LOC_NONE)
+                p->loc = MODEL_LOC_HOST;
+        *ret_ptr = (p->loc >= 0 ? p->devcopy : page_host(a, i)) + in_page;
+        *ret_len = remaining < MODEL_PAGE_BYTES - in_page ? remaining : MODEL_PAGE_BYTES - in_page;
+        return 0;
+}
+
+int model_copy(void *dst, const void *src, size_t count) {
+        uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+        int r = 0;
+
+        lock();
+        while (count > 0) {
+                uint8_t *dp, *sp;
+                size_t dn, sn, n;
+
+                r = host_resolve(s, count, false, true, &sp, &sn);
+                if (r < 0)
+                        break;
+                r = host_resolve(d, count, true, true, &dp, &dn);
+                if (r < 0)
+                        break;
+                n = dn < sn ? dn : sn;
+                memmove(dp, sp, n);
+                d += n;
+                s += n;
+                count -= n;
+        }
+        unlock();
+        return r;
+}
+
+int model_set(void *dst, int value, size_t count) {
+        uintptr_t d = (uintptr_t)dst;
+        int r = 0;
+
+        lock();
+        while (count > 0) {
+                uint8_t *dp;
+                size_t dn;
+
+                r = host_resolve(d, count, true, false, &dp, &dn);
+                if (r < 0)
+                        break;
+                memset(dp, value, dn);
+                d += dn;
+                count -= dn;
+        }
+        unlock();
+        return r;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+/* A GPU access by dev to page i: a hit, a remote access over the link
+ * (SetAccessedBy dev and preferred elsewhere), or a fault that migrates
+ * (or read-duplicates) the page to dev.  *ret_data: the copy to use. */
+static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_t bytes,
+                           uint8_t **ret_data) {
+        struct page *p = &a->pages[i];
+        int r;
+
+        if (p->loc == dev || (p->dup == dev && !write)) {
+                page_touch(p);
+                *ret_data = p->devcopy;
+                return 0;
+        }
+        if (p->preferred != dev && (p->accessed_by & (1u << dev))) {
+                m.stats[dev].remote_bytes += bytes;
+                if (write)
+                        page_drop_dup(p);
+                if (p->loc == MODEL_LOC_NONE)
+                        p->loc = MODEL_LOC_HOST;
+                *ret_data = p->loc >= 0 ? p->devcopy : page_host(a, i);
+                return 0;
+        }
+        m.stats[dev].faults++;
+        r = page_to_device(a, i, dev, p->read_mostly && !write);
+        if (r < 0)
+                return r;
+        page_touch(p);
+        *ret_data = p->devcopy;
+        return 0;
+}
+
+static void kernel_run(uint8_t *data, size_t len, uint64_t off, enum model_access access, uint64_t seed,
+                       uint64_t *bad) {
+        if (access == MODEL_ACCESS_READ)
+                return;
+        for (size_t o = 0; o < len; o += 8) {
+                uint64_t want = backend_pattern(seed, off + o), w;
+
+                if (access == MODEL_ACCESS_FILL)
+                        memcpy(data + o, &want, sizeof(want));
+                else {
+                        memcpy(&w, data + o, sizeof(w));
+                        *bad += w != want;
+                }
+        }
+}
+
+int model_kernel(int dev, void *ptr, size_t len, enum model_access access, uint64_t seed,
+                 uint64_t *ret_bad_words) {
+        uintptr_t p = (uintptr_t)ptr;
+        bool write = access == MODEL_ACCESS_FILL;
+        uint64_t bad = 0;
+        struct alloc *a;
+        int r = 0;
+
+        if (len % 8 != 0 || p % 8 != 0)
+                return -EINVAL;
+        if (len == 0)
+                goto done;
+        lock();
+        a = alloc_find(p);
+        if (!a || len > a->size - (p - a->base)) {
+                r = -EFAULT;
+                goto out;
+        }
+        if (!a->managed) {
+                kernel_run(ptr, len, 0, access, seed, &bad);
+                goto out;
+        }
+        for (size_t off = 0; off < len;) {
+                size_t i = page_index(a, p + off);
+                size_t in_page = p + off - (uintptr_t)page_host(a, i);
+                size_t n = len - off < MODEL_PAGE_BYTES - in_page ? len - off : MODEL_PAGE_BYTES - in_page;
+                uint8_t *data;
+
+                r = page_gpu_access(a, i, dev, write, n, &data);
+                if (r < 0)
+                        break;
+                kernel_run(data + in_page, n, off, access, seed, &bad);
+                off += n;
+        }
+out:
+        unlock();
+done:
+        if (ret_bad_words)
+                *ret_bad_words = bad;
+        return r;
+}
+
+/* ---------------------------------------------------------------- introspection */
+
+int model_get_stats(int dev, struct fakecuda_stats *ret) {
+        lock();
+        *ret = m.stats[dev];
+        unlock();
+        return 0;
+}
+
+int model_reset_stats(int dev) {
+        struct fakecuda_stats *s;
+
+        lock();
+        s = &m.stats[dev];
+        *s = (struct fakecuda_stats){
+                .managed_resident_bytes = s->managed_resident_bytes,
+                .managed_resident_peak_bytes = s->managed_resident_bytes,
+                .device_alloc_bytes = s->device_alloc_bytes,
+                .managed_alloc_bytes = s->managed_alloc_bytes,
+        };
+        unlock();
+        return 0;
+}
+
+int model_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes) {
+        uintptr_t start = (uintptr_t)ptr, end = start + len;
+        uint64_t bytes = 0;
+        struct alloc *a;
+        int r = -EINVAL;
+
+        lock();
+        a = managed_find(ptr, len);
+        if (!a)
+                goto out;
+        for (size_t i = page_index(a, start); i <= page_index(a, end - 1); i++) {
+                uintptr_t ps = (uintptr_t)page_host(a, i), pe = ps + MODEL_PAGE_BYTES;
+
+                if (page_on(&a->pages[i], dev))
+                        bytes += (pe < end ? pe : end) - (ps > start ? ps : start);
+        }
+        *ret_bytes = bytes;
+        r = 0;
+out:
+        unlock();
+        return r;
+}
+
+int model_page_info(const void *ptr, struct fakecuda_page_info *ret) {
+        struct alloc *a;
+        struct page *p;
+        int r = -EINVAL;
+
+        lock();
+        a = alloc_find((uintptr_t)ptr);
+        if (!a || !a->managed)
+                goto out;
+        p = &a->pages[page_index(a, (uintptr_t)ptr)];
+        *ret = (struct fakecuda_page_info){
+                .location = p->loc,
+                .duplicate_device = p->dup,
+                .preferred = p->preferred,
+                .accessed_by = p->accessed_by,
+                .read_mostly = p->read_mostly,
+                .last_touch = p->last_touch,
+        };
+        r = 0;
+out:
+        unlock();
+        return r;
+}
+
+/* At exit: one JSON line per device to FAKECUDA_STATS, for shell tests. */
+static void __attribute__((destructor)) model_dump_stats(void) {
+        int fd;
+
+        if (!model_initialized() || !m.stats_path)
+                return;
+        fd = open(m.stats_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+                fprintf(stderr, "fakecuda: failed to open %s: %m\n", m.stats_path);
+                return;
+        }
+        pthread_mutex_lock(&m.lock);
+        for (int d = 0; d < m.n_devices; d++) {
+                const struct fakecuda_stats *s = &m.stats[d];
+                char line[1024];
+                int n = snprintf(line, sizeof(line),
+                                 "{\"pid\":%d,\"device\":%d,\"h2d_bytes\":%" PRIu64 ",\"d2h_bytes\":%" PRIu64
+                                 ",\"remote_bytes\":%" PRIu64 ",\"faults\":%" PRIu64
+                                 ",\"evictions\":%" PRIu64 ",\"managed_resident_bytes\":%" PRIu64
+                                 ",\"managed_resident_peak_bytes\":%" PRIu64
+                                 ",\"device_alloc_bytes\":%" PRIu64 ",\"managed_alloc_bytes\":%" PRIu64
+                                 ",\"prefetch_calls\":%" PRIu64 ",\"advise_calls\":%" PRIu64
+                                 ",\"total_bytes\":%zu}\n",
+                                 (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
+                                 s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
+                                 s->device_alloc_bytes, s->managed_alloc_bytes, s->prefetch_calls,
+                                 s->advise_calls, m.total_bytes[d]);
+                if (n > 0 && write(fd, line, (size_t)n) != n)
+                        fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
+        }
+        pthread_mutex_unlock(&m.lock);
+        close(fd);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The fake CUDA's residency model, shared by runtime.c (libcudart) and
+ * driver.c (libcuda).  One global lock; every function takes it.  Functions
+ * return 0 or a negative errno: -ENOMEM (device memory exhausted), -EINVAL
+ * (bad argument or range), -ENODEV (bad device id), -EFAULT (a kernel
+ * touched memory that is not device memory).
+ *
+ * Locations are ints: a device id >= 0, MODEL_LOC_HOST or MODEL_LOC_NONE.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fakecuda.h"
+
+#define MODEL_PAGE_BYTES  FAKECUDA_PAGE_BYTES
+#define MODEL_MAX_DEVICES 16
+#define MODEL_LOC_HOST    FAKECUDA_LOC_HOST
+#define MODEL_LOC_NONE    FAKECUDA_LOC_NONE
+
+enum model_fail_kind {
+        MODEL_FAIL_MALLOC,
+        MODEL_FAIL_MALLOC_MANAGED,
+        MODEL_FAIL_PREFETCH,
+        MODEL_FAIL_ADVISE,
+        _MODEL_FAIL_MAX,
+};
+
+enum model_access {
+        MODEL_ACCESS_FILL,
+        MODEL_ACCESS_CHECK,
+        MODEL_ACCESS_READ,
+};
+
+/* Reads the environment on first use; later calls are no-ops. */
+void model_init(void);
+
+/* Whether model_init() ran: any runtime call or cuInit initializes CUDA. */
+bool model_initialized(void);
+
+/* Devices configured (after model_init()). */
+int model_device_count(void);
+
+/* Host NUMA nodes accepted as locations. */
+int model_numa_nodes(void);
+
+/* Microseconds to sleep per page moved by a prefetch. */
+unsigned model_prefetch_delay_us(void);
+
+/* The calling thread's current device, and setting it (no validation). */
+int model_current_device(void);
+void model_set_current_device(int dev);
+
+/* Counts one call of kind; returns true if FAKECUDA_FAIL says it fails. */
+bool model_fail_now(enum model_fail_kind kind);
+
+/* Device memory on dev (host memory behind it); size 0 gives NULL. */
+int model_malloc(int dev, size_t size, void **ret);
+
+/* Managed memory charged to dev's managed_alloc_bytes; pages start untouched. */
+int model_malloc_managed(int dev, size_t size, void **ret);
+
+/* Frees device or managed memory by its exact base pointer. */
+int model_free(void *ptr);
+
+/* Device dev's free (total - cudaMalloc'd) and total bytes. */
+int model_mem_info(int dev, size_t *ret_free, size_t *ret_total);
+
+/* Applies advice (cudaMemoryAdvise value) with location loc to a managed
+ * range; caller is the calling thread's device, for the call counter. */
+int model_advise(int caller, const void *ptr, size_t count, int advice, int loc);
+
+/* Moves a managed range to loc; *ret_pages_moved counts pages copied. */
+int model_prefetch(int caller, const void *ptr, size_t count, int loc, size_t *ret_pages_moved);
+
+/* Host-side copy and set: each side resolves to host memory, device memory,
+ * or a managed page's current copy; nothing migrates. */
+int model_copy(void *dst, const void *src, size_t count);
+int model_set(void *dst, int value, size_t count);
+
+/* A kernel on device dev accessing [ptr, ptr+len) (see fakecuda.h). */
+int model_kernel(int dev, void *ptr, size_t len, enum model_access access, uint64_t seed,
+                 uint64_t *ret_bad_words);
+
+int model_get_stats(int dev, struct fakecuda_stats *ret);
+int model_reset_stats(int dev);
+int model_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes);
+int model_page_info(const void *ptr, struct fakecuda_page_info *ret);

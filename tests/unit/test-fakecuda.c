@@ -1,0 +1,642 @@
+/* SPDX-License-Identifier: MIT */
+
+/*
+ * The fake CUDA is the oracle of every integration test, so it is tested
+ * first: accounting, data faithfulness across migrations, advice, faults,
+ * eviction, error injection.  The process runs with 2 devices of 64 MiB;
+ * settings that must differ (misaligned managed memory, failures, stats
+ * file) run in forked children, before this process's first CUDA call.
+ */
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../engine/backend.h"
+#include "cuda-abi.h"
+#include "fakecuda.h"
+#include "tap.h"
+
+/* Declared here as an application would get them from cuda_runtime_api.h. */
+cudaError_t cudaMalloc(void **devPtr, size_t size);
+cudaError_t cudaFree(void *devPtr);
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags);
+cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
+                          struct cudaMemLocation location);
+cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
+                                 unsigned int flags, cudaStream_t stream);
+cudaError_t cudaStreamCreate(cudaStream_t *pStream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaMemGetInfo(size_t *free, size_t *total);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+cudaError_t cudaMemset(void *devPtr, int value, size_t count);
+const char *cudaGetErrorString(cudaError_t error);
+const char *cudaGetErrorName(cudaError_t error);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+cudaError_t cudaDriverGetVersion(int *driverVersion);
+cudaError_t cudaRuntimeGetVersion(int *runtimeVersion);
+
+#define MiB       ((size_t)1 << 20)
+#define PAGE      FAKECUDA_PAGE_BYTES
+#define DEV_BYTES (64 * MiB)
+
+static const struct cudaMemLocation DEV0 = {cudaMemLocationTypeDevice, 0};
+static const struct cudaMemLocation DEV1 = {cudaMemLocationTypeDevice, 1};
+static const struct cudaMemLocation HOST = {cudaMemLocationTypeHost, 0};
+
+static struct fakecuda_stats stats(int dev) {
+        struct fakecuda_stats s = {0};
+
+        if (fakecuda_get_stats(dev, &s) != cudaSuccess)
+                TAP_DIAG("fakecuda_get_stats(%d) failed", dev);
+        return s;
+}
+
+static uint64_t resident(const void *p, size_t len, int dev) {
+        uint64_t b = UINT64_MAX;
+
+        (void)fakecuda_resident_bytes(p, len, dev, &b);
+        return b;
+}
+
+/* Fills host-visible memory with the pattern, as CPU code would. */
+static void host_fill(void *p, size_t len, uint64_t seed) {
+        for (size_t o = 0; o < len; o += 8) {
+                uint64_t w = backend_pattern(seed, o);
+                memcpy((char *)p + o, &w, 8);
+        }
+}
+
+/* Words of [base+off, base+off+len) that differ from the pattern of base. */
+static uint64_t host_bad_words(const void *p, size_t off, size_t len, uint64_t seed) {
+        uint64_t bad = 0;
+
+        for (size_t o = off; o < off + len; o += 8) {
+                uint64_t w;
+                memcpy(&w, (const char *)p + o, 8);
+                bad += w != backend_pattern(seed, o);
+        }
+        return bad;
+}
+
+static bool all_bytes(const void *p, size_t len, unsigned char c) {
+        for (size_t i = 0; i < len; i++)
+                if (((const unsigned char *)p)[i] != c)
+                        return false;
+        return true;
+}
+
+/* Bad words of a managed range as read back through cudaMemcpy. */
+static uint64_t memcpy_bad_words(const void *managed, size_t len, uint64_t seed) {
+        void *buf = malloc(len);
+        uint64_t bad = UINT64_MAX;
+
+        if (buf && cudaMemcpy(buf, managed, len, cudaMemcpyDefault) == cudaSuccess)
+                bad = host_bad_words(buf, 0, len, seed);
+        free(buf);
+        return bad;
+}
+
+/* ---------------------------------------------------------------- children */
+
+static int child_failures;
+#define CHILD_CHECK(cond)                                                                                   \
+        do {                                                                                                \
+                if (!(cond)) {                                                                              \
+                        child_failures++;                                                                   \
+                        printf("#   child check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
+                }                                                                                           \
+        } while (0)
+
+/* Runs fn in a child with env set (NAME=VALUE, NULL-terminated); returns
+ * its exit status (its failed checks), or -1. */
+static int run_child(const char *const *env, void (*fn)(void)) {
+        int status;
+        pid_t pid;
+
+        fflush(stdout);
+        pid = fork();
+        if (pid < 0)
+                return -1;
+        if (pid == 0) {
+                for (; *env; env++)
+                        putenv((char *)*env);
+                fn();
+                fflush(stdout);
+                exit(child_failures);
+        }
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+                return -1;
+        return WEXITSTATUS(status);
+}
+
+static void child_misalign(void) {
+        void *p = NULL;
+        uint64_t bad = 1;
+        struct fakecuda_stats s;
+
+        CHILD_CHECK(cudaMallocManaged(&p, 4 * MiB, cudaMemAttachGlobal) == cudaSuccess);
+        CHILD_CHECK((uintptr_t)p % PAGE == 64 * 1024);
+        host_fill(p, 4 * MiB, 7);
+        CHILD_CHECK(cudaMemPrefetchAsync(p, 4 * MiB, DEV0, 0, NULL) == cudaSuccess);
+        s = stats(0);
+        /* 64 KiB + 4 MiB spans three 2 MiB pages */
+        CHILD_CHECK(s.h2d_bytes == 3 * PAGE);
+        CHILD_CHECK(resident(p, 4 * MiB, 0) == 4 * MiB);
+        CHILD_CHECK(fakecuda_kernel_check(p, 4 * MiB, 7, &bad) == cudaSuccess && bad == 0);
+        CHILD_CHECK(memcpy_bad_words(p, 4 * MiB, 7) == 0);
+        CHILD_CHECK(cudaFree(p) == cudaSuccess);
+}
+
+static void child_fail(void) {
+        void *a = NULL, *b = NULL, *c = NULL, *mm = NULL;
+
+        CHILD_CHECK(cudaMalloc(&a, MiB) == cudaSuccess);
+        CHILD_CHECK(cudaMalloc(&b, MiB) == cudaErrorMemoryAllocation);
+        CHILD_CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+        CHILD_CHECK(cudaMalloc(&c, MiB) == cudaSuccess);
+        CHILD_CHECK(cudaMallocManaged(&mm, 4 * MiB, cudaMemAttachGlobal) == cudaErrorMemoryAllocation);
+        CHILD_CHECK(cudaMallocManaged(&mm, 4 * MiB, cudaMemAttachGlobal) == cudaSuccess);
+        CHILD_CHECK(cudaMemAdvise(mm, PAGE, cudaMemAdviseSetAccessedBy, DEV0) == cudaErrorInvalidValue);
+        CHILD_CHECK(cudaMemAdvise(mm, PAGE, cudaMemAdviseSetAccessedBy, DEV0) == cudaSuccess);
+        CHILD_CHECK(cudaMemPrefetchAsync(mm, PAGE, DEV0, 0, NULL) == cudaSuccess);
+        CHILD_CHECK(cudaMemPrefetchAsync(mm, PAGE, DEV0, 0, NULL) == cudaErrorInvalidValue);
+        CHILD_CHECK(cudaMemPrefetchAsync(mm, PAGE, HOST, 0, NULL) == cudaErrorInvalidValue);
+        CHILD_CHECK(resident(mm, 4 * MiB, 0) == PAGE);
+        cudaFree(a);
+        cudaFree(c);
+        cudaFree(mm);
+}
+
+static void child_stats(void) {
+        struct timespec t0, t1;
+        void *p = NULL;
+        int64_t us;
+
+        CHILD_CHECK(cudaMallocManaged(&p, 8 * MiB, cudaMemAttachGlobal) == cudaSuccess);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        CHILD_CHECK(cudaMemPrefetchAsync(p, 8 * MiB, DEV0, 0, NULL) == cudaSuccess);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        us = (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
+        CHILD_CHECK(us >= 4 * 20000); /* FAKECUDA_PREFETCH_DELAY_US=20000, 4 pages */
+        CHILD_CHECK(cudaMemPrefetchAsync(p, 2 * MiB, HOST, 0, NULL) == cudaSuccess);
+}
+
+static void test_children(void) {
+        static const char *const env_misalign[] = {"FAKECUDA_MANAGED_MISALIGN=1", NULL};
+        static const char *const env_fail[] = {
+                "FAKECUDA_FAIL=malloc:2,malloc_managed:1,advise:1,prefetch:2+", NULL};
+        static char stats_env[64], path[48];
+        const char *env_stats[] = {"FAKECUDA_DEVICES=2", "FAKECUDA_PREFETCH_DELAY_US=20000", stats_env,
+                                   NULL};
+        char line[2][1024] = {"", ""};
+        FILE *f;
+        int fd;
+
+        TAP_EQ_INT(run_child(env_misalign, child_misalign), 0,
+                   "FAKECUDA_MANAGED_MISALIGN: 64 KiB past 2 MiB, pages counted, data intact");
+        TAP_EQ_INT(run_child(env_fail, child_fail), 0, "FAKECUDA_FAIL: Nth and N+ calls fail, others pass");
+
+        snprintf(path, sizeof(path), "/tmp/test-fakecuda-XXXXXX");
+        fd = mkstemp(path);
+        TAP_OK(fd >= 0, "stats file created");
+        if (fd < 0)
+                return;
+        close(fd);
+        snprintf(stats_env, sizeof(stats_env), "FAKECUDA_STATS=%s", path);
+        TAP_EQ_INT(run_child(env_stats, child_stats), 0, "prefetch delay applied per page");
+        f = fopen(path, "re");
+        if (f) {
+                for (int i = 0; i < 2; i++)
+                        if (fgets(line[i], sizeof(line[i]), f))
+                                line[i][strcspn(line[i], "\n")] = '\0';
+                fclose(f);
+        }
+        unlink(path);
+        TAP_OK(strstr(line[0], "\"device\":0,\"h2d_bytes\":8388608,\"d2h_bytes\":2097152,"),
+               "FAKECUDA_STATS line for device 0: %s", line[0]);
+        TAP_OK(strstr(line[0], "\"managed_resident_bytes\":6291456,\"managed_resident_peak_bytes\":8388608"),
+               "FAKECUDA_STATS carries resident and peak");
+        TAP_OK(strstr(line[1], "\"device\":1,\"h2d_bytes\":0"), "FAKECUDA_STATS line for device 1: %s",
+               line[1]);
+}
+
+/* ---------------------------------------------------------------- this process */
+
+static void test_basics(void) {
+        int n = -1, v = -1;
+        size_t fr = 0, tot = 0;
+        cudaStream_t s = NULL;
+
+        TAP_EQ_INT(cudaGetDeviceCount(&n), cudaSuccess, "cudaGetDeviceCount");
+        TAP_EQ_INT(n, 2, "FAKECUDA_DEVICES=2 read lazily after setenv");
+        TAP_EQ_INT(cudaGetDevice(&v), cudaSuccess, "cudaGetDevice");
+        TAP_EQ_INT(v, 0, "device 0 is current");
+        TAP_EQ_INT(cudaSetDevice(2), cudaErrorInvalidDevice, "cudaSetDevice(2) rejected");
+        TAP_EQ_INT(cudaPeekAtLastError(), cudaErrorInvalidDevice, "peek sees the last error");
+        TAP_EQ_INT(cudaGetLastError(), cudaErrorInvalidDevice, "get returns the last error");
+        TAP_EQ_INT(cudaGetLastError(), cudaSuccess, "and resets it");
+        TAP_EQ_INT(cudaDriverGetVersion(&v), cudaSuccess, "cudaDriverGetVersion");
+        TAP_EQ_INT(v, 13000, "driver version 13.0");
+        TAP_EQ_INT(cudaRuntimeGetVersion(&v), cudaSuccess, "cudaRuntimeGetVersion");
+        TAP_EQ_INT(cudaMemGetInfo(&fr, &tot), cudaSuccess, "cudaMemGetInfo");
+        TAP_EQ_U64(tot, DEV_BYTES, "total is FAKECUDA_MEM=64M");
+        TAP_EQ_U64(fr, DEV_BYTES, "all free");
+        TAP_EQ_STR(cudaGetErrorName(cudaErrorMemoryAllocation), "cudaErrorMemoryAllocation", "error name");
+        TAP_EQ_STR(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument", "error string");
+        TAP_EQ_STR(cudaGetErrorString(12345), "unrecognized error code", "unknown error string");
+
+        TAP_EQ_INT(cudaStreamCreateWithFlags(&s, 4), cudaErrorInvalidValue, "stream flags validated");
+        TAP_EQ_INT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess, "stream created");
+        TAP_EQ_INT(cudaStreamSynchronize(s), cudaSuccess, "stream synchronizes");
+        TAP_EQ_INT(cudaStreamDestroy(s), cudaSuccess, "stream destroyed");
+        TAP_EQ_INT(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle, "double destroy rejected");
+        TAP_EQ_INT(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle, "dead stream rejected");
+        (void)cudaGetLastError();
+}
+
+static void test_malloc(void) {
+        void *a = NULL, *b = NULL, *c = (void *)1, *big = NULL;
+        size_t fr = 0, tot = 0;
+        int x;
+
+        TAP_EQ_INT(cudaMalloc(&a, 3 * MiB), cudaSuccess, "cudaMalloc 3 MiB");
+        TAP_EQ_U64((uintptr_t)a % PAGE, 0, "large cudaMalloc is 2 MiB aligned");
+        TAP_EQ_INT(cudaMalloc(&b, 100), cudaSuccess, "cudaMalloc 100 B");
+        TAP_EQ_U64((uintptr_t)b % 256, 0, "small cudaMalloc is 256 B aligned");
+        TAP_EQ_INT(cudaMalloc(&c, 0), cudaSuccess, "cudaMalloc 0 succeeds");
+        TAP_OK(c == NULL, "with NULL");
+        cudaMemGetInfo(&fr, &tot);
+        TAP_EQ_U64(fr, DEV_BYTES - 3 * MiB - 100, "free drops by what was allocated");
+        TAP_EQ_U64(stats(0).device_alloc_bytes, 3 * MiB + 100, "device_alloc_bytes");
+        TAP_EQ_INT(cudaMalloc(&big, DEV_BYTES - 3 * MiB), cudaErrorMemoryAllocation, "over free: OOM");
+        TAP_EQ_INT(cudaGetLastError(), cudaErrorMemoryAllocation, "OOM is the last error");
+        TAP_EQ_INT(cudaSetDevice(1), cudaSuccess, "switch to device 1");
+        TAP_EQ_INT(cudaMalloc(&big, DEV_BYTES - 3 * MiB), cudaSuccess, "device 1 has its own memory");
+        TAP_EQ_U64(stats(1).device_alloc_bytes, DEV_BYTES - 3 * MiB, "charged to device 1");
+        TAP_EQ_INT(cudaFree(big), cudaSuccess, "free on device 1");
+        cudaSetDevice(0);
+        TAP_EQ_INT(cudaFree(NULL), cudaSuccess, "cudaFree(NULL)");
+        TAP_EQ_INT(cudaFree(&x), cudaErrorInvalidValue, "cudaFree of a stack address");
+        TAP_EQ_INT(cudaFree((char *)a + 8), cudaErrorInvalidValue, "cudaFree inside an allocation");
+        TAP_EQ_INT(cudaFree(a), cudaSuccess, "cudaFree");
+        TAP_EQ_INT(cudaFree(a), cudaErrorInvalidValue, "double cudaFree");
+        TAP_EQ_INT(cudaFree(b), cudaSuccess, "cudaFree small");
+        cudaMemGetInfo(&fr, &tot);
+        TAP_EQ_U64(fr, DEV_BYTES, "all free again");
+        TAP_EQ_U64(stats(0).device_alloc_bytes + stats(1).device_alloc_bytes, 0, "no device bytes left");
+        (void)cudaGetLastError();
+}
+
+static void test_prefetch_roundtrip(void) {
+        const size_t len = 8 * MiB;
+        struct fakecuda_stats s0;
+        char *p = NULL;
+        uint64_t bad = 1;
+        size_t fr = 0, tot = 0;
+
+        TAP_EQ_INT(cudaMallocManaged((void **)&p, 0, cudaMemAttachGlobal), cudaErrorInvalidValue,
+                   "managed size 0 rejected");
+        TAP_EQ_INT(cudaMallocManaged((void **)&p, len, 4), cudaErrorInvalidValue, "managed flags validated");
+        TAP_EQ_INT(cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal), cudaSuccess, "managed 8 MiB");
+        TAP_EQ_U64((uintptr_t)p % PAGE, 0, "managed is 2 MiB aligned by default");
+        TAP_EQ_U64(stats(0).managed_alloc_bytes, len, "managed_alloc_bytes");
+        fakecuda_reset_stats(0);
+
+        host_fill(p, len, 1);
+        TAP_EQ_U64(resident(p, len, 0), 0, "nothing resident before prefetch");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, len, DEV0, 0, NULL), cudaSuccess, "prefetch to device 0");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.h2d_bytes, len, "h2d_bytes exact");
+        TAP_EQ_U64(s0.d2h_bytes, 0, "no d2h");
+        TAP_EQ_U64(s0.prefetch_calls, 1, "prefetch_calls");
+        TAP_EQ_U64(s0.managed_resident_bytes, len, "resident bytes");
+        TAP_EQ_U64(resident(p, len, 0), len, "fakecuda_resident_bytes sees all of it");
+        TAP_EQ_U64(resident(p + MiB, 2 * MiB, 0), 2 * MiB, "and a sub-range");
+        TAP_OK(all_bytes(p, len, 0xDB), "host backing poisoned while device-resident");
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 1, &bad), cudaSuccess, "kernel check");
+        TAP_EQ_U64(bad, 0, "data intact on the device");
+        TAP_EQ_U64(memcpy_bad_words(p, len, 1), 0, "cudaMemcpy reads the device copy");
+        cudaMemGetInfo(&fr, &tot);
+        TAP_EQ_U64(fr, DEV_BYTES, "cudaMemGetInfo ignores managed residency");
+
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, len, DEV0, 0, NULL), cudaSuccess, "prefetch again");
+        TAP_EQ_U64(stats(0).h2d_bytes, len, "already resident: nothing copied");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, len, HOST, 0, NULL), cudaSuccess, "prefetch to host");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.d2h_bytes, len, "d2h_bytes exact");
+        TAP_EQ_U64(s0.managed_resident_bytes, 0, "nothing resident");
+        TAP_EQ_U64(host_bad_words(p, 0, len, 1), 0, "host backing holds the data again");
+        TAP_EQ_U64(s0.managed_resident_peak_bytes, len, "peak remembers 8 MiB");
+        TAP_EQ_U64(s0.faults, 0, "prefetch is not a fault");
+        TAP_EQ_INT(cudaFree(p), cudaSuccess, "free managed");
+        TAP_EQ_U64(stats(0).managed_alloc_bytes, 0, "managed_alloc_bytes back to 0");
+}
+
+static void test_advice_and_faults(void) {
+        const size_t len = 4 * MiB;
+        struct fakecuda_stats s0;
+        struct fakecuda_page_info pi;
+        char *p = NULL, *buf;
+        uint64_t bad = 1;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        host_fill(p, len, 2);
+        fakecuda_reset_stats(0);
+
+        TAP_EQ_INT(cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, HOST), cudaSuccess,
+                   "advise preferred host");
+        TAP_EQ_INT(cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, DEV0), cudaSuccess,
+                   "advise accessed by device 0");
+        TAP_EQ_INT(fakecuda_page_info(p + PAGE, &pi), cudaSuccess, "page info");
+        TAP_EQ_INT(pi.preferred, FAKECUDA_LOC_HOST, "preferred recorded");
+        TAP_EQ_INT(pi.accessed_by, 1, "accessed_by recorded");
+        TAP_EQ_INT(pi.location, FAKECUDA_LOC_NONE, "advice moves nothing");
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "kernel reads mapped host memory");
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 2, &bad), cudaSuccess, "kernel checks it");
+        TAP_EQ_U64(bad, 0, "remote reads see the data");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.remote_bytes, 2 * len, "remote_bytes grew by both kernels' bytes");
+        TAP_EQ_U64(s0.faults, 0, "no faults");
+        TAP_EQ_U64(s0.h2d_bytes, 0, "no migration");
+        TAP_EQ_U64(resident(p, len, 0), 0, "still not resident");
+        TAP_EQ_U64(s0.advise_calls, 2, "advise_calls");
+
+        TAP_EQ_INT(cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0), cudaSuccess,
+                   "advise preferred device 0");
+        TAP_EQ_INT(fakecuda_kernel_read(p, PAGE), cudaSuccess, "kernel reads one page");
+        TAP_EQ_U64(stats(0).faults, 1, "preferred here: accessed_by does not stop the fault");
+        TAP_EQ_U64(resident(p, len, 0), PAGE, "the touched page migrated");
+
+        TAP_EQ_INT(cudaMemAdvise(p, len, cudaMemAdviseUnsetPreferredLocation, HOST), cudaSuccess, "unset");
+        TAP_EQ_INT(cudaMemAdvise(p, len, cudaMemAdviseUnsetAccessedBy, DEV0), cudaSuccess, "unset mapping");
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "kernel reads without advice");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.faults, 2, "the other page faulted");
+        TAP_EQ_U64(s0.h2d_bytes, len, "both pages migrated in");
+        TAP_EQ_U64(s0.remote_bytes, 2 * len, "no remote bytes this time");
+        TAP_EQ_U64(resident(p, len, 0), len, "resident after faults");
+
+        /* host writes through cudaMemcpy land in the device copy */
+        buf = malloc(len);
+        if (buf)
+                host_fill(buf, len, 3);
+        TAP_EQ_INT(cudaMemcpy(p, buf, len, cudaMemcpyHostToDevice), cudaSuccess, "memcpy into device copy");
+        free(buf);
+        TAP_OK(all_bytes(p, len, 0xDB), "host backing still poisoned");
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 3, &bad), cudaSuccess, "kernel check");
+        TAP_EQ_U64(bad, 0, "kernel sees the memcpy'd data");
+        TAP_EQ_INT(cudaMemset(p, 0, 16), cudaSuccess, "cudaMemset managed");
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 3, &bad), cudaSuccess, "kernel check");
+        TAP_EQ_U64(bad, 2, "memset cleared two words");
+
+        /* a kernel on device 1 pulls pages over from device 0 */
+        fakecuda_reset_stats(1);
+        cudaSetDevice(1);
+        TAP_EQ_INT(fakecuda_kernel_fill(p, len, 4), cudaSuccess, "kernel fill on device 1");
+        cudaSetDevice(0);
+        TAP_EQ_U64(stats(0).d2h_bytes, len, "device 0 gave its pages up");
+        TAP_EQ_U64(stats(1).h2d_bytes, len, "device 1 took them");
+        TAP_EQ_U64(resident(p, len, 1), len, "resident on device 1");
+        TAP_EQ_U64(resident(p, len, 0), 0, "not on device 0");
+        TAP_EQ_U64(memcpy_bad_words(p, len, 4), 0, "data written on device 1 reads back");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, len, HOST, 0, NULL), cudaSuccess, "back to host");
+        TAP_EQ_U64(host_bad_words(p, 0, len, 4), 0, "host has device 1's writes");
+        cudaFree(p);
+}
+
+static void test_read_mostly(void) {
+        const size_t len = 4 * MiB;
+        struct fakecuda_page_info pi = {0};
+        struct fakecuda_stats s0;
+        char *p = NULL;
+        uint64_t bad = 1;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        host_fill(p, len, 5);
+        fakecuda_reset_stats(0);
+        TAP_EQ_INT(cudaMemAdvise(p, len, cudaMemAdviseSetReadMostly, HOST), cudaSuccess, "set read mostly");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, len, DEV0, 0, NULL), cudaSuccess, "read-duplicating prefetch");
+        TAP_EQ_U64(stats(0).h2d_bytes, len, "duplicate copied in");
+        TAP_EQ_U64(resident(p, len, 0), len, "duplicate counts as resident");
+        TAP_EQ_U64(host_bad_words(p, 0, len, 5), 0, "host copy stays valid");
+        fakecuda_page_info(p, &pi);
+        TAP_EQ_INT(pi.duplicate_device, 0, "page duplicated on device 0");
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 5, &bad), cudaSuccess, "kernel reads the duplicate");
+        TAP_EQ_U64(bad + stats(0).faults, 0, "without faults");
+        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, HOST);
+        TAP_EQ_INT(cudaMemAdvise(p, len, cudaMemAdviseUnsetReadMostly, HOST), cudaSuccess,
+                   "unset read mostly");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.managed_resident_bytes, 0, "duplicates collapsed to the preferred host");
+        TAP_EQ_U64(s0.d2h_bytes, 0, "without copying");
+        TAP_EQ_U64(host_bad_words(p, 0, len, 5), 0, "host data intact");
+        cudaFree(p);
+}
+
+static void test_eviction(void) {
+        const size_t len = 80 * MiB; /* 40 pages on a 32-page device */
+        struct fakecuda_stats s0;
+        char *p = NULL, *d = NULL;
+        uint64_t bad = 1;
+
+        TAP_EQ_INT(cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal), cudaSuccess,
+                   "managed 80 MiB oversubscribes 64 MiB");
+        host_fill(p, len, 6);
+        fakecuda_reset_stats(0);
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, DEV_BYTES, DEV0, 0, NULL), cudaSuccess, "fill the device");
+        TAP_EQ_U64(stats(0).evictions, 0, "exactly full, no eviction");
+        /* touch pages 0..7 so that 8..15 are the least recently used */
+        TAP_EQ_INT(fakecuda_kernel_read(p, 8 * PAGE), cudaSuccess, "touch the first 8 pages");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p + DEV_BYTES, len - DEV_BYTES, DEV0, 0, NULL), cudaSuccess,
+                   "prefetch 8 more pages");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.evictions, 8, "8 pages evicted");
+        TAP_EQ_U64(s0.d2h_bytes, 8 * PAGE, "evictions copied out");
+        TAP_EQ_U64(s0.h2d_bytes, len, "every page copied in once");
+        TAP_EQ_U64(s0.managed_resident_bytes, DEV_BYTES, "device full");
+        TAP_EQ_U64(s0.managed_resident_peak_bytes, DEV_BYTES, "peak never exceeded the device");
+        TAP_EQ_U64(resident(p, 8 * PAGE, 0), 8 * PAGE, "recently touched pages stayed");
+        TAP_EQ_U64(resident(p + 8 * PAGE, 8 * PAGE, 0), 0, "least recently used pages left");
+        TAP_EQ_U64(host_bad_words(p, 8 * PAGE, 8 * PAGE, 6), 0, "evicted data back on the host");
+
+        /* cudaMalloc takes precedence: UVM evicts managed pages for it */
+        TAP_EQ_INT(cudaMalloc((void **)&d, 8 * MiB), cudaSuccess, "cudaMalloc on a full device");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.managed_resident_bytes, DEV_BYTES - 8 * MiB, "managed pages made room");
+        TAP_EQ_U64(s0.evictions, 12, "4 more evictions");
+
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 6, &bad), cudaSuccess, "kernel checks all 80 MiB");
+        TAP_EQ_U64(bad, 0, "data survived eviction and refaulting");
+        s0 = stats(0);
+        TAP_OK(s0.faults > 0, "oversubscribed check faulted (%" PRIu64 ")", s0.faults);
+        TAP_EQ_U64(s0.managed_resident_peak_bytes, DEV_BYTES, "peak still the device size");
+        TAP_EQ_U64(memcpy_bad_words(p, len, 6), 0, "cudaMemcpy reads all of it back");
+
+        TAP_EQ_INT(fakecuda_reset_stats(0), cudaSuccess, "reset stats");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.managed_resident_peak_bytes, s0.managed_resident_bytes, "peak restarts at resident");
+        TAP_EQ_U64(s0.h2d_bytes + s0.d2h_bytes + s0.faults + s0.evictions, 0, "counters zeroed");
+        TAP_EQ_INT(cudaFree(d), cudaSuccess, "free device memory");
+        TAP_EQ_INT(cudaFree(p), cudaSuccess, "free while resident");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.managed_resident_bytes, 0, "free released residency");
+        TAP_EQ_U64(s0.d2h_bytes, 0, "free copies nothing back");
+}
+
+static void test_invalid(void) {
+        struct cudaMemLocation bad_dev = {cudaMemLocationTypeDevice, 5};
+        struct cudaMemLocation bad_numa = {cudaMemLocationTypeHostNuma, 1};
+        struct cudaMemLocation numa0 = {cudaMemLocationTypeHostNuma, 0};
+        struct cudaMemLocation invalid = {cudaMemLocationTypeInvalid, 0};
+        char *p = NULL, *d = NULL, stack[64];
+        cudaStream_t s = NULL;
+
+        cudaMallocManaged((void **)&p, 4 * MiB, cudaMemAttachGlobal);
+        cudaMalloc((void **)&d, 4 * MiB);
+        TAP_EQ_INT(cudaMemAdvise(d, PAGE, cudaMemAdviseSetAccessedBy, DEV0), cudaErrorInvalidValue,
+                   "advise on cudaMalloc memory");
+        TAP_EQ_INT(cudaMemAdvise(p + 3 * MiB, 2 * MiB, cudaMemAdviseSetAccessedBy, DEV0),
+                   cudaErrorInvalidValue, "advise past the end");
+        TAP_EQ_INT(cudaMemAdvise(p, 0, cudaMemAdviseSetAccessedBy, DEV0), cudaErrorInvalidValue,
+                   "advise 0 bytes");
+        TAP_EQ_INT(cudaMemAdvise(p, PAGE, (enum cudaMemoryAdvise)9, DEV0), cudaErrorInvalidValue,
+                   "bad advice");
+        TAP_EQ_INT(cudaMemAdvise(p, PAGE, cudaMemAdviseSetPreferredLocation, invalid), cudaErrorInvalidValue,
+                   "invalid location type");
+        TAP_EQ_INT(cudaMemAdvise(p, PAGE, cudaMemAdviseSetPreferredLocation, bad_numa),
+                   cudaErrorInvalidValue, "NUMA node 1 of 1");
+        TAP_EQ_INT(cudaMemAdvise(p, PAGE, cudaMemAdviseSetPreferredLocation, numa0), cudaSuccess,
+                   "NUMA node 0");
+        TAP_EQ_INT(cudaMemAdvise(p, PAGE, cudaMemAdviseSetPreferredLocation, bad_dev),
+                   cudaErrorInvalidDevice, "device 5 of 2");
+        TAP_EQ_INT(cudaMemPrefetchAsync(stack, 64, DEV0, 0, NULL), cudaErrorInvalidValue,
+                   "prefetch stack memory");
+        TAP_EQ_INT(cudaMemPrefetchAsync(d, PAGE, DEV0, 0, NULL), cudaErrorInvalidValue,
+                   "prefetch device memory");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, 0, DEV0, 0, NULL), cudaErrorInvalidValue, "prefetch 0 bytes");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, 4 * MiB + 1, DEV0, 0, NULL), cudaErrorInvalidValue,
+                   "prefetch past end");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, PAGE, DEV0, 1, NULL), cudaErrorInvalidValue, "prefetch flags");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, PAGE, bad_dev, 0, NULL), cudaErrorInvalidDevice,
+                   "prefetch device 5");
+        cudaStreamCreate(&s);
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, PAGE, DEV1, 0, s), cudaSuccess, "prefetch on a stream");
+        TAP_EQ_INT(cudaStreamSynchronize(s), cudaSuccess, "and synchronize");
+        cudaStreamDestroy(s);
+        TAP_EQ_INT(cudaMemPrefetchAsync(p, PAGE, DEV0, 0, s), cudaErrorInvalidResourceHandle,
+                   "prefetch on a destroyed stream");
+        TAP_EQ_U64(resident(p, 4 * MiB, 0) + resident(p, 4 * MiB, 1), PAGE, "failed calls moved nothing");
+        TAP_EQ_INT(fakecuda_kernel_read(stack, 64), 700, "kernel on host memory: illegal address");
+        TAP_EQ_INT(fakecuda_kernel_read(p, 12), cudaErrorInvalidValue, "kernel length not in words");
+        TAP_EQ_INT(fakecuda_kernel_read(p + 4, 8), cudaErrorInvalidValue, "kernel pointer not aligned");
+        TAP_EQ_INT(cudaMemset(stack, 0, 8), cudaErrorInvalidValue, "cudaMemset on host memory");
+        TAP_EQ_INT(cudaMemcpy(stack, p + 4 * MiB - 8, 64, cudaMemcpyDefault), cudaErrorInvalidValue,
+                   "cudaMemcpy past a managed end");
+        TAP_EQ_INT(cudaMemcpy(stack, d, 64, (enum cudaMemcpyKind)7), cudaErrorInvalidValue,
+                   "bad memcpy kind");
+        TAP_EQ_INT(fakecuda_resident_bytes(p, 8 * MiB, 0, &(uint64_t){0}), cudaErrorInvalidValue,
+                   "resident_bytes past the end");
+        TAP_EQ_INT(fakecuda_kernel_fill(d, 4 * MiB, 8), cudaSuccess, "kernel on cudaMalloc memory");
+        TAP_EQ_U64(host_bad_words(d, 0, 4 * MiB, 8), 0, "device memory is host memory");
+        cudaFree(p);
+        cudaFree(d);
+        (void)cudaGetLastError();
+}
+
+struct mover_arg {
+        char *p;
+        size_t len;
+        int rounds;
+};
+
+static void *mover(void *arg) {
+        struct mover_arg *a = arg;
+
+        for (int i = 0; i < a->rounds; i++) {
+                size_t off = (size_t)(i % 4) * PAGE;
+                (void)cudaMemPrefetchAsync(a->p + off, 2 * PAGE, i % 2 ? HOST : DEV0, 0, NULL);
+        }
+        return NULL;
+}
+
+static void test_concurrency(void) {
+        struct mover_arg a = {.len = 12 * MiB, .rounds = 200};
+        uint64_t bad = 0, total_bad = 0;
+        pthread_t t;
+
+        cudaMallocManaged((void **)&a.p, a.len, cudaMemAttachGlobal);
+        host_fill(a.p, a.len, 9);
+        TAP_EQ_INT(pthread_create(&t, NULL, mover, &a), 0, "mover thread started");
+        for (int i = 0; i < 100; i++) {
+                if (fakecuda_kernel_check(a.p, a.len, 9, &bad) != cudaSuccess)
+                        bad = UINT64_MAX / 200;
+                total_bad += bad;
+        }
+        pthread_join(t, NULL);
+        TAP_EQ_U64(total_bad, 0, "kernels racing a prefetching thread always see the data");
+        TAP_EQ_U64(memcpy_bad_words(a.p, a.len, 9), 0, "and so does cudaMemcpy");
+        cudaFree(a.p);
+}
+
+static void test_driver(void) {
+        typedef int (*init_fn)(unsigned);
+        typedef int (*alloc_fn)(unsigned long long *, size_t);
+        typedef int (*free_fn)(unsigned long long);
+        typedef int (*proc_fn)(const char *, void **, int, uint64_t, int *);
+        const char *top = getenv("top_builddir");
+        char path[4096];
+        unsigned long long dp = 0;
+        void *h, *fn = NULL;
+        alloc_fn alloc;
+        proc_fn proc;
+        int status = -1;
+
+        snprintf(path, sizeof(path), "%s/tests/fakes/.libs/libcuda.so.1", top ? top : ".");
+        h = dlopen(path, RTLD_NOW);
+        TAP_OK(h, "dlopen %s: %s", path, h ? "ok" : dlerror());
+        if (!h)
+                return;
+        proc = (proc_fn)dlsym(h, "cuGetProcAddress_v2");
+        TAP_OK(proc, "cuGetProcAddress_v2 exported");
+        if (!proc)
+                return;
+        TAP_EQ_INT(proc("cuMemAlloc", &fn, 13000, 0, &status), 0, "cuGetProcAddress(cuMemAlloc)");
+        TAP_OK(fn == dlsym(h, "cuMemAlloc_v2"), "resolves to cuMemAlloc_v2");
+        TAP_EQ_INT(proc("cuNoSuchThing", &fn, 13000, 0, &status), 500, "unknown symbol not found");
+        TAP_EQ_INT(status, 1, "with symbol status not found");
+        TAP_EQ_INT(((init_fn)dlsym(h, "cuInit"))(0), 0, "cuInit");
+        alloc = (alloc_fn)dlsym(h, "cuMemAlloc_v2");
+        TAP_EQ_INT(alloc(&dp, 4 * MiB), 0, "cuMemAlloc_v2");
+        TAP_EQ_U64(stats(0).device_alloc_bytes, 4 * MiB, "counted in the shared model");
+        TAP_EQ_INT(alloc(&dp, DEV_BYTES), 2, "cuMemAlloc_v2 out of memory");
+        TAP_EQ_INT(((free_fn)dlsym(h, "cuMemFree_v2"))(dp), 0, "cuMemFree_v2");
+        TAP_EQ_U64(stats(0).device_alloc_bytes, 0, "freed in the model");
+        dlclose(h);
+}
+
+int main(void) {
+        test_children();
+
+        setenv("FAKECUDA_DEVICES", "2", 1);
+        setenv("FAKECUDA_MEM", "64M", 1);
+        test_basics();
+        test_malloc();
+        test_prefetch_roundtrip();
+        test_advice_and_faults();
+        test_read_mostly();
+        test_eviction();
+        test_invalid();
+        test_concurrency();
+        test_driver();
+        return tap_done();
+}
