@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,38 +40,62 @@ static cudaStream_t mover_stream(struct mover *mv, const struct kvt_cudart *rt, 
         return mv->streams[dev];
 }
 
-/* Applies the advice of a tier to [ptr, len), then prefetches it there.
- * Advice comes first: once the preferred location is the host, GPU accesses
- * during and after the move map the pages instead of faulting them back. */
-static cudaError_t move_range(const struct kvt_cudart *rt, cudaStream_t s, void *ptr, size_t len, int dev,
-                              uint32_t tier) {
+/* Promotes [ptr, len) to VRAM.  The prefetch comes before the advice: if it
+ * fails, nothing changed, and the daemon's books (chunk still host-mapped,
+ * uncharged) stay true.  A failure after the pages moved is rolled back, as
+ * far as CUDA lets us, for the same reason: with preferred location GPU a
+ * later touch would fault every page in, over budget. */
+static cudaError_t promote(const struct kvt_cudart *rt, cudaStream_t s, void *ptr, size_t len, int dev) {
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
         const struct cudaMemLocation host = { cudaMemLocationTypeHost, 0 };
         cudaError_t e;
 
-        switch (tier) {
-        case KVT_TIER_VRAM:
-                e = rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, gpu);
-                if (e == cudaSuccess)
-                        e = rt->cudaMemPrefetchAsync(ptr, len, gpu, 0, s);
-                break;
-        case KVT_TIER_HOST_MAPPED:
-        case KVT_TIER_HOST:
-                e = rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
-                if (e == cudaSuccess)
-                        e = rt->cudaMemAdvise(ptr, len,
-                                              tier == KVT_TIER_HOST ? cudaMemAdviseUnsetAccessedBy
-                                                                    : cudaMemAdviseSetAccessedBy,
-                                              gpu);
-                if (e == cudaSuccess)
-                        e = rt->cudaMemPrefetchAsync(ptr, len, host, 0, s);
-                break;
-        default:
-                return cudaErrorInvalidValue;
+        e = rt->cudaMemPrefetchAsync(ptr, len, gpu, 0, s);
+        if (e == cudaSuccess)
+                e = rt->cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+                return e;
+        e = rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, gpu);
+        if (e != cudaSuccess) {
+                rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
+                if (rt->cudaMemPrefetchAsync(ptr, len, host, 0, s) == cudaSuccess)
+                        rt->cudaStreamSynchronize(s);
         }
+        return e;
+}
+
+/* Demotes [ptr, len) to the host, mapped for the GPU or not.  Advice comes
+ * first: once the preferred location is the host, GPU accesses during and
+ * after the move map the pages instead of faulting them back.  A failed
+ * prefetch leaves pages in VRAM, which the daemon keeps charged. */
+static cudaError_t demote(const struct kvt_cudart *rt, cudaStream_t s, void *ptr, size_t len, int dev,
+                          bool mapped) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
+        const struct cudaMemLocation host = { cudaMemLocationTypeHost, 0 };
+        cudaError_t e;
+
+        e = rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
+        if (e == cudaSuccess)
+                e = rt->cudaMemAdvise(ptr, len, mapped ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy,
+                                      gpu);
+        if (e == cudaSuccess)
+                e = rt->cudaMemPrefetchAsync(ptr, len, host, 0, s);
         if (e == cudaSuccess)
                 e = rt->cudaStreamSynchronize(s);
         return e;
+}
+
+static cudaError_t move_range(const struct kvt_cudart *rt, cudaStream_t s, void *ptr, size_t len, int dev,
+                              uint32_t tier) {
+        switch (tier) {
+        case KVT_TIER_VRAM:
+                return promote(rt, s, ptr, len, dev);
+        case KVT_TIER_HOST_MAPPED:
+        case KVT_TIER_HOST:
+                return demote(rt, s, ptr, len, dev, tier == KVT_TIER_HOST_MAPPED);
+        default:
+                return cudaErrorInvalidValue;
+        }
 }
 
 static void order_run(struct mover *mv, const struct kvt_order *o) {
