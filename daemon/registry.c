@@ -92,7 +92,7 @@ static void gpu_resolve(struct registry *r, int device, uint64_t device_total_by
                 g->budget_bytes = spec.bytes;
                 g->budget_resolved = true;
         } else if (device_total_bytes > 0) {
-                g->budget_bytes = device_total_bytes / 100 * spec.percent;
+                g->budget_bytes = (uint64_t)((unsigned __int128)device_total_bytes * spec.percent / 100);
                 g->budget_resolved = true;
         }
         if (g->budget_resolved) {

@@ -41,6 +41,7 @@ struct fakecuda_stats {
         uint64_t managed_resident_peak_bytes; /* most ever resident at once */
         uint64_t device_alloc_bytes;          /* cudaMalloc'd on this device now */
         uint64_t managed_alloc_bytes;         /* cudaMallocManaged while current, now */
+        uint64_t managed_allocs;              /* successful cudaMallocManaged calls, ever */
         uint64_t prefetch_calls;              /* cudaMemPrefetchAsync by threads current here */
         uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
 };

@@ -486,6 +486,7 @@ int model_malloc_managed(int dev, size_t size, void **ret) {
         for (size_t i = 0; i < a->n_pages; i++)
                 a->pages[i] = (struct page){.loc = MODEL_LOC_NONE, .dup = -1, .preferred = MODEL_LOC_NONE};
         m.stats[dev].managed_alloc_bytes += size;
+        m.stats[dev].managed_allocs++;
         *ret = (void *)a->base;
         r = 0;
 out:
@@ -915,11 +916,11 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  ",\"evictions\":%" PRIu64 ",\"managed_resident_bytes\":%" PRIu64
                                  ",\"managed_resident_peak_bytes\":%" PRIu64
                                  ",\"device_alloc_bytes\":%" PRIu64 ",\"managed_alloc_bytes\":%" PRIu64
-                                 ",\"prefetch_calls\":%" PRIu64 ",\"advise_calls\":%" PRIu64
+                                 ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"advise_calls\":%" PRIu64
                                  ",\"total_bytes\":%zu}\n",
                                  (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
                                  s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
-                                 s->device_alloc_bytes, s->managed_alloc_bytes, s->prefetch_calls,
+                                 s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
                                  s->advise_calls, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);

@@ -46,14 +46,14 @@ check "client gone from status after exit" [ "$(echo "$s" | jq '.clients | lengt
 
 peak=$(stat_of with-daemon managed_resident_peak_bytes)
 check_le "peak VRAM by the fake CUDA's own counters within the budget" "$peak" $BUDGET
-check_gt "regions were captured as managed memory" "$(stat_of with-daemon managed_alloc_bytes)" 0
+check_gt "regions were captured as managed memory" "$(stat_of with-daemon managed_allocs)" 0
 check_gt "chunks were prefetched to the GPU" "$(stat_of with-daemon h2d_bytes)" 0
 check "daemon stops cleanly on SIGTERM" stop_daemon
 
 # Without a daemon the shim fails open: plain cudaMalloc, same result.
 run_engine no-daemon $ARGS; rc=$?
 check "engine exits 0 under the shim without a daemon" [ $rc -eq 0 ]
-check "no region captured without a daemon" [ "$(stat_of no-daemon managed_alloc_bytes)" -eq 0 ]
+check "no region captured without a daemon" [ "$(stat_of no-daemon managed_allocs)" -eq 0 ]
 check "the shim says once that the daemon is missing" \
         [ "$(grep -c 'Cannot reach kvtierd' "$TMP/no-daemon.out")" -eq 1 ]
 

@@ -12,11 +12,11 @@ check "kvtierd starts" start_daemon
 
 ENGINE_ENV="KVTIER_DISABLE=1" run_engine disabled $ARGS; rc=$?
 check "KVTIER_DISABLE=1: engine exits 0" [ $rc -eq 0 ]
-check "KVTIER_DISABLE=1: nothing captured" [ "$(stat_of disabled managed_alloc_bytes)" -eq 0 ]
+check "KVTIER_DISABLE=1: nothing captured" [ "$(stat_of disabled managed_allocs)" -eq 0 ]
 
 ENGINE_ENV="FAKECUDA_MANAGED_MISALIGN=1" run_engine misaligned $ARGS --max-vram $((64 << 20)); rc=$?
 check "misaligned managed memory: engine exits 0, budget held" [ $rc -eq 0 ]
-check "misaligned managed memory: captured" [ "$(stat_of misaligned managed_alloc_bytes)" -gt 0 ]
+check "misaligned managed memory: captured" [ "$(stat_of misaligned managed_allocs)" -gt 0 ]
 check "misaligned managed memory: pattern intact" intact misaligned
 
 ENGINE_ENV="FAKECUDA_FAIL=prefetch:3+" run_engine prefetch-fails $ARGS --max-vram $((64 << 20)); rc=$?
@@ -49,7 +49,7 @@ elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 kill -CONT "$DAEMON_PID"
 check "daemon stopped: engine exits 0" [ $rc -eq 0 ]
 check "daemon stopped: pattern intact" intact stopped
-check "daemon stopped: nothing captured" [ "$(stat_of stopped managed_alloc_bytes)" -eq 0 ]
+check "daemon stopped: nothing captured" [ "$(stat_of stopped managed_allocs)" -eq 0 ]
 # 4 steps of 15 ms plus one 300 ms wait; 5 s leaves room for a slow machine
 # while catching a shim that waits on the daemon once per allocation forever.
 check_le "daemon stopped: the engine was not held up (ms)" $elapsed_ms 5000

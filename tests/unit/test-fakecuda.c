@@ -307,7 +307,9 @@ static void test_prefetch_roundtrip(void) {
         TAP_EQ_INT(cudaMallocManaged((void **)&p, 0, cudaMemAttachGlobal), cudaErrorInvalidValue,
                    "managed size 0 rejected");
         TAP_EQ_INT(cudaMallocManaged((void **)&p, len, 4), cudaErrorInvalidValue, "managed flags validated");
+        fakecuda_reset_stats(0);
         TAP_EQ_INT(cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal), cudaSuccess, "managed 8 MiB");
+        TAP_EQ_U64(stats(0).managed_allocs, 1, "managed_allocs counts the successful call only");
         TAP_EQ_U64((uintptr_t)p % PAGE, 0, "managed is 2 MiB aligned by default");
         TAP_EQ_U64(stats(0).managed_alloc_bytes, len, "managed_alloc_bytes");
         fakecuda_reset_stats(0);
