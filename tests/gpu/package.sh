@@ -19,6 +19,9 @@ for dep in $(ldd "$out/lib/libsystemd.so.0" | awk '/=> \// { print $3 }'); do
         case "$(basename "$dep")" in libc.so*|libm.so*|ld-linux*) ;; *) cp -L "$dep" "$out/lib/" ;; esac
 done
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-"$nvcc" -O2 -std=c++17 -arch=sm_90 -cudart shared -Itests/engine -Ishim \
-        -x cu tests/gpu/backend-cuda.cu -x c tests/engine/kv-engine.c -o "$out/kv-engine-cuda" -ldl
+obj=$(mktemp -d)
+"$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/engine -c tests/gpu/backend-cuda.cu -o "$obj/backend.o"
+cc -O2 -std=gnu11 -Wall -Itests/engine -Ishim -c tests/engine/kv-engine.c -o "$obj/kv-engine.o"
+"$nvcc" -arch=sm_90 -cudart shared "$obj/kv-engine.o" "$obj/backend.o" -o "$out/kv-engine-cuda" -ldl
+rm -rf "$obj"
 ls -la "$out" "$out/lib"

@@ -14,7 +14,12 @@ C=$PWD/.carry
 OUT=${OUT:-/tmp/kvtier-out}
 mkdir -p "$OUT"
 T=$(mktemp -d)
-export LD_LIBRARY_PATH="$C/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# kvtierd and kvtierctl need the carried libraries; nothing else gets them
+# (the image's Python must keep its own liblzma and friends).
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
+chmod +x "$T/kvtierctl" "$T/kvtierd"
+CTL=$T/kvtierctl
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 SOCK=$T/kvtierd.sock
 BUDGET=2G BUDGET_BYTES=$((2 << 30))
@@ -27,9 +32,9 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 start_daemon() {
         printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
-        "$C/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
+        "$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
         DPID=$!
-        for _ in $(seq 100); do "$C/kvtierctl" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
+        for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
         echo "kvtierd did not start"; cat "$OUT/kvtierd.log"; return 1
 }
 stop_daemon() { kill -TERM "$DPID"; wait "$DPID"; echo "kvtierd exit $?"; }
@@ -38,7 +43,7 @@ stop_daemon() { kill -TERM "$DPID"; wait "$DPID"; echo "kvtierd exit $?"; }
 poll_while() {
         local max_v=0 max_c=0 v c
         while kill -0 "$1" 2>/dev/null; do
-                s=$("$C/kvtierctl" -s "$SOCK" status --json 2>/dev/null) || { sleep 0.05; continue; }
+                s=$("$CTL" -s "$SOCK" status --json 2>/dev/null) || { sleep 0.05; continue; }
                 v=$(python3 -c 'import json,sys; print(max([g["vram_bytes"] for g in json.load(sys.stdin)["gpus"]] or [0]))' <<<"$s")
                 c=$(python3 -c 'import json,sys; print(max([g["charged_bytes"] for g in json.load(sys.stdin)["gpus"]] or [0]))' <<<"$s")
                 [ "$v" -gt "$max_v" ] && max_v=$v; [ "$c" -gt "$max_c" ] && max_c=$c
@@ -61,8 +66,8 @@ epid=$!
 read -r max_v max_c < <(poll_while $epid)
 wait $epid; rc=$?
 cat "$OUT/engine-shim.txt"
-"$C/kvtierctl" -s "$SOCK" status | tee "$OUT/status-after-engine.txt"
-"$C/kvtierctl" -s "$SOCK" status --json >"$OUT/status-after-engine.json"
+"$CTL" -s "$SOCK" status | tee "$OUT/status-after-engine.txt"
+"$CTL" -s "$SOCK" status --json >"$OUT/status-after-engine.json"
 res "engine shim: exit (0 = pattern intact, probe <= budget)" "$rc"
 res "engine shim: probed VRAM (budget $BUDGET_BYTES)" "$(awk '/probes/ { print $(NF-1) }' "$OUT/engine-shim.txt")"
 res "engine shim: max vram_bytes by kvtierctl" "$max_v"
@@ -73,11 +78,11 @@ echo "== 3. PyTorch, budget 1G"
 stop_daemon; start_daemon 1G || exit 1
 python3 tests/gpu/torch_check.py >"$OUT/torch-plain.txt" 2>&1; rc_a=$?
 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=info \
-        python3 tests/gpu/torch_check.py --ctl "$C/kvtierctl" >"$OUT/torch-shim.txt" 2>&1; rc_b=$?
+        python3 tests/gpu/torch_check.py --ctl "$CTL" >"$OUT/torch-shim.txt" 2>&1; rc_b=$?
 KVTIER_SOCKET=$T/none.sock LD_PRELOAD=$C/libkvtier.so \
         python3 tests/gpu/torch_check.py >"$OUT/torch-nodaemon.txt" 2>&1; rc_c=$?
 tail -3 "$OUT"/torch-*.txt
-"$C/kvtierctl" -s "$SOCK" status | tee "$OUT/status-after-torch.txt"
+"$CTL" -s "$SOCK" status | tee "$OUT/status-after-torch.txt"
 stop_daemon
 dig() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2" 2>/dev/null; }
 res "torch plain / shim / shim-no-daemon exit" "$rc_a / $rc_b / $rc_c"
