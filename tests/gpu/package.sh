@@ -24,4 +24,5 @@ obj=$(mktemp -d)
 cc -O2 -std=gnu11 -Wall -Itests/engine -Ishim -c tests/engine/kv-engine.c -o "$obj/kv-engine.o"
 "$nvcc" -arch=sm_90 -cudart shared "$obj/kv-engine.o" "$obj/backend.o" -o "$out/kv-engine-cuda" -ldl
 rm -rf "$obj"
+git describe --always --dirty >"$out/COMMIT"
 ls -la "$out" "$out/lib"

@@ -28,7 +28,7 @@ results=()
 res() { results+=("$(printf '%-58s %s' "$1" "$2")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$OUT/gpu.txt"
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)"
 
 start_daemon() {
         printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
