@@ -153,11 +153,12 @@ out:
         return r;
 }
 
-int client_send(uint16_t type, const void *payload, size_t len) {
+/* Sends on fd, or on whatever connection is current when fd is -1. */
+static int send_checked(int fd, uint16_t type, const void *payload, size_t len) {
         int r;
 
         pthread_mutex_lock(&lock);
-        if (conn_fd < 0)
+        if (conn_fd < 0 || (fd >= 0 && conn_fd != fd))
                 r = -ENOTCONN;
         else {
                 r = send_locked(conn_fd, type, payload, len);
@@ -168,19 +169,12 @@ int client_send(uint16_t type, const void *payload, size_t len) {
         return r;
 }
 
-int client_send_on(int fd, uint16_t type, const void *payload, size_t len) {
-        int r;
+int client_send(uint16_t type, const void *payload, size_t len) {
+        return send_checked(-1, type, payload, len);
+}
 
-        pthread_mutex_lock(&lock);
-        if (conn_fd != fd)
-                r = -ENOTCONN;
-        else {
-                r = send_locked(fd, type, payload, len);
-                if (r < 0)
-                        drop_locked(r);
-        }
-        pthread_mutex_unlock(&lock);
-        return r;
+int client_send_on(int fd, uint16_t type, const void *payload, size_t len) {
+        return send_checked(fd, type, payload, len);
 }
 
 void client_lost(int fd, int err) {

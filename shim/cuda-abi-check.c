@@ -21,6 +21,7 @@ KVT_CUDA_MEMCPY_KINDS(CHECK_CONST)
         _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) args),               \
                        #name " signature differs from CUDA's");
 KVT_CUDART_FUNCS(CHECK_FUNC)
+KVT_CUDART_TEST_FUNCS(CHECK_FUNC)
 
 _Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");
 _Static_assert(sizeof(enum cudaMemoryAdvise) == sizeof(int), "enum size");

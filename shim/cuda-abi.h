@@ -89,3 +89,27 @@ struct cudaMemLocation {
         X(cudaError_t, cudaSetDevice, (int device))                                                \
         X(cudaError_t, cudaMemGetInfo, (size_t * free, size_t *total))                             \
         X(const char *, cudaGetErrorString, (cudaError_t error))
+
+/*
+ * More runtime entry points, used by the fake CUDA and the test programs
+ * (never by the shim); listed here so that the ABI check covers them too.
+ */
+#define KVT_CUDART_TEST_FUNCS(X)                                                                   \
+        X(cudaError_t, cudaStreamCreate, (cudaStream_t * pStream))                                 \
+        X(cudaError_t, cudaStreamQuery, (cudaStream_t stream))                                     \
+        X(cudaError_t, cudaDeviceSynchronize, (void))                                              \
+        X(cudaError_t, cudaGetDeviceCount, (int *count))                                           \
+        X(cudaError_t, cudaMemcpy, (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)) \
+        X(cudaError_t, cudaMemcpyAsync,                                                            \
+          (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream))  \
+        X(cudaError_t, cudaMemset, (void *devPtr, int value, size_t count))                        \
+        X(cudaError_t, cudaMemsetAsync, (void *devPtr, int value, size_t count, cudaStream_t stream)) \
+        X(const char *, cudaGetErrorName, (cudaError_t error))                                     \
+        X(cudaError_t, cudaGetLastError, (void))                                                   \
+        X(cudaError_t, cudaPeekAtLastError, (void))                                                \
+        X(cudaError_t, cudaDriverGetVersion, (int *driverVersion))                                 \
+        X(cudaError_t, cudaRuntimeGetVersion, (int *runtimeVersion))
+
+/* Declares a list's prototypes as an application gets them from CUDA's
+ * headers: KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE). */
+#define KVT_CUDA_PROTOTYPE(ret, name, args) ret name args;

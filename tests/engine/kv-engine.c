@@ -24,9 +24,7 @@
 #include "backend.h"
 #include "cuda-abi.h"
 
-cudaError_t cudaMalloc(void **devPtr, size_t size);
-cudaError_t cudaFree(void *devPtr);
-cudaError_t cudaGetDevice(int *device);
+KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 
 #define EXIT_MISMATCH 1
 #define EXIT_USAGE 2

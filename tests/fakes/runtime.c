@@ -28,36 +28,10 @@
 #define FAKE_DEV_ATTR_CONCURRENT   89
 #define FAKE_CUDA_VERSION          13000
 
-/* Exported entry points (CUDA 13 signatures). */
-cudaError_t cudaMalloc(void **devPtr, size_t size);
-cudaError_t cudaFree(void *devPtr);
-cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags);
-cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
-                          struct cudaMemLocation location);
-cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
-                                 unsigned int flags, cudaStream_t stream);
-cudaError_t cudaStreamCreate(cudaStream_t *pStream);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags);
-cudaError_t cudaStreamDestroy(cudaStream_t stream);
-cudaError_t cudaStreamSynchronize(cudaStream_t stream);
-cudaError_t cudaStreamQuery(cudaStream_t stream);
-cudaError_t cudaDeviceSynchronize(void);
-cudaError_t cudaGetDevice(int *device);
-cudaError_t cudaSetDevice(int device);
-cudaError_t cudaGetDeviceCount(int *count);
+/* Exported entry points (CUDA 13 signatures), from the lists in cuda-abi.h. */
+KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
+KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
 cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device);
-cudaError_t cudaMemGetInfo(size_t *free, size_t *total);
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
-                            cudaStream_t stream);
-cudaError_t cudaMemset(void *devPtr, int value, size_t count);
-cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream);
-const char *cudaGetErrorString(cudaError_t error);
-const char *cudaGetErrorName(cudaError_t error);
-cudaError_t cudaGetLastError(void);
-cudaError_t cudaPeekAtLastError(void);
-cudaError_t cudaDriverGetVersion(int *driverVersion);
-cudaError_t cudaRuntimeGetVersion(int *runtimeVersion);
 
 struct CUstream_st {
         struct CUstream_st *next;

@@ -20,30 +20,9 @@
 #include "fakecuda.h"
 #include "tap.h"
 
-/* Declared here as an application would get them from cuda_runtime_api.h. */
-cudaError_t cudaMalloc(void **devPtr, size_t size);
-cudaError_t cudaFree(void *devPtr);
-cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags);
-cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
-                          struct cudaMemLocation location);
-cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
-                                 unsigned int flags, cudaStream_t stream);
-cudaError_t cudaStreamCreate(cudaStream_t *pStream);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags);
-cudaError_t cudaStreamDestroy(cudaStream_t stream);
-cudaError_t cudaStreamSynchronize(cudaStream_t stream);
-cudaError_t cudaGetDevice(int *device);
-cudaError_t cudaSetDevice(int device);
-cudaError_t cudaGetDeviceCount(int *count);
-cudaError_t cudaMemGetInfo(size_t *free, size_t *total);
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
-cudaError_t cudaMemset(void *devPtr, int value, size_t count);
-const char *cudaGetErrorString(cudaError_t error);
-const char *cudaGetErrorName(cudaError_t error);
-cudaError_t cudaGetLastError(void);
-cudaError_t cudaPeekAtLastError(void);
-cudaError_t cudaDriverGetVersion(int *driverVersion);
-cudaError_t cudaRuntimeGetVersion(int *runtimeVersion);
+/* Declared as an application gets them from cuda_runtime_api.h. */
+KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
+KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
 
 #define MiB       ((size_t)1 << 20)
 #define PAGE      FAKECUDA_PAGE_BYTES
