@@ -107,6 +107,19 @@ static int parse_uint_range(const char *v, uint64_t min, uint64_t max, uint64_t 
         return 0;
 }
 
+/* Parses a byte count (64M, 8G) within [min, max]. */
+static int parse_bytes_range(const char *v, uint64_t min, uint64_t max, uint64_t *ret) {
+        uint64_t b;
+        int r = parse_bytes(v, &b);
+
+        if (r < 0)
+                return r;
+        if (b < min || b > max)
+                return -ERANGE;
+        *ret = b;
+        return 0;
+}
+
 static int parse_budget(const struct conf_key *k, const char *v, struct budget_spec *ret) {
         unsigned pct;
         uint64_t b;
@@ -119,11 +132,9 @@ static int parse_budget(const struct conf_key *k, const char *v, struct budget_s
         }
         if (r != -ENOENT)
                 return r;
-        r = parse_bytes(v, &b);
+        r = parse_bytes_range(v, k->min, k->max, &b);
         if (r < 0)
                 return r;
-        if (b < k->min || b > k->max)
-                return -ERANGE;
         *ret = (struct budget_spec){.bytes = b};
         return 0;
 }
@@ -155,11 +166,9 @@ static int key_store(struct conf *c, const struct conf_key *k, int gpu, const ch
                 *(unsigned *)p = (unsigned)u;
                 return 0;
         case CONF_BYTES:
-                r = parse_bytes(v, &u);
+                r = parse_bytes_range(v, k->min, k->max, &u);
                 if (r < 0)
                         return r;
-                if (u < k->min || u > k->max)
-                        return -ERANGE;
                 *(uint64_t *)p = u;
                 return 0;
         case CONF_BUDGET:

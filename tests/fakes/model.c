@@ -245,7 +245,13 @@ static struct alloc *alloc_find(uintptr_t addr) {
 }
 
 /* The managed allocation holding all of [ptr, ptr+count), count > 0. */
-static struct alloc *managed_find(const void *ptr, size_t count) {
+static size_t page_index(const struct alloc *a, uintptr_t addr) {
+        return (addr - (uintptr_t)a->raw) / MODEL_PAGE_BYTES;
+}
+
+/* The managed allocation holding all of [ptr, ptr+count), and the indices of
+ * the first and last pages the range touches; NULL if there is none. */
+static struct alloc *managed_find(const void *ptr, size_t count, size_t *ret_first, size_t *ret_last) {
         uintptr_t p = (uintptr_t)ptr;
         struct alloc *a;
 
@@ -254,6 +260,8 @@ static struct alloc *managed_find(const void *ptr, size_t count) {
         a = alloc_find(p);
         if (!a || !a->managed || count > a->size - (p - a->base))
                 return NULL;
+        *ret_first = page_index(a, p);
+        *ret_last = page_index(a, p + count - 1);
         return a;
 }
 
@@ -276,10 +284,6 @@ static void alloc_remove(struct alloc *a) {
                         m.allocs[i] = m.allocs[--m.n_allocs];
                         return;
                 }
-}
-
-static size_t page_index(const struct alloc *a, uintptr_t addr) {
-        return (addr - (uintptr_t)a->raw) / MODEL_PAGE_BYTES;
 }
 
 static uint8_t *page_host(const struct alloc *a, size_t i) {
@@ -579,11 +583,9 @@ int model_advise(int caller, const void *ptr, size_t count, int advice, int loc)
         if (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy)
                 return -EINVAL;
         lock();
-        a = managed_find(ptr, count);
+        a = managed_find(ptr, count, &first, &last);
         if (!a)
                 goto out;
-        first = page_index(a, (uintptr_t)ptr);
-        last = page_index(a, (uintptr_t)ptr + count - 1);
         for (size_t i = first; i <= last; i++)
                 page_advise(a, i, advice, loc);
         m.stats[caller].advise_calls++;
@@ -623,11 +625,9 @@ int model_prefetch(int caller, const void *ptr, size_t count, int loc, size_t *r
         int r = -EINVAL;
 
         lock();
-        a = managed_find(ptr, count);
+        a = managed_find(ptr, count, &first, &last);
         if (!a)
                 goto out;
-        first = page_index(a, (uintptr_t)ptr);
-        last = page_index(a, (uintptr_t)ptr + count - 1);
         m.stats[caller].prefetch_calls++;
         r = 0;
         for (size_t i = first; i <= last; i++) {
@@ -851,14 +851,15 @@ int model_reset_stats(int dev) {
 int model_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes) {
         uintptr_t start = (uintptr_t)ptr, end = start + len;
         uint64_t bytes = 0;
+        size_t first, last;
         struct alloc *a;
         int r = -EINVAL;
 
         lock();
-        a = managed_find(ptr, len);
+        a = managed_find(ptr, len, &first, &last);
         if (!a)
                 goto out;
-        for (size_t i = page_index(a, start); i <= page_index(a, end - 1); i++) {
+        for (size_t i = first; i <= last; i++) {
                 uintptr_t ps = (uintptr_t)page_host(a, i), pe = ps + MODEL_PAGE_BYTES;
 
                 if (page_on(&a->pages[i], dev))
