@@ -33,14 +33,16 @@ static bool env_true(const char *v) {
 __attribute__((constructor)) static void shim_load(void) {
         const char *v;
         uint64_t bytes;
-        int level = KVT_LOG_WARNING;
+        int level;
 
-        if ((v = getenv("KVTIER_LOG")) && (level = kvt_log_level_parse(v)) < 0) {
-                level = KVT_LOG_WARNING;
-                kvt_log_setup("kvtier", level);
-                log_warning("Invalid KVTIER_LOG=%s, ignoring.", v);
+        kvt_log_setup("kvtier", KVT_LOG_WARNING);
+        if ((v = getenv("KVTIER_LOG"))) {
+                level = kvt_log_level_parse(v);
+                if (level < 0)
+                        log_warning("Invalid KVTIER_LOG=%s, ignoring.", v);
+                else
+                        kvt_log_setup("kvtier", level);
         }
-        kvt_log_setup("kvtier", level);
         shim_cfg.disabled = env_true(getenv("KVTIER_DISABLE"));
         if ((v = getenv("KVTIER_SOCKET"))) {
                 if (*v != '/' || strlen(v) >= sizeof(shim_cfg.socket_path))

@@ -227,14 +227,10 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "kvtierctl: unknown command '%s' (try --help)\n", cmd);
                 return EXIT_USAGE;
         }
-        /* Options may also follow the command: "kvtierctl status --json". */
-        for (int i = optind + 1; i < argc; i++) {
-                if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-j") == 0)
-                        arg_json = true;
-                else {
-                        fprintf(stderr, "kvtierctl: unexpected argument '%s'\n", argv[i]);
-                        return EXIT_USAGE;
-                }
+        /* getopt_long permutes, so options after the command are already parsed. */
+        if (optind + 1 < argc) {
+                fprintf(stderr, "kvtierctl: unexpected argument '%s'\n", argv[optind + 1]);
+                return EXIT_USAGE;
         }
         fd = ctl_connect(arg_socket);
         if (fd < 0) {
