@@ -118,7 +118,8 @@ struct kvt_order {
 
 struct kvt_order_done {
         uint64_t order_id;
-        int32_t status;   /* 0 or -errno */
+        int32_t status;   /* 0, -ENOENT if the region was freed before the order
+                           * ran (a cancellation, not a failure), or -errno */
         int32_t cuda_err; /* the CUDA error code behind a failure, else 0 */
         uint64_t elapsed_ns;
 };

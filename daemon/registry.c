@@ -459,7 +459,8 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
         return 0;
 }
 
-static void order_apply(struct registry *r, const struct order *o, bool ok) {
+static void order_apply(struct registry *r, const struct order *o, int status) {
+        bool ok = status == 0;
         struct region *reg = o->region;
         struct gpu_stats *g = &r->gpus[reg->device];
         uint64_t uncharge = 0, moved = 0;
@@ -481,7 +482,9 @@ static void order_apply(struct registry *r, const struct order *o, bool ok) {
         }
         gpu_uncharge(g, uncharge);
         g->inflight_orders--;
-        if (!ok)
+        if (status == -ENOENT)
+                r->migrations.orders_cancelled++;
+        else if (!ok)
                 r->migrations.orders_failed++;
         else {
                 r->migrations.orders_done++;
@@ -509,7 +512,6 @@ static size_t client_find_order(const struct client *c, uint64_t id) {
 
 int registry_order_done(struct registry *r, struct client *c, const struct kvt_order_done *done) {
         size_t i = client_find_order(c, done->order_id);
-        bool ok = done->status == 0;
 
         if (i == SIZE_MAX) {
                 for (size_t j = 0; j < c->n_forgotten; j++)
@@ -519,10 +521,11 @@ int registry_order_done(struct registry *r, struct client *c, const struct kvt_o
                         }
                 return -ENOENT;
         }
-        order_apply(r, &c->orders[i], ok);
+        order_apply(r, &c->orders[i], done->status);
         memmove(c->orders + i, c->orders + i + 1, (c->n_orders - i - 1) * sizeof(*c->orders));
         c->n_orders--;
-        return ok ? 0 : 1;
+        /* -ENOENT: the shim freed the region and its REGION_DEL is on the way. */
+        return done->status == 0 || done->status == -ENOENT ? 0 : 1;
 }
 
 struct client *registry_clients(const struct registry *r) {

@@ -57,6 +57,7 @@ struct migration_stats {
         uint64_t orders_sent;
         uint64_t orders_done;   /* completed with status 0 */
         uint64_t orders_failed; /* completed with status < 0 */
+        uint64_t orders_cancelled; /* region freed in the shim before the order ran */
         uint64_t bytes_to_vram;
         uint64_t bytes_to_host;
 };

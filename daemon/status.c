@@ -80,6 +80,7 @@ static json_object *migrations_json(const struct migration_stats *m) {
         json_object_object_add(o, "orders_sent", json_u64(m->orders_sent));
         json_object_object_add(o, "orders_done", json_u64(m->orders_done));
         json_object_object_add(o, "orders_failed", json_u64(m->orders_failed));
+        json_object_object_add(o, "orders_cancelled", json_u64(m->orders_cancelled));
         json_object_object_add(o, "bytes_to_vram", json_u64(m->bytes_to_vram));
         json_object_object_add(o, "bytes_to_host", json_u64(m->bytes_to_host));
         return o;

@@ -157,14 +157,19 @@ KVT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
 KVT_EXPORT cudaError_t cudaFree(void *devPtr) {
         const struct kvt_cudart *rt = real_cudart();
         struct shim_region r;
+        cudaError_t e;
 
         if (!rt)
                 return cudaErrorInitializationError;
         if (!devPtr || shim_cfg.disabled || regions_take(devPtr, &r) < 0)
                 return rt->cudaFree(devPtr);
+        /* Free first, tell the daemon second: it hands the region's VRAM to
+         * others as soon as it hears, and until cudaFree returns the pages
+         * are still resident.  An order arriving in between finds no region. */
+        e = rt->cudaFree(r.alloc_ptr);
         if (r.registered) {
                 struct kvt_region_del del = { .region_id = r.id };
                 client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
         }
-        return rt->cudaFree(r.alloc_ptr);
+        return e;
 }

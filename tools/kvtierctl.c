@@ -168,9 +168,10 @@ static void print_status(struct json_object *st) {
         print_clients(st);
         json_object_object_get_ex(st, "migrations", &mig);
         if (mig)
-                printf("\nMigrations: %" PRId64 " orders sent, %" PRId64 " done, %" PRId64
-                       " failed; %s to VRAM, %s to host\n",
+                printf("\nMigrations: %" PRId64 " orders sent, %" PRId64 " done, %" PRId64 " failed, %" PRId64
+                       " cancelled; %s to VRAM, %s to host\n",
                        jint(mig, "orders_sent"), jint(mig, "orders_done"), jint(mig, "orders_failed"),
+                       jint(mig, "orders_cancelled"),
                        B(b[0], mig, "bytes_to_vram"), B(b[1], mig, "bytes_to_host"));
 }
 

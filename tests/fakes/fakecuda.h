@@ -18,6 +18,8 @@
  *   FAKECUDA_FAIL=KIND:N[+],...   the Nth call of KIND fails (N+: from the Nth on);
  *                                 KIND: malloc, malloc_managed, prefetch, advise
  *   FAKECUDA_PREFETCH_DELAY_US=N  cudaMemPrefetchAsync sleeps N us per page moved
+ *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
+ *                                 (the real one synchronizes the device first)
  *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device
  */
 

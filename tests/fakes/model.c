@@ -73,6 +73,7 @@ static struct {
         int n_numa;
         bool misalign;
         unsigned delay_us;
+        unsigned free_delay_us;
         const char *stats_path;
         size_t total_bytes[MODEL_MAX_DEVICES];
         struct fakecuda_stats stats[MODEL_MAX_DEVICES];
@@ -164,6 +165,7 @@ static void init_once(void) {
         m.n_devices = (int)env_long("FAKECUDA_DEVICES", 1, 1, MODEL_MAX_DEVICES);
         m.n_numa = (int)env_long("FAKECUDA_NUMA_NODES", 1, 1, 1024);
         m.delay_us = (unsigned)env_long("FAKECUDA_PREFETCH_DELAY_US", 0, 0, 10000000);
+        m.free_delay_us = (unsigned)env_long("FAKECUDA_FREE_DELAY_US", 0, 0, 10000000);
         s = getenv("FAKECUDA_MANAGED_MISALIGN");
         m.misalign = s && *s && strcmp(s, "0") != 0;
         s = getenv("FAKECUDA_MEM");
@@ -211,6 +213,11 @@ int model_numa_nodes(void) {
 unsigned model_prefetch_delay_us(void) {
         model_init();
         return m.delay_us;
+}
+
+unsigned model_free_delay_us(void) {
+        model_init();
+        return m.free_delay_us;
 }
 
 int model_current_device(void) {

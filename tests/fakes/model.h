@@ -51,6 +51,9 @@ int model_numa_nodes(void);
 /* Microseconds to sleep per page moved by a prefetch. */
 unsigned model_prefetch_delay_us(void);
 
+/* Microseconds cudaFree takes before it releases memory (FAKECUDA_FREE_DELAY_US). */
+unsigned model_free_delay_us(void);
+
 /* The calling thread's current device, and setting it (no validation). */
 int model_current_device(void);
 void model_set_current_device(int dev);

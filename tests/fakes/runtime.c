@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda-abi.h"
 #include "fakecuda.h"
@@ -138,9 +139,14 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 }
 
 cudaError_t cudaFree(void *devPtr) {
+        unsigned delay_us;
+
         model_init();
         if (!devPtr)
                 return cudaSuccess;
+        delay_us = model_free_delay_us();
+        if (delay_us)
+                usleep(delay_us);
         return fail_errno(model_free(devPtr));
 }
 

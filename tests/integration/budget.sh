@@ -40,6 +40,7 @@ check_le "peak charged VRAM reported by the daemon within the budget" \
         "$(echo "$s" | jq '.gpus[] | select(.device == 0) | .peak_charged_bytes')" $BUDGET
 check_gt "orders completed" "$(echo "$s" | jq .migrations.orders_done)" 0
 check "no order failed" [ "$(echo "$s" | jq .migrations.orders_failed)" -eq 0 ]
+check "cancelled orders are counted apart" [ "$(echo "$s" | jq '.migrations.orders_cancelled | type')" = '"number"' ]
 check_gt "bytes promoted to VRAM" "$(echo "$s" | jq .migrations.bytes_to_vram)" 0
 check_gt "bytes evicted to host" "$(echo "$s" | jq .migrations.bytes_to_host)" 0
 check "client gone from status after exit" [ "$(echo "$s" | jq '.clients | length')" -eq 0 ]
@@ -48,6 +49,16 @@ peak=$(stat_of with-daemon managed_resident_peak_bytes)
 check_le "peak VRAM by the fake CUDA's own counters within the budget" "$peak" $BUDGET
 check_gt "regions were captured as managed memory" "$(stat_of with-daemon managed_allocs)" 0
 check_gt "chunks were prefetched to the GPU" "$(stat_of with-daemon h2d_bytes)" 0
+
+# Freeing a captured region must release its VRAM before the daemon can give
+# that VRAM to another region: with a slow cudaFree (the real one synchronizes
+# the device) the daemon gets several ticks to act on the region's release.
+ENGINE_ENV="FAKECUDA_FREE_DELAY_US=100000" run_engine slow-free $ARGS; rc=$?
+check "slow cudaFree: engine exits 0" [ $rc -eq 0 ]
+check_le "slow cudaFree: peak VRAM by the fake's counters, frees included, within the budget" \
+        "$(stat_of slow-free managed_resident_peak_bytes)" $BUDGET
+check "slow cudaFree: orders on freed regions are cancellations, not failures" \
+        [ "$(status_json | jq .migrations.orders_failed)" -eq 0 ]
 check "daemon stops cleanly on SIGTERM" stop_daemon
 
 # Without a daemon the shim fails open: plain cudaMalloc, same result.
