@@ -14,7 +14,7 @@ for a in "$@"; do
         esac
 done
 
-pkgs="build-essential autoconf automake libtool pkg-config libsystemd-dev libinih-dev libnuma-dev libjson-c-dev jq"
+pkgs="build-essential autoconf automake libtool pkg-config libsystemd-dev libinih-dev libnuma-dev libjson-c-dev jq valgrind"
 missing=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' $pkgs 2>/dev/null | awk '$2 != "installed" { print $1 }')
 # dpkg-query prints nothing for packages it has never heard of.
 for p in $pkgs; do dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"; done

@@ -7,7 +7,7 @@ conf="$TMP/kvtierd.conf"
 # try_conf TEXT: runs kvtierd on TEXT until it is ready or exits; sets rc and out.
 try_conf() {
         printf '%b' "$1" >"$conf"
-        timeout 5 "$KVTIERD" -c "$conf" -s "$SOCK" >"$TMP/out" 2>&1 &
+        timeout -k 2 5 "$KVTIERD" -c "$conf" -s "$SOCK" >"$TMP/out" 2>&1 &
         local pid=$!
         for _ in $(seq 40); do
                 kill -0 $pid 2>/dev/null || break

@@ -11,7 +11,8 @@ SHIM="$top_builddir/.libs/libkvtier.so"
 ENGINE="${KVT_ENGINE:-$top_builddir/tests/engine/kv-engine}"
 FAKES="$top_builddir/tests/fakes/.libs"
 
-command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 77; }
+# Under the TAP driver a skip is a "1..0 # SKIP" plan and exit 0.
+command -v jq >/dev/null || { echo "1..0 # SKIP jq not installed"; exit 0; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtier-test.XXXXXX")
 SOCK="$TMP/kvtierd.sock"
@@ -23,7 +24,10 @@ tap_failed=0
 PRELOAD="$SHIM"
 asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ { print $3 }')
 [ -n "$asan" ] && PRELOAD="$asan $SHIM"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+# Leak checking stays with the unit tests and tests/integration/leaks.sh
+# (valgrind): LeakSanitizer's ptrace-based stop-the-world hung a kvtierd at
+# exit here once (tracer in wait4, tracee spinning; google/sanitizers#777).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
 export LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 cleanup() {
@@ -73,7 +77,7 @@ write_config() {
 
 # start_daemon: starts kvtierd on $TMP/kvtierd.conf, waits until it answers.
 start_daemon() {
-        "$KVTIERD" -c "$TMP/kvtierd.conf" >>"$TMP/kvtierd.log" 2>&1 &
+        ${DAEMON_WRAP:-} "$KVTIERD" -c "$TMP/kvtierd.conf" >>"$TMP/kvtierd.log" 2>&1 &
         DAEMON_PID=$!
         for _ in $(seq 100); do
                 "$KVTIERCTL" -s "$SOCK" status --json >/dev/null 2>&1 && return 0
@@ -84,10 +88,17 @@ start_daemon() {
         return 1
 }
 
-# stop_daemon: SIGTERM, and the daemon must exit 0.
+# stop_daemon: SIGTERM, and the daemon must exit 0 within 10 s (a hang is
+# killed and fails the test instead of stalling the suite).
 stop_daemon() {
         local rc=0
-        kill -TERM "$DAEMON_PID" && wait "$DAEMON_PID" || rc=$?
+        kill -TERM "$DAEMON_PID"
+        for _ in $(seq 200); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+        if kill -0 "$DAEMON_PID" 2>/dev/null; then
+                diag "kvtierd did not exit within 10 s of SIGTERM"
+                kill -KILL "$DAEMON_PID"
+        fi
+        wait "$DAEMON_PID" || rc=$?
         DAEMON_PID=
         [ "$rc" -eq 0 ] || { diag "kvtierd exited $rc"; diag "$(tail -20 "$TMP/kvtierd.log")"; }
         return "$rc"
@@ -100,7 +111,7 @@ status_json() { "$KVTIERCTL" -s "$SOCK" status --json; }
 run_engine() {
         local name="$1"; shift
         env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" FAKECUDA_STATS="$TMP/$name.stats" \
-                ${ENGINE_ENV:-} "$ENGINE" "$@" >"$TMP/$name.out" 2>&1
+                ${ENGINE_ENV:-} ${ENGINE_WRAP:-} "$ENGINE" "$@" >"$TMP/$name.out" 2>&1
 }
 
 # stat_of NAME KEY: a fake CUDA counter of device 0 from a run's stats file.
