@@ -81,7 +81,7 @@ LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=info \
         python3 tests/gpu/torch_check.py --ctl "$CTL" >"$OUT/torch-shim.txt" 2>&1; rc_b=$?
 KVTIER_SOCKET=$T/none.sock LD_PRELOAD=$C/libkvtier.so \
         python3 tests/gpu/torch_check.py >"$OUT/torch-nodaemon.txt" 2>&1; rc_c=$?
-tail -3 "$OUT"/torch-*.txt
+tail -n 3 "$OUT"/torch-*.txt
 "$CTL" -s "$SOCK" status | tee "$OUT/status-after-torch.txt"
 stop_daemon
 dig() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2" 2>/dev/null; }
