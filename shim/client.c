@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -25,10 +26,17 @@
 #define RECONNECT_BACKOFF_NS (1000ull * 1000 * 1000)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t conn_changed = PTHREAD_COND_INITIALIZER;
 static int conn_fd = -1;
 static uint32_t conn_seq;
 static uint64_t next_attempt_ns;
 static bool outage_logged;
+static bool mover_running;
+/* What the first handshake learnt, so that the mover can reconnect without
+ * touching CUDA (a cudaMemGetInfo on its thread could create a context on
+ * the wrong device). */
+static struct kvt_hello hello_cached;
+static bool hello_known;
 
 static int wait_writable(int fd, int timeout_ms) {
         struct pollfd p = { .fd = fd, .events = POLLOUT };
@@ -59,10 +67,10 @@ static int send_locked(int fd, uint16_t type, const void *payload, size_t len) {
 static void drop_locked(int err) {
         if (conn_fd < 0)
                 return;
-        log_warning("Lost kvtierd at %s: %s; captured memory stays where it is, new allocations stay plain until it is back.",
+        log_warning("Lost kvtierd at %s: %s; captured memory stays where it is and new allocations stay plain until it is back.",
                     shim_cfg.socket_path, strerror(err < 0 ? -err : err));
-        /* shutdown() wakes the mover, which then finds its fd stale and exits;
-         * it closes the descriptor itself, so no one reuses it under it. */
+        /* shutdown() wakes the mover, which finds its fd stale and closes it
+         * itself, so that no one reuses the number under it. */
         shutdown(conn_fd, SHUT_RDWR);
         conn_fd = -1;
         next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
@@ -70,23 +78,35 @@ static void drop_locked(int err) {
         regions_forget_registration();
 }
 
-static int handshake(int fd) {
+/* The HELLO of this process: learnt from CUDA once, on an allocating thread. */
+static const struct kvt_hello *hello_locked(void) {
         const struct kvt_cudart *rt = real_cudart();
-        struct kvt_hello hello = { .proto_version = KVT_PROTO_VERSION };
-        struct kvt_msg *m;
         size_t free_bytes = 0, total_bytes = 0;
-        int dev = 0, r;
+        int dev = 0;
 
+        if (hello_known)
+                return &hello_cached;
         if (rt) {
                 rt->cudaGetDevice(&dev);
                 if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
                         total_bytes = 0;
         }
-        hello.device = dev;
-        hello.device_total_bytes = total_bytes;
-        if (prctl(PR_GET_NAME, hello.name) < 0)
-                strcpy(hello.name, "?");
-        r = send_locked(fd, KVT_MSG_HELLO, &hello, sizeof(hello));
+        hello_cached = (struct kvt_hello){
+                .proto_version = KVT_PROTO_VERSION,
+                .device = dev,
+                .device_total_bytes = total_bytes,
+        };
+        if (prctl(PR_GET_NAME, hello_cached.name) < 0)
+                strcpy(hello_cached.name, "?");
+        hello_known = true;
+        return &hello_cached;
+}
+
+static int handshake(int fd) {
+        struct kvt_msg *m;
+        int r;
+
+        r = send_locked(fd, KVT_MSG_HELLO, hello_locked(), sizeof(struct kvt_hello));
         if (r < 0)
                 return r;
         m = malloc(sizeof(*m));
@@ -116,14 +136,44 @@ static int connect_locked(void) {
                 return r;
         }
         r = handshake(fd);
-        if (r == 0)
-                r = mover_start(fd);
         if (r < 0) {
                 close(fd);
                 return r;
         }
         conn_fd = fd;
         return 0;
+}
+
+/* Hands a fresh connection to the mover, starting it if none runs. */
+static int mover_wake_locked(void) {
+        int r;
+
+        if (mover_running) {
+                pthread_cond_broadcast(&conn_changed);
+                return 0;
+        }
+        r = mover_start();
+        if (r < 0) {
+                close(conn_fd);
+                conn_fd = -1;
+                return r;
+        }
+        mover_running = true;
+        return 0;
+}
+
+static void note_attempt_locked(int r) {
+        if (r < 0) {
+                next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
+                if (!outage_logged)
+                        log_warning_errno(r, "Cannot reach kvtierd at %s: %s; allocations stay plain cudaMalloc until it is reachable.",
+                                          shim_cfg.socket_path, strerror(-r));
+                outage_logged = true;
+        } else {
+                if (outage_logged)
+                        log_notice("Connected to kvtierd at %s.", shim_cfg.socket_path);
+                outage_logged = false;
+        }
 }
 
 int client_ensure(void) {
@@ -137,17 +187,9 @@ int client_ensure(void) {
                 goto out;
         }
         r = connect_locked();
-        if (r < 0) {
-                next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
-                if (!outage_logged)
-                        log_warning_errno(r, "Cannot reach kvtierd at %s: %s; allocations stay plain cudaMalloc until it is reachable.",
-                                          shim_cfg.socket_path, strerror(-r));
-                outage_logged = true;
-        } else {
-                if (outage_logged)
-                        log_notice("Connected to kvtierd at %s.", shim_cfg.socket_path);
-                outage_logged = false;
-        }
+        if (r == 0)
+                r = mover_wake_locked();
+        note_attempt_locked(r);
 out:
         pthread_mutex_unlock(&lock);
         return r;
@@ -177,6 +219,43 @@ int client_send_on(int fd, uint16_t type, const void *payload, size_t len) {
         return send_checked(fd, type, payload, len);
 }
 
+int client_next_connection(void) {
+        int fd = -1;
+
+        pthread_mutex_lock(&lock);
+        for (;;) {
+                struct timespec until;
+                uint64_t bytes, wake_ns;
+                size_t n;
+
+                if (conn_fd >= 0) {
+                        fd = conn_fd;
+                        break;
+                }
+                regions_count(&n, &bytes);
+                if (n == 0) {
+                        mover_running = false; /* the next capture starts a new one */
+                        break;
+                }
+                if (now_ns() >= next_attempt_ns) {
+                        note_attempt_locked(connect_locked());
+                        continue;
+                }
+                /* Sleep until the back-off ends or an allocation connected. */
+                wake_ns = next_attempt_ns - now_ns();
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += (time_t)(wake_ns / 1000000000ull);
+                until.tv_nsec += (long)(wake_ns % 1000000000ull);
+                if (until.tv_nsec >= 1000000000L) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&conn_changed, &lock, &until);
+        }
+        pthread_mutex_unlock(&lock);
+        return fd;
+}
+
 void client_lost(int fd, int err) {
         pthread_mutex_lock(&lock);
         if (conn_fd == fd)
@@ -189,6 +268,8 @@ void client_lost(int fd, int err) {
  * connects on its own if it allocates. */
 static void atfork_child(void) {
         pthread_mutex_init(&lock, NULL);
+        pthread_cond_init(&conn_changed, NULL);
+        mover_running = false;
         if (conn_fd >= 0)
                 close(conn_fd); /* the parent's connection lives on: close() is not shutdown() */
         conn_fd = -1;

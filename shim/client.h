@@ -4,8 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Makes sure a daemon connection exists, connecting (HELLO, WELCOME, mover
- * thread started) when none does and the reconnect back-off has passed.
+/* Makes sure a daemon connection exists, connecting (HELLO, WELCOME, the
+ * mover thread started or woken) when none does and the back-off has passed.
  * Never waits longer than shim_cfg.timeout_ms.  Returns 0 when connected,
  * -errno otherwise (logged once per outage). */
 int client_ensure(void);
@@ -18,6 +18,12 @@ int client_send(uint16_t type, const void *payload, size_t len);
 /* As client_send(), but only if fd is still the current connection (the
  * mover replies on the connection its order came from). */
 int client_send_on(int fd, uint16_t type, const void *payload, size_t len);
+
+/* For the mover: waits for a connection and returns its fd, connecting in
+ * the background (once per back-off period) while captured regions exist.
+ * Returns -1 when there is no connection and nothing left to tier: the
+ * mover then ends, and the next capture starts a new one. */
+int client_next_connection(void);
 
 /* The mover saw fd fail or close: drop it if it is still current. */
 void client_lost(int fd, int err);

@@ -135,45 +135,86 @@ static void order_run(struct mover *mv, const struct kvt_order *o) {
         client_send_on(mv->fd, KVT_MSG_ORDER_DONE, &done, sizeof(done));
 }
 
-static void *mover_main(void *arg) {
-        struct mover *mv = arg;
-        const struct kvt_cudart *rt;
-        int r;
+/* Registers the regions the daemon of this connection does not know.  Its
+ * books start every chunk host-mapped, so each region is first returned
+ * there: chunks left in VRAM from before a daemon restart would otherwise
+ * sit outside the budget.  A region that cannot be moved stays untiered. */
+static void register_regions(struct mover *mv) {
+        const struct kvt_cudart *rt = real_cudart();
+        struct shim_region reg;
+        uint32_t after = 0;
+        unsigned n = 0;
 
+        while (rt && regions_acquire_unregistered(after, &reg) == 0) {
+                struct kvt_region_add add;
+                cudaError_t e = cudaErrorInvalidDevice;
+                cudaStream_t s = NULL;
+                int r;
+
+                after = reg.id;
+                if (rt->cudaSetDevice(reg.device) == cudaSuccess && (s = mover_stream(mv, rt, reg.device, &e)))
+                        e = demote(rt, s, (void *)reg.base, reg.span_bytes, reg.device, true);
+                if (e != cudaSuccess) {
+                        log_warning("Failed to return region %u to host memory: %s; it stays untiered, ignoring.",
+                                    reg.id, rt->cudaGetErrorString(e));
+                        regions_release(reg.id);
+                        continue;
+                }
+                regions_add_msg(&reg, &add);
+                r = client_send_on(mv->fd, KVT_MSG_REGION_ADD, &add, sizeof(add));
+                if (r == 0)
+                        regions_set_registered(reg.id, true);
+                regions_release(reg.id);
+                if (r < 0)
+                        return;
+                n++;
+        }
+        if (n)
+                log_notice("Registered %u captured regions with kvtierd.", n);
+}
+
+/* Carries out orders from mv->fd until it fails; returns why. */
+static int serve(struct mover *mv) {
         for (;;) {
                 struct pollfd p = { .fd = mv->fd, .events = POLLIN };
+                int r = poll(&p, 1, -1);
 
-                r = poll(&p, 1, -1);
                 if (r < 0 && errno == EINTR)
                         continue;
-                if (r < 0) {
-                        r = -errno;
-                        break;
-                }
+                if (r < 0)
+                        return -errno;
                 r = kvt_msg_recv(mv->fd, &mv->msg);
                 if (r == -EAGAIN)
                         continue;
                 if (r < 0)
-                        break;
+                        return r;
                 if (mv->msg.hdr.type != KVT_MSG_ORDER) {
                         log_warning("Unexpected %s message from kvtierd, disconnecting.",
                                     kvt_msg_type_name(mv->msg.hdr.type));
-                        r = -EPROTO;
-                        break;
+                        return -EPROTO;
                 }
                 order_run(mv, &mv->msg.u.order);
         }
-        client_lost(mv->fd, r);
+}
+
+static void *mover_main(void *arg) {
+        struct mover *mv = arg;
+        const struct kvt_cudart *rt;
+
+        while ((mv->fd = client_next_connection()) >= 0) {
+                register_regions(mv);
+                client_lost(mv->fd, serve(mv));
+                close(mv->fd);
+        }
         rt = real_cudart();
         for (int d = 0; rt && d < KVT_MAX_GPUS; d++)
                 if (mv->streams[d])
                         rt->cudaStreamDestroy(mv->streams[d]);
-        close(mv->fd);
         free(mv);
         return NULL;
 }
 
-int mover_start(int fd) {
+int mover_start(void) {
         struct mover *mv = calloc(1, sizeof(*mv));
         pthread_attr_t attr;
         pthread_t t;
@@ -182,7 +223,7 @@ int mover_start(int fd) {
 
         if (!mv)
                 return -ENOMEM;
-        mv->fd = fd;
+        mv->fd = -1;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         /* The engine's signals are the engine's: the mover takes none. */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Starts the mover thread for a fresh daemon connection: it reads the
- * daemon's orders from fd, carries each out on the region's device with
+/* Starts the mover thread.  For each connection client_next_connection()
+ * gives it, it first registers the regions the daemon does not know (after
+ * returning them to host memory, since the daemon's books start there), then
+ * reads the daemon's orders, carries each out on the region's device with
  * cudaMemAdvise and cudaMemPrefetchAsync on its own non-blocking stream, and
- * replies ORDER_DONE.  It ends when fd fails.  Returns 0 or -errno. */
-int mover_start(int fd);
+ * replies ORDER_DONE.  Returns 0 or -errno. */
+int mover_start(void);

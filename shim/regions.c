@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol.h"
 #include "regions.h"
 
 /*
@@ -53,6 +54,17 @@ static struct slot *find_id(uint32_t id) {
                 if (slots[i].r.id == id)
                         return &slots[i];
         return NULL;
+}
+
+void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret) {
+        *ret = (struct kvt_region_add){
+                .region_id = r->id,
+                .device = r->device,
+                .base = r->base,
+                .size_bytes = r->span_bytes,
+                .api = r->api,
+                .tier = KVT_TIER_HOST_MAPPED,
+        };
 }
 
 int regions_add(struct shim_region *r) {
@@ -123,6 +135,22 @@ int regions_acquire(uint32_t id, struct shim_region *ret) {
         return s ? 0 : -ENOENT;
 }
 
+int regions_acquire_unregistered(uint32_t after_id, struct shim_region *ret) {
+        struct slot *best = NULL;
+
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_slots; i++)
+                if (!slots[i].r.registered && !slots[i].r.inherited && slots[i].r.id > after_id &&
+                    (!best || slots[i].r.id < best->r.id))
+                        best = &slots[i];
+        if (best) {
+                best->busy++;
+                *ret = best->r;
+        }
+        pthread_mutex_unlock(&lock);
+        return best ? 0 : -ENOENT;
+}
+
 void regions_release(uint32_t id) {
         struct slot *s;
 
@@ -152,11 +180,15 @@ void regions_forget_registration(void) {
 
 void regions_count(size_t *ret_n, uint64_t *ret_bytes) {
         uint64_t bytes = 0;
+        size_t n = 0;
 
         pthread_mutex_lock(&lock);
         for (size_t i = 0; i < n_slots; i++)
-                bytes += slots[i].r.span_bytes;
-        *ret_n = n_slots;
+                if (!slots[i].r.inherited) {
+                        bytes += slots[i].r.span_bytes;
+                        n++;
+                }
+        *ret_n = n;
         *ret_bytes = bytes;
         pthread_mutex_unlock(&lock);
 }
@@ -166,6 +198,7 @@ void regions_atfork_child(void) {
         pthread_cond_init(&idle, NULL);
         for (size_t i = 0; i < n_slots; i++) {
                 slots[i].r.registered = false;
-                slots[i].busy = 0; /* the parent's mover did not come along */
+                slots[i].r.inherited = true; /* the child never speaks for them */
+                slots[i].busy = 0;           /* the parent's mover did not come along */
         }
 }

@@ -15,6 +15,7 @@ struct shim_region {
         void *alloc_ptr;     /* what cudaMallocManaged returned (freed with it) */
         uint32_t api;        /* enum kvt_alloc_api */
         bool registered;     /* the daemon of the current connection knows it */
+        bool inherited;      /* a parent's region, seen after fork(): never registered */
 };
 
 /* Adds a region (copied) and assigns its id into *r.  Returns 0 or -ENOMEM. */
@@ -33,15 +34,24 @@ int regions_lookup(const void *ptr, struct shim_region *ret);
 int regions_acquire(uint32_t id, struct shim_region *ret);
 void regions_release(uint32_t id);
 
+struct kvt_region_add;
+
+/* Fills the REGION_ADD that registers r with the daemon, host-mapped. */
+void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
+
 /* Marks region id registered (or not) with the daemon. */
 void regions_set_registered(uint32_t id, bool registered);
+
+/* Pins and copies to *ret the unregistered region with the lowest id above
+ * after_id (0 to start).  Pair with regions_release().  Returns 0 or -ENOENT. */
+int regions_acquire_unregistered(uint32_t after_id, struct shim_region *ret);
 
 /* Marks every region unregistered (the daemon connection was lost). */
 void regions_forget_registration(void);
 
-/* Number of regions and their bytes now. */
+/* Number of regions of this process (inherited ones not counted) and their bytes. */
 void regions_count(size_t *ret_n, uint64_t *ret_bytes);
 
 /* In the child of fork(): resets the lock (another thread may have held it)
- * and marks every region unregistered. */
+ * and marks every region the parent's (inherited). */
 void regions_atfork_child(void);

@@ -121,22 +121,18 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size) {
                 return log_warning_errno(EIO, "Failed to advise managed memory: %s, using plain cudaMalloc.",
                                          rt->cudaGetErrorString(e));
         }
+        /* Marked registered before it is visible, so the mover's
+         * re-registration pass cannot announce it a second time. */
+        r.registered = true;
         if (regions_add(&r) < 0) {
                 rt->cudaFree(r.alloc_ptr);
                 return -ENOMEM;
         }
-        add = (struct kvt_region_add){
-                .region_id = r.id,
-                .device = r.device,
-                .base = r.base,
-                .size_bytes = r.span_bytes,
-                .api = r.api,
-                .tier = KVT_TIER_HOST_MAPPED,
-        };
-        /* A lost daemon leaves the region captured but untiered: it works as
-         * plain managed memory, which is what failing open means here. */
-        if (client_send(KVT_MSG_REGION_ADD, &add, sizeof(add)) == 0)
-                regions_set_registered(r.id, true);
+        regions_add_msg(&r, &add);
+        /* A lost daemon leaves the region captured and host-mapped; the
+         * mover registers it once a daemon is back. */
+        if (client_send(KVT_MSG_REGION_ADD, &add, sizeof(add)) < 0)
+                regions_set_registered(r.id, false);
         *ret_ptr = (void *)r.base;
         log_debug("Captured %zu bytes at %p on device %d as region %u.", size, *ret_ptr, r.device, r.id);
         return 0;

@@ -1,0 +1,48 @@
+#!/bin/bash
+# The daemon restarted under a running engine, several times: the shim
+# reconnects in the background, registers each region once with the new
+# daemon (no duplicates), the budget holds throughout by the fake CUDA's own
+# counters, and the engine's data and exit status are untouched.
+. "$(dirname "$0")/lib.sh"
+
+BUDGET=$((64 << 20))
+write_config 64M
+check "kvtierd starts" start_daemon
+ENGINE_ENV="KVTIER_LOG=info" run_engine restarts --regions 4 --region-size 64M --window 32M --steps 250 \
+        --step-ms 20 --hint &
+engine=$!
+
+# regions_of_engine: the number of regions the daemon lists for the engine.
+regions_of_engine() {
+        status_json | jq '[.clients[] | select(.name == "kv-engine") | .regions | length] | add // 0'
+}
+# wait_regions N: up to 5 s for the daemon to list N regions of the engine.
+wait_regions() {
+        for _ in $(seq 100); do
+                [ "$(regions_of_engine 2>/dev/null)" = "$1" ] && return 0
+                sleep 0.05
+        done
+        diag "the daemon lists $(regions_of_engine 2>/dev/null) regions of the engine, expected $1"
+        return 1
+}
+
+check "the first daemon lists the engine's 4 regions" wait_regions 4
+for round in 1 2 3; do
+        kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
+        sleep 0.3
+        check "restart $round: kvtierd starts again on the stale socket" start_daemon
+        check "restart $round: the engine's 4 regions are registered again, once each" wait_regions 4
+        s=$(status_json)
+        check_le "restart $round: charged VRAM within the budget" \
+                "$(echo "$s" | jq '[.gpus[] | .charged_bytes] | max // 0')" $BUDGET
+done
+check_gt "restart 3: the new daemon moves chunks again" "$(status_json | jq .migrations.orders_done)" 0
+check "the engine still runs after the restarts" kill -0 $engine
+wait $engine; rc=$?
+check "engine exits 0" [ $rc -eq 0 ]
+check "pattern intact" grep -q "mismatched words 0" "$TMP/restarts.out"
+check "the shim re-registered in the background" grep -q "Registered 4 captured regions" "$TMP/restarts.out"
+check_le "peak VRAM by the fake CUDA's own counters within the budget" \
+        "$(stat_of restarts managed_resident_peak_bytes)" $BUDGET
+check "kvtierd stops cleanly" stop_daemon
+done_testing
