@@ -10,7 +10,8 @@
  * fake CUDA (backend-fake.c) and real CUDA (tests/gpu/backend-cuda.cu).
  *
  * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
- * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed.
+ * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed
+ * (in the --fork child too).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -19,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "cuda-abi.h"
@@ -36,6 +39,7 @@ struct opts {
         unsigned steps, step_ms, probe_every;
         uint64_t seed;
         int hint;
+        int fork_child;
 };
 
 typedef int (*hint_fn)(const void *, size_t, int);
@@ -68,6 +72,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "step-ms", required_argument, NULL, 't' },    { "seed", required_argument, NULL, 'S' },
                 { "max-vram", required_argument, NULL, 'm' },   { "hint", no_argument, NULL, 'H' },
                 { "probe-every", required_argument, NULL, 'p' },
+                { "fork", no_argument, NULL, 'F' },
                 {},
         };
         int c;
@@ -85,6 +90,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'S': o->seed = strtoull(optarg, NULL, 0); break;
                 case 'm': r = parse_size(optarg, &o->max_vram_bytes); break;
                 case 'H': o->hint = 1; break;
+                case 'F': o->fork_child = 1; break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 default: return -EINVAL;
                 }
@@ -115,6 +121,24 @@ static int read_window(char **pool, const struct opts *o, uint64_t start, uint64
         return 0;
 }
 
+/* A child forked after CUDA is initialized cannot use it (CUDA is not
+ * fork-safe): its large cudaMalloc must fail with an initialization error,
+ * under the shim as without it, and the shim in the child must not speak
+ * for the parent's regions.  The child lingers so a registration would be
+ * seen.  Returns the child's pid or -errno. */
+static pid_t fork_child(const struct opts *o) {
+        pid_t pid = fork();
+
+        if (pid == 0) {
+                void *p = NULL;
+                cudaError_t e = cudaMalloc(&p, o->region_bytes);
+
+                sleep_ms(600);
+                _exit(e == cudaErrorInitializationError ? 0 : EXIT_CUDA);
+        }
+        return pid < 0 ? -errno : pid;
+}
+
 /* Bytes of the pool resident in VRAM now, as the backend can tell. */
 static int probe_pool(char **pool, const struct opts *o, int dev, uint64_t *ret_bytes) {
         uint64_t total = 0;
@@ -135,13 +159,14 @@ int main(int argc, char **argv) {
         char **pool;
         hint_fn hint = NULL;
         uint64_t bad = 0, peak = 0, probed_max = 0, stride;
-        int probed = 0;
+        int probed = 0, child_status = 0;
+        pid_t child = 0;
         struct timespec t0, t1;
         int dev = 0, ret = 0;
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
@@ -158,6 +183,10 @@ int main(int argc, char **argv) {
                 }
                 if (backend_fill(pool[i], o.region_bytes, o.seed + i) < 0)
                         return EXIT_CUDA;
+        }
+        if (o.fork_child && (child = fork_child(&o)) < 0) {
+                fprintf(stderr, "kv-engine: fork failed: %s\n", strerror(-child));
+                return EXIT_CUDA;
         }
         /* The window walks the pool in eighths of itself per step. */
         stride = o.window_bytes / 8 ? o.window_bytes / 8 / 8 * 8 : 8;
@@ -198,6 +227,14 @@ int main(int argc, char **argv) {
                                 o.max_vram_bytes);
                         ret = EXIT_MISMATCH;
                 }
+        }
+        if (child > 0) {
+                if (waitpid(child, &child_status, 0) != child || !WIFEXITED(child_status) ||
+                    WEXITSTATUS(child_status) != 0) {
+                        fprintf(stderr, "kv-engine: forked child failed (status %d)\n", child_status);
+                        ret = EXIT_CUDA;
+                } else
+                        printf("kv-engine: forked child exited 0\n");
         }
         if (probed) {
                 printf("kv-engine: most VRAM seen by probes %" PRIu64 " bytes\n", probed_max);

@@ -67,6 +67,7 @@ static const char *const fail_kind_names[_MODEL_FAIL_MAX] = {
 
 static struct {
         pthread_mutex_t lock;
+        bool forked; /* this is the child of a fork() after CUDA was initialized */
         pthread_once_t once;
         bool initialized;
         int n_devices;
@@ -158,7 +159,16 @@ static void parse_fail(const char *spec) {
         free(copy);
 }
 
+/* CUDA is not usable in the child of a fork() made after it was
+ * initialized: every runtime call there fails with an initialization error.
+ * The lock may have been held by another thread of the parent. */
+static void atfork_child(void) {
+        pthread_mutex_init(&m.lock, NULL);
+        m.forked = true;
+}
+
 static void init_once(void) {
+        pthread_atfork(NULL, NULL, atfork_child);
         const char *s;
         uint64_t total = DEFAULT_DEVICE_BYTES;
 
@@ -185,6 +195,11 @@ static void init_once(void) {
 
 void model_init(void) {
         pthread_once(&m.once, init_once);
+}
+
+bool model_enter(void) {
+        model_init();
+        return !m.forked;
 }
 
 static void lock(void) {

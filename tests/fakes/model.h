@@ -39,6 +39,10 @@ enum model_access {
 /* Reads the environment on first use; later calls are no-ops. */
 void model_init(void);
 
+/* Initializes the model; false in the child of a fork() made after that,
+ * where CUDA calls must fail as they do for real. */
+bool model_enter(void);
+
 /* Whether model_init() ran: any runtime call or cuInit initializes CUDA. */
 bool model_initialized(void);
 

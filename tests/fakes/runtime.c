@@ -130,7 +130,8 @@ static int location_to_model(struct cudaMemLocation loc, int *ret) {
 }
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!devPtr)
                 return fail(cudaErrorInvalidValue);
         if (model_fail_now(MODEL_FAIL_MALLOC))
@@ -141,7 +142,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 cudaError_t cudaFree(void *devPtr) {
         unsigned delay_us;
 
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!devPtr)
                 return cudaSuccess;
         delay_us = model_free_delay_us();
@@ -151,7 +153,8 @@ cudaError_t cudaFree(void *devPtr) {
 }
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != FAKE_MEM_ATTACH_HOST))
                 return fail(cudaErrorInvalidValue);
         if (model_fail_now(MODEL_FAIL_MALLOC_MANAGED))
@@ -163,7 +166,8 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
                           struct cudaMemLocation location) {
         int loc = MODEL_LOC_NONE, r;
 
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (model_fail_now(MODEL_FAIL_ADVISE))
                 return fail(cudaErrorInvalidValue);
         /* read-mostly and unset-preferred ignore the location */
@@ -182,7 +186,8 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
         unsigned delay_us;
         int loc, r;
 
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (model_fail_now(MODEL_FAIL_PREFETCH))
                 return fail(cudaErrorInvalidValue);
         if (flags != 0 || count == 0)
@@ -208,7 +213,8 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
 static cudaError_t stream_create(cudaStream_t *pStream, unsigned int flags) {
         struct CUstream_st *s;
 
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking) != 0)
                 return fail(cudaErrorInvalidValue);
         s = calloc(1, sizeof(*s));
@@ -235,7 +241,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
         struct CUstream_st *found = NULL;
 
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         pthread_mutex_lock(&streams_lock);
         for (struct CUstream_st **i = &streams; *i; i = &(*i)->next)
                 if (*i == stream) {
@@ -251,22 +258,26 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         return stream_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         return stream_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!device)
                 return fail(cudaErrorInvalidValue);
         *device = model_current_device();
@@ -274,7 +285,8 @@ cudaError_t cudaGetDevice(int *device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!device_valid(device))
                 return fail(cudaErrorInvalidDevice);
         model_set_current_device(device);
@@ -282,7 +294,8 @@ cudaError_t cudaSetDevice(int device) {
 }
 
 cudaError_t cudaGetDeviceCount(int *count) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!count)
                 return fail(cudaErrorInvalidValue);
         *count = model_device_count();
@@ -292,7 +305,8 @@ cudaError_t cudaGetDeviceCount(int *count) {
 /* As measured on the H200 (DESIGN.md): managed memory and concurrent
  * managed access, no pageable memory access (no HMM).  Others read 0. */
 cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!value)
                 return fail(cudaErrorInvalidValue);
         if (!device_valid(device))
@@ -304,7 +318,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device) {
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
         size_t f, t;
 
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (!free || !total)
                 return fail(cudaErrorInvalidValue);
         (void)model_mem_info(model_current_device(), &f, &t);
@@ -314,7 +329,8 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
 }
 
 static cudaError_t memcpy_any(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if ((int)kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
                 return fail(cudaErrorInvalidValue);
         if (count == 0)
@@ -336,7 +352,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 }
 
 static cudaError_t memset_any(void *devPtr, int value, size_t count) {
-        model_init();
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
         if (count == 0)
                 return cudaSuccess;
         return fail_errno(model_set(devPtr, value, count));

@@ -10,6 +10,22 @@ intact() { grep -q "mismatched words 0" "$TMP/$1.out" || { diag "$(cat "$TMP/$1.
 write_config 64M
 check "kvtierd starts" start_daemon
 
+# fork() after CUDA is initialized: the child's cudaMalloc fails as it does
+# without the shim (CUDA is not fork-safe), and the child never registers the
+# parent's regions.
+engine_regions() { status_json | jq '[.clients[] | select(.name == "kv-engine") | .regions | length] | add // 0'; }
+run_engine forked $ARGS --steps 40 --fork &
+engine=$!
+max_regions=0
+while kill -0 $engine 2>/dev/null; do
+        n=$(engine_regions 2>/dev/null) && [ "${n:-0}" -gt "$max_regions" ] && max_regions=$n
+        sleep 0.03
+done
+wait $engine; rc=$?
+check "fork: parent exits 0, the child got CUDA's initialization error" [ $rc -eq 0 ]
+check "fork: pattern intact" intact forked
+check_le "fork: the daemon never lists more than the parent's 4 regions" "$max_regions" 4
+
 ENGINE_ENV="KVTIER_DISABLE=1" run_engine disabled $ARGS; rc=$?
 check "KVTIER_DISABLE=1: engine exits 0" [ $rc -eq 0 ]
 check "KVTIER_DISABLE=1: nothing captured" [ "$(stat_of disabled managed_allocs)" -eq 0 ]

@@ -605,6 +605,26 @@ static void test_driver(void) {
         dlclose(h);
 }
 
+/* CUDA is not fork-safe: in the child of a fork() after initialization,
+ * calls fail with cudaErrorInitializationError (and never hang on a lock
+ * another thread held). */
+static void test_fork(void) {
+        void *p = NULL;
+        int status = 0;
+        pid_t pid;
+
+        TAP_EQ_INT(cudaMalloc(&p, MiB), cudaSuccess, "fork: the parent initializes CUDA");
+        pid = fork();
+        if (pid == 0)
+                _exit(cudaMalloc(&p, MiB) == cudaErrorInitializationError &&
+                              cudaMemGetInfo(&(size_t){ 0 }, &(size_t){ 0 }) == cudaErrorInitializationError
+                      ? 0
+                      : 1);
+        TAP_OK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "fork: the child's CUDA calls fail with an initialization error");
+        TAP_EQ_INT(cudaFree(p), cudaSuccess, "fork: the parent's CUDA still works");
+}
+
 int main(void) {
         test_children();
 
@@ -619,5 +639,6 @@ int main(void) {
         test_invalid();
         test_concurrency();
         test_driver();
+        test_fork();
         return tap_done();
 }
