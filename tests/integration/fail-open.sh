@@ -73,4 +73,22 @@ serves() { status_json >/dev/null; }
 check "daemon still serves after SIGCONT" serves
 check "kvtierd stops cleanly" stop_daemon
 
+# An impostor on the socket: garbage instead of WELCOME, garbage later, and
+# orders for regions and chunks that do not exist.
+for mode in garbage-welcome garbage-later bad-orders; do
+        "$top_builddir/tests/integration/evil-daemon" "$SOCK" $mode >"$TMP/evil-$mode.log" 2>&1 &
+        evil=$!
+        for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.02; done
+        run_engine evil-$mode $ARGS --steps 10; rc=$?
+        kill $evil; wait $evil 2>/dev/null
+        check "impostor ($mode): engine exits 0" [ $rc -eq 0 ]
+        check "impostor ($mode): pattern intact" intact evil-$mode
+done
+check "impostor (garbage-welcome): nothing captured" [ "$(stat_of evil-garbage-welcome managed_allocs)" -eq 0 ]
+check "impostor (bad-orders): an order for an unknown region is refused (-ENOENT)" \
+        grep -q "^done 1 -2$" "$TMP/evil-bad-orders.log"
+check "impostor (bad-orders): chunks past the region's end are refused (-ERANGE)" \
+        grep -q "^done 2 -34$" "$TMP/evil-bad-orders.log"
+check "impostor (bad-orders): a valid order still runs" grep -q "^done 3 0$" "$TMP/evil-bad-orders.log"
+
 done_testing
