@@ -20,7 +20,7 @@
 
 struct shim_config shim_cfg = {
         .socket_path = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
-        .min_size_bytes = DEFAULT_MIN_SIZE_BYTES,
+        .rules.min_size = DEFAULT_MIN_SIZE_BYTES,
         .timeout_ms = DEFAULT_TIMEOUT_MS,
 };
 
@@ -28,11 +28,24 @@ static bool env_true(const char *v) {
         return v && (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0);
 }
 
+/* Reads a byte count from the environment into *ret; a bad value is
+ * reported and leaves *ret as it was. */
+static void env_bytes(const char *name, bool allow_zero, uint64_t *ret) {
+        const char *v = getenv(name);
+        uint64_t bytes;
+
+        if (!v)
+                return;
+        if (parse_bytes(v, &bytes) < 0 || (bytes == 0 && !allow_zero))
+                log_warning("Invalid %s=%s (bytes: 64M, 8G ...), ignoring.", name, v);
+        else
+                *ret = bytes;
+}
+
 /* Reads the environment once.  Bad values are reported and replaced by the
  * default: a typo must not take the engine down. */
 __attribute__((constructor)) static void shim_load(void) {
         const char *v;
-        uint64_t bytes;
         int level;
 
         kvt_log_setup("kvtier", KVT_LOG_WARNING);
@@ -51,12 +64,10 @@ __attribute__((constructor)) static void shim_load(void) {
                 else
                         strcpy(shim_cfg.socket_path, v);
         }
-        if ((v = getenv("KVTIER_MIN_SIZE"))) {
-                if (parse_bytes(v, &bytes) < 0 || bytes == 0)
-                        log_warning("Invalid KVTIER_MIN_SIZE=%s, ignoring.", v);
-                else
-                        shim_cfg.min_size_bytes = bytes;
-        }
+        env_bytes("KVTIER_MIN_SIZE", false, &shim_cfg.rules.min_size);
+        env_bytes("KVTIER_CAPTURE_AFTER", true, &shim_cfg.rules.capture_after);
+        env_bytes("KVTIER_MAX_CAPTURED", true, &shim_cfg.rules.max_captured);
+        env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
         if ((v = getenv("KVTIER_TIMEOUT_MS"))) {
                 char *end;
                 long ms = strtol(v, &end, 10);
@@ -67,7 +78,7 @@ __attribute__((constructor)) static void shim_load(void) {
         }
         client_init();
         log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim_cfg.socket_path,
-                  (unsigned long long)shim_cfg.min_size_bytes, shim_cfg.timeout_ms,
+                  (unsigned long long)shim_cfg.rules.min_size, shim_cfg.timeout_ms,
                   shim_cfg.disabled ? ", disabled" : "");
 }
 
@@ -143,10 +154,12 @@ KVT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
 
         if (!rt)
                 return cudaErrorInitializationError;
-        if (shim_cfg.disabled || !devPtr || size < shim_cfg.min_size_bytes)
+        if (shim_cfg.disabled || !devPtr || !classify_take(&shim_cfg.rules, size))
                 return rt->cudaMalloc(devPtr, size);
-        if (client_ensure() < 0 || capture(rt, devPtr, size) < 0)
+        if (client_ensure() < 0 || capture(rt, devPtr, size) < 0) {
+                classify_release(size);
                 return rt->cudaMalloc(devPtr, size);
+        }
         return cudaSuccess;
 }
 
@@ -163,9 +176,33 @@ KVT_EXPORT cudaError_t cudaFree(void *devPtr) {
          * others as soon as it hears, and until cudaFree returns the pages
          * are still resident.  An order arriving in between finds no region. */
         e = rt->cudaFree(r.alloc_ptr);
+        classify_release(r.size_bytes);
         if (r.registered) {
                 struct kvt_region_del del = { .region_id = r.id };
                 client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
         }
         return e;
+}
+
+/* With KVTIER_CAPACITY, engines that size their KV pool from free memory
+ * (vLLM's gpu_memory_utilization) see that capacity instead of the card's:
+ * free is the capacity less what the card has in use and what is captured
+ * (conservative: captured chunks resident in VRAM count twice). */
+KVT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
+        const struct kvt_cudart *rt = real_cudart();
+        size_t real_free = 0, real_total = 0;
+        uint64_t used, cap = shim_cfg.capacity_bytes;
+        cudaError_t e;
+
+        if (!rt)
+                return cudaErrorInitializationError;
+        if (shim_cfg.disabled || cap == 0 || !free || !total)
+                return rt->cudaMemGetInfo(free, total);
+        e = rt->cudaMemGetInfo(&real_free, &real_total);
+        if (e != cudaSuccess)
+                return e;
+        used = (uint64_t)(real_total - real_free) + classify_captured_bytes();
+        *total = (size_t)cap;
+        *free = (size_t)(cap > used ? cap - used : 0);
+        return cudaSuccess;
 }

@@ -5,13 +5,16 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "classify.h"
+
 #define KVT_EXPORT __attribute__((visibility("default")))
 
 /* The shim's knobs, read from the environment once, at load. */
 struct shim_config {
         bool disabled;                 /* KVTIER_DISABLE=1: every hook passes through */
         char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* KVTIER_SOCKET */
-        uint64_t min_size_bytes;       /* KVTIER_MIN_SIZE: smaller allocations stay plain */
+        struct classify_rules rules;   /* KVTIER_MIN_SIZE, _CAPTURE_AFTER, _MAX_CAPTURED */
+        uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
         int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
 };
 

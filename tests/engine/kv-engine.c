@@ -40,6 +40,7 @@ struct opts {
         uint64_t seed;
         int hint;
         int fork_child;
+        int meminfo;
 };
 
 typedef int (*hint_fn)(const void *, size_t, int);
@@ -73,6 +74,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "max-vram", required_argument, NULL, 'm' },   { "hint", no_argument, NULL, 'H' },
                 { "probe-every", required_argument, NULL, 'p' },
                 { "fork", no_argument, NULL, 'F' },
+                { "meminfo", no_argument, NULL, 'I' },
                 {},
         };
         int c;
@@ -91,6 +93,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'm': r = parse_size(optarg, &o->max_vram_bytes); break;
                 case 'H': o->hint = 1; break;
                 case 'F': o->fork_child = 1; break;
+                case 'I': o->meminfo = 1; break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 default: return -EINVAL;
                 }
@@ -166,12 +169,18 @@ int main(int argc, char **argv) {
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
                 hint = (hint_fn)dlsym(RTLD_DEFAULT, "kvtier_hint"); /* NULL without the shim */
         cudaGetDevice(&dev);
+        if (o.meminfo) {
+                size_t free_bytes = 0, total_bytes = 0;
+                if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+                        return EXIT_CUDA;
+                printf("kv-engine: cudaMemGetInfo free %zu total %zu\n", free_bytes, total_bytes);
+        }
         pool = calloc(o.regions, sizeof(*pool));
         if (!pool)
                 return EXIT_CUDA;

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Which allocations the shim captures (KVTIER_MIN_SIZE, KVTIER_CAPTURE_AFTER,
+# KVTIER_MAX_CAPTURED) and the capacity engines are shown (KVTIER_CAPACITY).
+. "$(dirname "$0")/lib.sh"
+
+ARGS="--regions 4 --region-size 64M --window 32M --steps 4 --step-ms 10"
+intact() { grep -q "mismatched words 0" "$TMP/$1.out" || { diag "$(cat "$TMP/$1.out")"; false; }; }
+captured() { stat_of "$1" managed_allocs; }
+
+write_config 64M
+check "kvtierd starts" start_daemon
+
+run_engine all $ARGS
+check "defaults: all four 64 MiB allocations captured" [ "$(captured all)" -eq 4 ]
+check "defaults: engine exits 0, pattern intact" intact all
+ENGINE_ENV="KVTIER_MIN_SIZE=128M" run_engine min $ARGS
+check "KVTIER_MIN_SIZE=128M: none captured" [ "$(captured min)" -eq 0 ]
+check "KVTIER_MIN_SIZE=128M: engine exits 0, pattern intact" intact min
+ENGINE_ENV="KVTIER_CAPTURE_AFTER=128M" run_engine after $ARGS
+check "KVTIER_CAPTURE_AFTER=128M: the first two allocations stay plain" [ "$(captured after)" -eq 2 ]
+check "KVTIER_CAPTURE_AFTER=128M: engine exits 0, pattern intact" intact after
+ENGINE_ENV="KVTIER_MAX_CAPTURED=128M" run_engine max $ARGS
+check "KVTIER_MAX_CAPTURED=128M: two captured, the rest plain" [ "$(captured max)" -eq 2 ]
+check "KVTIER_MAX_CAPTURED=128M: engine exits 0, pattern intact" intact max
+
+meminfo() { sed -n 's/^kv-engine: cudaMemGetInfo free \([0-9]*\) total \([0-9]*\)$/\1 \2/p' "$TMP/$1.out"; }
+ENGINE_ENV="FAKECUDA_MEM=1G" run_engine card $ARGS --meminfo
+check "without KVTIER_CAPACITY the card's memory is reported" [ "$(meminfo card)" = "$((1 << 30)) $((1 << 30))" ]
+ENGINE_ENV="FAKECUDA_MEM=1G KVTIER_CAPACITY=64G" run_engine capacity $ARGS --meminfo; rc=$?
+check "KVTIER_CAPACITY=64G is reported as total and free" [ "$(meminfo capacity)" = "$((64 << 30)) $((64 << 30))" ]
+check "KVTIER_CAPACITY=64G: engine exits 0" [ $rc -eq 0 ]
+ENGINE_ENV="FAKECUDA_MEM=1G KVTIER_CAPACITY=lots" run_engine bad-capacity $ARGS --meminfo
+check "a bad KVTIER_CAPACITY warns and changes nothing" \
+        grep -q "Invalid KVTIER_CAPACITY=lots" "$TMP/bad-capacity.out"
+check "a bad KVTIER_CAPACITY reports the card" [ "$(meminfo bad-capacity)" = "$((1 << 30)) $((1 << 30))" ]
+check "kvtierd stops cleanly" stop_daemon
+done_testing
