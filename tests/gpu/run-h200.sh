@@ -91,5 +91,42 @@ res "torch digests equal (plain vs no daemon)" "$([ "$(dig "$OUT/torch-plain.txt
 res "torch regions seen by kvtierctl during the run" "$(dig "$OUT/torch-shim.txt" kvtier_regions)"
 res "torch seconds plain / shim" "$(dig "$OUT/torch-plain.txt" seconds) / $(dig "$OUT/torch-shim.txt" seconds)"
 
+echo "== 4. daemon SIGKILLed and restarted under the running engine, budget $BUDGET"
+start_daemon $BUDGET || exit 1
+LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=info \
+        "$C/kv-engine-cuda" $ENGINE_ARGS --steps 160 --hint --max-vram $BUDGET_BYTES >"$OUT/engine-restart.txt" 2>&1 &
+epid=$!
+sleep 3
+kill -KILL "$DPID"; wait "$DPID" 2>/dev/null
+sleep 1
+start_daemon $BUDGET || exit 1
+rereg=0
+for _ in $(seq 100); do
+        rereg=$("$CTL" -s "$SOCK" status --json | python3 -c 'import json,sys; print(sum(len(c["regions"]) for c in json.load(sys.stdin)["clients"]))')
+        [ "$rereg" -ge 8 ] && break; sleep 0.1
+done
+read -r max_v max_c < <(poll_while $epid)
+wait $epid; rc=$?
+cat "$OUT/engine-restart.txt"
+stop_daemon
+res "restart: engine exit (0 = intact, probe <= budget)" "$rc"
+res "restart: regions listed by the new daemon (expect 8)" "$rereg"
+res "restart: probed VRAM / max kvtierctl vram" "$(awk '/probes/ { print $(NF-1) }' "$OUT/engine-restart.txt") / $max_v"
+
+echo "== 5. capture paths of real frameworks (512 MiB each), budget 1G"
+start_daemon 1G || exit 1
+for fw in torch torch-expandable cupy jax; do
+        f=${fw%-expandable}; env=()
+        [ "$fw" = torch-expandable ] && env=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
+        [ "$f" = jax ] && env=(XLA_PYTHON_CLIENT_PREALLOCATE=false)
+        a=$(env "${env[@]}" python3 tests/gpu/capture_probe.py --framework "$f" 2>"$OUT/cap-$fw.err" | tail -n 1)
+        b=$(env "${env[@]}" LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_CAPACITY=400G \
+                python3 tests/gpu/capture_probe.py --framework "$f" --ctl "$CTL" 2>>"$OUT/cap-$fw.err" | tail -n 1)
+        echo "$fw plain: $a"; echo "$fw shim:  $b"
+        same=$(python3 -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:3]); print("same" if a["checksum"]==b["checksum"] else "DIFF", "regions", b["regions"], "total", b.get("total"))' "$a" "$b" 2>/dev/null || echo failed)
+        res "capture $fw: checksum / regions / reported total" "$same"
+done
+stop_daemon
+
 echo; echo "== results"
 printf '%s\n' "${results[@]}" | tee "$OUT/summary.txt"
