@@ -225,7 +225,7 @@ int client_next_connection(void) {
         pthread_mutex_lock(&lock);
         for (;;) {
                 struct timespec until;
-                uint64_t bytes, wake_ns;
+                uint64_t bytes, wake_ns, now;
                 size_t n;
 
                 if (conn_fd >= 0) {
@@ -237,12 +237,13 @@ int client_next_connection(void) {
                         mover_running = false; /* the next capture starts a new one */
                         break;
                 }
-                if (now_ns() >= next_attempt_ns) {
+                now = now_ns();
+                if (now >= next_attempt_ns) {
                         note_attempt_locked(connect_locked());
                         continue;
                 }
                 /* Sleep until the back-off ends or an allocation connected. */
-                wake_ns = next_attempt_ns - now_ns();
+                wake_ns = next_attempt_ns - now;
                 clock_gettime(CLOCK_REALTIME, &until);
                 until.tv_sec += (time_t)(wake_ns / 1000000000ull);
                 until.tv_nsec += (long)(wake_ns % 1000000000ull);
