@@ -23,6 +23,7 @@ obj=$(mktemp -d)
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/engine -c tests/gpu/backend-cuda.cu -o "$obj/backend.o"
 cc -O2 -std=gnu11 -Wall -Itests/engine -Ishim -c tests/engine/kv-engine.c -o "$obj/kv-engine.o"
 "$nvcc" -arch=sm_90 -cudart shared "$obj/kv-engine.o" "$obj/backend.o" -o "$out/kv-engine-cuda" -ldl
+"$nvcc" -O2 -arch=sm_90 -cudart shared -Ishim -x c tests/bench/alloc-bench.c -o "$out/alloc-bench-cuda"
 rm -rf "$obj"
 git describe --always --dirty >"$out/COMMIT"
 ls -la "$out" "$out/lib"

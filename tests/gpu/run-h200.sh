@@ -25,6 +25,9 @@ SOCK=$T/kvtierd.sock
 BUDGET=2G BUDGET_BYTES=$((2 << 30))
 ENGINE_ARGS="--regions 8 --region-size 1G --window 1G --steps 64 --step-ms 40 --probe-every 16"
 results=()
+# KVT_ONLY="4 6" runs only those steps.
+only=${KVT_ONLY:-}
+want() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }
 res() { results+=("$(printf '%-58s %s' "$1" "$2")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -52,12 +55,15 @@ poll_while() {
         echo "$max_v $max_c"
 }
 
+if want 1; then
 echo "== 1. engine, plain cudaMalloc"
 "$C/kv-engine-cuda" $ENGINE_ARGS 2>&1 | tee "$OUT/engine-plain.txt"
 res "engine plain: exit" "${PIPESTATUS[0]}"
 res "engine plain: probed VRAM (expect 8 GiB)" "$(awk '/probes/ { print $(NF-1) }' "$OUT/engine-plain.txt")"
 res "engine plain: decode steps ms" "$(awk '/steps took/ { print $(NF-1) }' "$OUT/engine-plain.txt")"
 
+fi
+if want 2; then
 echo "== 2. engine under the shim, budget $BUDGET"
 start_daemon $BUDGET || exit 1
 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=info \
@@ -74,6 +80,8 @@ res "engine shim: max vram_bytes by kvtierctl" "$max_v"
 res "engine shim: max charged_bytes by kvtierctl" "$max_c"
 res "engine shim: decode steps ms" "$(awk '/steps took/ { print $(NF-1) }' "$OUT/engine-shim.txt")"
 
+fi
+if want 3; then
 echo "== 3. PyTorch, budget 1G"
 stop_daemon; start_daemon 1G || exit 1
 python3 tests/gpu/torch_check.py >"$OUT/torch-plain.txt" 2>&1; rc_a=$?
@@ -91,6 +99,8 @@ res "torch digests equal (plain vs no daemon)" "$([ "$(dig "$OUT/torch-plain.txt
 res "torch regions seen by kvtierctl during the run" "$(dig "$OUT/torch-shim.txt" kvtier_regions)"
 res "torch seconds plain / shim" "$(dig "$OUT/torch-plain.txt" seconds) / $(dig "$OUT/torch-shim.txt" seconds)"
 
+fi
+if want 4; then
 echo "== 4. daemon SIGKILLed and restarted under the running engine, budget $BUDGET"
 start_daemon $BUDGET || exit 1
 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=info \
@@ -113,6 +123,8 @@ res "restart: engine exit (0 = intact, probe <= budget)" "$rc"
 res "restart: regions listed by the new daemon (expect 8)" "$rereg"
 res "restart: probed VRAM / max kvtierctl vram" "$(awk '/probes/ { print $(NF-1) }' "$OUT/engine-restart.txt") / $max_v"
 
+fi
+if want 5; then
 echo "== 5. capture paths of real frameworks (512 MiB each), budget 1G"
 start_daemon 1G || exit 1
 for fw in torch torch-expandable cupy jax; do
@@ -128,5 +140,23 @@ for fw in torch torch-expandable cupy jax; do
 done
 stop_daemon
 
+fi
+if want 6; then
+echo "== 6. shim overhead: uncaptured cudaMalloc/cudaFree pairs, and a compute-bound PyTorch loop"
+tests/bench/alloc-overhead.sh "$C/alloc-bench-cuda" "$C/libkvtier.so" 20000 | tee "$OUT/alloc-overhead.txt"
+res "alloc/free overhead (real CUDA)" "$(tail -n 1 "$OUT/alloc-overhead.txt")"
+loop='import torch,time
+a=torch.randn(8192,8192,dtype=torch.bfloat16,device="cuda"); b=torch.randn_like(a)
+for _ in range(10): c=a@b
+ts=[]
+for _ in range(5):
+    torch.cuda.synchronize(); t=time.time()
+    for _ in range(50): c=a@b
+    torch.cuda.synchronize(); ts.append(time.time()-t)
+print(sorted(ts)[2]*1e3)'
+p1=$(python3 -c "$loop"); s1=$(KVTIER_SOCKET=$T/none.sock KVTIER_MIN_SIZE=1T LD_PRELOAD=$C/libkvtier.so python3 -c "$loop")
+p2=$(python3 -c "$loop"); s2=$(KVTIER_SOCKET=$T/none.sock KVTIER_MIN_SIZE=1T LD_PRELOAD=$C/libkvtier.so python3 -c "$loop")
+res "matmul loop ms plain / shim (two rounds)" "$p1 $p2 / $s1 $s2"
+fi
 echo; echo "== results"
 printf '%s\n' "${results[@]}" | tee "$OUT/summary.txt"
