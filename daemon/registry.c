@@ -413,6 +413,12 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
         return 0;
 }
 
+void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
+        if (chunk >= reg->n_chunks || n == 0)
+                return;
+        reg->chunks[chunk].last_use = r->tick;
+}
+
 static int client_push_order(struct client *c, const struct order *o) {
         if (c->n_orders == c->cap_orders) {
                 size_t cap = c->cap_orders ? c->cap_orders * 2 : 16;

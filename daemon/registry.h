@@ -94,6 +94,10 @@ int registry_region_del(struct registry *r, struct client *c, uint32_t region_id
  * such region) or -ERANGE (chunks outside it). */
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint);
 
+/* Records n accesses of a chunk observed during the current tick (from the
+ * heat sampler).  A chunk index outside the region is ignored. */
+void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
+
 /* Creates an order for chunks [first, first + n) of a region: marks them
  * pending, charges promotions.  Fills *ret for sending.  Returns 0, -EBUSY
  * (a chunk is pending already), -ENOSPC (a promotion would exceed the
