@@ -19,6 +19,7 @@ static const struct {
         { KVT_MSG_REGION_DEL, "REGION_DEL", sizeof(struct kvt_region_del) },
         { KVT_MSG_ORDER_DONE, "ORDER_DONE", sizeof(struct kvt_order_done) },
         { KVT_MSG_HINT, "HINT", sizeof(struct kvt_hint) },
+        { KVT_MSG_DEVICE, "DEVICE", sizeof(struct kvt_device) },
         { KVT_MSG_WELCOME, "WELCOME", sizeof(struct kvt_welcome) },
         { KVT_MSG_ORDER, "ORDER", sizeof(struct kvt_order) },
         { KVT_MSG_CTL_STATUS, "CTL_STATUS", 0 },
@@ -95,6 +96,8 @@ static int payload_check(const struct kvt_msg *m) {
                 return 0;
         case KVT_MSG_ORDER_DONE:
                 return m->u.order_done.status <= 0 ? 0 : -EBADMSG;
+        case KVT_MSG_DEVICE:
+                return m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS ? 0 : -EBADMSG;
         default:
                 return 0;
         }

@@ -42,6 +42,7 @@ enum kvt_msg_type {
         KVT_MSG_REGION_DEL = 0x0103, /* struct kvt_region_del */
         KVT_MSG_ORDER_DONE = 0x0104, /* struct kvt_order_done */
         KVT_MSG_HINT = 0x0105,       /* struct kvt_hint */
+        KVT_MSG_DEVICE = 0x0107,     /* struct kvt_device */
 
         /* daemon -> shim */
         KVT_MSG_WELCOME = 0x0201, /* struct kvt_welcome */
@@ -84,6 +85,15 @@ struct kvt_hello {
         int32_t device;                /* CUDA ordinal the process uses */
         uint64_t device_total_bytes;   /* from cudaMemGetInfo, for "N%" budgets */
         char name[KVT_NAME_MAX];       /* comm of the process, NUL-terminated */
+};
+
+/* A GPU the process uses besides the HELLO's device, sent once per
+ * connection before the first REGION_ADD on it, so that a percentage budget
+ * of that GPU can be resolved. */
+struct kvt_device {
+        int32_t device;
+        uint32_t reserved;
+        uint64_t total_bytes; /* from cudaMemGetInfo on that device; 0 = unknown */
 };
 
 struct kvt_welcome {
@@ -154,6 +164,7 @@ struct kvt_msg {
                 struct kvt_order order;
                 struct kvt_order_done order_done;
                 struct kvt_hint hint;
+                struct kvt_device device;
                 struct kvt_ctl_end ctl_end;
                 char text[KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr)];
         } u;

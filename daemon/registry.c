@@ -108,6 +108,10 @@ static struct gpu_stats *gpu_use(struct registry *r, int device, uint64_t device
         return &r->gpus[device];
 }
 
+void registry_device_seen(struct registry *r, const struct kvt_device *d) {
+        gpu_use(r, d->device, d->total_bytes);
+}
+
 int registry_new(const struct conf *conf, struct registry **ret) {
         struct registry *r = calloc(1, sizeof(*r));
 

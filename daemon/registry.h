@@ -82,6 +82,11 @@ int registry_client_new(struct registry *r, pid_t pid, uid_t uid, const struct k
  * Accepts NULL. */
 void registry_client_free(struct registry *r, struct client *c);
 
+/* Notes a GPU a client uses besides its HELLO's device (DEVICE message):
+ * the GPU appears in the books and a percentage budget resolves from its
+ * total.  A budget resolved earlier stays as it is. */
+void registry_device_seen(struct registry *r, const struct kvt_device *d);
+
 /* Registers a region, its chunks hottest (last_use = now).  Returns 0,
  * -EEXIST (duplicate region_id), -EADDRINUSE (overlaps another region of
  * the client), -E2BIG (too many regions) or -ENOMEM. */

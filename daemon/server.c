@@ -229,6 +229,9 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
                 return 0;
         case KVT_MSG_ORDER_DONE:
                 return peer_on_order_done(p, &m->u.order_done);
+        case KVT_MSG_DEVICE:
+                registry_device_seen(p->server->registry, &m->u.device);
+                return 0;
         case KVT_MSG_HINT:
                 r = registry_hint(p->server->registry, p->client, &m->u.hint);
                 if (r < 0)

@@ -53,6 +53,7 @@ static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER
         json_object_object_add(o, "region_id", json_u64(region_id(reg)));
         json_object_object_add(o, "base", json_object_new_string(base));
         json_object_object_add(o, "size_bytes", json_u64(region_size(reg)));
+        json_object_object_add(o, "device", json_object_new_int(region_device(reg)));
         json_object_object_add(o, "api", json_object_new_string(api_name(region_api(reg))));
         add_tiers(o, chunks);
         return o;

@@ -37,6 +37,10 @@ static bool mover_running;
  * the wrong device). */
 static struct kvt_hello hello_cached;
 static bool hello_known;
+/* Totals of the devices regions were captured on, and which of them the
+ * current connection has heard of (bit d: device d). */
+static uint64_t device_total[KVT_MAX_GPUS];
+static uint64_t devices_known, devices_announced;
 
 static int wait_writable(int fd, int timeout_ms) {
         struct pollfd p = { .fd = fd, .events = POLLOUT };
@@ -52,9 +56,35 @@ static int wait_writable(int fd, int timeout_ms) {
         return (p.revents & (POLLERR | POLLHUP)) ? -ECONNRESET : 0;
 }
 
+static int send_locked(int fd, uint16_t type, const void *payload, size_t len);
+
+/* A REGION_ADD on a device other than the HELLO's is preceded, once per
+ * connection, by a DEVICE message with that device's total. */
+static int announce_device_locked(int fd, int dev) {
+        struct kvt_device d = { .device = dev };
+        int r;
+
+        if (dev < 0 || dev >= KVT_MAX_GPUS || (hello_known && dev == hello_cached.device) ||
+            (devices_announced & (1ull << dev)))
+                return 0;
+        if (devices_known & (1ull << dev))
+                d.total_bytes = device_total[dev];
+        r = send_locked(fd, KVT_MSG_DEVICE, &d, sizeof(d));
+        if (r == 0)
+                devices_announced |= 1ull << dev;
+        return r;
+}
+
 /* Sends with the lock held; the caller drops the connection on failure. */
 static int send_locked(int fd, uint16_t type, const void *payload, size_t len) {
-        int r = kvt_msg_send(fd, type, ++conn_seq, payload, len);
+        int r;
+
+        if (type == KVT_MSG_REGION_ADD) {
+                r = announce_device_locked(fd, ((const struct kvt_region_add *)payload)->device);
+                if (r < 0)
+                        return r;
+        }
+        r = kvt_msg_send(fd, type, ++conn_seq, payload, len);
 
         if (r == -EAGAIN) {
                 r = wait_writable(fd, shim_cfg.timeout_ms);
@@ -141,6 +171,7 @@ static int connect_locked(void) {
                 return r;
         }
         conn_fd = fd;
+        devices_announced = 0;
         return 0;
 }
 
@@ -277,6 +308,28 @@ static void atfork_child(void) {
         next_attempt_ns = 0;
         outage_logged = false;
         regions_atfork_child();
+}
+
+void client_note_device(int dev, uint64_t total_bytes) {
+        if (dev < 0 || dev >= KVT_MAX_GPUS)
+                return;
+        pthread_mutex_lock(&lock);
+        if (!(devices_known & (1ull << dev))) {
+                device_total[dev] = total_bytes;
+                devices_known |= 1ull << dev;
+        }
+        pthread_mutex_unlock(&lock);
+}
+
+bool client_device_noted(int dev) {
+        bool r;
+
+        if (dev < 0 || dev >= KVT_MAX_GPUS)
+                return true;
+        pthread_mutex_lock(&lock);
+        r = devices_known & (1ull << dev);
+        pthread_mutex_unlock(&lock);
+        return r;
 }
 
 void client_init(void) {

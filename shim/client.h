@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,12 @@ int client_next_connection(void);
 
 /* The mover saw fd fail or close: drop it if it is still current. */
 void client_lost(int fd, int err);
+
+/* Records the total memory of device dev, learnt on a thread whose current
+ * device it is, so that a DEVICE message can announce it.  Call before the
+ * first REGION_ADD on dev. */
+void client_note_device(int dev, uint64_t total_bytes);
+bool client_device_noted(int dev);
 
 /* Sets up fork handling; called once from the constructor. */
 void client_init(void);

@@ -120,6 +120,12 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size) {
             r.device < 0 || r.device >= KVT_MAX_GPUS)
                 return -EINVAL;
         gpu.id = r.device;
+        if (!client_device_noted(r.device)) {
+                size_t free_bytes = 0, total_bytes = 0;
+                if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+                        total_bytes = 0;
+                client_note_device(r.device, total_bytes);
+        }
         e = managed_alloc_aligned(rt, r.span_bytes, &r.alloc_ptr, &r.base);
         if (e != cudaSuccess)
                 return log_warning_errno(ENOMEM, "Failed to allocate %zu bytes of managed memory: %s, using plain cudaMalloc.",

@@ -137,9 +137,31 @@ static void print_gpus(struct json_object *st) {
         }
 }
 
+/* The GPUs a client's regions live on ("0", "0,1"); its HELLO's device
+ * while it has no regions. */
+static const char *client_gpus(struct json_object *c, char *buf, size_t size) {
+        struct json_object *regions = jarr(c, "regions");
+        uint64_t seen = 0;
+        size_t len = 0;
+
+        for (size_t k = 0; regions && k < json_object_array_length(regions); k++) {
+                int64_t d = jint(json_object_array_get_idx(regions, k), "device");
+                if (d >= 0 && d < 64)
+                        seen |= 1ull << d;
+        }
+        if (!seen)
+                snprintf(buf, size, "%" PRId64, jint(c, "device"));
+        for (int d = 0; d < 64 && seen; d++)
+                if (seen & (1ull << d)) {
+                        seen &= ~(1ull << d);
+                        len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s%d", len ? "," : "", d);
+                }
+        return buf;
+}
+
 static void print_clients(struct json_object *st) {
         struct json_object *clients = jarr(st, "clients");
-        char b[4][32];
+        char b[4][32], gpus[32];
 
         printf("\n%-8s %-8s %-16s %-4s %-7s %10s %10s %12s %10s\n", "CLIENT", "PID", "NAME", "GPU", "REGIONS",
                "SIZE", "VRAM", "HOST-MAPPED", "HOST");
@@ -151,8 +173,8 @@ static void print_clients(struct json_object *st) {
 
                 for (size_t k = 0; k < n; k++)
                         size += (uint64_t)jint(json_object_array_get_idx(regions, k), "size_bytes");
-                printf("%-8" PRId64 " %-8" PRId64 " %-16s %-4" PRId64 " %-7zu %10s %10s %12s %10s\n",
-                       jint(c, "client_id"), jint(c, "pid"), jstr(c, "name"), jint(c, "device"), n,
+                printf("%-8" PRId64 " %-8" PRId64 " %-16s %-4s %-7zu %10s %10s %12s %10s\n",
+                       jint(c, "client_id"), jint(c, "pid"), jstr(c, "name"), client_gpus(c, gpus, sizeof(gpus)), n,
                        format_bytes(b[0], sizeof(b[0]), size), B(b[1], c, "vram_bytes"),
                        B(b[2], c, "host_mapped_bytes"), B(b[3], c, "host_bytes"));
         }

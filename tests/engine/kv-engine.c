@@ -9,6 +9,10 @@
  * every byte still holds its pattern.  The same source runs against the
  * fake CUDA (backend-fake.c) and real CUDA (tests/gpu/backend-cuda.cu).
  *
+ * With --devices N, region i lives on device i % N (one process driving
+ * several GPUs, as tensor-parallel engines do), and --max-vram holds per device;
+ * --device D makes the whole pool live on device D.
+ *
  * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
  * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed
  * (in the --fork child too).
@@ -36,7 +40,8 @@ KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 struct opts {
         unsigned regions;
         uint64_t region_bytes, window_bytes, max_vram_bytes;
-        unsigned steps, step_ms, probe_every;
+        unsigned steps, step_ms, probe_every, devices;
+        int device; /* --device: the device to use, -1 = the process's current one */
         uint64_t seed;
         int hint;
         int fork_child;
@@ -75,12 +80,14 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "probe-every", required_argument, NULL, 'p' },
                 { "fork", no_argument, NULL, 'F' },
                 { "meminfo", no_argument, NULL, 'I' },
+                { "devices", required_argument, NULL, 'D' },
+                { "device", required_argument, NULL, 'd' },
                 {},
         };
         int c;
 
         *o = (struct opts){ .regions = 4, .region_bytes = 64 << 20, .window_bytes = 32 << 20,
-                            .steps = 32, .step_ms = 20, .seed = 42 };
+                            .steps = 32, .step_ms = 20, .seed = 42, .devices = 1, .device = -1 };
         while ((c = getopt_long(argc, argv, "", lo, NULL)) >= 0) {
                 int r = 0;
                 switch (c) {
@@ -95,15 +102,26 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'F': o->fork_child = 1; break;
                 case 'I': o->meminfo = 1; break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
+                case 'D': o->devices = (unsigned)strtoul(optarg, NULL, 10); break;
+                case 'd': o->device = (int)strtol(optarg, NULL, 10); break;
                 default: return -EINVAL;
                 }
                 if (r < 0)
                         return r;
         }
-        if (o->regions == 0 || o->regions > 1024 || o->region_bytes % 8 || o->window_bytes % 8 ||
+        if (o->regions == 0 || o->regions > 1024 || o->devices == 0 || o->devices > 64 ||
+            o->device < -1 || o->device >= 64 || (o->device >= 0 && o->devices > 1) || o->region_bytes % 8 || o->window_bytes % 8 ||
             o->window_bytes > o->region_bytes * o->regions)
                 return -EINVAL;
         return 0;
+}
+
+/* Makes region i's device current (the kernels run on the current device).
+ * One device: the process's own, left alone. */
+static int use_region_device(const struct opts *o, unsigned i) {
+        if (o->devices == 1)
+                return 0;
+        return cudaSetDevice((int)(i % o->devices)) == cudaSuccess ? 0 : -EIO;
 }
 
 /* Reads the window [start, start+len) of the pool, which may span regions. */
@@ -114,6 +132,8 @@ static int read_window(char **pool, const struct opts *o, uint64_t start, uint64
                 uint64_t at = start % pool_bytes, reg = at / o->region_bytes, off = at % o->region_bytes;
                 uint64_t n = o->region_bytes - off < len ? o->region_bytes - off : len;
 
+                if (use_region_device(o, (unsigned)reg) < 0)
+                        return -EIO;
                 if (hint)
                         hint(pool[reg] + off, n, 1 /* KVTIER_HINT_HOT */);
                 if (backend_read(pool[reg] + off, n) < 0)
@@ -146,7 +166,7 @@ static pid_t fork_child(const struct opts *o) {
 static int probe_pool(char **pool, const struct opts *o, int dev, uint64_t *ret_bytes) {
         uint64_t total = 0;
 
-        for (unsigned i = 0; i < o->regions; i++) {
+        for (unsigned i = dev % o->devices; i < o->regions; i += o->devices) {
                 uint64_t b;
                 int r = backend_vram_resident(pool[i], o->region_bytes, dev, &b);
                 if (r < 0)
@@ -169,11 +189,15 @@ int main(int argc, char **argv) {
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
                 hint = (hint_fn)dlsym(RTLD_DEFAULT, "kvtier_hint"); /* NULL without the shim */
+        if (o.device >= 0 && cudaSetDevice(o.device) != cudaSuccess) {
+                fprintf(stderr, "kv-engine: cudaSetDevice(%d) failed\n", o.device);
+                return EXIT_CUDA;
+        }
         cudaGetDevice(&dev);
         if (o.meminfo) {
                 size_t free_bytes = 0, total_bytes = 0;
@@ -185,7 +209,8 @@ int main(int argc, char **argv) {
         if (!pool)
                 return EXIT_CUDA;
         for (unsigned i = 0; i < o.regions; i++) {
-                cudaError_t e = cudaMalloc((void **)&pool[i], o.region_bytes);
+                cudaError_t e = use_region_device(&o, i) < 0 ? cudaErrorInvalidDevice
+                                                             : cudaMalloc((void **)&pool[i], o.region_bytes);
                 if (e != cudaSuccess) {
                         fprintf(stderr, "kv-engine: cudaMalloc(%" PRIu64 ") failed: %d\n", o.region_bytes, e);
                         return EXIT_CUDA;
@@ -206,19 +231,22 @@ int main(int argc, char **argv) {
                         return EXIT_CUDA;
                 }
                 sleep_ms(o.step_ms);
-                if (o.probe_every && s % o.probe_every == o.probe_every - 1) {
-                        uint64_t b;
-                        if (probe_pool(pool, &o, dev, &b) == 0) {
-                                probed = 1;
-                                probed_max = b > probed_max ? b : probed_max;
+                if (o.probe_every && s % o.probe_every == o.probe_every - 1)
+                        for (unsigned d = 0; d < o.devices; d++) {
+                                uint64_t b;
+                                if (probe_pool(pool, &o, o.devices == 1 ? dev : (int)d, &b) == 0) {
+                                        probed = 1;
+                                        probed_max = b > probed_max ? b : probed_max;
+                                }
                         }
-                }
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         printf("kv-engine: decode steps took %.1f ms\n",
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
         for (unsigned i = 0; i < o.regions; i++) {
                 uint64_t b = 0;
+                if (use_region_device(&o, i) < 0)
+                        return EXIT_CUDA;
                 if (backend_check(pool[i], o.region_bytes, o.seed + i, &b) < 0)
                         return EXIT_CUDA;
                 if (b)
@@ -229,11 +257,16 @@ int main(int argc, char **argv) {
                o.region_bytes * o.regions, o.regions, o.steps, bad);
         if (bad)
                 ret = EXIT_MISMATCH;
-        if (backend_vram_peak(dev, &peak) == 0) {
-                printf("kv-engine: peak managed VRAM %" PRIu64 " bytes\n", peak);
+        for (unsigned d = 0; d < o.devices; d++) {
+                int pd = o.devices == 1 ? dev : (int)d;
+                if (backend_vram_peak(pd, &peak) < 0)
+                        break;
+                printf("kv-engine: peak managed VRAM %" PRIu64 " bytes%s", peak, o.devices == 1 ? "\n" : "");
+                if (o.devices > 1)
+                        printf(" on device %d\n", pd);
                 if (o.max_vram_bytes && peak > o.max_vram_bytes) {
-                        fprintf(stderr, "kv-engine: peak managed VRAM %" PRIu64 " > limit %" PRIu64 "\n", peak,
-                                o.max_vram_bytes);
+                        fprintf(stderr, "kv-engine: peak managed VRAM %" PRIu64 " on device %d > limit %" PRIu64 "\n",
+                                peak, pd, o.max_vram_bytes);
                         ret = EXIT_MISMATCH;
                 }
         }
@@ -254,7 +287,7 @@ int main(int argc, char **argv) {
                 }
         }
         for (unsigned i = 0; i < o.regions; i++)
-                if (cudaFree(pool[i]) != cudaSuccess)
+                if (use_region_device(&o, i) < 0 || cudaFree(pool[i]) != cudaSuccess)
                         ret = ret ? ret : EXIT_CUDA;
         free(pool);
         return ret;

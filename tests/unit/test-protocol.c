@@ -99,6 +99,17 @@ static void test_rejects(int a, int b) {
         r.tier = _KVT_TIER_MAX;
         n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
         TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown tier");
+        {
+                struct kvt_device d = { .device = 1, .total_bytes = 1ull << 30 };
+                n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "DEVICE accepted");
+                d.device = KVT_MAX_GPUS;
+                n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "DEVICE out of range");
+                d.device = -1;
+                n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "DEVICE negative");
+        }
         o.n_chunks = 0;
         n = build(buf, KVT_MSG_ORDER, &o, sizeof(o));
         TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "order of no chunks");
