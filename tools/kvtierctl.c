@@ -16,8 +16,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "protocol.h"
 #include "util.h"
 
@@ -26,14 +28,20 @@
 
 static const char *arg_socket;
 static bool arg_json;
+static unsigned arg_interval_ms = 1000; /* top: refresh period */
+static unsigned arg_iterations;         /* top: 0 = until interrupted */
 
 static void help(void) {
         printf("Usage: kvtierctl [OPTIONS] COMMAND\n\n"
                "Commands:\n"
-               "  status            budgets, clients, regions and tiers\n\n"
+               "  status            budgets, clients, regions and tiers\n"
+               "  top               status, refreshed every second until interrupted\n"
+               "  metrics           Prometheus text format (node_exporter textfile collector)\n\n"
                "Options:\n"
                "  -s, --socket PATH daemon socket (default $KVTIER_SOCKET or %s)\n"
                "  -j, --json        print JSON instead of a table\n"
+               "  -d, --delay SECS  top: refresh period (0.1..3600, default 1)\n"
+               "  -n, --iterations N top: stop after N refreshes\n"
                "  -h, --help        show this help\n"
                "      --version     show the version\n\n"
                "Exit status: 0 success, 1 daemon unreachable or failed, 2 usage error.\n",
@@ -197,7 +205,9 @@ static void print_status(struct json_object *st) {
                        B(b[0], mig, "bytes_to_vram"), B(b[1], mig, "bytes_to_host"));
 }
 
-static int cmd_status(int fd) {
+enum output { OUT_TABLE, OUT_JSON, OUT_METRICS };
+
+static int show(int fd, enum output out) {
         struct json_object *st = NULL;
         int r = ctl_request(fd, KVT_MSG_CTL_STATUS, &st);
 
@@ -205,36 +215,97 @@ static int cmd_status(int fd) {
                 fprintf(stderr, "kvtierctl: status request failed: %s\n", strerror(-r));
                 return 1;
         }
-        if (arg_json)
+        if (out == OUT_JSON)
                 printf("%s\n", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PRETTY |
                                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+        else if (out == OUT_METRICS)
+                metrics_print(stdout, st);
         else
                 print_status(st);
         json_object_put(st);
         return 0;
 }
 
+static int cmd_status(int fd) {
+        return show(fd, arg_json ? OUT_JSON : OUT_TABLE);
+}
+
+static int cmd_metrics(int fd) {
+        return show(fd, OUT_METRICS);
+}
+
+/* Redraws the status until interrupted (or --iterations).  One connection
+ * serves every refresh; a daemon that goes away ends it with status 1. */
+static int cmd_top(int fd) {
+        bool tty = isatty(STDOUT_FILENO);
+
+        for (unsigned i = 0; arg_iterations == 0 || i < arg_iterations; i++) {
+                struct timespec ts = { .tv_sec = arg_interval_ms / 1000,
+                                       .tv_nsec = (long)(arg_interval_ms % 1000) * 1000000L };
+                int r;
+
+                if (i > 0)
+                        nanosleep(&ts, NULL);
+                if (tty)
+                        fputs("\033[H\033[2J", stdout); /* home, clear */
+                r = show(fd, arg_json ? OUT_JSON : OUT_TABLE);
+                fflush(stdout);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+static const struct {
+        const char *name;
+        int (*run)(int fd);
+} commands[] = {
+        { "status", cmd_status },
+        { "top", cmd_top },
+        { "metrics", cmd_metrics },
+};
+
 int main(int argc, char **argv) {
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },
                 { "json", no_argument, NULL, 'j' },
+                { "delay", required_argument, NULL, 'd' },
+                { "iterations", required_argument, NULL, 'n' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {},
         };
+        int (*run)(int fd) = NULL;
         const char *cmd;
+        char *end;
+        double secs;
         int c, fd, r;
 
         arg_socket = getenv("KVTIER_SOCKET");
         if (!arg_socket || !*arg_socket)
                 arg_socket = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock";
-        while ((c = getopt_long(argc, argv, "s:jh", opts, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "s:jd:n:h", opts, NULL)) >= 0)
                 switch (c) {
                 case 's':
                         arg_socket = optarg;
                         break;
                 case 'j':
                         arg_json = true;
+                        break;
+                case 'd':
+                        secs = strtod(optarg, &end);
+                        if (*end || !(secs >= 0.1 && secs <= 3600)) {
+                                fprintf(stderr, "kvtierctl: invalid --delay '%s' (0.1..3600 seconds)\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        arg_interval_ms = (unsigned)(secs * 1000);
+                        break;
+                case 'n':
+                        arg_iterations = (unsigned)strtoul(optarg, &end, 10);
+                        if (*end || arg_iterations == 0) {
+                                fprintf(stderr, "kvtierctl: invalid --iterations '%s' (a positive count)\n", optarg);
+                                return EXIT_USAGE;
+                        }
                         break;
                 case 'h':
                         help();
@@ -246,7 +317,10 @@ int main(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         cmd = optind < argc ? argv[optind] : "status";
-        if (strcmp(cmd, "status") != 0) {
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (strcmp(cmd, commands[i].name) == 0)
+                        run = commands[i].run;
+        if (!run) {
                 fprintf(stderr, "kvtierctl: unknown command '%s' (try --help)\n", cmd);
                 return EXIT_USAGE;
         }
@@ -260,7 +334,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "kvtierctl: cannot connect to kvtierd at %s: %s\n", arg_socket, strerror(-fd));
                 return 1;
         }
-        r = cmd_status(fd);
+        r = run(fd);
         close(fd);
         return r;
 }

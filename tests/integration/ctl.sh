@@ -1,0 +1,64 @@
+#!/bin/bash
+# kvtierctl beyond status: Prometheus metrics agree with the status JSON and
+# follow the text format (labels escaped), top refreshes, bad usage exits 2.
+. "$(dirname "$0")/lib.sh"
+
+write_config 64M
+check "kvtierd starts" start_daemon
+
+# An engine whose process name needs escaping in a label: a quote and a backslash.
+odd="$TMP/kv\"x\\y"
+ln -s "$ENGINE" "$odd"
+ENGINE="$odd" run_engine engine --regions 2 --region-size 64M --window 32M --steps 150 --step-ms 10 &
+engine=$!
+for _ in $(seq 100); do
+        [ "$(status_json | jq '[.clients[].regions[]] | length')" -ge 2 ] && break
+        sleep 0.05
+done
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/metrics.txt"; rc=$?
+status_json >"$TMP/status.json"
+check "metrics exits 0" [ $rc -eq 0 ]
+check "every sample line is NAME{LABELS} VALUE" \
+        bash -c "! grep -v '^#' '$TMP/metrics.txt' | grep -Ev '^[a-z_]+(\{([a-z_]+=\"([^\"\\\\]|\\\\.)*\",?)*\})? [0-9.e+-]+$'"
+check "every metric has HELP and TYPE before its samples" awk '
+        /^# HELP / { help[$3] = 1; next }
+        /^# TYPE / { type[$3] = 1; next }
+        { n = $1; sub(/\{.*/, "", n); if (!help[n] || !type[n]) { print "no HELP/TYPE: " n; bad = 1 } }
+        END { exit bad }' "$TMP/metrics.txt"
+metric() { awk -v k="$1" '$1 == k { print $2 }' "$TMP/metrics.txt"; }
+check "budget matches the status JSON" \
+        [ "$(metric 'kvtier_gpu_budget_bytes{gpu="0"}')" = "$(jq '.gpus[] | select(.device == 0) | .budget_bytes' "$TMP/status.json")" ]
+check "one client counted" [ "$(metric kvtier_clients)" = 1 ]
+pid=$(jq '.clients[0].pid' "$TMP/status.json")
+check "client label carries the escaped process name" \
+        grep -qF "kvtier_client_tier_bytes{client=\"$(jq '.clients[0].client_id' "$TMP/status.json")\",pid=\"$pid\",name=\"kv\\\"x\\\\y\",tier=\"host_mapped\"}" "$TMP/metrics.txt"
+captured=$(grep '^kvtier_client_tier_bytes{' "$TMP/metrics.txt" | awk '{ s += $2 } END { print s }')
+check "client bytes over all tiers add up to its regions" \
+        [ "$captured" = "$(jq '[.clients[0].regions[].size_bytes] | add' "$TMP/status.json")" ]
+check "orders counter present" grep -q '^kvtier_orders_total{result="sent"} [0-9]' "$TMP/metrics.txt"
+
+start=$(date +%s%N)
+"$KVTIERCTL" -s "$SOCK" top -n 3 -d 0.2 >"$TMP/top.txt"; rc=$?
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "top -n 3 exits 0" [ $rc -eq 0 ]
+check "top drew the status three times" [ "$(grep -c '^kvtierd ' "$TMP/top.txt")" -eq 3 ]
+check_gt "top waited between refreshes (ms)" $elapsed_ms 399
+check "no terminal codes when not on a terminal" bash -c "! grep -q $'\e' '$TMP/top.txt'"
+"$KVTIERCTL" -s "$SOCK" top -d 0 >/dev/null 2>&1; rc=$?
+check "top -d 0 is a usage error" [ $rc -eq 2 ]
+"$KVTIERCTL" -s "$SOCK" top -n x >/dev/null 2>&1; rc=$?
+check "top -n x is a usage error" [ $rc -eq 2 ]
+"$KVTIERCTL" -s "$SOCK" frobnicate >/dev/null 2>&1; rc=$?
+check "unknown command is a usage error" [ $rc -eq 2 ]
+wait $engine
+check "engine exits 0" [ $? -eq 0 ]
+
+"$KVTIERCTL" -s "$SOCK" top -d 0.1 >"$TMP/top2.txt" 2>&1 & top=$!
+sleep 0.3
+check "stopped" stop_daemon
+for _ in $(seq 50); do kill -0 $top 2>/dev/null || break; sleep 0.05; done
+wait $top; rc=$?
+check "top ends with status 1 when the daemon goes away" [ $rc -eq 1 ]
+"$KVTIERCTL" -s "$SOCK" metrics >/dev/null 2>&1; rc=$?
+check "metrics without a daemon exits 1" [ $rc -eq 1 ]
+done_testing
