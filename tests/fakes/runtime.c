@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -24,20 +25,23 @@
 #define FAKE_MEM_ATTACH_HOST       0x02
 #define FAKE_STREAM_LEGACY         ((cudaStream_t)0x1)
 #define FAKE_STREAM_PER_THREAD     ((cudaStream_t)0x2)
-#define FAKE_DEV_ATTR_MANAGED      83
-#define FAKE_DEV_ATTR_PAGEABLE     88
-#define FAKE_DEV_ATTR_CONCURRENT   89
 #define FAKE_CUDA_VERSION          13000
 
 /* Exported entry points (CUDA 13 signatures), from the lists in cuda-abi.h. */
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
-cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device);
 
 struct CUstream_st {
         struct CUstream_st *next;
         int device;
         unsigned flags;
+};
+
+/* Work is done by the time it is enqueued, so an event is complete once
+ * recorded; it only remembers that it was. */
+struct CUevent_st {
+        unsigned flags;
+        bool recorded;
 };
 
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -303,15 +307,75 @@ cudaError_t cudaGetDeviceCount(int *count) {
 }
 
 /* As measured on the H200 (DESIGN.md): managed memory and concurrent
- * managed access, no pageable memory access (no HMM).  Others read 0. */
-cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device) {
+ * managed access, no pageable memory access (no HMM).  The closest host
+ * node is the last of FAKECUDA_NUMA_NODES (so a test can tell it from the
+ * default node 0).  Others read 0. */
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
         if (!value)
                 return fail(cudaErrorInvalidValue);
         if (!device_valid(device))
                 return fail(cudaErrorInvalidDevice);
-        *value = attr == FAKE_DEV_ATTR_MANAGED || attr == FAKE_DEV_ATTR_CONCURRENT;
+        if (attr == cudaDevAttrHostNumaId)
+                *value = model_numa_nodes() - 1;
+        else
+                *value = attr == cudaDevAttrManagedMemory || attr == cudaDevAttrConcurrentManagedAccess;
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+        struct CUevent_st *e;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event || (flags & ~(unsigned)cudaEventDisableTiming) != 0)
+                return fail(cudaErrorInvalidValue);
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return fail(cudaErrorMemoryAllocation);
+        e->flags = flags;
+        *event = e;
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        event->recorded = true;
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        return event ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        free(event);
+        return cudaSuccess;
+}
+
+/* The work before fn is done already: fn runs now, on the caller's thread
+ * (the real runtime runs it on a thread of its own, never the caller's;
+ * callers must not rely on either). */
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!fn)
+                return fail(cudaErrorInvalidValue);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        fn(userData);
         return cudaSuccess;
 }
 
