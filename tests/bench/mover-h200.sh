@@ -1,0 +1,99 @@
+#!/bin/bash
+# Issue 5 benchmarks (1) and (2) on the GPU machine, in one device call:
+#   bash .carry-mover/mover-h200.sh      (carry [".carry-mover"], built by
+#                                         tests/bench/package-mover.sh)
+# (1) mover-bench-cuda: an 8 GiB managed region up and down through the
+#     shim's pipeline code at run lengths 2 MiB .. 1 GiB, next to pinned
+#     cudaMemcpy of the same bytes; then variants (read-duplication off, one
+#     stream, plain host instead of the GPU's NUMA node) on 4 GiB.
+# (2) paged_kv.py: paged multi-session decode, pool 4x a 2 GiB kvtier
+#     budget, against all-VRAM, plain managed memory and zero-copy host KV.
+# Ratios last.  Raw output under $OUT.  Never more than ~10 GiB of managed
+# memory at once on a 140 GiB card.
+set -u
+C=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-/tmp/kvtier-out}
+mkdir -p "$OUT"
+T=$(mktemp -d)
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
+chmod +x "$T/kvtierctl" "$T/kvtierd"
+CTL=$T/kvtierctl SOCK=$T/kvtierd.sock
+only=${KVT_ONLY:-}
+want() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }
+results=()
+res() { results+=("$(printf '%-62s %s' "$1" "$2")"); }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$OUT/gpu.txt"
+echo "binaries from commit $(cat "$C/COMMIT")" | tee "$OUT/commit.txt"
+date -u | tee "$OUT/date.txt"
+
+if want 1; then
+echo "== 1. mover microbenchmark"
+"$C/mover-bench-cuda" --size 8G 2>&1 | tee "$OUT/mover-default.txt"
+res "mover default: exit (0 = no lost write)" "${PIPESTATUS[0]}"
+KVTIER_MOVER_READ_DUP=0 "$C/mover-bench-cuda" --size 4G --runs 2M,64M,1G 2>&1 | tee "$OUT/mover-noreaddup.txt"
+res "mover read_dup=0: exit" "${PIPESTATUS[0]}"
+KVTIER_MOVER_STREAMS=1 "$C/mover-bench-cuda" --size 4G --runs 2M,8M,64M 2>&1 | tee "$OUT/mover-1stream.txt"
+res "mover 1 stream: exit" "${PIPESTATUS[0]}"
+KVTIER_MOVER_STREAMS=4 "$C/mover-bench-cuda" --size 4G --runs 2M,8M,64M 2>&1 | tee "$OUT/mover-4streams.txt"
+res "mover 4 streams: exit" "${PIPESTATUS[0]}"
+KVTIER_MOVER_HOST_NUMA=0 "$C/mover-bench-cuda" --size 4G --runs 64M,1G 2>&1 | tee "$OUT/mover-nonuma.txt"
+res "mover host_numa=0: exit" "${PIPESTATUS[0]}"
+fi
+
+start_daemon() {
+        printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
+        "$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
+        DPID=$!
+        for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
+        return 1
+}
+stop_daemon() { kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
+
+kv() { # NAME ARGS...: one paged_kv run; its JSON line into $OUT/kv-NAME.json
+        local name=$1; shift
+        timeout 150 "$@" >"$OUT/kv-$name.txt" 2>&1
+        local rc=$?
+        tail -n 1 "$OUT/kv-$name.txt" >"$OUT/kv-$name.json"
+        echo "$name rc=$rc $(cat "$OUT/kv-$name.json")"
+}
+if want 2; then
+echo "== 2. paged multi-session KV, pool 8 GiB, budget 2G"
+P="python3 $C/paged_kv.py"
+kv vram-contig $P --pool torch --layout contiguous
+kv vram-inter $P --pool torch --layout interleaved
+kv managed-contig $P --pool managed --layout contiguous
+kv zerocopy-contig $P --pool zerocopy --layout contiguous --turns 2
+start_daemon 2G
+SHIM="env LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=notice"
+kv kvtier-contig $SHIM $P --pool torch --layout contiguous --turns 2
+kv kvtier-hint-contig $SHIM $P --pool torch --layout contiguous --hint
+"$CTL" -s "$SOCK" status --json >"$OUT/status-after-contig.json" 2>&1
+kv kvtier-hint-inter $SHIM $P --pool torch --layout interleaved --hint --turns 2
+"$CTL" -s "$SOCK" status >"$OUT/status-after-inter.txt" 2>&1
+stop_daemon
+python3 - "$OUT" <<'PY' | tee "$OUT/kv-table.txt"
+import json, sys, os
+out = sys.argv[1]
+def get(n):
+    try:
+        return json.load(open(os.path.join(out, f"kv-{n}.json")))
+    except Exception:
+        return None
+for layout, ref in (("contig", "vram-contig"), ("inter", "vram-inter")):
+    r = get(ref)
+    for n in (ref, f"managed-{layout}", f"zerocopy-{layout}", f"kvtier-{layout}", f"kvtier-hint-{layout}"):
+        x = get(n)
+        if not x:
+            continue
+        ratio = x["tok_s"] / r["tok_s"] if r else float("nan")
+        same = "digest same" if r and x["digest"] == r["digest"] else "digest DIFFERS"
+        print(f"kv {n:22s} {x['tok_s']:10.1f} tok/s  {x['step_ms']:8.2f} ms/step  ratio {ratio:.3f}  {same}")
+PY
+fi
+echo
+echo "== summary"
+printf '%s\n' "${results[@]}"
+grep -h "ratio\|check:" "$OUT"/mover-default.txt 2>/dev/null | sed 's/^/default 8G: /'
+[ -f "$OUT/kv-table.txt" ] && cat "$OUT/kv-table.txt"
