@@ -12,9 +12,12 @@
 # memory at once on a 140 GiB card.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/kvtier-out}
-mkdir -p "$OUT"
+# The device tool returns at most 8 files: raw output goes to one tarball.
+RET=${OUT:-/tmp/kvtier-out}
 T=$(mktemp -d)
+OUT=$T/out
+mkdir -p "$RET" "$OUT"
+export PYTHONUNBUFFERED=1
 printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
 printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
 chmod +x "$T/kvtierctl" "$T/kvtierd"
@@ -97,3 +100,4 @@ echo "== summary"
 printf '%s\n' "${results[@]}"
 grep -h "ratio\|check:" "$OUT"/mover-default.txt 2>/dev/null | sed 's/^/default 8G: /'
 [ -f "$OUT/kv-table.txt" ] && cat "$OUT/kv-table.txt"
+tar czf "$RET/raw.tgz" -C "$T" out
