@@ -47,6 +47,7 @@ struct pipeline {
         int wake_fd;
         struct run *head, **tail; /* in flight, oldest first */
         size_t n_in_flight;
+        uint64_t n_orders, n_runs;
         struct device_state dev[KVT_MAX_GPUS];
 };
 
@@ -336,6 +337,8 @@ void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t 
                         continue;
                 }
                 memcpy(r->orders, &orders[i], (j - i) * sizeof(*orders));
+                p->n_orders += j - i;
+                p->n_runs++;
                 r->n_orders = j - i;
                 r->region_id = orders[i].region_id;
                 r->tier = orders[i].tier;
@@ -389,6 +392,11 @@ void pipeline_drain(struct pipeline *p) {
 
 size_t pipeline_in_flight(const struct pipeline *p) {
         return p->n_in_flight;
+}
+
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs) {
+        *ret_orders = p->n_orders;
+        *ret_runs = p->n_runs;
 }
 
 int pipeline_fd(const struct pipeline *p) {

@@ -57,6 +57,9 @@ void pipeline_drain(struct pipeline *p);
 
 size_t pipeline_in_flight(const struct pipeline *p);
 
+/* Orders and runs issued so far (runs < orders where orders coalesced). */
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs);
+
 /* Moves [ptr, ptr+len) of device dev's managed memory to tier and waits
  * (used to return a region to host memory before registering it). */
 cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int dev, uint32_t tier);

@@ -4,7 +4,7 @@
  * linked in) moving a managed region up and down, by orders as the daemon
  * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
  *
- *   mover-bench [--size BYTES] [--runs LIST] [--check-only]
+ *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -21,6 +21,10 @@
  * are the reference.  The pipeline's settings come from the environment
  * (KVTIER_MOVER_STREAMS, _READ_DUP, _HOST_NUMA).  Builds against the fake
  * CUDA here (CI runs --check-only) and real CUDA with nvcc.
+ *
+ * --explore instead times raw sequences of advice and prefetch (not the
+ * mover's code) in 64 MiB calls, each from a prepared state, to find the
+ * fastest path for the mover to take: see EXPLORE below.
  */
 #include "config.h"
 
@@ -33,6 +37,7 @@
 #include <string.h>
 
 #include "../engine/backend.h"
+#include "log.h"
 #include "pinned-ref.h"
 #include "pipeline.h"
 #include "protocol.h"
@@ -153,8 +158,14 @@ static int check(struct bench *b) {
         gpu_bad = gpu_check(b);
         if (move_all(b, KVT_TIER_HOST_MAPPED, 1, BATCH) < 0)
                 return -EIO;
-        printf("check: %zu MiB, words lost or wrong: host %llu, gpu %llu\n", b->reg.span_bytes >> 20,
-               (unsigned long long)host_bad, (unsigned long long)gpu_bad);
+        {
+                uint64_t orders, runs;
+
+                pipeline_counts(b->pipe, &orders, &runs);
+                printf("check: %zu MiB, words lost or wrong: host %llu, gpu %llu; %llu orders in %llu runs\n",
+                       b->reg.span_bytes >> 20, (unsigned long long)host_bad, (unsigned long long)gpu_bad,
+                       (unsigned long long)orders, (unsigned long long)runs);
+        }
         return host_bad == 0 && gpu_bad == 0 ? 0 : -EBADMSG;
 }
 
@@ -218,12 +229,116 @@ static int bench_coalesced(struct bench *b) {
         return 0;
 }
 
+/*
+ * Explore: a sequence is a string of two-letter steps, applied to each
+ * 64 MiB piece in turn (actions) or to the whole region (setups), then the
+ * device is synchronized:
+ *   pH pN pG  SetPreferredLocation host / host NUMA node / GPU
+ *   sR uR     Set / UnsetReadMostly
+ *   aB        SetAccessedBy the GPU
+ *   fH fN fG  prefetch to host / host NUMA node / GPU (on one stream)
+ */
+#define EXPLORE_PIECE ((size_t)64 << 20)
+
+static const struct {
+        const char *name, *setup, *action;
+} EXPLORE[] = {
+        { "evict dup: pH uR", "pHsRfGpG", "pHuR" },
+        { "evict dup: pH uR aB", "pHsRfGpG", "pHuRaB" },
+        { "evict dup: pH aB uR (mover <= 9b1b984)", "pHsRfGpG", "pHaBuR" },
+        { "evict dup: pH uR aB fH", "pHsRfGpG", "pHuRaBfH" },
+        { "evict dup: pN uR aB fN", "pNsRfGpG", "pNuRaBfN" },
+        { "evict dup, written: pH uR aB fH", "pHsRfGpGwG", "pHuRaBfH" },
+        { "evict gpu: pH aB fH", "pHuRfGpG", "pHaBfH" },
+        { "evict gpu: pN aB fN", "pNuRfGpG", "pNaBfN" },
+        { "evict gpu: fH only", "pHuRfGpG", "fH" },
+        { "promote host: fG pG", "pHuRfH", "fGpG" },
+        { "promote numa host: fG pG", "pNuRfN", "fGpG" },
+        { "promote host: sR fG pG", "pHuRfH", "sRfGpG" },
+        { "promote numa host: sR fG pG", "pNuRfN", "sRfGpG" },
+};
+
+static cudaError_t explore_steps(struct bench *b, const char *steps, char *p, size_t len, cudaStream_t s,
+                                 int numa) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 }, host = { cudaMemLocationTypeHost, 0 },
+                                     node = { cudaMemLocationTypeHostNuma, numa };
+        const struct kvt_cudart *rt = b->rt;
+        cudaError_t e = cudaSuccess;
+
+        for (const char *c = steps; *c && c[1] && e == cudaSuccess; c += 2) {
+                if (!strncmp(c, "pH", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, host);
+                else if (!strncmp(c, "pN", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, node);
+                else if (!strncmp(c, "pG", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, gpu);
+                else if (!strncmp(c, "sR", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetReadMostly, gpu);
+                else if (!strncmp(c, "uR", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseUnsetReadMostly, gpu);
+                else if (!strncmp(c, "aB", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, gpu);
+                else if (!strncmp(c, "fH", 2))
+                        e = rt->cudaMemPrefetchAsync(p, len, host, 0, s);
+                else if (!strncmp(c, "fN", 2))
+                        e = rt->cudaMemPrefetchAsync(p, len, node, 0, s);
+                else if (!strncmp(c, "fG", 2))
+                        e = rt->cudaMemPrefetchAsync(p, len, gpu, 0, s);
+                else if (!strncmp(c, "wG", 2)) {
+                        e = rt->cudaStreamSynchronize(s);
+                        if (e == cudaSuccess && backend_fill(p, len, SEED_FIRST) < 0)
+                                e = cudaErrorUnknown;
+                } else
+                        e = cudaErrorInvalidValue;
+        }
+        return e;
+}
+
+static int explore(struct bench *b) {
+        cudaStream_t s;
+        int numa = 0;
+
+        (void)b->rt->cudaDeviceGetAttribute(&numa, cudaDevAttrHostNumaId, 0);
+        if (numa < 0)
+                numa = 0;
+        if (b->rt->cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+                return -EIO;
+        printf("explore: %zu MiB in %zu MiB calls, host NUMA node %d\n", b->reg.span_bytes >> 20,
+               EXPLORE_PIECE >> 20, numa);
+        for (size_t i = 0; i < ELEMENTSOF(EXPLORE); i++) {
+                char *base = (char *)b->reg.base;
+                cudaError_t e;
+                uint64_t t0;
+
+                e = explore_steps(b, EXPLORE[i].setup, base, b->reg.span_bytes, s, numa);
+                if (e == cudaSuccess)
+                        e = b->rt->cudaStreamSynchronize(s);
+                t0 = now_ns();
+                for (size_t off = 0; e == cudaSuccess && off < b->reg.span_bytes; off += EXPLORE_PIECE)
+                        e = explore_steps(b, EXPLORE[i].action, base + off, EXPLORE_PIECE, s, numa);
+                if (e == cudaSuccess)
+                        e = b->rt->cudaStreamSynchronize(s);
+                if (e != cudaSuccess)
+                        printf("%-42s failed: CUDA error %d\n", EXPLORE[i].name, (int)e);
+                else
+                        printf("%-42s %8.1f GB/s\n", EXPLORE[i].name,
+                               gbps(b->reg.span_bytes, (double)(now_ns() - t0) / 1e9));
+                fflush(stdout);
+        }
+        (void)b->rt->cudaStreamDestroy(s);
+        return 0;
+}
+
 static int setup(struct bench *b, uint64_t size) {
         struct pipeline_config cfg;
         void *p;
         cudaError_t e;
         int r;
 
+        const char *lv = getenv("KVTIER_LOG");
+        int level = lv ? kvt_log_level_parse(lv) : KVT_LOG_INFO;
+
+        kvt_log_setup("mover-bench", level < 0 ? KVT_LOG_INFO : level);
         b->rt = real_cudart();
         if (!b->rt)
                 return -ENOSYS;
@@ -254,11 +369,12 @@ int main(int argc, char **argv) {
                 { "size", required_argument, NULL, 's' },
                 { "runs", required_argument, NULL, 'r' },
                 { "check-only", no_argument, NULL, 'c' },
+                { "explore", no_argument, NULL, 'e' },
                 {},
         };
         const char *runs = "2M,8M,64M,256M,1G";
         uint64_t size = (uint64_t)1 << 30;
-        bool check_only = false;
+        bool check_only = false, do_explore = false;
         struct bench b = {};
         struct shim_region taken;
         int c, r;
@@ -277,6 +393,9 @@ int main(int argc, char **argv) {
                 case 'c':
                         check_only = true;
                         break;
+                case 'e':
+                        do_explore = true;
+                        break;
                 default:
                         return 2;
                 }
@@ -285,8 +404,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "setup: %s\n", strerror(-r));
                 return 1;
         }
-        r = check(&b);
-        if (r == 0 && !check_only) {
+        r = do_explore ? explore(&b) : check(&b);
+        if (r == 0 && !check_only && !do_explore) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {

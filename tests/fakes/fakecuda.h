@@ -14,6 +14,8 @@
  *   FAKECUDA_DEVICES=N            devices (1..16, default 1)
  *   FAKECUDA_MEM=BYTES            memory per device, K/M/G/T suffixes (default 16G)
  *   FAKECUDA_NUMA_NODES=N         host NUMA nodes accepted as locations (default 1)
+ *   FAKECUDA_HOST_NUMA_ID=N       cudaDevAttrHostNumaId of every device (default
+ *                                 the last node; may be one not accepted, or -1)
  *   FAKECUDA_MANAGED_MISALIGN=1   cudaMallocManaged returns 2 MiB boundary + 64 KiB
  *   FAKECUDA_FAIL=KIND:N[+],...   the Nth call of KIND fails (N+: from the Nth on);
  *                                 KIND: malloc, malloc_managed, prefetch, advise
@@ -46,6 +48,7 @@ struct fakecuda_stats {
         uint64_t managed_allocs;              /* successful cudaMallocManaged calls, ever */
         uint64_t prefetch_calls;              /* cudaMemPrefetchAsync by threads current here */
         uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
+        uint64_t numa_location_calls;         /* advice or prefetch naming a host NUMA node */
 };
 
 struct fakecuda_page_info {

@@ -52,6 +52,13 @@ int model_device_count(void);
 /* Host NUMA nodes accepted as locations. */
 int model_numa_nodes(void);
 
+/* The host NUMA node closest to every device (FAKECUDA_HOST_NUMA_ID,
+ * default the last node; may name one that is not accepted, or -1). */
+int model_host_numa_id(void);
+
+/* Counts a successful advice or prefetch that named a host NUMA node. */
+void model_count_numa_location(int caller);
+
 /* Microseconds to sleep per page moved by a prefetch. */
 unsigned model_prefetch_delay_us(void);
 

@@ -181,7 +181,10 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
                 if (r < 0)
                         return fail_errno(r);
         }
-        return fail_errno(model_advise(model_current_device(), devPtr, count, (int)advice, loc));
+        r = model_advise(model_current_device(), devPtr, count, (int)advice, loc);
+        if (r == 0 && loc == MODEL_LOC_HOST && location.type == cudaMemLocationTypeHostNuma)
+                model_count_numa_location(model_current_device());
+        return fail_errno(r);
 }
 
 cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
@@ -202,6 +205,8 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
         if (r < 0)
                 return fail_errno(r);
         r = model_prefetch(model_current_device(), devPtr, count, loc, &moved);
+        if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
+                model_count_numa_location(model_current_device());
         /* the link's time, spent outside the model's lock */
         delay_us = model_prefetch_delay_us();
         if (delay_us > 0 && moved > 0) {
@@ -308,8 +313,8 @@ cudaError_t cudaGetDeviceCount(int *count) {
 
 /* As measured on the H200 (DESIGN.md): managed memory and concurrent
  * managed access, no pageable memory access (no HMM).  The closest host
- * node is the last of FAKECUDA_NUMA_NODES (so a test can tell it from the
- * default node 0).  Others read 0. */
+ * node is FAKECUDA_HOST_NUMA_ID (default the last node, so a test can tell
+ * it from node 0).  Others read 0. */
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
@@ -318,7 +323,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
         if (!device_valid(device))
                 return fail(cudaErrorInvalidDevice);
         if (attr == cudaDevAttrHostNumaId)
-                *value = model_numa_nodes() - 1;
+                *value = model_host_numa_id();
         else
                 *value = attr == cudaDevAttrManagedMemory || attr == cudaDevAttrConcurrentManagedAccess;
         return cudaSuccess;
