@@ -26,6 +26,6 @@ for f in tests/bench/mover-bench.c shim/pipeline.c shim/regions.c shim/real.c co
 done
 "$nvcc" -arch=sm_90 -cudart shared "$obj"/*.o -o "$out/mover-bench-cuda" -ldl -lpthread
 rm -rf "$obj"
-cp tests/bench/mover-h200.sh tests/bench/paged_kv.py "$out/"
+cp tests/bench/mover-h200.sh tests/bench/paged_kv.py tests/bench/long_context.py "$out/"
 git describe --always --dirty >"$out/COMMIT"
 ls -la "$out"

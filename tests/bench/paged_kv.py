@@ -60,8 +60,8 @@ def alloc_pool(kind, shape, dtype):
         n *= d
     nbytes = n * torch.finfo(dtype).bits // 8
     if kind == "managed":
-        mem = cupy.cuda.malloc_managed(nbytes)
-        ptr = cupy.cuda.MemoryPointer(mem, 0)
+        ptr = cupy.cuda.malloc_managed(nbytes)
+        mem = ptr
     else:  # zerocopy: pinned host memory, same address on the device (UVA)
         host = cupy.cuda.alloc_pinned_memory(nbytes)
         mem = cupy.cuda.UnownedMemory(host.ptr, nbytes, host, 0)
