@@ -18,6 +18,7 @@
         X(cudaErrorInvalidValue, 1)                                                                \
         X(cudaErrorMemoryAllocation, 2)                                                            \
         X(cudaErrorInitializationError, 3)                                                         \
+        X(cudaErrorCudartUnloading, 4)                                                             \
         X(cudaErrorInvalidDevicePointer, 17)                                                       \
         X(cudaErrorInvalidDevice, 101)                                                             \
         X(cudaErrorInvalidResourceHandle, 400)                                                     \

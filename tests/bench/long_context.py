@@ -56,11 +56,15 @@ def main():
                 return model.generate(inp, **kw)
 
     gen(ids[:, :256], 2)  # warm up kernels and allocator
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    gen(ids, 1)
-    torch.cuda.synchronize()
-    ttft = time.perf_counter() - t0
+    # The first generate at full length also sets up its cache (under kvtier:
+    # captures and registers it), which is not time to first token: time
+    # the second.
+    for _ in range(2):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        gen(ids, 1)
+        torch.cuda.synchronize()
+        ttft = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = gen(ids, a.new)
     torch.cuda.synchronize()

@@ -67,7 +67,9 @@ def alloc_pool(kind, shape, dtype):
         mem = cupy.cuda.UnownedMemory(host.ptr, nbytes, host, 0)
         ptr = cupy.cuda.MemoryPointer(mem, 0)
     arr = cupy.ndarray((nbytes // 2,), dtype=cupy.uint16, memptr=ptr)
-    t = torch.from_dlpack(arr).view(torch.bfloat16).view(shape)
+    # through __cuda_array_interface__: DLPack names managed memory a device
+    # type of its own (kDLCUDAManaged), which torch.from_dlpack refuses
+    t = torch.as_tensor(arr, device="cuda").view(torch.bfloat16).view(shape)
     t._keepalive = (mem, arr)
     return t
 
