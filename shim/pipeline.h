@@ -27,7 +27,8 @@ struct pipeline;
 struct pipeline_config {
         unsigned streams_per_dir; /* streams per device and direction (up, down) */
         bool read_dup;            /* promote read-duplicated; evict by dropping the GPU copy
-                                   * (off by default: slower overall on the H200) */
+                                   * (off by default: slower overall on the H200, and one
+                                   * unexplained output difference under it there) */
         bool host_numa;           /* host tier on the GPU's NUMA node where CUDA allows */
 };
 
