@@ -48,6 +48,7 @@ struct pipeline {
         struct run *head, **tail; /* in flight, oldest first */
         size_t n_in_flight;
         uint64_t n_orders, n_runs;
+        size_t max_in_flight;
         struct device_state dev[KVT_MAX_GPUS];
 };
 
@@ -320,7 +321,8 @@ static void run_issue(struct pipeline *p, struct run *r) {
         r->next = NULL;
         *p->tail = r;
         p->tail = &r->next;
-        p->n_in_flight++;
+        if (++p->n_in_flight > p->max_in_flight)
+                p->max_in_flight = p->n_in_flight;
 }
 
 static bool continues(const struct kvt_order *prev, const struct kvt_order *o) {
@@ -382,9 +384,10 @@ size_t pipeline_reap(struct pipeline *p) {
         return p->n_in_flight;
 }
 
+/* Synchronizes every stream, even with no run in flight: a run's event can
+ * complete before the host function queued after it has run, and that
+ * function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
-        if (!p->head)
-                return;
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (int dir = 0; dir < _DIR_MAX; dir++)
                         for (unsigned k = 0; k < MAX_STREAMS; k++)
@@ -407,9 +410,10 @@ size_t pipeline_in_flight(const struct pipeline *p) {
         return p->n_in_flight;
 }
 
-void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs) {
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs, size_t *ret_max_in_flight) {
         *ret_orders = p->n_orders;
         *ret_runs = p->n_runs;
+        *ret_max_in_flight = p->max_in_flight;
 }
 
 int pipeline_fd(const struct pipeline *p) {

@@ -59,8 +59,9 @@ void pipeline_drain(struct pipeline *p);
 
 size_t pipeline_in_flight(const struct pipeline *p);
 
-/* Orders and runs issued so far (runs < orders where orders coalesced). */
-void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs);
+/* Orders and runs issued so far (runs < orders where orders coalesced), and
+ * the most runs that were in flight at once. */
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs, size_t *ret_max_in_flight);
 
 /* Moves [ptr, ptr+len) of device dev's managed memory to tier and waits
  * (used to return a region to host memory before registering it). */

@@ -160,11 +160,13 @@ static int check(struct bench *b) {
                 return -EIO;
         {
                 uint64_t orders, runs;
+                size_t max_in_flight;
 
-                pipeline_counts(b->pipe, &orders, &runs);
-                printf("check: %zu MiB, words lost or wrong: host %llu, gpu %llu; %llu orders in %llu runs\n",
+                pipeline_counts(b->pipe, &orders, &runs, &max_in_flight);
+                printf("check: %zu MiB, words lost or wrong: host %llu, gpu %llu; %llu orders in %llu runs, "
+                       "at most %zu in flight\n",
                        b->reg.span_bytes >> 20, (unsigned long long)host_bad, (unsigned long long)gpu_bad,
-                       (unsigned long long)orders, (unsigned long long)runs);
+                       (unsigned long long)orders, (unsigned long long)runs, max_in_flight);
         }
         return host_bad == 0 && gpu_bad == 0 ? 0 : -EBADMSG;
 }

@@ -20,6 +20,12 @@
  *   FAKECUDA_FAIL=KIND:N[+],...   the Nth call of KIND fails (N+: from the Nth on);
  *                                 KIND: malloc, malloc_managed, prefetch, advise
  *   FAKECUDA_PREFETCH_DELAY_US=N  cudaMemPrefetchAsync sleeps N us per page moved
+ *   FAKECUDA_EVENT_DELAY_US=N     work on a created stream completes N us after the
+ *                                 last event recorded or host function launched there:
+ *                                 events report not-ready until then, host functions
+ *                                 run then on a thread of their own, and
+ *                                 cudaStreamSynchronize waits for both (default 0:
+ *                                 everything completes at once, host functions inline)
  *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
  *                                 (the real one synchronizes the device first)
  *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device

@@ -76,6 +76,7 @@ static struct {
         bool misalign;
         unsigned delay_us;
         unsigned free_delay_us;
+        unsigned event_delay_us;
         const char *stats_path;
         size_t total_bytes[MODEL_MAX_DEVICES];
         struct fakecuda_stats stats[MODEL_MAX_DEVICES];
@@ -178,6 +179,7 @@ static void init_once(void) {
         m.host_numa_id = (int)env_long("FAKECUDA_HOST_NUMA_ID", m.n_numa - 1, -1, 1024);
         m.delay_us = (unsigned)env_long("FAKECUDA_PREFETCH_DELAY_US", 0, 0, 10000000);
         m.free_delay_us = (unsigned)env_long("FAKECUDA_FREE_DELAY_US", 0, 0, 10000000);
+        m.event_delay_us = (unsigned)env_long("FAKECUDA_EVENT_DELAY_US", 0, 0, 10000000);
         s = getenv("FAKECUDA_MANAGED_MISALIGN");
         m.misalign = s && *s && strcmp(s, "0") != 0;
         s = getenv("FAKECUDA_MEM");
@@ -241,6 +243,11 @@ void model_count_numa_location(int caller) {
 unsigned model_prefetch_delay_us(void) {
         model_init();
         return m.delay_us;
+}
+
+unsigned model_event_delay_us(void) {
+        model_init();
+        return m.event_delay_us;
 }
 
 unsigned model_free_delay_us(void) {

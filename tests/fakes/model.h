@@ -62,6 +62,10 @@ void model_count_numa_location(int caller);
 /* Microseconds to sleep per page moved by a prefetch. */
 unsigned model_prefetch_delay_us(void);
 
+/* Microseconds after which an event recorded on a stream completes, and a
+ * host function launched there runs (FAKECUDA_EVENT_DELAY_US; 0: at once). */
+unsigned model_event_delay_us(void);
+
 /* Microseconds cudaFree takes before it releases memory (FAKECUDA_FREE_DELAY_US). */
 unsigned model_free_delay_us(void);
 
