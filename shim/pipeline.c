@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -284,16 +285,19 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 n += r->orders[i].n_chunks;
         if (r->tier != KVT_TIER_VRAM && r->tier != KVT_TIER_HOST_MAPPED && r->tier != KVT_TIER_HOST) {
                 report(p, r, -EINVAL, cudaErrorInvalidValue);
-                return run_free(p, r);
+                run_free(p, r);
+                return;
         }
         if (regions_acquire(r->region_id, &reg) < 0) {
                 report(p, r, -ENOENT, cudaSuccess); /* freed since the daemon planned */
-                return run_free(p, r);
+                run_free(p, r);
+                return;
         }
         if (n == 0 || first + n > reg.span_bytes >> KVT_CHUNK_SHIFT || reg.device < 0 || reg.device >= KVT_MAX_GPUS) {
                 regions_release(r->region_id);
                 report(p, r, -ERANGE, cudaSuccess);
-                return run_free(p, r);
+                run_free(p, r);
+                return;
         }
         r->device = reg.device;
         r->ptr = (void *)(reg.base + ((uintptr_t)first << KVT_CHUNK_SHIFT));
@@ -302,11 +306,14 @@ static void run_issue(struct pipeline *p, struct run *r) {
             !(r->stream = stream_get(p, reg.device, r->tier == KVT_TIER_VRAM ? DIR_UP : DIR_DOWN, &e))) {
                 regions_release(r->region_id);
                 report(p, r, run_status(e), e);
-                return run_free(p, r);
+                run_free(p, r);
+                return;
         }
         e = run_start(p, r);
-        if (e != cudaSuccess)
-                return run_finish(p, r, e);
+        if (e != cudaSuccess) {
+                run_finish(p, r, e);
+                return;
+        }
         /* Completion is tracked by the event; the host function only wakes
          * the mover.  Without either, wait here: slower, still correct. */
         if (p->rt->cudaEventCreateWithFlags(&r->event, cudaEventDisableTiming) != cudaSuccess)
@@ -316,8 +323,10 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 (void)p->rt->cudaEventDestroy(r->event);
                 r->event = NULL;
         }
-        if (!r->event)
-                return run_finish(p, r, p->rt->cudaStreamSynchronize(r->stream));
+        if (!r->event) {
+                run_finish(p, r, p->rt->cudaStreamSynchronize(r->stream));
+                return;
+        }
         r->next = NULL;
         *p->tail = r;
         p->tail = &r->next;
