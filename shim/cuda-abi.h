@@ -18,6 +18,7 @@
         X(cudaErrorInvalidValue, 1)                                                                \
         X(cudaErrorMemoryAllocation, 2)                                                            \
         X(cudaErrorInitializationError, 3)                                                         \
+        X(cudaErrorCudartUnloading, 4)                                                             \
         X(cudaErrorInvalidDevicePointer, 17)                                                       \
         X(cudaErrorInvalidDevice, 101)                                                             \
         X(cudaErrorInvalidResourceHandle, 400)                                                     \
@@ -26,6 +27,7 @@
         X(cudaErrorUnknown, 999)                                                                   \
         X(cudaMemAttachGlobal, 0x01)                                                               \
         X(cudaStreamNonBlocking, 0x01)                                                             \
+        X(cudaEventDisableTiming, 0x02)                                                            \
         X(cudaCpuDeviceId, -1)
 
 #define KVT_CUDA_ADVISE(X)                                                                         \
@@ -43,6 +45,13 @@
         X(cudaMemLocationTypeHostNuma, 3)                                                          \
         X(cudaMemLocationTypeHostNumaCurrent, 4)
 
+/* Device attributes the shim reads (and the fake answers). */
+#define KVT_CUDA_DEVICE_ATTRS(X)                                                                   \
+        X(cudaDevAttrManagedMemory, 83)                                                            \
+        X(cudaDevAttrPageableMemoryAccess, 88)                                                     \
+        X(cudaDevAttrConcurrentManagedAccess, 89)                                                  \
+        X(cudaDevAttrHostNumaId, 134)
+
 #define KVT_CUDA_MEMCPY_KINDS(X)                                                                   \
         X(cudaMemcpyHostToHost, 0)                                                                 \
         X(cudaMemcpyHostToDevice, 1)                                                               \
@@ -53,12 +62,15 @@
 #ifndef KVT_CUDA_ABI_CHECK
 typedef int cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+typedef void (*cudaHostFn_t)(void *userData);
 
 #define KVT_CUDA_ENUM(name, value) name = (value),
 enum { KVT_CUDA_CONSTS(KVT_CUDA_ENUM) };
 enum cudaMemoryAdvise { KVT_CUDA_ADVISE(KVT_CUDA_ENUM) };
 enum cudaMemLocationType { KVT_CUDA_LOCATION_TYPES(KVT_CUDA_ENUM) };
 enum cudaMemcpyKind { KVT_CUDA_MEMCPY_KINDS(KVT_CUDA_ENUM) };
+enum cudaDeviceAttr { KVT_CUDA_DEVICE_ATTRS(KVT_CUDA_ENUM) };
 #undef KVT_CUDA_ENUM
 
 struct cudaMemLocation {
@@ -88,6 +100,12 @@ struct cudaMemLocation {
         X(cudaError_t, cudaGetDevice, (int *device))                                               \
         X(cudaError_t, cudaSetDevice, (int device))                                                \
         X(cudaError_t, cudaMemGetInfo, (size_t * free, size_t *total))                             \
+        X(cudaError_t, cudaDeviceGetAttribute, (int *value, enum cudaDeviceAttr attr, int device)) \
+        X(cudaError_t, cudaEventCreateWithFlags, (cudaEvent_t * event, unsigned int flags))        \
+        X(cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream))                  \
+        X(cudaError_t, cudaEventQuery, (cudaEvent_t event))                                        \
+        X(cudaError_t, cudaEventDestroy, (cudaEvent_t event))                                      \
+        X(cudaError_t, cudaLaunchHostFunc, (cudaStream_t stream, cudaHostFn_t fn, void *userData)) \
         X(const char *, cudaGetErrorString, (cudaError_t error))
 
 /*

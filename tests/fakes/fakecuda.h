@@ -14,10 +14,18 @@
  *   FAKECUDA_DEVICES=N            devices (1..16, default 1)
  *   FAKECUDA_MEM=BYTES            memory per device, K/M/G/T suffixes (default 16G)
  *   FAKECUDA_NUMA_NODES=N         host NUMA nodes accepted as locations (default 1)
+ *   FAKECUDA_HOST_NUMA_ID=N       cudaDevAttrHostNumaId of every device (default
+ *                                 the last node; may be one not accepted, or -1)
  *   FAKECUDA_MANAGED_MISALIGN=1   cudaMallocManaged returns 2 MiB boundary + 64 KiB
  *   FAKECUDA_FAIL=KIND:N[+],...   the Nth call of KIND fails (N+: from the Nth on);
  *                                 KIND: malloc, malloc_managed, prefetch, advise
  *   FAKECUDA_PREFETCH_DELAY_US=N  cudaMemPrefetchAsync sleeps N us per page moved
+ *   FAKECUDA_EVENT_DELAY_US=N     work on a created stream completes N us after the
+ *                                 last event recorded or host function launched there:
+ *                                 events report not-ready until then, host functions
+ *                                 run then on a thread of their own, and
+ *                                 cudaStreamSynchronize waits for both (default 0:
+ *                                 everything completes at once, host functions inline)
  *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
  *                                 (the real one synchronizes the device first)
  *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device
@@ -46,6 +54,7 @@ struct fakecuda_stats {
         uint64_t managed_allocs;              /* successful cudaMallocManaged calls, ever */
         uint64_t prefetch_calls;              /* cudaMemPrefetchAsync by threads current here */
         uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
+        uint64_t numa_location_calls;         /* advice or prefetch naming a host NUMA node */
 };
 
 struct fakecuda_page_info {

@@ -72,9 +72,11 @@ static struct {
         bool initialized;
         int n_devices;
         int n_numa;
+        int host_numa_id;
         bool misalign;
         unsigned delay_us;
         unsigned free_delay_us;
+        unsigned event_delay_us;
         const char *stats_path;
         size_t total_bytes[MODEL_MAX_DEVICES];
         struct fakecuda_stats stats[MODEL_MAX_DEVICES];
@@ -174,8 +176,10 @@ static void init_once(void) {
 
         m.n_devices = (int)env_long("FAKECUDA_DEVICES", 1, 1, MODEL_MAX_DEVICES);
         m.n_numa = (int)env_long("FAKECUDA_NUMA_NODES", 1, 1, 1024);
+        m.host_numa_id = (int)env_long("FAKECUDA_HOST_NUMA_ID", m.n_numa - 1, -1, 1024);
         m.delay_us = (unsigned)env_long("FAKECUDA_PREFETCH_DELAY_US", 0, 0, 10000000);
         m.free_delay_us = (unsigned)env_long("FAKECUDA_FREE_DELAY_US", 0, 0, 10000000);
+        m.event_delay_us = (unsigned)env_long("FAKECUDA_EVENT_DELAY_US", 0, 0, 10000000);
         s = getenv("FAKECUDA_MANAGED_MISALIGN");
         m.misalign = s && *s && strcmp(s, "0") != 0;
         s = getenv("FAKECUDA_MEM");
@@ -225,9 +229,25 @@ int model_numa_nodes(void) {
         return m.n_numa;
 }
 
+int model_host_numa_id(void) {
+        model_init();
+        return m.host_numa_id;
+}
+
+void model_count_numa_location(int caller) {
+        lock();
+        m.stats[caller].numa_location_calls++;
+        unlock();
+}
+
 unsigned model_prefetch_delay_us(void) {
         model_init();
         return m.delay_us;
+}
+
+unsigned model_event_delay_us(void) {
+        model_init();
+        return m.event_delay_us;
 }
 
 unsigned model_free_delay_us(void) {
@@ -940,11 +960,11 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  ",\"managed_resident_peak_bytes\":%" PRIu64
                                  ",\"device_alloc_bytes\":%" PRIu64 ",\"managed_alloc_bytes\":%" PRIu64
                                  ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"advise_calls\":%" PRIu64
-                                 ",\"total_bytes\":%zu}\n",
+                                 ",\"numa_location_calls\":%" PRIu64 ",\"total_bytes\":%zu}\n",
                                  (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
                                  s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
-                                 s->advise_calls, m.total_bytes[d]);
+                                 s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
         }

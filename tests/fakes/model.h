@@ -52,8 +52,19 @@ int model_device_count(void);
 /* Host NUMA nodes accepted as locations. */
 int model_numa_nodes(void);
 
+/* The host NUMA node closest to every device (FAKECUDA_HOST_NUMA_ID,
+ * default the last node; may name one that is not accepted, or -1). */
+int model_host_numa_id(void);
+
+/* Counts a successful advice or prefetch that named a host NUMA node. */
+void model_count_numa_location(int caller);
+
 /* Microseconds to sleep per page moved by a prefetch. */
 unsigned model_prefetch_delay_us(void);
+
+/* Microseconds after which an event recorded on a stream completes, and a
+ * host function launched there runs (FAKECUDA_EVENT_DELAY_US; 0: at once). */
+unsigned model_event_delay_us(void);
 
 /* Microseconds cudaFree takes before it releases memory (FAKECUDA_FREE_DELAY_US). */
 unsigned model_free_delay_us(void);

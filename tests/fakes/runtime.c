@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -24,23 +25,30 @@
 #define FAKE_MEM_ATTACH_HOST       0x02
 #define FAKE_STREAM_LEGACY         ((cudaStream_t)0x1)
 #define FAKE_STREAM_PER_THREAD     ((cudaStream_t)0x2)
-#define FAKE_DEV_ATTR_MANAGED      83
-#define FAKE_DEV_ATTR_PAGEABLE     88
-#define FAKE_DEV_ATTR_CONCURRENT   89
 #define FAKE_CUDA_VERSION          13000
 
 /* Exported entry points (CUDA 13 signatures), from the lists in cuda-abi.h. */
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
-cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device);
 
 struct CUstream_st {
         struct CUstream_st *next;
         int device;
         unsigned flags;
+        uint64_t done_ns;       /* FAKECUDA_EVENT_DELAY_US: when its work completes */
+        unsigned pending_hostfns; /* host functions not yet run */
+};
+
+/* Work is done by the time it is enqueued, so an event is complete once
+ * recorded, unless FAKECUDA_EVENT_DELAY_US defers it. */
+struct CUevent_st {
+        unsigned flags;
+        bool recorded;
+        uint64_t ready_ns;
 };
 
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hostfn_done = PTHREAD_COND_INITIALIZER;
 static struct CUstream_st *streams;
 static _Thread_local cudaError_t last_error;
 
@@ -105,6 +113,53 @@ static bool stream_valid(cudaStream_t s) {
                 found = i == s;
         pthread_mutex_unlock(&streams_lock);
         return found;
+}
+
+static uint64_t mono_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t) {
+        uint64_t now = mono_ns();
+
+        if (t > now) {
+                struct timespec ts = { .tv_sec = (time_t)((t - now) / 1000000000u),
+                                       .tv_nsec = (long)((t - now) % 1000000000u) };
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
+        }
+}
+
+/* The created stream behind s, or NULL for the NULL, legacy and per-thread
+ * streams (which never defer).  Caller holds streams_lock. */
+static struct CUstream_st *stream_find_locked(cudaStream_t s) {
+        for (struct CUstream_st *i = streams; i; i = i->next)
+                if (i == s)
+                        return i;
+        return NULL;
+}
+
+/* With FAKECUDA_EVENT_DELAY_US: pushes s's completion one delay past now
+ * (or past its queued work) and returns when that is; 0 otherwise. */
+static uint64_t stream_defer(cudaStream_t s) {
+        unsigned delay = model_event_delay_us();
+        struct CUstream_st *st;
+        uint64_t t = 0, now;
+
+        if (!delay)
+                return 0;
+        now = mono_ns();
+        pthread_mutex_lock(&streams_lock);
+        st = stream_find_locked(s);
+        if (st) {
+                st->done_ns = (st->done_ns > now ? st->done_ns : now) + (uint64_t)delay * 1000u;
+                t = st->done_ns;
+        }
+        pthread_mutex_unlock(&streams_lock);
+        return t;
 }
 
 /* Maps a CUDA 13 location to a model location (device id or host). */
@@ -177,7 +232,10 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
                 if (r < 0)
                         return fail_errno(r);
         }
-        return fail_errno(model_advise(model_current_device(), devPtr, count, (int)advice, loc));
+        r = model_advise(model_current_device(), devPtr, count, (int)advice, loc);
+        if (r == 0 && loc == MODEL_LOC_HOST && location.type == cudaMemLocationTypeHostNuma)
+                model_count_numa_location(model_current_device());
+        return fail_errno(r);
 }
 
 cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
@@ -198,6 +256,8 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
         if (r < 0)
                 return fail_errno(r);
         r = model_prefetch(model_current_device(), devPtr, count, loc, &moved);
+        if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
+                model_count_numa_location(model_current_device());
         /* the link's time, spent outside the model's lock */
         delay_us = model_prefetch_delay_us();
         if (delay_us > 0 && moved > 0) {
@@ -258,9 +318,25 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+        struct CUstream_st *st;
+        uint64_t until = 0;
+
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
-        return stream_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        st = stream_find_locked(stream);
+        if (st)
+                until = st->done_ns;
+        pthread_mutex_unlock(&streams_lock);
+        sleep_until(until);
+        /* and the host functions launched there have run */
+        pthread_mutex_lock(&streams_lock);
+        while ((st = stream_find_locked(stream)) && st->pending_hostfns > 0)
+                pthread_cond_wait(&hostfn_done, &streams_lock);
+        pthread_mutex_unlock(&streams_lock);
+        return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -303,15 +379,134 @@ cudaError_t cudaGetDeviceCount(int *count) {
 }
 
 /* As measured on the H200 (DESIGN.md): managed memory and concurrent
- * managed access, no pageable memory access (no HMM).  Others read 0. */
-cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device) {
+ * managed access, no pageable memory access (no HMM).  The closest host
+ * node is FAKECUDA_HOST_NUMA_ID (default the last node, so a test can tell
+ * it from node 0).  Others read 0. */
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
         if (!value)
                 return fail(cudaErrorInvalidValue);
         if (!device_valid(device))
                 return fail(cudaErrorInvalidDevice);
-        *value = attr == FAKE_DEV_ATTR_MANAGED || attr == FAKE_DEV_ATTR_CONCURRENT;
+        if (attr == cudaDevAttrHostNumaId)
+                *value = model_host_numa_id();
+        else
+                *value = attr == cudaDevAttrManagedMemory || attr == cudaDevAttrConcurrentManagedAccess;
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+        struct CUevent_st *e;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event || (flags & ~(unsigned)cudaEventDisableTiming) != 0)
+                return fail(cudaErrorInvalidValue);
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return fail(cudaErrorMemoryAllocation);
+        e->flags = flags;
+        *event = e;
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        event->recorded = true;
+        event->ready_ns = stream_defer(stream);
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        /* not-ready is a status, not an error: the last error stays */
+        return mono_ns() >= event->ready_ns ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        free(event);
+        return cudaSuccess;
+}
+
+struct hostfn {
+        cudaStream_t stream;
+        cudaHostFn_t fn;
+        void *userdata;
+        uint64_t at_ns;
+};
+
+static void *hostfn_thread(void *arg) {
+        struct hostfn *h = arg;
+        struct CUstream_st *st;
+
+        sleep_until(h->at_ns);
+        h->fn(h->userdata);
+        pthread_mutex_lock(&streams_lock);
+        st = stream_find_locked(h->stream);
+        if (st)
+                st->pending_hostfns--;
+        pthread_cond_broadcast(&hostfn_done);
+        pthread_mutex_unlock(&streams_lock);
+        free(h);
+        return NULL;
+}
+
+/* The work before fn is done already: fn runs now, on the caller's thread;
+ * with FAKECUDA_EVENT_DELAY_US it runs later, on a thread of its own, as the
+ * real runtime's does.  Callers must not rely on either. */
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
+        struct CUstream_st *st;
+        struct hostfn *h;
+        pthread_attr_t attr;
+        pthread_t t;
+        uint64_t at;
+        int r;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!fn)
+                return fail(cudaErrorInvalidValue);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        at = stream_defer(stream);
+        if (!at) {
+                fn(userData);
+                return cudaSuccess;
+        }
+        h = malloc(sizeof(*h));
+        if (!h)
+                return fail(cudaErrorMemoryAllocation);
+        *h = (struct hostfn){ .stream = stream, .fn = fn, .userdata = userData, .at_ns = at };
+        pthread_mutex_lock(&streams_lock);
+        st = stream_find_locked(stream);
+        if (st)
+                st->pending_hostfns++;
+        pthread_mutex_unlock(&streams_lock);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        r = pthread_create(&t, &attr, hostfn_thread, h);
+        pthread_attr_destroy(&attr);
+        if (r != 0) {
+                pthread_mutex_lock(&streams_lock);
+                if ((st = stream_find_locked(stream)))
+                        st->pending_hostfns--;
+                pthread_mutex_unlock(&streams_lock);
+                free(h);
+                return fail(cudaErrorMemoryAllocation);
+        }
         return cudaSuccess;
 }
 

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pipeline.h"
+#include "protocol.h"
+#include "regions.h"
+#include "util.h"
+
+#define MAX_STREAMS 8
+
+enum { DIR_UP, DIR_DOWN, _DIR_MAX };
+
+/* Contiguous chunks of one region moving to one tier: one or more orders. */
+struct run {
+        struct run *next;
+        struct kvt_order *orders;
+        size_t n_orders;
+        uint32_t region_id;
+        int device;
+        uint32_t tier;
+        void *ptr;
+        size_t len;
+        cudaStream_t stream;
+        cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue */
+        uint64_t t0;
+};
+
+struct device_state {
+        cudaStream_t streams[_DIR_MAX][MAX_STREAMS];
+        unsigned next[_DIR_MAX];
+        struct cudaMemLocation host; /* where this GPU's host tier lives */
+        bool host_known;
+};
+
+struct pipeline {
+        struct pipeline_config cfg;
+        const struct kvt_cudart *rt;
+        pipeline_done_fn done;
+        void *userdata;
+        int wake_fd;
+        struct run *head, **tail; /* in flight, oldest first */
+        size_t n_in_flight;
+        uint64_t n_orders, n_runs;
+        size_t max_in_flight;
+        struct device_state dev[KVT_MAX_GPUS];
+};
+
+static bool env_bool(const char *name, bool def) {
+        const char *v = getenv(name);
+
+        if (!v || !*v)
+                return def;
+        return strcmp(v, "0") != 0 && strcasecmp(v, "no") != 0 && strcasecmp(v, "false") != 0;
+}
+
+void pipeline_config_from_env(struct pipeline_config *ret) {
+        const char *v = getenv("KVTIER_MOVER_STREAMS");
+
+        /* Measured on the H200 (tests/bench/RESULTS.md, 2026-11-29): read-
+         * duplicated promotion runs at 8-13 GB/s against 45-51 for plain
+         * migration, more than the copy-free eviction of clean chunks wins
+         * back; and the host NUMA location slows read-duplication further. */
+        *ret = (struct pipeline_config){ .streams_per_dir = 2, .read_dup = false, .host_numa = true };
+        if (v && *v) {
+                char *end;
+                unsigned long n = strtoul(v, &end, 10);
+
+                if (*end || n < 1 || n > MAX_STREAMS)
+                        log_warning("KVTIER_MOVER_STREAMS=%s is not a number in 1..%d, ignoring.", v, MAX_STREAMS);
+                else
+                        ret->streams_per_dir = (unsigned)n;
+        }
+        ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
+        ret->host_numa = env_bool("KVTIER_MOVER_HOST_NUMA", ret->host_numa);
+}
+
+/* Runs on a CUDA thread (or, in the fake, the caller's) once the work queued
+ * before it is done: only a write to the eventfd, no CUDA call, no lock. */
+static void wake(void *userdata) {
+        uint64_t one = 1;
+        ssize_t n = write((int)(intptr_t)userdata, &one, sizeof(one));
+
+        (void)n; /* a full counter already wakes the mover */
+}
+
+static cudaStream_t stream_get(struct pipeline *p, int dev, int dir, cudaError_t *ret_err) {
+        struct device_state *d = &p->dev[dev];
+        unsigned k = d->next[dir]++ % p->cfg.streams_per_dir;
+        cudaError_t e;
+
+        if (d->streams[dir][k])
+                return d->streams[dir][k];
+        e = p->rt->cudaStreamCreateWithFlags(&d->streams[dir][k], cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+                d->streams[dir][k] = NULL;
+                *ret_err = e;
+                return NULL;
+        }
+        return d->streams[dir][k];
+}
+
+/* The host tier of GPU dev: the host NUMA node closest to it where CUDA
+ * reports one, else plain host memory (the kernel's choice). */
+static struct cudaMemLocation host_location(struct pipeline *p, int dev) {
+        struct device_state *d = &p->dev[dev];
+        int id = -1;
+
+        if (d->host_known)
+                return d->host;
+        d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
+        if (p->cfg.host_numa && p->rt->cudaDeviceGetAttribute(&id, cudaDevAttrHostNumaId, dev) == cudaSuccess &&
+            id >= 0)
+                d->host = (struct cudaMemLocation){ cudaMemLocationTypeHostNuma, id };
+        d->host_known = true;
+        log_debug("Host tier of GPU %d: %s %d.", dev,
+                  d->host.type == cudaMemLocationTypeHostNuma ? "NUMA node" : "host", d->host.id);
+        return d->host;
+}
+
+/* A NUMA location the driver refuses (no NUMA support, old driver) is
+ * given up for plain host memory, for this GPU from now on. */
+static bool host_fallback(struct pipeline *p, int dev, cudaError_t e) {
+        struct device_state *d = &p->dev[dev];
+
+        if (e == cudaSuccess || d->host.type != cudaMemLocationTypeHostNuma)
+                return false;
+        log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); using plain host memory.", dev,
+                 d->host.id, (int)e);
+        d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
+        return true;
+}
+
+static cudaError_t advise_host_preferred(struct pipeline *p, void *ptr, size_t len, int dev) {
+        cudaError_t e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host_location(p, dev));
+
+        if (host_fallback(p, dev, e))
+                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host_location(p, dev));
+        return e;
+}
+
+static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int dev, cudaStream_t s) {
+        cudaError_t e = p->rt->cudaMemPrefetchAsync(ptr, len, host_location(p, dev), 0, s);
+
+        if (host_fallback(p, dev, e))
+                e = p->rt->cudaMemPrefetchAsync(ptr, len, host_location(p, dev), 0, s);
+        return e;
+}
+
+/* Starts promoting [ptr, len) to VRAM.  The prefetch comes before the
+ * preferred-location advice (promote_finish): if it fails, the daemon's
+ * books (chunk host-mapped, uncharged) stay true.  With read_dup, the pages
+ * are read-duplicated: the host keeps its copy, so evicting a chunk the GPU
+ * did not write is dropping the GPU's copy, not a copy over the link. */
+static cudaError_t promote_issue(struct pipeline *p, void *ptr, size_t len, int dev, cudaStream_t s) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
+        cudaError_t e;
+
+        if (p->cfg.read_dup) {
+                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetReadMostly, gpu);
+                if (e != cudaSuccess)
+                        return e;
+        }
+        e = p->rt->cudaMemPrefetchAsync(ptr, len, gpu, 0, s);
+        if (e != cudaSuccess && p->cfg.read_dup)
+                (void)p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
+        return e;
+}
+
+/* Completes a promotion whose prefetch ended with e.  A failure is rolled
+ * back as far as CUDA lets us: with preferred location GPU a later touch
+ * would fault every page in, over budget; duplicates collapse onto the
+ * host, where the preferred location is. */
+static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaError_t e) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, r->device };
+
+        if (e == cudaSuccess)
+                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetPreferredLocation, gpu);
+        if (e == cudaSuccess)
+                return e;
+        (void)advise_host_preferred(p, r->ptr, r->len, r->device);
+        if (p->cfg.read_dup)
+                (void)p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseUnsetReadMostly, gpu);
+        if (prefetch_host(p, r->ptr, r->len, r->device, r->stream) == cudaSuccess)
+                (void)p->rt->cudaStreamSynchronize(r->stream);
+        return e;
+}
+
+/* Starts demoting [ptr, len) to the host, mapped for the GPU or not.  Advice
+ * comes first: once the preferred location is the host, GPU accesses during
+ * and after the move map the pages instead of faulting them back.  Ending
+ * read-duplication then collapses every page that still has its host copy
+ * onto the host (preferred location) without a copy; the prefetch moves
+ * only what the GPU holds alone: pages it wrote (a write invalidates the
+ * other copies), or pages promoted without read_dup.  A failure leaves
+ * pages in VRAM, which the daemon keeps charged. */
+static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int dev, bool mapped, cudaStream_t s) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
+        cudaError_t e;
+
+        e = advise_host_preferred(p, ptr, len, dev);
+        if (e == cudaSuccess)
+                e = p->rt->cudaMemAdvise(ptr, len, mapped ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy,
+                                         gpu);
+        if (e == cudaSuccess && p->cfg.read_dup)
+                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
+        if (e == cudaSuccess)
+                e = prefetch_host(p, ptr, len, dev, s);
+        return e;
+}
+
+static cudaError_t run_start(struct pipeline *p, struct run *r) {
+        switch (r->tier) {
+        case KVT_TIER_VRAM:
+                return promote_issue(p, r->ptr, r->len, r->device, r->stream);
+        case KVT_TIER_HOST_MAPPED:
+        case KVT_TIER_HOST:
+                return demote_issue(p, r->ptr, r->len, r->device, r->tier == KVT_TIER_HOST_MAPPED, r->stream);
+        default:
+                return cudaErrorInvalidValue;
+        }
+}
+
+static void report(struct pipeline *p, const struct run *r, int status, cudaError_t e) {
+        uint64_t elapsed = now_ns() - r->t0;
+
+        if (status < 0)
+                log_debug("Run of %zu orders (region %u, chunks %u+%zu to %s) failed: %s (CUDA error %d).",
+                          r->n_orders, r->region_id, r->orders[0].first_chunk, r->len >> KVT_CHUNK_SHIFT,
+                          kvt_tier_name(r->tier), strerror(-status), (int)e);
+        for (size_t i = 0; i < r->n_orders; i++) {
+                struct kvt_order_done done = {
+                        .order_id = r->orders[i].order_id,
+                        .status = status,
+                        .cuda_err = e,
+                        .elapsed_ns = elapsed,
+                };
+                p->done(&done, p->userdata);
+        }
+}
+
+static void run_free(struct pipeline *p, struct run *r) {
+        if (r->event)
+                (void)p->rt->cudaEventDestroy(r->event);
+        free(r->orders);
+        free(r);
+}
+
+/* A run cut short by the process's exit (the runtime unloading under it)
+ * is a cancellation, as if the region had been freed first: its memory is
+ * going away with the process.  Any other error is a failure. */
+static int run_status(cudaError_t e) {
+        if (e == cudaSuccess)
+                return 0;
+        return e == cudaErrorCudartUnloading ? -ENOENT : -EIO;
+}
+
+/* Completes a started run whose work ended with e: finishes a promotion,
+ * unpins the region, reports. */
+static void run_finish(struct pipeline *p, struct run *r, cudaError_t e) {
+        if (r->tier == KVT_TIER_VRAM) {
+                cudaError_t d = p->rt->cudaSetDevice(r->device);
+                e = promote_finish(p, r, d == cudaSuccess ? e : d);
+        }
+        regions_release(r->region_id);
+        report(p, r, run_status(e), e);
+        run_free(p, r);
+}
+
+/* Pins the run's region and starts it; a run that completes at once (an
+ * error, or no event to track it) is finished here. */
+static void run_issue(struct pipeline *p, struct run *r) {
+        struct shim_region reg;
+        uint64_t first = r->orders[0].first_chunk, n = 0;
+        cudaError_t e = cudaSuccess;
+
+        for (size_t i = 0; i < r->n_orders; i++)
+                n += r->orders[i].n_chunks;
+        if (r->tier != KVT_TIER_VRAM && r->tier != KVT_TIER_HOST_MAPPED && r->tier != KVT_TIER_HOST) {
+                report(p, r, -EINVAL, cudaErrorInvalidValue);
+                run_free(p, r);
+                return;
+        }
+        if (regions_acquire(r->region_id, &reg) < 0) {
+                report(p, r, -ENOENT, cudaSuccess); /* freed since the daemon planned */
+                run_free(p, r);
+                return;
+        }
+        if (n == 0 || first + n > reg.span_bytes >> KVT_CHUNK_SHIFT || reg.device < 0 || reg.device >= KVT_MAX_GPUS) {
+                regions_release(r->region_id);
+                report(p, r, -ERANGE, cudaSuccess);
+                run_free(p, r);
+                return;
+        }
+        r->device = reg.device;
+        r->ptr = (void *)(reg.base + ((uintptr_t)first << KVT_CHUNK_SHIFT));
+        r->len = (size_t)n << KVT_CHUNK_SHIFT;
+        if ((e = p->rt->cudaSetDevice(reg.device)) != cudaSuccess ||
+            !(r->stream = stream_get(p, reg.device, r->tier == KVT_TIER_VRAM ? DIR_UP : DIR_DOWN, &e))) {
+                regions_release(r->region_id);
+                report(p, r, run_status(e), e);
+                run_free(p, r);
+                return;
+        }
+        e = run_start(p, r);
+        if (e != cudaSuccess) {
+                run_finish(p, r, e);
+                return;
+        }
+        /* Completion is tracked by the event; the host function only wakes
+         * the mover.  Without either, wait here: slower, still correct. */
+        if (p->rt->cudaEventCreateWithFlags(&r->event, cudaEventDisableTiming) != cudaSuccess)
+                r->event = NULL;
+        else if (p->rt->cudaEventRecord(r->event, r->stream) != cudaSuccess ||
+                 p->rt->cudaLaunchHostFunc(r->stream, wake, (void *)(intptr_t)p->wake_fd) != cudaSuccess) {
+                (void)p->rt->cudaEventDestroy(r->event);
+                r->event = NULL;
+        }
+        if (!r->event) {
+                run_finish(p, r, p->rt->cudaStreamSynchronize(r->stream));
+                return;
+        }
+        r->next = NULL;
+        *p->tail = r;
+        p->tail = &r->next;
+        if (++p->n_in_flight > p->max_in_flight)
+                p->max_in_flight = p->n_in_flight;
+}
+
+static bool continues(const struct kvt_order *prev, const struct kvt_order *o) {
+        return o->region_id == prev->region_id && o->tier == prev->tier &&
+               o->first_chunk == (uint64_t)prev->first_chunk + prev->n_chunks;
+}
+
+void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t n) {
+        for (size_t i = 0, j; i < n; i = j) {
+                struct run *r;
+
+                for (j = i + 1; j < n && continues(&orders[j - 1], &orders[j]); j++)
+                        ;
+                r = calloc(1, sizeof(*r));
+                if (r)
+                        r->orders = malloc((j - i) * sizeof(*orders));
+                if (!r || !r->orders) {
+                        /* report each order failed, without a run to carry it */
+                        for (size_t k = i; k < j; k++) {
+                                struct kvt_order_done done = {
+                                        .order_id = orders[k].order_id,
+                                        .status = -ENOMEM,
+                                };
+                                p->done(&done, p->userdata);
+                        }
+                        free(r);
+                        continue;
+                }
+                memcpy(r->orders, &orders[i], (j - i) * sizeof(*orders));
+                p->n_orders += j - i;
+                p->n_runs++;
+                r->n_orders = j - i;
+                r->region_id = orders[i].region_id;
+                r->tier = orders[i].tier;
+                r->t0 = now_ns();
+                run_issue(p, r);
+        }
+}
+
+size_t pipeline_reap(struct pipeline *p) {
+        uint64_t v;
+        ssize_t n = read(p->wake_fd, &v, sizeof(v));
+
+        (void)n; /* EAGAIN: nothing woke us; a timeout polls anyway */
+        for (struct run **i = &p->head; *i;) {
+                struct run *r = *i;
+                cudaError_t e = p->rt->cudaEventQuery(r->event);
+
+                if (e == cudaErrorNotReady) {
+                        i = &r->next;
+                        continue;
+                }
+                *i = r->next;
+                if (!*i)
+                        p->tail = i;
+                p->n_in_flight--;
+                run_finish(p, r, e);
+        }
+        return p->n_in_flight;
+}
+
+/* Synchronizes every stream, even with no run in flight: a run's event can
+ * complete before the host function queued after it has run, and that
+ * function writes to wake_fd. */
+void pipeline_drain(struct pipeline *p) {
+        for (int d = 0; d < KVT_MAX_GPUS; d++)
+                for (int dir = 0; dir < _DIR_MAX; dir++)
+                        for (unsigned k = 0; k < MAX_STREAMS; k++)
+                                if (p->dev[d].streams[dir][k] && p->rt->cudaSetDevice(d) == cudaSuccess)
+                                        (void)p->rt->cudaStreamSynchronize(p->dev[d].streams[dir][k]);
+        /* after the synchronize every event is complete, or its stream is
+         * broken: finish what is left either way, so no region stays pinned */
+        if (pipeline_reap(p) > 0)
+                while (p->head) {
+                        struct run *r = p->head;
+
+                        p->head = r->next;
+                        p->n_in_flight--;
+                        run_finish(p, r, cudaErrorUnknown);
+                }
+        p->tail = &p->head;
+}
+
+size_t pipeline_in_flight(const struct pipeline *p) {
+        return p->n_in_flight;
+}
+
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs, size_t *ret_max_in_flight) {
+        *ret_orders = p->n_orders;
+        *ret_runs = p->n_runs;
+        *ret_max_in_flight = p->max_in_flight;
+}
+
+int pipeline_fd(const struct pipeline *p) {
+        return p->wake_fd;
+}
+
+cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int dev, uint32_t tier) {
+        struct run r = { .device = dev, .tier = tier, .ptr = ptr, .len = len };
+        cudaError_t e;
+
+        if (dev < 0 || dev >= KVT_MAX_GPUS)
+                return cudaErrorInvalidDevice;
+        if ((e = p->rt->cudaSetDevice(dev)) != cudaSuccess ||
+            !(r.stream = stream_get(p, dev, tier == KVT_TIER_VRAM ? DIR_UP : DIR_DOWN, &e)))
+                return e;
+        e = run_start(p, &r);
+        if (e == cudaSuccess)
+                e = p->rt->cudaStreamSynchronize(r.stream);
+        if (tier == KVT_TIER_VRAM)
+                e = promote_finish(p, &r, e);
+        return e;
+}
+
+int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt, pipeline_done_fn done,
+                 void *userdata, struct pipeline **ret) {
+        struct pipeline *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return -ENOMEM;
+        p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (p->wake_fd < 0) {
+                int r = -errno;
+                free(p);
+                return r;
+        }
+        p->cfg = *cfg;
+        if (p->cfg.streams_per_dir < 1 || p->cfg.streams_per_dir > MAX_STREAMS)
+                p->cfg.streams_per_dir = 1;
+        p->rt = rt;
+        p->done = done;
+        p->userdata = userdata;
+        p->tail = &p->head;
+        *ret = p;
+        return 0;
+}
+
+void pipeline_free(struct pipeline *p) {
+        if (!p)
+                return;
+        pipeline_drain(p);
+        for (int d = 0; d < KVT_MAX_GPUS; d++)
+                for (int dir = 0; dir < _DIR_MAX; dir++)
+                        for (unsigned k = 0; k < MAX_STREAMS; k++)
+                                if (p->dev[d].streams[dir][k])
+                                        (void)p->rt->cudaStreamDestroy(p->dev[d].streams[dir][k]);
+        close(p->wake_fd);
+        free(p);
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "real.h"
+
+/*
+ * The mover's engine: carries out the daemon's orders as runs (adjacent
+ * orders of one batch coalesced) on its own non-blocking streams, several
+ * in flight at once, and reports each order when its run completes.  It
+ * never touches the engine's streams.  A run pins its region
+ * (regions_acquire) from issue to completion, so the region cannot be freed
+ * under an in-flight prefetch.
+ *
+ * Not thread-safe: one thread (the mover) owns a pipeline.  The fd from
+ * pipeline_fd() becomes readable when a run may have completed; the owner
+ * then calls pipeline_reap().
+ */
+
+struct kvt_order;
+struct kvt_order_done;
+struct pipeline;
+
+struct pipeline_config {
+        unsigned streams_per_dir; /* streams per device and direction (up, down) */
+        bool read_dup;            /* promote read-duplicated; evict by dropping the GPU copy
+                                   * (off by default: slower overall on the H200, and one
+                                   * unexplained output difference under it there) */
+        bool host_numa;           /* host tier on the GPU's NUMA node where CUDA allows */
+};
+
+/* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP and
+ * KVTIER_MOVER_HOST_NUMA.  Reads the environment: call once, at start. */
+void pipeline_config_from_env(struct pipeline_config *ret);
+
+typedef void (*pipeline_done_fn)(const struct kvt_order_done *done, void *userdata);
+
+int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt, pipeline_done_fn done,
+                 void *userdata, struct pipeline **ret);
+/* Waits for the runs in flight, reports them, and frees p.  NULL is fine. */
+void pipeline_free(struct pipeline *p);
+
+int pipeline_fd(const struct pipeline *p);
+
+/* Issues orders[0..n) (a batch that arrived together): adjacent orders of
+ * one region, tier and contiguous chunks form one run.  Orders that cannot
+ * be issued are reported at once. */
+void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t n);
+
+/* Completes the runs that finished and reports their orders.  Returns the
+ * number of runs still in flight. */
+size_t pipeline_reap(struct pipeline *p);
+
+/* Waits for every run in flight and reports them. */
+void pipeline_drain(struct pipeline *p);
+
+size_t pipeline_in_flight(const struct pipeline *p);
+
+/* Orders and runs issued so far (runs < orders where orders coalesced), and
+ * the most runs that were in flight at once. */
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs, size_t *ret_max_in_flight);
+
+/* Moves [ptr, ptr+len) of device dev's managed memory to tier and waits
+ * (used to return a region to host memory before registering it). */
+cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int dev, uint32_t tier);

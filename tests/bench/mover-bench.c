@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mover-bench: the shim's own mover code (shim/pipeline.c, shim/regions.c,
+ * linked in) moving a managed region up and down, by orders as the daemon
+ * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
+ *
+ *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore]
+ *
+ * First a correctness check, always: the GPU writes a pattern, the region
+ * is evicted, the GPU writes every other chunk again while the region is in
+ * VRAM (read-duplicated where KVTIER_MOVER_READ_DUP is on), it is evicted
+ * again; then the host reads every chunk and the GPU reads them back after
+ * a promotion.  Any lost write fails the run (exit 1).
+ *
+ * Then, for each run length in LIST (default 2M,8M,64M,256M,1G): promotion
+ * of the whole region in orders of that length, each order its own batch
+ * (no coalescing), eviction of chunks the GPU only read ("clean"), and
+ * eviction after the GPU wrote all of them ("dirty"); a last row sends
+ * 2 MiB orders in batches of 64, as the mover reads them off its socket,
+ * to show coalescing.  Pinned memcpy H2D and D2H in calls of the same length
+ * are the reference.  The pipeline's settings come from the environment
+ * (KVTIER_MOVER_STREAMS, _READ_DUP, _HOST_NUMA).  Builds against the fake
+ * CUDA here (CI runs --check-only) and real CUDA with nvcc.
+ *
+ * --explore instead times raw sequences of advice and prefetch (not the
+ * mover's code) in 64 MiB calls, each from a prepared state, to find the
+ * fastest path for the mover to take: see EXPLORE below.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/backend.h"
+#include "log.h"
+#include "pinned-ref.h"
+#include "pipeline.h"
+#include "protocol.h"
+#include "real.h"
+#include "regions.h"
+#include "util.h"
+
+#define CHUNK       KVT_CHUNK_BYTES
+#define BATCH       64
+#define SEED_FIRST  0x1111
+#define SEED_SECOND 0x2222
+
+struct bench {
+        struct pipeline *pipe;
+        const struct kvt_cudart *rt;
+        struct shim_region reg;
+        uint64_t next_order;
+        uint64_t done, failed;
+};
+
+static void on_done(const struct kvt_order_done *d, void *userdata) {
+        struct bench *b = userdata;
+
+        b->done++;
+        if (d->status != 0) {
+                b->failed++;
+                fprintf(stderr, "order %llu failed: %s (CUDA error %d)\n", (unsigned long long)d->order_id,
+                        strerror(-d->status), d->cuda_err);
+        }
+}
+
+static void wait_all(struct bench *b, uint64_t expected) {
+        while (b->done < expected) {
+                struct pollfd p = { .fd = pipeline_fd(b->pipe), .events = POLLIN };
+
+                (void)poll(&p, 1, 100);
+                pipeline_reap(b->pipe);
+        }
+}
+
+/* Moves the whole region to tier in orders of run_chunks, each order its
+ * own batch, or batch orders per batch (coalesced by the pipeline).
+ * Returns seconds, or a negative number if an order failed. */
+static double move_all(struct bench *b, uint32_t tier, uint32_t run_chunks, unsigned batch) {
+        uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK);
+        struct kvt_order orders[BATCH];
+        uint64_t t0 = now_ns(), expected = b->done, failed = b->failed;
+        unsigned n = 0;
+
+        for (uint32_t c = 0; c < n_chunks; c += run_chunks) {
+                orders[n++] = (struct kvt_order){
+                        .order_id = ++b->next_order,
+                        .region_id = b->reg.id,
+                        .first_chunk = c,
+                        .n_chunks = c + run_chunks <= n_chunks ? run_chunks : n_chunks - c,
+                        .tier = tier,
+                };
+                expected++;
+                if (n == batch || c + run_chunks >= n_chunks) {
+                        pipeline_submit(b->pipe, orders, n);
+                        n = 0;
+                }
+        }
+        wait_all(b, expected);
+        return b->failed == failed ? (double)(now_ns() - t0) / 1e9 : -1;
+}
+
+/* Counts the words of the region that differ, chunk by chunk, from
+ * SEED_SECOND on odd chunks and SEED_FIRST on even ones, read on the host
+ * (plain loads: the CPU's view of managed memory). */
+static uint64_t host_check(const struct bench *b) {
+        uint64_t bad = 0;
+
+        for (size_t off = 0; off < b->reg.span_bytes; off += CHUNK) {
+                const uint64_t *w = (const uint64_t *)(b->reg.base + off);
+                uint64_t seed = (off / CHUNK) % 2 ? SEED_SECOND : SEED_FIRST;
+
+                for (size_t i = 0; i < CHUNK / 8; i++)
+                        bad += w[i] != backend_pattern(seed, i * 8);
+        }
+        return bad;
+}
+
+static uint64_t gpu_check(const struct bench *b) {
+        uint64_t bad = 0;
+
+        for (size_t off = 0; off < b->reg.span_bytes; off += CHUNK) {
+                uint64_t seed = (off / CHUNK) % 2 ? SEED_SECOND : SEED_FIRST, n = 0;
+
+                if (backend_check((void *)(b->reg.base + off), CHUNK, seed, &n) < 0)
+                        return UINT64_MAX;
+                bad += n;
+        }
+        return bad;
+}
+
+static int fill_chunks(const struct bench *b, bool odd_only, uint64_t seed) {
+        for (size_t off = 0; off < b->reg.span_bytes; off += CHUNK)
+                if (!odd_only || (off / CHUNK) % 2)
+                        if (backend_fill((void *)(b->reg.base + off), CHUNK, seed) < 0)
+                                return -EIO;
+        return 0;
+}
+
+/* A written chunk must never lose the write, whatever the eviction path. */
+static int check(struct bench *b) {
+        uint64_t host_bad, gpu_bad;
+
+        if (fill_chunks(b, false, SEED_FIRST) < 0 || move_all(b, KVT_TIER_HOST_MAPPED, 1, 1) < 0)
+                return -EIO;
+        /* in VRAM, read-duplicated: the GPU reads all, then writes odd chunks */
+        if (move_all(b, KVT_TIER_VRAM, 1, BATCH) < 0 || backend_read((void *)b->reg.base, b->reg.span_bytes) < 0 ||
+            fill_chunks(b, true, SEED_SECOND) < 0 || move_all(b, KVT_TIER_HOST_MAPPED, 1, BATCH) < 0)
+                return -EIO;
+        host_bad = host_check(b);
+        if (move_all(b, KVT_TIER_VRAM, 1, BATCH) < 0)
+                return -EIO;
+        gpu_bad = gpu_check(b);
+        if (move_all(b, KVT_TIER_HOST_MAPPED, 1, BATCH) < 0)
+                return -EIO;
+        {
+                uint64_t orders, runs;
+                size_t max_in_flight;
+
+                pipeline_counts(b->pipe, &orders, &runs, &max_in_flight);
+                printf("check: %zu MiB, words lost or wrong: host %llu, gpu %llu; %llu orders in %llu runs, "
+                       "at most %zu in flight\n",
+                       b->reg.span_bytes >> 20, (unsigned long long)host_bad, (unsigned long long)gpu_bad,
+                       (unsigned long long)orders, (unsigned long long)runs, max_in_flight);
+        }
+        return host_bad == 0 && gpu_bad == 0 ? 0 : -EBADMSG;
+}
+
+static double gbps(size_t bytes, double s) {
+        return s > 0 ? (double)bytes / s / 1e9 : 0;
+}
+
+static void row(const char *what, size_t bytes, double mover_s, double ref_s) {
+        if (ref_s > 0)
+                printf("%-34s %8.1f GB/s   pinned %6.1f GB/s   ratio %.2f\n", what, gbps(bytes, mover_s),
+                       gbps(bytes, ref_s), mover_s > 0 ? ref_s / mover_s : 0);
+        else
+                printf("%-34s %8.1f GB/s   (no pinned reference)\n", what, gbps(bytes, mover_s));
+}
+
+static int bench_run_length(struct bench *b, uint64_t run_bytes) {
+        uint32_t rc = (uint32_t)(run_bytes / CHUNK);
+        size_t bytes = b->reg.span_bytes;
+        double up, clean, dirty, ref_up = 0, ref_down = 0;
+        char what[64];
+
+        if (rc == 0)
+                return -EINVAL;
+        up = move_all(b, KVT_TIER_VRAM, rc, 1);
+        if (backend_read((void *)b->reg.base, bytes) < 0)
+                return -EIO;
+        clean = move_all(b, KVT_TIER_HOST_MAPPED, rc, 1);
+        if (move_all(b, KVT_TIER_VRAM, rc, 1) < 0 || fill_chunks(b, false, SEED_FIRST) < 0)
+                return -EIO;
+        dirty = move_all(b, KVT_TIER_HOST_MAPPED, rc, 1);
+        if (up < 0 || clean < 0 || dirty < 0)
+                return -EIO;
+        (void)pinned_ref(bytes, run_bytes, 1, &ref_up);
+        (void)pinned_ref(bytes, run_bytes, 0, &ref_down);
+        snprintf(what, sizeof(what), "promote   run %6llu MiB", (unsigned long long)(run_bytes >> 20));
+        row(what, bytes, up, ref_up);
+        snprintf(what, sizeof(what), "evict clean run %6llu MiB", (unsigned long long)(run_bytes >> 20));
+        row(what, bytes, clean, ref_down);
+        snprintf(what, sizeof(what), "evict dirty run %6llu MiB", (unsigned long long)(run_bytes >> 20));
+        row(what, bytes, dirty, ref_down);
+        fflush(stdout);
+        return 0;
+}
+
+/* 2 MiB orders, BATCH per batch: what the mover sees when the daemon sends
+ * a long move as many small orders at once. */
+static int bench_coalesced(struct bench *b) {
+        size_t bytes = b->reg.span_bytes;
+        double up, clean, ref_up = 0, ref_down = 0;
+
+        up = move_all(b, KVT_TIER_VRAM, 1, BATCH);
+        if (backend_read((void *)b->reg.base, bytes) < 0)
+                return -EIO;
+        clean = move_all(b, KVT_TIER_HOST_MAPPED, 1, BATCH);
+        if (up < 0 || clean < 0)
+                return -EIO;
+        (void)pinned_ref(bytes, (size_t)BATCH * CHUNK, 1, &ref_up);
+        (void)pinned_ref(bytes, (size_t)BATCH * CHUNK, 0, &ref_down);
+        row("promote   2 MiB x64 batches", bytes, up, ref_up);
+        row("evict clean 2 MiB x64 batches", bytes, clean, ref_down);
+        return 0;
+}
+
+/*
+ * Explore: a sequence is a string of two-letter steps, applied to each
+ * 64 MiB piece in turn (actions) or to the whole region (setups), then the
+ * device is synchronized:
+ *   pH pN pG  SetPreferredLocation host / host NUMA node / GPU
+ *   sR uR     Set / UnsetReadMostly
+ *   aB        SetAccessedBy the GPU
+ *   fH fN fG  prefetch to host / host NUMA node / GPU (on one stream)
+ */
+#define EXPLORE_PIECE ((size_t)64 << 20)
+
+static const struct {
+        const char *name, *setup, *action;
+} EXPLORE[] = {
+        { "evict dup: pH uR", "pHsRfGpG", "pHuR" },
+        { "evict dup: pH uR aB", "pHsRfGpG", "pHuRaB" },
+        { "evict dup: pH aB uR (mover <= 9b1b984)", "pHsRfGpG", "pHaBuR" },
+        { "evict dup: pH uR aB fH", "pHsRfGpG", "pHuRaBfH" },
+        { "evict dup: pN uR aB fN", "pNsRfGpG", "pNuRaBfN" },
+        { "evict dup, written: pH uR aB fH", "pHsRfGpGwG", "pHuRaBfH" },
+        { "evict gpu: pH aB fH", "pHuRfGpG", "pHaBfH" },
+        { "evict gpu: pN aB fN", "pNuRfGpG", "pNaBfN" },
+        { "evict gpu: fH only", "pHuRfGpG", "fH" },
+        { "promote host: fG pG", "pHuRfH", "fGpG" },
+        { "promote numa host: fG pG", "pNuRfN", "fGpG" },
+        { "promote host: sR fG pG", "pHuRfH", "sRfGpG" },
+        { "promote numa host: sR fG pG", "pNuRfN", "sRfGpG" },
+};
+
+static cudaError_t explore_steps(struct bench *b, const char *steps, char *p, size_t len, cudaStream_t s,
+                                 int numa) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 }, host = { cudaMemLocationTypeHost, 0 },
+                                     node = { cudaMemLocationTypeHostNuma, numa };
+        const struct kvt_cudart *rt = b->rt;
+        cudaError_t e = cudaSuccess;
+
+        for (const char *c = steps; *c && c[1] && e == cudaSuccess; c += 2) {
+                if (!strncmp(c, "pH", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, host);
+                else if (!strncmp(c, "pN", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, node);
+                else if (!strncmp(c, "pG", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, gpu);
+                else if (!strncmp(c, "sR", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetReadMostly, gpu);
+                else if (!strncmp(c, "uR", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseUnsetReadMostly, gpu);
+                else if (!strncmp(c, "aB", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, gpu);
+                else if (!strncmp(c, "fH", 2))
+                        e = rt->cudaMemPrefetchAsync(p, len, host, 0, s);
+                else if (!strncmp(c, "fN", 2))
+                        e = rt->cudaMemPrefetchAsync(p, len, node, 0, s);
+                else if (!strncmp(c, "fG", 2))
+                        e = rt->cudaMemPrefetchAsync(p, len, gpu, 0, s);
+                else if (!strncmp(c, "wG", 2)) {
+                        e = rt->cudaStreamSynchronize(s);
+                        if (e == cudaSuccess && backend_fill(p, len, SEED_FIRST) < 0)
+                                e = cudaErrorUnknown;
+                } else
+                        e = cudaErrorInvalidValue;
+        }
+        return e;
+}
+
+static int explore(struct bench *b) {
+        cudaStream_t s;
+        int numa = 0;
+
+        (void)b->rt->cudaDeviceGetAttribute(&numa, cudaDevAttrHostNumaId, 0);
+        if (numa < 0)
+                numa = 0;
+        if (b->rt->cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+                return -EIO;
+        printf("explore: %zu MiB in %zu MiB calls, host NUMA node %d\n", b->reg.span_bytes >> 20,
+               EXPLORE_PIECE >> 20, numa);
+        for (size_t i = 0; i < ELEMENTSOF(EXPLORE); i++) {
+                char *base = (char *)b->reg.base;
+                cudaError_t e;
+                uint64_t t0;
+
+                e = explore_steps(b, EXPLORE[i].setup, base, b->reg.span_bytes, s, numa);
+                if (e == cudaSuccess)
+                        e = b->rt->cudaStreamSynchronize(s);
+                t0 = now_ns();
+                for (size_t off = 0; e == cudaSuccess && off < b->reg.span_bytes; off += EXPLORE_PIECE)
+                        e = explore_steps(b, EXPLORE[i].action, base + off, EXPLORE_PIECE, s, numa);
+                if (e == cudaSuccess)
+                        e = b->rt->cudaStreamSynchronize(s);
+                if (e != cudaSuccess)
+                        printf("%-42s failed: CUDA error %d\n", EXPLORE[i].name, (int)e);
+                else
+                        printf("%-42s %8.1f GB/s\n", EXPLORE[i].name,
+                               gbps(b->reg.span_bytes, (double)(now_ns() - t0) / 1e9));
+                fflush(stdout);
+        }
+        (void)b->rt->cudaStreamDestroy(s);
+        return 0;
+}
+
+static int setup(struct bench *b, uint64_t size) {
+        struct pipeline_config cfg;
+        void *p;
+        cudaError_t e;
+        int r;
+
+        const char *lv = getenv("KVTIER_LOG");
+        int level = lv ? kvt_log_level_parse(lv) : KVT_LOG_INFO;
+
+        kvt_log_setup("mover-bench", level < 0 ? KVT_LOG_INFO : level);
+        b->rt = real_cudart();
+        if (!b->rt)
+                return -ENOSYS;
+        e = b->rt->cudaMallocManaged(&p, size + CHUNK, cudaMemAttachGlobal);
+        if (e != cudaSuccess) {
+                fprintf(stderr, "cudaMallocManaged(%llu): %s\n", (unsigned long long)size,
+                        b->rt->cudaGetErrorString(e));
+                return -ENOMEM;
+        }
+        b->reg = (struct shim_region){
+                .device = 0,
+                .base = ((uintptr_t)p + CHUNK - 1) & ~(uintptr_t)(CHUNK - 1),
+                .size_bytes = size,
+                .span_bytes = size,
+                .alloc_ptr = p,
+        };
+        r = regions_add(&b->reg);
+        if (r < 0)
+                return r;
+        pipeline_config_from_env(&cfg);
+        printf("mover: %u streams per direction, read_dup %d, host_numa %d\n", cfg.streams_per_dir, cfg.read_dup,
+               cfg.host_numa);
+        return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
+}
+
+int main(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "size", required_argument, NULL, 's' },
+                { "runs", required_argument, NULL, 'r' },
+                { "check-only", no_argument, NULL, 'c' },
+                { "explore", no_argument, NULL, 'e' },
+                {},
+        };
+        const char *runs = "2M,8M,64M,256M,1G";
+        uint64_t size = (uint64_t)1 << 30;
+        bool check_only = false, do_explore = false;
+        struct bench b = {};
+        struct shim_region taken;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "", opts, NULL)) >= 0)
+                switch (c) {
+                case 's':
+                        if (parse_bytes(optarg, &size) < 0 || size == 0 || size % CHUNK) {
+                                fprintf(stderr, "--size: a multiple of 2 MiB, not %s\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case 'r':
+                        runs = optarg;
+                        break;
+                case 'c':
+                        check_only = true;
+                        break;
+                case 'e':
+                        do_explore = true;
+                        break;
+                default:
+                        return 2;
+                }
+        r = setup(&b, size);
+        if (r < 0) {
+                fprintf(stderr, "setup: %s\n", strerror(-r));
+                return 1;
+        }
+        r = do_explore ? explore(&b) : check(&b);
+        if (r == 0 && !check_only && !do_explore) {
+                char *list = strdup(runs), *save = NULL;
+
+                for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {
+                        uint64_t rb;
+
+                        if (parse_bytes(t, &rb) < 0 || rb < CHUNK || rb > size) {
+                                fprintf(stderr, "--runs: %s is not within 2M..--size\n", t);
+                                r = -EINVAL;
+                        } else
+                                r = bench_run_length(&b, rb);
+                }
+                free(list);
+                if (r == 0)
+                        r = bench_coalesced(&b);
+        }
+        pipeline_free(b.pipe);
+        if (regions_take((void *)b.reg.base, &taken) == 0)
+                (void)b.rt->cudaFree(taken.alloc_ptr);
+        if (r < 0)
+                fprintf(stderr, "mover-bench: %s\n", strerror(-r));
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,83 @@
+#!/bin/bash
+# The mover's pipeline (shim/pipeline.c, linked into tests/bench/mover-bench)
+# against the fake CUDA: a chunk the GPU wrote while read-duplicated in VRAM
+# keeps the write through eviction (read on the host, and on the GPU after
+# promotion), with read-duplication on and off; adjacent orders that arrive
+# together coalesce into one run; the host tier goes to the GPU's NUMA node,
+# and to plain host memory where CUDA refuses that node.
+. "$(dirname "$0")/lib.sh"
+
+BENCH="$top_builddir/tests/bench/mover-bench"
+
+bench() { # NAME ENV...: runs the check, output in $TMP/NAME.out, stats in $TMP/NAME.stats
+        local name=$1; shift
+        env FAKECUDA_STATS="$TMP/$name.stats" "$@" "$BENCH" --size 64M --check-only >"$TMP/$name.out" 2>&1
+}
+lost_none() { grep -q "words lost or wrong: host 0, gpu 0" "$TMP/$1.out"; }
+
+bench readdup KVTIER_MOVER_READ_DUP=1; rc=$?
+check "read-duplicated: check exits 0" [ $rc -eq 0 ]
+check "read-duplicated: no write lost (host and GPU)" lost_none readdup
+[ $rc -eq 0 ] || diag "$(cat "$TMP/readdup.out")"
+# 32 chunks: the whole region in VRAM and back with duplicates dropped
+# costs no copy for the chunks the GPU did not write
+check_gt "read-duplicated: chunks copied to the GPU" "$(stat_of readdup h2d_bytes)" 0
+
+bench migrate KVTIER_MOVER_READ_DUP=0; rc=$?
+check "migrating: check exits 0" [ $rc -eq 0 ]
+check "migrating: no write lost (host and GPU)" lost_none migrate
+# Even chunks stay clean in the second round trip: read-duplication evicts
+# them without a copy, so fewer bytes come down than without it.
+check_gt "read-duplication copies fewer bytes down than migration" \
+        "$(stat_of migrate d2h_bytes)" "$(stat_of readdup d2h_bytes)"
+
+# Batches of 64 single-chunk orders of one region: 32 chunks, so every
+# batch of the check is one run.
+read -r orders runs < <(sed -n 's/.* \([0-9]*\) orders in \([0-9]*\) runs.*/\1 \2/p' "$TMP/readdup.out")
+check_gt "orders were issued" "${orders:-0}" 0
+check_gt "adjacent orders coalesced (orders > runs)" "${orders:-0}" "${runs:-0}"
+
+bench numa FAKECUDA_NUMA_NODES=2 KVTIER_LOG=debug; rc=$?
+check "two NUMA nodes: check exits 0" [ $rc -eq 0 ]
+check "host tier on the GPU's node (node 1)" grep -q "Host tier of GPU 0: NUMA node 1" "$TMP/numa.out"
+check_gt "advice and prefetches named the node" "$(stat_of numa numa_location_calls)" 0
+
+bench nonuma FAKECUDA_NUMA_NODES=2 KVTIER_MOVER_HOST_NUMA=0; rc=$?
+check "KVTIER_MOVER_HOST_NUMA=0: check exits 0" [ $rc -eq 0 ]
+check "KVTIER_MOVER_HOST_NUMA=0: no NUMA location named" [ "$(stat_of nonuma numa_location_calls)" -eq 0 ]
+
+# A node CUDA refuses (here: one the fake does not have) falls back to
+# plain host memory instead of failing every eviction.
+bench refused FAKECUDA_HOST_NUMA_ID=5 KVTIER_LOG=info; rc=$?
+check "refused NUMA node: check exits 0" [ $rc -eq 0 ]
+check "refused NUMA node: no write lost" lost_none refused
+check "refused NUMA node: fallback logged" grep -q "refused as a location" "$TMP/refused.out"
+[ $rc -eq 0 ] || diag "$(cat "$TMP/refused.out")"
+
+# Late completion: the pipeline must wait for its events, several runs at once.
+bench late FAKECUDA_EVENT_DELAY_US=2000; rc=$?
+check "late completion: check exits 0" [ $rc -eq 0 ]
+check "late completion: no write lost" lost_none late
+max_in_flight=$(sed -n 's/.*at most \([0-9]*\) in flight/\1/p' "$TMP/late.out")
+check_gt "late completion: several runs in flight at once" "${max_in_flight:-0}" 1
+[ $rc -eq 0 ] || diag "$(cat "$TMP/late.out")"
+
+BUDGET=$((64 << 20))
+write_config 64M
+check "kvtierd starts" start_daemon
+ENGINE_ENV="FAKECUDA_EVENT_DELAY_US=3000" \
+        run_engine late-engine --regions 4 --region-size 64M --window 32M --steps 30 --step-ms 15 --hint \
+        --max-vram $BUDGET; rc=$?
+check "late completion, engine under the shim: exits 0" [ $rc -eq 0 ]
+check "late completion, engine: pattern intact" grep -q "mismatched words 0" "$TMP/late-engine.out"
+[ $rc -eq 0 ] || diag "$(cat "$TMP/late-engine.out")"
+s=$(status_json)
+check_gt "late completion, engine: orders completed" "$(echo "$s" | jq .migrations.orders_done)" 0
+check "late completion, engine: no order failed" [ "$(echo "$s" | jq .migrations.orders_failed)" -eq 0 ]
+check "late completion, engine: none in flight after exit" \
+        [ "$(echo "$s" | jq '[.gpus[].inflight_orders] | add')" -eq 0 ]
+check_le "late completion, engine: peak VRAM by the fake's counters within the budget" \
+        "$(stat_of late-engine managed_resident_peak_bytes)" $BUDGET
+stop_daemon
+
+done_testing
