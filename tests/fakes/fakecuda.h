@@ -79,5 +79,12 @@ int fakecuda_reset_stats(int dev);
  * resident, moved or read-duplicated, in device dev's memory now. */
 int fakecuda_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes);
 
+/* Holds (hold != 0) or releases the work of a stream made with
+ * cudaStreamCreate*: while held, events recorded on it do not complete and
+ * cudaStreamSynchronize waits, as behind a long kernel.  Stream-ordered
+ * frees can then be tested for order. */
+struct CUstream_st;
+int fakecuda_stream_hold(struct CUstream_st *stream, int hold);
+
 /* Describes the model page holding managed address ptr. */
 int fakecuda_page_info(const void *ptr, struct fakecuda_page_info *ret);

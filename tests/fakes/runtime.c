@@ -8,6 +8,7 @@
  * them sees exactly the application's calls.
  */
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -34,13 +35,26 @@ KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
 cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device);
 
+/* A held stream (fakecuda_stream_hold) has work that has not finished:
+ * held_gen counts holds, done_gen the last hold released. */
 struct CUstream_st {
         struct CUstream_st *next;
         int device;
         unsigned flags;
+        uint64_t serial; /* unique for the process: events outlive streams */
+        uint64_t held_gen, done_gen;
+};
+
+/* An event completes once its stream has finished the hold it was recorded behind. */
+struct CUevent_st {
+        uint64_t stream_serial; /* 0: the null stream */
+        uint64_t wait_gen;      /* 0: complete when recorded */
+        unsigned flags;
 };
 
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t streams_done = PTHREAD_COND_INITIALIZER;
+static uint64_t next_stream_serial = 1;
 static struct CUstream_st *streams;
 static _Thread_local cudaError_t last_error;
 
@@ -54,10 +68,11 @@ static _Thread_local cudaError_t last_error;
         X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                        \
         X(cudaErrorNotReady, "device not ready")                                                            \
         X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                              \
+        X(cudaErrorSymbolNotFound, "named symbol not found")                                                \
         X(cudaErrorNotSupported, "operation not supported")                                                 \
         X(cudaErrorUnknown, "unknown error")
 
-enum { cudaErrorIllegalAddress = FAKE_ERROR_ILLEGAL_ADDRESS };
+enum { cudaErrorIllegalAddress = FAKE_ERROR_ILLEGAL_ADDRESS, cudaErrorSymbolNotFound = 500 };
 
 static const struct {
         cudaError_t code;
@@ -152,6 +167,57 @@ cudaError_t cudaFree(void *devPtr) {
         return fail_errno(model_free(devPtr));
 }
 
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!stream_valid(hStream))
+                return fail(cudaErrorInvalidResourceHandle);
+        return cudaMalloc(devPtr, size);
+}
+
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
+        if (!memPool)
+                return fail(cudaErrorInvalidValue);
+        return cudaMallocAsync(ptr, size, stream);
+}
+
+/* Work runs at call time, so the free is done when the stream gets here. */
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!stream_valid(hStream))
+                return fail(cudaErrorInvalidResourceHandle);
+        return fail_errno(model_free(devPtr));
+}
+
+/* As the real runtime does: the driver's cuGetProcAddress, found with dlsym. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *driverStatus) {
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+        CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        void *h;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!symbol || !funcPtr)
+                return fail(cudaErrorInvalidValue);
+        h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+        if (!h)
+                return fail(cudaErrorInitializationError);
+        *(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
+        if (!gpa || gpa(symbol, funcPtr, (int)cudaVersion, flags, &st) != 0)
+                *funcPtr = NULL;
+        if (driverStatus)
+                *driverStatus = (enum cudaDriverEntryPointQueryResult)st;
+        return *funcPtr ? cudaSuccess : fail(cudaErrorSymbolNotFound);
+}
+
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+                                    enum cudaDriverEntryPointQueryResult *driverStatus) {
+        return cudaGetDriverEntryPointByVersion(symbol, funcPtr, FAKE_CUDA_VERSION, flags, driverStatus);
+}
+
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
@@ -223,6 +289,7 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned int flags) {
         s->device = model_current_device();
         s->flags = flags;
         pthread_mutex_lock(&streams_lock);
+        s->serial = next_stream_serial++;
         s->next = streams;
         streams = s;
         pthread_mutex_unlock(&streams_lock);
@@ -250,6 +317,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
                         *i = found->next;
                         break;
                 }
+        pthread_cond_broadcast(&streams_done); /* its events complete */
         pthread_mutex_unlock(&streams_lock);
         if (!found)
                 return fail(cudaErrorInvalidResourceHandle);
@@ -257,10 +325,110 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
         return cudaSuccess;
 }
 
+static bool is_user_stream(cudaStream_t s) {
+        return s && s != FAKE_STREAM_LEGACY && s != FAKE_STREAM_PER_THREAD;
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
-        return stream_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        if (is_user_stream(stream)) {
+                pthread_mutex_lock(&streams_lock);
+                while (stream->done_gen < stream->held_gen)
+                        pthread_cond_wait(&streams_done, &streams_lock);
+                pthread_mutex_unlock(&streams_lock);
+        }
+        return cudaSuccess;
+}
+
+int fakecuda_stream_hold(cudaStream_t stream, int hold) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!is_user_stream(stream) || !stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        if (hold && stream->done_gen == stream->held_gen)
+                stream->held_gen++;
+        else if (!hold)
+                stream->done_gen = stream->held_gen;
+        pthread_cond_broadcast(&streams_done);
+        pthread_mutex_unlock(&streams_lock);
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+        cudaEvent_t e;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidValue);
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return fail(cudaErrorMemoryAllocation);
+        e->flags = flags;
+        *event = e;
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        event->stream_serial = is_user_stream(stream) ? stream->serial : 0;
+        event->wait_gen = event->stream_serial && stream->done_gen < stream->held_gen ? stream->held_gen : 0;
+        pthread_mutex_unlock(&streams_lock);
+        return cudaSuccess;
+}
+
+/* Called with streams_lock held.  A destroyed stream's work is done. */
+static bool event_done(cudaEvent_t e) {
+        if (e->wait_gen == 0)
+                return true;
+        for (struct CUstream_st *i = streams; i; i = i->next)
+                if (i->serial == e->stream_serial)
+                        return i->done_gen >= e->wait_gen;
+        return true;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+        bool done;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        done = event_done(event);
+        pthread_mutex_unlock(&streams_lock);
+        return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        while (!event_done(event))
+                pthread_cond_wait(&streams_done, &streams_lock);
+        pthread_mutex_unlock(&streams_lock);
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        free(event);
+        return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
