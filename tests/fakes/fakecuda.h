@@ -21,6 +21,9 @@
  *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
  *                                 (the real one synchronizes the device first)
  *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device
+ *   FAKECUDA_RUNTIME_VIA_DRIVER=1 cudaMalloc/cudaFree call cuMemAlloc/cuMemFree,
+ *                                 found through cuGetProcAddress as the real
+ *                                 runtime does
  */
 
 #include <stddef.h>

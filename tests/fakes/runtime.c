@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -144,11 +145,47 @@ static int location_to_model(struct cudaMemLocation loc, int *ret) {
         }
 }
 
+/*
+ * FAKECUDA_RUNTIME_VIA_DRIVER=1: cudaMalloc and cudaFree call the driver's
+ * cuMemAlloc/cuMemFree, found as the real runtime finds them (dlsym of
+ * cuGetProcAddress_v2 in libcuda.so.1, then cuGetProcAddress): a shim that
+ * hooks both APIs then sees the runtime's own driver calls too.
+ */
+static CUresult (*via_alloc)(CUdeviceptr *, size_t);
+static CUresult (*via_free)(CUdeviceptr);
+static pthread_once_t via_once = PTHREAD_ONCE_INIT;
+
+static void via_driver_setup(void) {
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+        const char *v = getenv("FAKECUDA_RUNTIME_VIA_DRIVER");
+        void *h;
+
+        if (!v || strcmp(v, "1") != 0 || !(h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)))
+                return;
+        *(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
+        if (!gpa || gpa("cuMemAlloc", (void **)&via_alloc, FAKE_CUDA_VERSION, 0, NULL) != 0 ||
+            gpa("cuMemFree", (void **)&via_free, FAKE_CUDA_VERSION, 0, NULL) != 0)
+                via_alloc = NULL, via_free = NULL;
+}
+
+static bool via_driver(void) {
+        pthread_once(&via_once, via_driver_setup);
+        return via_alloc && via_free;
+}
+
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
         if (!devPtr)
                 return fail(cudaErrorInvalidValue);
+        if (via_driver()) {
+                CUdeviceptr d = 0;
+                CUresult r = via_alloc(&d, size);
+                if (r != 0)
+                        return fail(r == 2 ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
+                *devPtr = (void *)(uintptr_t)d;
+                return cudaSuccess;
+        }
         if (model_fail_now(MODEL_FAIL_MALLOC))
                 return fail(cudaErrorMemoryAllocation);
         return fail_errno(model_malloc(model_current_device(), size, devPtr));
@@ -164,6 +201,8 @@ cudaError_t cudaFree(void *devPtr) {
         delay_us = model_free_delay_us();
         if (delay_us)
                 usleep(delay_us);
+        if (via_driver())
+                return via_free((CUdeviceptr)(uintptr_t)devPtr) == 0 ? cudaSuccess : fail(cudaErrorInvalidValue);
         return fail_errno(model_free(devPtr));
 }
 

@@ -98,9 +98,24 @@ release apis-none-vmm
 ENGINE_ENV="KVTIER_DISABLE=1" run_engine disabled --mode procaddr --regions 2 --size 64M
 check "KVTIER_DISABLE=1: cuGetProcAddress hands out the driver's own" [ "$(captured disabled)" -eq 0 ]
 
+# Re-entrancy: a runtime that allocates through the driver (as the real
+# one does, via cuGetProcAddress) is captured once, at the runtime call.
+ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1" hold via-driver --mode runtime --regions 2 --size 64M
+check "runtime over the driver: regions show as cudaMalloc only" \
+        [ "$(regions_of via-driver .api)" = '["cudaMalloc","cudaMalloc"]' ]
+release via-driver; rc=$?
+check "runtime over the driver: engine exits 0, data intact" [ $rc -eq 0 ] && intact via-driver
+check "runtime over the driver: two captures, not four" [ "$(captured via-driver)" -eq 2 ]
+check "runtime over the driver: everything freed" [ "$(stat_of via-driver managed_alloc_bytes)" -eq 0 ]
+ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1 KVTIER_CAPTURE_APIS=driver" run_engine via-driver-excluded \
+        --mode runtime --regions 2 --size 64M
+check "runtime over the driver, KVTIER_CAPTURE_APIS=driver: the runtime's own driver calls are not captured" \
+        [ "$(captured via-driver-excluded)" -eq 0 ]
+check "runtime over the driver, KVTIER_CAPTURE_APIS=driver: engine intact" intact via-driver-excluded
+
 # Many allocating threads, each through its own stream.
 for mode in runtime procaddr async; do
-        ENGINE_ENV="KVTIER_MIN_SIZE=2M" run_engine "threads-$mode" --mode "$mode" --threads 8 --iterations 10 \
+        ENGINE_ENV="KVTIER_MIN_SIZE=2M FAKECUDA_RUNTIME_VIA_DRIVER=1" run_engine "threads-$mode" --mode "$mode" --threads 8 --iterations 10 \
                 --regions 2 --size 4M; rc=$?
         check "$mode: 8 threads x 10 passes, engine exits 0, data intact" [ $rc -eq 0 ] && intact "threads-$mode"
         check "$mode: all 160 allocations captured" [ "$(captured "threads-$mode")" -eq 160 ]
