@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -57,6 +58,8 @@ static int fill_cudart(void *handle) {
         return 0;
 }
 
+static bool load_failed; /* under real_lock: loading was tried and found nothing */
+
 static int resolve_cudart(bool load) {
         if (fill_cudart(RTLD_NEXT) == 0)
                 return 0;
@@ -71,20 +74,30 @@ static int resolve_cudart(bool load) {
                 if (r == 0)
                         return 0;
         }
-        if (!load)
+        if (!load || load_failed)
                 return -ENOENT;
-        /* Kept open for the life of the process: the table points into it. */
-        for (size_t i = 0; i + 1 < ELEMENTSOF(cudart_sonames); i++) {
-                void *h = dlopen(cudart_sonames[i], RTLD_LAZY | RTLD_LOCAL);
+        /* KVTIER_CUDART names one; then the usual sonames, then the toolkit's
+         * (a static-cudart program's directories need not hold any).  Kept
+         * open for the life of the process: the table points into it. */
+        {
+                const char *paths[] = { getenv("KVTIER_CUDART"), "libcudart.so.13", "libcudart.so.12",
+                                        "/usr/local/cuda/lib64/libcudart.so.13" };
 
-                if (!h)
-                        continue;
-                if (fill_cudart(h) == 0) {
-                        log_debug("Loaded %s for memory captured through the driver API.", cudart_sonames[i]);
-                        return 0;
+                for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+                        void *h = paths[i] ? dlopen(paths[i], RTLD_LAZY | RTLD_LOCAL) : NULL;
+
+                        if (!h)
+                                continue;
+                        if (fill_cudart(h) == 0) {
+                                log_info("Loaded %s for memory captured through the driver API.", paths[i]);
+                                return 0;
+                        }
+                        dlclose(h);
                 }
-                dlclose(h);
         }
+        load_failed = true;
+        log_warning("No libcudart.so.13 or .12 to manage memory captured through the driver API (set KVTIER_CUDART), "
+                    "leaving it plain.");
         return -ENOENT;
 }
 
