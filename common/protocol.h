@@ -110,6 +110,8 @@ struct kvt_hello {
 struct kvt_welcome {
         uint32_t client_id;
         uint32_t tick_ms;
+        uint64_t vram_budget_bytes; /* the budget of the HELLO's device */
+        uint64_t host_grant_bytes;  /* host memory kvtier may tier into ([host] host_budget) */
 };
 
 /* A captured allocation.  region_id is chosen by the shim, unique within its

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "hooks.h"
 #include "log.h"
 #include "mover.h"
 #include "protocol.h"
@@ -87,8 +89,10 @@ static const struct kvt_hello *hello_locked(void) {
         if (hello_known)
                 return &hello_cached;
         if (rt) {
-                rt->cudaGetDevice(&dev);
-                if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+                /* the shim's own calls: never answered by its hooks (the
+                 * capacity view would come back here) */
+                PASS(rt->cudaGetDevice(&dev));
+                if (PASS(rt->cudaMemGetInfo(&free_bytes, &total_bytes)) != cudaSuccess)
                         total_bytes = 0;
         }
         hello_cached = (struct kvt_hello){
@@ -100,6 +104,21 @@ static const struct kvt_hello *hello_locked(void) {
                 strcpy(hello_cached.name, "?");
         hello_known = true;
         return &hello_cached;
+}
+
+/* VRAM budget plus host grant from the last WELCOME; 0 before any. */
+static _Atomic uint64_t granted_bytes;
+
+int client_capacity(uint64_t *ret_bytes) {
+        uint64_t b;
+
+        if (client_ensure() < 0)
+                return -ENOTCONN;
+        b = atomic_load(&granted_bytes);
+        if (b == 0)
+                return -ENODATA;
+        *ret_bytes = b;
+        return 0;
 }
 
 static int handshake(int fd) {
@@ -115,8 +134,10 @@ static int handshake(int fd) {
         r = kvt_msg_recv_timeout(fd, m, shim_cfg.timeout_ms);
         if (r == 0 && m->hdr.type != KVT_MSG_WELCOME)
                 r = -EPROTO;
-        if (r == 0)
+        if (r == 0) {
                 log_debug("Registered with kvtierd as client %u.", m->u.welcome.client_id);
+                atomic_store(&granted_bytes, m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
+        }
         free(m);
         return r;
 }

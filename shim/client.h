@@ -28,5 +28,10 @@ int client_next_connection(void);
 /* The mover saw fd fail or close: drop it if it is still current. */
 void client_lost(int fd, int err);
 
+/* For KVTIER_CAPACITY=auto: the VRAM budget plus the host memory the
+ * daemon granted, connecting first if needed (at most the timeout).
+ * Returns 0, or -ENOTCONN / -ENODATA when no daemon said. */
+int client_capacity(uint64_t *ret_bytes);
+
 /* Sets up fork handling; called once from the constructor. */
 void client_init(void);

@@ -97,7 +97,7 @@ CUresult kvt_hook_cuMemGetInfo_v2(size_t *free, size_t *total) {
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (!free || !total || shim_cfg.capacity_bytes == 0)
+        if (!free || !total || !shim_capacity_on())
                 return PASS(real(free, total));
         e = PASS(real(&real_free, &real_total));
         if (e != CUDA_SUCCESS)

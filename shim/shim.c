@@ -89,7 +89,10 @@ __attribute__((constructor)) static void shim_load(void) {
         env_bytes("KVTIER_MIN_SIZE", false, &shim_cfg.rules.min_size);
         env_bytes("KVTIER_CAPTURE_AFTER", true, &shim_cfg.rules.capture_after);
         env_bytes("KVTIER_MAX_CAPTURED", true, &shim_cfg.rules.max_captured);
-        env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
+        if ((v = getenv("KVTIER_CAPACITY")) && strcmp(v, "auto") == 0)
+                shim_cfg.capacity_auto = true;
+        else
+                env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
         if ((v = getenv("KVTIER_CAPTURE_APIS")) && classify_parse_apis(v, &shim_cfg.rules.apis) < 0)
                 log_warning("Invalid KVTIER_CAPTURE_APIS=%s (a list of runtime, driver, async, vmm; or all, none), ignoring.",
                             v);
@@ -235,10 +238,19 @@ int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e) {
  * (vLLM's gpu_memory_utilization) see that capacity instead of the card's:
  * free is the capacity less what the card has in use and what is captured
  * (conservative: captured chunks resident in VRAM count twice). */
+bool shim_capacity_on(void) {
+        return shim_cfg.capacity_bytes != 0 || shim_cfg.capacity_auto;
+}
+
 bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total) {
         uint64_t used, cap = shim_cfg.capacity_bytes;
 
-        if (shim_cfg.disabled || cap == 0 || hook_busy())
+        if (shim_cfg.disabled || hook_busy())
+                return false;
+        /* auto without a daemon: the real figures, as if the knob were off */
+        if (shim_cfg.capacity_auto && client_capacity(&cap) < 0)
+                return false;
+        if (cap == 0)
                 return false;
         used = (uint64_t)(real_total - real_free) + classify_captured_bytes();
         *total = (size_t)cap;
@@ -276,7 +288,7 @@ cudaError_t kvt_hook_cudaMemGetInfo(size_t *free, size_t *total) {
 
         if (!rt)
                 return cudaErrorInitializationError;
-        if (!free || !total || shim_cfg.capacity_bytes == 0)
+        if (!free || !total || !shim_capacity_on())
                 return PASS(rt->cudaMemGetInfo(free, total));
         e = PASS(rt->cudaMemGetInfo(&real_free, &real_total));
         if (e != cudaSuccess)

@@ -15,6 +15,7 @@ struct shim_config {
         char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* KVTIER_SOCKET */
         struct classify_rules rules;   /* KVTIER_MIN_SIZE, _CAPTURE_AFTER, _MAX_CAPTURED, _CAPTURE_APIS */
         uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
+        bool capacity_auto;            /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */
         int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
 };
 
@@ -50,6 +51,9 @@ cudaError_t shim_release(const struct kvt_cudart *rt, const struct shim_region *
 /* The KVTIER_CAPACITY view of memory info: fills *free and *total and
  * returns true when it applies, false to report the real figures. */
 bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total);
+
+/* Whether KVTIER_CAPACITY is set at all (bytes or auto). */
+bool shim_capacity_on(void);
 
 /* Held around "make memory + REGION_ADD" and "release memory + REGION_DEL",
  * so that the daemon never hears of an address reused before it heard it
