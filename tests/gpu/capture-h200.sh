@@ -17,7 +17,9 @@ CTL=$T/kvtierctl SOCK=$T/kvtierd.sock
 results=()
 res() { results+=("$(printf '%-20s %s' "$1" "$2")"); }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$OUT/gpu.txt"
+E=$T/err # per-program stderr, gathered into $OUT/cap-errs.txt (few files come back)
+mkdir -p "$E"
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 echo "binaries from commit $(cat "$C/COMMIT")"
 printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = 1G\n' "$SOCK" >"$T/kvtierd.conf"
 "$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
@@ -35,17 +37,17 @@ for fw in torch torch-expandable cupy jax; do
         [ "$fw" = torch-expandable ] && env=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
         # XLA sizes its pool from free memory: no capacity view for it, and a small fraction.
         [ "$f" = jax ] && env=(XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=.2) cap=()
-        a=$(env "${env[@]}" timeout 150 python3 "$C/capture_probe.py" --framework "$f" 2>"$OUT/cap-$fw.err" | tail -n 1)
+        a=$(env "${env[@]}" timeout 150 python3 "$C/capture_probe.py" --framework "$f" 2>"$E/cap-$fw.err" | tail -n 1)
         b=$(env "${env[@]}" "${cap[@]}" LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=info \
-                timeout 150 python3 "$C/capture_probe.py" --framework "$f" --ctl "$CTL" 2>>"$OUT/cap-$fw.err" | tail -n 1)
+                timeout 150 python3 "$C/capture_probe.py" --framework "$f" --ctl "$CTL" 2>>"$E/cap-$fw.err" | tail -n 1)
         echo "$fw plain: $a"; echo "$fw shim:  $b"
         res "$fw" "$(compare "$a" "$b")"
 done
 
-a=$(timeout 60 "$C/static_probe" 2>"$OUT/cap-static.err" | tail -n 1)
+a=$(timeout 60 "$C/static_probe" 2>"$E/cap-static.err" | tail -n 1)
 b=$(KVT_PROBE_STATUS="$CTL -s $SOCK status --json >$T/static.json" LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" \
         KVTIER_LOG=info KVTIER_CAPACITY=400G KVTIER_CUDART="$C/cudart/libcudart.so.13" timeout 60 "$C/static_probe" \
-        2>>"$OUT/cap-static.err" | tail -n 1)
+        2>>"$E/cap-static.err" | tail -n 1)
 echo "static plain: $a"; echo "static shim:  $b"
 cp "$T/static.json" "$OUT/status-static.json" 2>/dev/null
 regs=$(python3 -c 'import json,sys
@@ -59,7 +61,7 @@ same=$(python3 -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:3]); 
 res "static-cudart C" "$same regions $regs"
 "$CTL" -s "$SOCK" status >"$OUT/status-end.txt" 2>&1
 kill -TERM "$DPID"; wait "$DPID"; echo "kvtierd exit $?"
-grep -h "kvtier:" "$OUT"/cap-*.err | sort | uniq -c | sort -rn | head -20 >"$OUT/shim-messages.txt"
-cat "$OUT/shim-messages.txt"
+for f in "$E"/*.err; do echo "== $(basename "$f")"; cat "$f"; done >"$OUT/cap-errs.txt"
+echo "== shim messages"; grep -h "kvtier:" "$E"/*.err | sort | uniq -c | sort -rn | head -30
 echo; echo "== results"
 printf '%s\n' "${results[@]}" | tee "$OUT/summary.txt"
