@@ -25,6 +25,8 @@
  * and whether they were freed once the stream was released.
  * --hold FILE: after allocating, print "holding" and wait (at most 30 s)
  * until FILE exists, so a test can look at kvtierctl meanwhile.
+ * --fork: fork() before any CUDA call; parent and child each run the
+ * engine, and the parent exits with the child's failure if it failed.
  *
  * Exit status: 0 data intact; 1 data mismatch; 2 usage; 3 a CUDA call failed.
  */
@@ -37,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cuda-abi.h"
@@ -62,6 +65,7 @@ static const char *arg_mode = "runtime";
 static unsigned arg_regions = 2, arg_threads, arg_iterations = 10;
 static size_t arg_size = 64u << 20;
 static const char *arg_hold;
+static bool arg_fork;
 
 /* Driver entry points as the mode reaches them. */
 static alloc_fn drv_alloc;
@@ -265,6 +269,8 @@ static uint64_t pass(unsigned seed, cudaStream_t s, bool hold_first) {
         return bad;
 }
 
+static int run(uint64_t *ret_bad);
+
 static void *thread_main(void *arg) {
         unsigned id = (unsigned)(uintptr_t)arg;
         cudaStream_t s = NULL;
@@ -284,9 +290,8 @@ int main(int argc, char **argv) {
                 { "mode", required_argument, NULL, 'm' },    { "regions", required_argument, NULL, 'r' },
                 { "size", required_argument, NULL, 's' },    { "hold", required_argument, NULL, 'H' },
                 { "threads", required_argument, NULL, 't' }, { "iterations", required_argument, NULL, 'i' },
-                {},
+                { "fork", no_argument, NULL, 'f' },          {},
         };
-        cudaStream_t s = NULL;
         uint64_t bad = 0;
         int c;
 
@@ -301,10 +306,32 @@ int main(int argc, char **argv) {
                 case 'H': arg_hold = optarg; break;
                 case 't': arg_threads = (unsigned)atoi(optarg); break;
                 case 'i': arg_iterations = (unsigned)atoi(optarg); break;
+                case 'f': arg_fork = true; break;
                 default: return EXIT_USAGE;
                 }
         if (arg_regions == 0 || arg_regions > 64)
                 return EXIT_USAGE;
+        if (arg_fork) {
+                pid_t child = fork();
+                int st;
+
+                if (child < 0)
+                        return EXIT_CUDA;
+                if (child > 0) {
+                        int r = run(&bad);
+                        if (waitpid(child, &st, 0) < 0 || !WIFEXITED(st))
+                                return EXIT_CUDA;
+                        printf("api-engine: child exited %d\n", WEXITSTATUS(st));
+                        return r ? r : WEXITSTATUS(st);
+                }
+        }
+        return run(&bad);
+}
+
+static int run(uint64_t *ret_bad) {
+        cudaStream_t s = NULL;
+        uint64_t bad = 0;
+
         if (mode_is("vmm"))
                 return run_vmm();
         if (!mode_driver() && !mode_async() && !mode_is("runtime"))
@@ -332,5 +359,6 @@ int main(int argc, char **argv) {
         }
         printf("api-engine: mode %s, regions %u, mismatched words %llu\n", arg_mode, arg_regions,
                (unsigned long long)bad);
+        *ret_bad = bad;
         return bad ? EXIT_MISMATCH : 0;
 }

@@ -36,6 +36,20 @@ check "exec: engine exits 0, data intact" [ $rc -eq 0 ] && intact exec
 check "exec: LD_PRELOAD seen by the child unchanged" grep -qxF "preload=$PRELOAD" "$TMP/exec.out"
 check "exec: the exec'd engine is captured" [ "$(stat_of exec managed_allocs)" -eq 2 ]
 
+# fork() before CUDA: the child starts with nothing of the parent's and
+# registers on its own when it allocates; both keep their data.
+rm -f "$TMP/go"
+run_engine forked --mode driver $ARGS --fork --hold "$TMP/go" &
+engine=$!
+for _ in $(seq 200); do [ "$(grep -c holding "$TMP/forked.out" 2>/dev/null)" -ge 2 ] && break; sleep 0.05; done
+status_json >"$TMP/forked.json"
+touch "$TMP/go"; wait $engine; rc=$?
+check "fork: parent and child exit 0, data intact" [ $rc -eq 0 ] && [ "$(grep -c "mismatched words 0" "$TMP/forked.out")" -eq 2 ]
+check "fork: two clients (parent and child), two regions each" \
+        [ "$(jq -c '[.clients[] | select(.name == "api-engine") | (.regions | length)]' "$TMP/forked.json")" = "[2,2]" ]
+check "fork: parent and child are different pids" \
+        [ "$(jq '[.clients[] | select(.name == "api-engine") | .pid] | unique | length' "$TMP/forked.json")" -eq 2 ]
+
 # A stopped daemon under the driver API path: each call waits at most the timeout.
 kill -STOP "$DAEMON_PID"
 start=$(date +%s%N)
