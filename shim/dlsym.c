@@ -16,10 +16,8 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 
 #include "hooks.h"
-#include "log.h"
 #include "real.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
@@ -27,23 +25,32 @@ typedef void *(*dlsym_fn)(void *, const char *);
 /* Read by the trampoline (hidden: addressed %rip-relative, no GOT). */
 dlsym_fn kvt_real_dlsym_ptr;
 
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+/*
+ * dlsym is called before anything else is set up: by the sanitizer
+ * runtimes while they initialize (before this library's constructor, and
+ * before their own interceptors work), and by the dynamic linker's users
+ * at any time.  So this path is not instrumented, takes no lock and calls
+ * nothing but dlvsym: two threads racing here store the same pointer.
+ */
+#define DLSYM_PATH __attribute__((no_sanitize("address", "undefined")))
 
 /* dlvsym is not interposed: it finds libc's (or libdl's) dlsym itself,
  * so no lookup the shim makes can come back into the shim. */
-static void find_real_dlsym(void) {
-        dlsym_fn f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+DLSYM_PATH static dlsym_fn get_real_dlsym(void) {
+        dlsym_fn f = __atomic_load_n(&kvt_real_dlsym_ptr, __ATOMIC_ACQUIRE);
 
+        if (f)
+                return f;
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
         if (!f)
                 f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
         __atomic_store_n(&kvt_real_dlsym_ptr, f, __ATOMIC_RELEASE);
+        return f;
 }
 
-void *real_dlsym(void *handle, const char *name) {
-        dlsym_fn f;
+DLSYM_PATH void *real_dlsym(void *handle, const char *name) {
+        dlsym_fn f = get_real_dlsym();
 
-        pthread_once(&real_once, find_real_dlsym);
-        f = __atomic_load_n(&kvt_real_dlsym_ptr, __ATOMIC_ACQUIRE);
         return f ? f(handle, name) : NULL;
 }
 
@@ -54,16 +61,14 @@ void *real_dlsym(void *handle, const char *name) {
  * looks up the next cudaMalloc must not be handed the shim's, which would
  * call it back. */
 void *kvt_dlsym_hooked(void *handle, const char *name);
-void *kvt_dlsym_hooked(void *handle, const char *name) {
+DLSYM_PATH void *kvt_dlsym_hooked(void *handle, const char *name) {
         void *mine, *real;
 
-        pthread_once(&real_once, find_real_dlsym);
-        if (handle == RTLD_NEXT || !(mine = hook_find(name)))
+        if (!get_real_dlsym() || handle == RTLD_NEXT || !(mine = hook_find(name)))
                 return NULL;
         real = real_dlsym(handle, name);
         if (!real || real == mine)
                 return NULL;
-        log_debug("dlsym(%s): handing out the shim's wrapper.", name);
         return mine;
 }
 
