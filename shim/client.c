@@ -21,6 +21,7 @@
 #include "real.h"
 #include "regions.h"
 #include "shim.h"
+#include "standalone.h"
 #include "util.h"
 
 /* After a failed connect, allocations do not try again for this long, so a
@@ -146,6 +147,13 @@ static int connect_locked(void) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int fd, r;
 
+        if (shim_cfg.standalone) {
+                /* the policy runs in this process (standalone.c) */
+                fd = standalone_connect();
+                if (fd < 0)
+                        return fd;
+                goto handshake;
+        }
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
@@ -156,6 +164,7 @@ static int connect_locked(void) {
                 close(fd);
                 return r;
         }
+handshake:
         r = handshake(fd);
         if (r < 0) {
                 close(fd);

@@ -79,6 +79,7 @@ __attribute__((constructor)) static void shim_load(void) {
                         kvt_log_setup("kvtier", level);
         }
         shim_cfg.disabled = env_true(getenv("KVTIER_DISABLE"));
+        shim_cfg.standalone = env_true(getenv("KVTIER_STANDALONE"));
         if ((v = getenv("KVTIER_SOCKET"))) {
                 if (*v != '/' || strlen(v) >= sizeof(shim_cfg.socket_path))
                         log_warning("Invalid KVTIER_SOCKET=%s (an absolute path of at most %zu bytes), ignoring.",

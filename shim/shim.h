@@ -16,6 +16,7 @@ struct shim_config {
         struct classify_rules rules;   /* KVTIER_MIN_SIZE, _CAPTURE_AFTER, _MAX_CAPTURED, _CAPTURE_APIS */
         uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
         bool capacity_auto;            /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */
+        bool standalone;               /* KVTIER_STANDALONE=1: the policy runs in this process */
         int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
 };
 
