@@ -18,7 +18,9 @@ static const struct {
 };
 _Static_assert(ELEMENTSOF(hooks) == _KVT_HOOK_MAX, "one entry per hook");
 
-static __thread unsigned busy;
+/* initial-exec: a plain %fs-relative access on every hooked call, not a
+ * __tls_get_addr call (the shim is preloaded, so static TLS has room). */
+static __thread unsigned busy __attribute__((tls_model("initial-exec")));
 
 bool hook_busy(void) {
         return busy > 0;
