@@ -44,6 +44,31 @@ const char *kvt_msg_type_name(uint16_t type) {
         return "?";
 }
 
+const char *kvt_api_name(uint32_t api) {
+        static const char *const names[_KVT_API_MAX] = {
+                [KVT_API_CUDA_MALLOC] = "cudaMalloc",
+                [KVT_API_CU_MEM_ALLOC] = "cuMemAlloc",
+                [KVT_API_CUDA_MALLOC_ASYNC] = "cudaMallocAsync",
+                [KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC] = "cudaMallocFromPoolAsync",
+                [KVT_API_CU_MEM_ALLOC_ASYNC] = "cuMemAllocAsync",
+                [KVT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC] = "cuMemAllocFromPoolAsync",
+                [KVT_API_CU_MEM_MAP] = "cuMemMap",
+        };
+
+        return api < _KVT_API_MAX && names[api] ? names[api] : "?";
+}
+
+const char *kvt_rule_name(uint32_t rule) {
+        static const char *const names[_KVT_RULE_MAX] = {
+                [KVT_RULE_NONE] = "-",
+                [KVT_RULE_MIN_SIZE] = "min-size",
+                [KVT_RULE_CAPTURE_AFTER] = "capture-after",
+                [KVT_RULE_VMM] = "vmm",
+        };
+
+        return rule < _KVT_RULE_MAX ? names[rule] : "?";
+}
+
 const char *kvt_tier_name(uint32_t tier) {
         switch (tier) {
         case KVT_TIER_NONE:
@@ -77,7 +102,11 @@ static int payload_check(const struct kvt_msg *m) {
                     r->size_bytes % KVT_CHUNK_BYTES || r->base % KVT_CHUNK_BYTES ||
                     r->base + r->size_bytes < r->base)
                         return -EBADMSG;
-                if (r->api == 0 || r->api >= _KVT_API_MAX || r->tier >= _KVT_TIER_MAX)
+                if (r->api == 0 || r->api >= _KVT_API_MAX || r->tier >= _KVT_TIER_MAX ||
+                    r->rule >= _KVT_RULE_MAX || (r->flags & ~(uint32_t)_KVT_REGION_FLAGS_ALL))
+                        return -EBADMSG;
+                /* an untiered region is in no tier kvtier placed */
+                if ((r->flags & KVT_REGION_UNTIERED) && r->tier != KVT_TIER_NONE)
                         return -EBADMSG;
                 return 0;
         }

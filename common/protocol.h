@@ -76,7 +76,28 @@ enum kvt_tier {
 /* Which interposed entry point captured a region. */
 enum kvt_alloc_api {
         KVT_API_CUDA_MALLOC = 1,
+        KVT_API_CU_MEM_ALLOC = 2,                 /* cuMemAlloc_v2 */
+        KVT_API_CUDA_MALLOC_ASYNC = 3,
+        KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC = 4,
+        KVT_API_CU_MEM_ALLOC_ASYNC = 5,
+        KVT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC = 6,
+        KVT_API_CU_MEM_MAP = 7,                   /* VMM: tracked, never tiered */
         _KVT_API_MAX,
+};
+
+/* Which classification rule made the shim take a region. */
+enum kvt_capture_rule {
+        KVT_RULE_NONE = 0,          /* not said (an older shim) */
+        KVT_RULE_MIN_SIZE = 1,      /* at least KVTIER_MIN_SIZE */
+        KVT_RULE_CAPTURE_AFTER = 2, /* at least KVTIER_MIN_SIZE, after KVTIER_CAPTURE_AFTER bytes */
+        KVT_RULE_VMM = 3,           /* a VMM mapping: tracked for visibility only */
+        _KVT_RULE_MAX,
+};
+
+/* struct kvt_region_add flags. */
+enum {
+        KVT_REGION_UNTIERED = 1u << 0, /* kvtier cannot move it (VMM): shown, never planned */
+        _KVT_REGION_FLAGS_ALL = KVT_REGION_UNTIERED,
 };
 
 /* First message of a shim connection. */
@@ -99,6 +120,8 @@ struct kvt_device {
 struct kvt_welcome {
         uint32_t client_id;
         uint32_t tick_ms;
+        uint64_t vram_budget_bytes; /* the budget of the HELLO's device */
+        uint64_t host_grant_bytes;  /* host memory kvtier may tier into ([host] host_budget) */
 };
 
 /* A captured allocation.  region_id is chosen by the shim, unique within its
@@ -109,7 +132,9 @@ struct kvt_region_add {
         uint64_t base;       /* 2 MiB aligned */
         uint64_t size_bytes; /* multiple of 2 MiB, at most KVT_MAX_REGION_BYTES */
         uint32_t api;        /* enum kvt_alloc_api */
-        uint32_t tier;       /* enum kvt_tier the shim left it in */
+        uint32_t tier;       /* enum kvt_tier the shim left it in; NONE if untiered */
+        uint32_t rule;       /* enum kvt_capture_rule */
+        uint32_t flags;      /* KVT_REGION_* */
 };
 
 struct kvt_region_del {
@@ -179,6 +204,12 @@ size_t kvt_msg_payload_size(uint16_t type, int *ret_known);
 
 /* Name of a message type for logs ("HELLO"), "?" if unknown. */
 const char *kvt_msg_type_name(uint16_t type);
+
+/* Name of an allocation API ("cudaMalloc", "cuMemMap"), "?" if unknown. */
+const char *kvt_api_name(uint32_t api);
+
+/* Name of a capture rule ("min-size", "capture-after", "vmm"), "?" if unknown. */
+const char *kvt_rule_name(uint32_t rule);
 
 /* Name of a tier ("vram", "host-mapped", "host", "none"). */
 const char *kvt_tier_name(uint32_t tier);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/un.h>
 
 #include "conf.h"
@@ -33,6 +34,7 @@ struct conf {
         uint64_t gpu_configured; /* bit N: a [gpu.N] section set a key */
         char policy[16];
         uint64_t max_migration_rate;
+        uint64_t host_budget;
 };
 
 struct conf_key {
@@ -61,6 +63,9 @@ static const struct conf_key conf_table[] = {
         {"gpu.N", "vram_budget", CONF_BUDGET, 0, 16 * TIB, NULL,
          "Override of [gpu] vram_budget for GPU N (0..63)", offsetof(struct conf, gpu_vram_budget)},
         {"policy", "name", CONF_POLICY, 0, 0, "lru", "Placement policy: lru", offsetof(struct conf, policy)},
+        {"host", "host_budget", CONF_BYTES, 0, 1024 * TIB, "0",
+         "Host memory a shim may count on for KVTIER_CAPACITY=auto (VRAM budget plus this); 0 = half of RAM",
+         offsetof(struct conf, host_budget)},
         {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
          "Bytes per second per GPU, both directions together; 0 = unlimited",
          offsetof(struct conf, max_migration_rate)},
@@ -439,6 +444,14 @@ unsigned conf_tick_ms(const struct conf *c) {
 
 const char *conf_policy_name(const struct conf *c) {
         return c->policy;
+}
+
+uint64_t conf_host_budget(const struct conf *c) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+        if (c->host_budget)
+                return c->host_budget;
+        return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
 }
 
 uint64_t conf_max_migration_rate(const struct conf *c) {

@@ -43,6 +43,10 @@ int conf_log_level(const struct conf *c);
 unsigned conf_tick_ms(const struct conf *c);
 const char *conf_policy_name(const struct conf *c);
 
+/* Host memory granted to each shim for KVTIER_CAPACITY=auto, resolved:
+ * [host] host_budget, or half of physical memory when it is 0. */
+uint64_t conf_host_budget(const struct conf *c);
+
 /* Bytes per second, both directions together; 0 = unlimited. */
 uint64_t conf_max_migration_rate(const struct conf *c);
 

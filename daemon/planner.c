@@ -63,7 +63,7 @@ static int planner_snapshot(struct planner *p, struct registry *r, int device, s
                 const struct chunk *ch = region_chunks(reg);
                 uint32_t nc = region_n_chunks(reg);
 
-                if (region_device(reg) != device)
+                if (region_device(reg) != device || region_untiered(reg))
                         continue;
                 ret = grow((void **)&p->regions, &p->cap_regions, n_regions + 1, sizeof(*p->regions));
                 if (ret < 0)

@@ -24,6 +24,8 @@ struct region {
         int device;
         uint64_t base, size_bytes;
         uint32_t api;
+        uint32_t rule;  /* enum kvt_capture_rule */
+        uint32_t flags; /* KVT_REGION_* */
         uint32_t n_chunks;
         uint64_t tier_chunks[_KVT_TIER_MAX];
         struct chunk chunks[];
@@ -298,6 +300,8 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
                                .base = add->base,
                                .size_bytes = add->size_bytes,
                                .api = add->api,
+                               .rule = add->rule,
+                               .flags = add->flags,
                                .n_chunks = n_chunks};
         gpu_use(r, reg->device, reg->device == c->device ? c->device_total_bytes : 0);
         region_init_chunks(r, reg, add->tier);
@@ -616,6 +620,14 @@ uint64_t region_size(const struct region *reg) {
 
 uint32_t region_api(const struct region *reg) {
         return reg->api;
+}
+
+uint32_t region_rule(const struct region *reg) {
+        return reg->rule;
+}
+
+bool region_untiered(const struct region *reg) {
+        return reg->flags & KVT_REGION_UNTIERED;
 }
 
 uint32_t region_n_chunks(const struct region *reg) {

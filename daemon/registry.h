@@ -141,6 +141,10 @@ int region_device(const struct region *reg);
 uint64_t region_base(const struct region *reg);
 uint64_t region_size(const struct region *reg);
 uint32_t region_api(const struct region *reg);
+/* enum kvt_capture_rule that made the shim take it. */
+uint32_t region_rule(const struct region *reg);
+/* Tracked for visibility only (VMM): never planned, never moved. */
+bool region_untiered(const struct region *reg);
 uint32_t region_n_chunks(const struct region *reg);
 const struct chunk *region_chunks(const struct region *reg);
 uint64_t region_tier_chunks(const struct region *reg, uint32_t tier);

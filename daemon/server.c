@@ -153,6 +153,11 @@ static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
                 return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->pid, strerror(-r));
         p->role = PEER_SHIM;
         w = (struct kvt_welcome){.client_id = client_id(p->client), .tick_ms = conf_tick_ms(s->conf)};
+        {
+                const struct gpu_stats *g = registry_gpu(s->registry, h->device);
+                w.vram_budget_bytes = g ? g->budget_bytes : 0;
+                w.host_grant_bytes = conf_host_budget(s->conf);
+        }
         log_info("Client %u connected: pid %d, uid %u, \"%s\", GPU %d.", w.client_id, (int)p->pid,
                  (unsigned)p->uid, h->name, h->device);
         return peer_send(p, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));

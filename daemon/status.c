@@ -36,10 +36,6 @@ static json_object *gpu_json(const struct gpu_stats *g) {
         return o;
 }
 
-static const char *api_name(uint32_t api) {
-        return api == KVT_API_CUDA_MALLOC ? "cudaMalloc" : "?";
-}
-
 static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER_MAX]) {
         json_object *o = json_object_new_object();
         uint64_t chunks[_KVT_TIER_MAX];
@@ -54,7 +50,9 @@ static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER
         json_object_object_add(o, "base", json_object_new_string(base));
         json_object_object_add(o, "size_bytes", json_u64(region_size(reg)));
         json_object_object_add(o, "device", json_object_new_int(region_device(reg)));
-        json_object_object_add(o, "api", json_object_new_string(api_name(region_api(reg))));
+        json_object_object_add(o, "api", json_object_new_string(kvt_api_name(region_api(reg))));
+        json_object_object_add(o, "rule", json_object_new_string(kvt_rule_name(region_rule(reg))));
+        json_object_object_add(o, "untiered", json_object_new_boolean(region_untiered(reg)));
         add_tiers(o, chunks);
         return o;
 }

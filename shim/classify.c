@@ -1,25 +1,75 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "classify.h"
+#include "protocol.h"
 
 static _Atomic uint64_t allocated_bytes; /* everything asked of the hooked allocators */
 static _Atomic uint64_t captured_bytes;
 
-bool classify_take(const struct classify_rules *rules, size_t size) {
+unsigned classify_api_family(uint32_t api) {
+        switch (api) {
+        case KVT_API_CUDA_MALLOC:
+                return CLASSIFY_API_RUNTIME;
+        case KVT_API_CU_MEM_ALLOC:
+                return CLASSIFY_API_DRIVER;
+        case KVT_API_CUDA_MALLOC_ASYNC:
+        case KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC:
+        case KVT_API_CU_MEM_ALLOC_ASYNC:
+        case KVT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC:
+                return CLASSIFY_API_ASYNC;
+        case KVT_API_CU_MEM_MAP:
+                return CLASSIFY_API_VMM;
+        default:
+                return 0;
+        }
+}
+
+int classify_parse_apis(const char *s, unsigned *ret) {
+        static const struct {
+                const char *name;
+                unsigned bits;
+        } words[] = {
+                { "runtime", CLASSIFY_API_RUNTIME }, { "driver", CLASSIFY_API_DRIVER },
+                { "async", CLASSIFY_API_ASYNC },     { "vmm", CLASSIFY_API_VMM },
+                { "all", CLASSIFY_API_ALL },         { "none", 0 },
+        };
+        unsigned bits = 0;
+
+        for (const char *p = s;;) {
+                size_t len = strcspn(p, ",");
+                size_t i;
+
+                for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+                        if (strlen(words[i].name) == len && strncmp(p, words[i].name, len) == 0)
+                                break;
+                if (i == sizeof(words) / sizeof(words[0]))
+                        return -EINVAL;
+                bits |= words[i].bits;
+                if (!p[len])
+                        break;
+                p += len + 1;
+        }
+        *ret = bits;
+        return 0;
+}
+
+uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t size) {
         uint64_t before = atomic_fetch_add(&allocated_bytes, size);
         uint64_t cur;
 
-        if (size < rules->min_size || before < rules->capture_after)
-                return false;
+        if (!(classify_api_family(api) & rules->apis) || size < rules->min_size || before < rules->capture_after)
+                return KVT_RULE_NONE;
         cur = atomic_load(&captured_bytes);
         do {
                 if (rules->max_captured && (cur + size > rules->max_captured || cur + size < cur))
-                        return false;
+                        return KVT_RULE_NONE;
         } while (!atomic_compare_exchange_weak(&captured_bytes, &cur, cur + size));
-        return true;
+        return rules->capture_after ? KVT_RULE_CAPTURE_AFTER : KVT_RULE_MIN_SIZE;
 }
 
 void classify_release(size_t size) {

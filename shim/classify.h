@@ -5,18 +5,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Families of allocation APIs, for KVTIER_CAPTURE_APIS. */
+enum {
+        CLASSIFY_API_RUNTIME = 1u << 0, /* cudaMalloc */
+        CLASSIFY_API_DRIVER = 1u << 1,  /* cuMemAlloc_v2 */
+        CLASSIFY_API_ASYNC = 1u << 2,   /* cudaMalloc(FromPool)Async, cuMemAlloc(FromPool)Async */
+        CLASSIFY_API_VMM = 1u << 3,     /* cuMemMap: tracked, never tiered */
+        CLASSIFY_API_ALL = (1u << 4) - 1,
+};
+
 /* Which allocations the shim captures (all sizes in bytes; 0 = no limit). */
 struct classify_rules {
         uint64_t min_size;      /* KVTIER_MIN_SIZE: smaller ones stay plain */
         uint64_t capture_after; /* KVTIER_CAPTURE_AFTER: the first N bytes allocated stay plain */
         uint64_t max_captured;  /* KVTIER_MAX_CAPTURED: at most this many bytes captured at once */
+        unsigned apis;          /* KVTIER_CAPTURE_APIS: CLASSIFY_API_* families captured */
 };
 
-/* Decides whether an allocation of size bytes is captured, and if so
- * reserves it against max_captured: pair a true answer with
- * classify_release() when the capture fails or the region is freed.  Every
- * call counts towards capture_after.  Thread-safe. */
-bool classify_take(const struct classify_rules *rules, size_t size);
+/* The CLASSIFY_API_* family of an enum kvt_alloc_api value. */
+unsigned classify_api_family(uint32_t api);
+
+/* Parses a KVTIER_CAPTURE_APIS list ("runtime,driver,async,vmm", or "all",
+ * or "none") into *ret.  Returns 0 or -EINVAL (and *ret untouched). */
+int classify_parse_apis(const char *s, unsigned *ret);
+
+/* Decides whether an allocation of size bytes through api (enum
+ * kvt_alloc_api) is captured.  Returns the enum kvt_capture_rule that takes
+ * it, having reserved it against max_captured: pair with classify_release()
+ * when the capture fails or the region is freed.  Returns KVT_RULE_NONE (0)
+ * for an allocation left plain.  Every call counts towards capture_after.
+ * Thread-safe. */
+uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t size);
 
 /* Returns size bytes reserved by classify_take(). */
 void classify_release(size_t size);

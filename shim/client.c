@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,12 +14,14 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "hooks.h"
 #include "log.h"
 #include "mover.h"
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
 #include "shim.h"
+#include "standalone.h"
 #include "util.h"
 
 /* After a failed connect, allocations do not try again for this long, so a
@@ -117,8 +120,10 @@ static const struct kvt_hello *hello_locked(void) {
         if (hello_known)
                 return &hello_cached;
         if (rt) {
-                rt->cudaGetDevice(&dev);
-                if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+                /* the shim's own calls: never answered by its hooks (the
+                 * capacity view would come back here) */
+                PASS(rt->cudaGetDevice(&dev));
+                if (PASS(rt->cudaMemGetInfo(&free_bytes, &total_bytes)) != cudaSuccess)
                         total_bytes = 0;
         }
         hello_cached = (struct kvt_hello){
@@ -130,6 +135,21 @@ static const struct kvt_hello *hello_locked(void) {
                 strcpy(hello_cached.name, "?");
         hello_known = true;
         return &hello_cached;
+}
+
+/* VRAM budget plus host grant from the last WELCOME; 0 before any. */
+static _Atomic uint64_t granted_bytes;
+
+int client_capacity(uint64_t *ret_bytes) {
+        uint64_t b;
+
+        if (client_ensure() < 0)
+                return -ENOTCONN;
+        b = atomic_load(&granted_bytes);
+        if (b == 0)
+                return -ENODATA;
+        *ret_bytes = b;
+        return 0;
 }
 
 static int handshake(int fd) {
@@ -145,8 +165,10 @@ static int handshake(int fd) {
         r = kvt_msg_recv_timeout(fd, m, shim_cfg.timeout_ms);
         if (r == 0 && m->hdr.type != KVT_MSG_WELCOME)
                 r = -EPROTO;
-        if (r == 0)
+        if (r == 0) {
                 log_debug("Registered with kvtierd as client %u.", m->u.welcome.client_id);
+                atomic_store(&granted_bytes, m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
+        }
         free(m);
         return r;
 }
@@ -155,6 +177,13 @@ static int connect_locked(void) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int fd, r;
 
+        if (shim_cfg.standalone) {
+                /* the policy runs in this process (standalone.c) */
+                fd = standalone_connect();
+                if (fd < 0)
+                        return fd;
+                goto handshake;
+        }
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
@@ -165,6 +194,7 @@ static int connect_locked(void) {
                 close(fd);
                 return r;
         }
+handshake:
         r = handshake(fd);
         if (r < 0) {
                 close(fd);

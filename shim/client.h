@@ -34,6 +34,10 @@ void client_lost(int fd, int err);
  * first REGION_ADD on dev. */
 void client_note_device(int dev, uint64_t total_bytes);
 bool client_device_noted(int dev);
+/* For KVTIER_CAPACITY=auto: the VRAM budget plus the host memory the
+ * daemon granted, connecting first if needed (at most the timeout).
+ * Returns 0, or -ENOTCONN / -ENODATA when no daemon said. */
+int client_capacity(uint64_t *ret_bytes);
 
 /* Sets up fork handling; called once from the constructor. */
 void client_init(void);

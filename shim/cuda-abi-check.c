@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #define KVT_CUDA_ABI_CHECK
@@ -17,12 +18,20 @@ KVT_CUDA_ADVISE(CHECK_CONST)
 KVT_CUDA_LOCATION_TYPES(CHECK_CONST)
 KVT_CUDA_MEMCPY_KINDS(CHECK_CONST)
 KVT_CUDA_DEVICE_ATTRS(CHECK_CONST)
+KVT_CU_CONSTS(CHECK_CONST)
 
 #define CHECK_FUNC(ret, name, args)                                                                \
         _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) args),               \
                        #name " signature differs from CUDA's");
+/* cudaGetDriverEntryPoint is deprecated in CUDA 13, and still hooked. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 KVT_CUDART_FUNCS(CHECK_FUNC)
 KVT_CUDART_TEST_FUNCS(CHECK_FUNC)
+#undef KVT_CUDA_LEGACY_HOOKS
+#define KVT_CUDA_LEGACY_HOOKS(X)
+KVT_CUDA_HOOKS(CHECK_FUNC)
+#pragma GCC diagnostic pop
 
 _Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");
 _Static_assert(sizeof(enum cudaMemoryAdvise) == sizeof(int), "enum size");

@@ -80,13 +80,100 @@ struct cudaMemLocation {
 #endif
 
 /*
- * The runtime entry points the shim calls or interposes, as
- * X(return type, name, parameter list).  CUDA 13 signatures: advice and
- * prefetch take a struct cudaMemLocation (the CUDA 12 "_v2" forms).
+ * Driver API types.  CUstream is the runtime's cudaStream_t (same struct);
+ * memory pools are one opaque type in both APIs.
  */
-#define KVT_CUDART_FUNCS(X)                                                                        \
+#ifndef KVT_CUDA_ABI_CHECK
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef unsigned long long cuuint64_t;
+typedef struct CUstream_st *CUstream;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUmemPoolHandle_st *cudaMemPool_t;
+typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUmemAllocationProp_st CUmemAllocationProp; /* only passed through */
+typedef enum CUdriverProcAddressQueryResult_enum {
+        CU_GET_PROC_ADDRESS_SUCCESS = 0,
+        CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+        CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+} CUdriverProcAddressQueryResult;
+enum cudaDriverEntryPointQueryResult {
+        cudaDriverEntryPointSuccess = 0,
+        cudaDriverEntryPointSymbolNotFound = 1,
+        cudaDriverEntryPointVersionNotSufficent = 2,
+};
+#endif
+
+#define KVT_CU_CONSTS(X)                                                                           \
+        X(CUDA_SUCCESS, 0)                                                                         \
+        X(CUDA_ERROR_INVALID_VALUE, 1)                                                             \
+        X(CUDA_ERROR_OUT_OF_MEMORY, 2)                                                             \
+        X(CUDA_ERROR_NOT_INITIALIZED, 3)                                                           \
+        X(CUDA_ERROR_NOT_FOUND, 500)                                                               \
+        X(CUDA_ERROR_NOT_SUPPORTED, 801)                                                           \
+        X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)
+
+#ifndef KVT_CUDA_ABI_CHECK
+#define KVT_CUDA_ENUM(name, value) name = (value),
+enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
+#undef KVT_CUDA_ENUM
+#endif
+
+/*
+ * The entry points the shim interposes, as X(return type, name, parameter
+ * list): one list per library, which generates the prototypes, the table of
+ * real functions (shim/real.h), and the hook table that dlsym and
+ * cuGetProcAddress consult (shim/hooks.c).  Adding a hook is one line here
+ * plus its wrapper, defined with KVT_HOOK(name) in the shim.
+ */
+#define KVT_CUDART_HOOKS(X)                                                                        \
         X(cudaError_t, cudaMalloc, (void **devPtr, size_t size))                                   \
         X(cudaError_t, cudaFree, (void *devPtr))                                                   \
+        X(cudaError_t, cudaMemGetInfo, (size_t * free, size_t *total))                             \
+        X(cudaError_t, cudaMallocAsync, (void **devPtr, size_t size, cudaStream_t hStream))        \
+        X(cudaError_t, cudaFreeAsync, (void *devPtr, cudaStream_t hStream))                        \
+        X(cudaError_t, cudaMallocFromPoolAsync,                                                    \
+          (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream))                   \
+        X(cudaError_t, cudaGetDriverEntryPoint,                                                    \
+          (const char *symbol, void **funcPtr, unsigned long long flags,                           \
+           enum cudaDriverEntryPointQueryResult *driverStatus))                                    \
+        X(cudaError_t, cudaGetDriverEntryPointByVersion,                                           \
+          (const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, \
+           enum cudaDriverEntryPointQueryResult *driverStatus))
+
+#define KVT_CUDA_HOOKS(X)                                                                          \
+        X(CUresult, cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize))                          \
+        X(CUresult, cuMemFree_v2, (CUdeviceptr dptr))                                              \
+        X(CUresult, cuMemGetInfo_v2, (size_t * free, size_t *total))                               \
+        X(CUresult, cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))      \
+        X(CUresult, cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                          \
+        X(CUresult, cuMemAllocFromPoolAsync,                                                       \
+          (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream))              \
+        X(CUresult, cuMemCreate,                                                                   \
+          (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp *prop,    \
+           unsigned long long flags))                                                              \
+        X(CUresult, cuMemRelease, (CUmemGenericAllocationHandle handle))                           \
+        X(CUresult, cuMemMap,                                                                      \
+          (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,       \
+           unsigned long long flags))                                                              \
+        X(CUresult, cuMemUnmap, (CUdeviceptr ptr, size_t size))                                    \
+        X(CUresult, cuGetProcAddress_v2,                                                           \
+          (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                      \
+           CUdriverProcAddressQueryResult *symbolStatus))                                          \
+        KVT_CUDA_LEGACY_HOOKS(X)
+
+/* Hooked symbols that cuda.h no longer declares under their name (it maps
+ * cuGetProcAddress to cuGetProcAddress_v2), so the ABI check skips them. */
+#define KVT_CUDA_LEGACY_HOOKS(X)                                                                   \
+        X(CUresult, cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags))
+
+/*
+ * The runtime entry points the shim calls without interposing them.  CUDA 13
+ * signatures: advice and prefetch take a struct cudaMemLocation (the CUDA 12
+ * "_v2" forms).
+ */
+#define KVT_CUDART_CALLS(X)                                                                        \
         X(cudaError_t, cudaMallocManaged, (void **devPtr, size_t size, unsigned int flags))        \
         X(cudaError_t, cudaMemAdvise,                                                              \
           (const void *devPtr, size_t count, enum cudaMemoryAdvise advice,                         \
@@ -97,16 +184,22 @@ struct cudaMemLocation {
         X(cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t * pStream, unsigned int flags))    \
         X(cudaError_t, cudaStreamDestroy, (cudaStream_t stream))                                   \
         X(cudaError_t, cudaStreamSynchronize, (cudaStream_t stream))                               \
-        X(cudaError_t, cudaGetDevice, (int *device))                                               \
-        X(cudaError_t, cudaSetDevice, (int device))                                                \
-        X(cudaError_t, cudaMemGetInfo, (size_t * free, size_t *total))                             \
-        X(cudaError_t, cudaDeviceGetAttribute, (int *value, enum cudaDeviceAttr attr, int device)) \
         X(cudaError_t, cudaEventCreateWithFlags, (cudaEvent_t * event, unsigned int flags))        \
         X(cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream))                  \
-        X(cudaError_t, cudaEventQuery, (cudaEvent_t event))                                        \
+        X(cudaError_t, cudaEventSynchronize, (cudaEvent_t event))                                  \
         X(cudaError_t, cudaEventDestroy, (cudaEvent_t event))                                      \
+        X(cudaError_t, cudaGetDevice, (int *device))                                               \
+        X(cudaError_t, cudaSetDevice, (int device))                                                \
+        X(cudaError_t, cudaDeviceGetAttribute, (int *value, enum cudaDeviceAttr attr, int device)) \
+        X(cudaError_t, cudaEventQuery, (cudaEvent_t event))                                        \
         X(cudaError_t, cudaLaunchHostFunc, (cudaStream_t stream, cudaHostFn_t fn, void *userData)) \
         X(const char *, cudaGetErrorString, (cudaError_t error))
+
+/* Every runtime entry point the shim resolves: one pointer each in struct kvt_cudart. */
+#define KVT_CUDART_FUNCS(X) KVT_CUDART_HOOKS(X) KVT_CUDART_CALLS(X)
+
+/* Every hooked symbol, runtime first. */
+#define KVT_HOOKS(X) KVT_CUDART_HOOKS(X) KVT_CUDA_HOOKS(X)
 
 /*
  * More runtime entry points, used by the fake CUDA and the test programs
@@ -126,7 +219,8 @@ struct cudaMemLocation {
         X(cudaError_t, cudaGetLastError, (void))                                                   \
         X(cudaError_t, cudaPeekAtLastError, (void))                                                \
         X(cudaError_t, cudaDriverGetVersion, (int *driverVersion))                                 \
-        X(cudaError_t, cudaRuntimeGetVersion, (int *runtimeVersion))
+        X(cudaError_t, cudaRuntimeGetVersion, (int *runtimeVersion))                               \
+        X(cudaError_t, cudaEventQuery, (cudaEvent_t event))
 
 /* Declares a list's prototypes as an application gets them from CUDA's
  * headers: KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE). */

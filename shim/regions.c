@@ -64,6 +64,7 @@ void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret) {
                 .size_bytes = r->span_bytes,
                 .api = r->api,
                 .tier = KVT_TIER_HOST_MAPPED,
+                .rule = r->rule,
         };
 }
 

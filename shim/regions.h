@@ -14,6 +14,7 @@ struct shim_region {
         size_t span_bytes;   /* size rounded up to whole chunks */
         void *alloc_ptr;     /* what cudaMallocManaged returned (freed with it) */
         uint32_t api;        /* enum kvt_alloc_api */
+        uint32_t rule;       /* enum kvt_capture_rule */
         bool registered;     /* the daemon of the current connection knows it */
         bool inherited;      /* a parent's region, seen after fork(): never registered */
 };

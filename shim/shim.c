@@ -2,10 +2,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+#include "deferred.h"
+#include "hooks.h"
 #include "log.h"
 #include "protocol.h"
 #include "real.h"
@@ -18,9 +21,28 @@
 /* Longest an allocation waits on the daemon (KVTIER_TIMEOUT_MS overrides). */
 #define DEFAULT_TIMEOUT_MS 200
 
+/* Makes "allocate + REGION_ADD" and "free + REGION_DEL" atomic towards each
+ * other: otherwise a thread could be handed an address another thread just
+ * freed and announce it before the other announced the free, and the
+ * daemon would see two regions overlap. */
+static pthread_mutex_t announce_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void announce_atfork_child(void) {
+        pthread_mutex_init(&announce_lock, NULL);
+}
+
+void shim_announce_lock(void) {
+        pthread_mutex_lock(&announce_lock);
+}
+
+void shim_announce_unlock(void) {
+        pthread_mutex_unlock(&announce_lock);
+}
+
 struct shim_config shim_cfg = {
         .socket_path = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
         .rules.min_size = DEFAULT_MIN_SIZE_BYTES,
+        .rules.apis = CLASSIFY_API_ALL,
         .timeout_ms = DEFAULT_TIMEOUT_MS,
 };
 
@@ -57,6 +79,7 @@ __attribute__((constructor)) static void shim_load(void) {
                         kvt_log_setup("kvtier", level);
         }
         shim_cfg.disabled = env_true(getenv("KVTIER_DISABLE"));
+        shim_cfg.standalone = env_true(getenv("KVTIER_STANDALONE"));
         if ((v = getenv("KVTIER_SOCKET"))) {
                 if (*v != '/' || strlen(v) >= sizeof(shim_cfg.socket_path))
                         log_warning("Invalid KVTIER_SOCKET=%s (an absolute path of at most %zu bytes), ignoring.",
@@ -67,7 +90,13 @@ __attribute__((constructor)) static void shim_load(void) {
         env_bytes("KVTIER_MIN_SIZE", false, &shim_cfg.rules.min_size);
         env_bytes("KVTIER_CAPTURE_AFTER", true, &shim_cfg.rules.capture_after);
         env_bytes("KVTIER_MAX_CAPTURED", true, &shim_cfg.rules.max_captured);
-        env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
+        if ((v = getenv("KVTIER_CAPACITY")) && strcmp(v, "auto") == 0)
+                shim_cfg.capacity_auto = true;
+        else
+                env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
+        if ((v = getenv("KVTIER_CAPTURE_APIS")) && classify_parse_apis(v, &shim_cfg.rules.apis) < 0)
+                log_warning("Invalid KVTIER_CAPTURE_APIS=%s (a list of runtime, driver, async, vmm; or all, none), ignoring.",
+                            v);
         if ((v = getenv("KVTIER_TIMEOUT_MS"))) {
                 char *end;
                 long ms = strtol(v, &end, 10);
@@ -77,6 +106,7 @@ __attribute__((constructor)) static void shim_load(void) {
                         shim_cfg.timeout_ms = (int)ms;
         }
         client_init();
+        pthread_atfork(NULL, NULL, announce_atfork_child);
         log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim_cfg.socket_path,
                   (unsigned long long)shim_cfg.rules.min_size, shim_cfg.timeout_ms,
                   shim_cfg.disabled ? ", disabled" : "");
@@ -108,9 +138,9 @@ static cudaError_t managed_alloc_aligned(const struct kvt_cudart *rt, size_t spa
  * location host, accessed by the GPU), so the first GPU touch cannot push
  * VRAM over budget; the daemon then promotes what fits.  Returns 0, or
  * -errno when the allocation should fall back to the real allocator. */
-static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size) {
+static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uint32_t api, uint32_t rule) {
         const struct cudaMemLocation host = { cudaMemLocationTypeHost, 0 };
-        struct shim_region r = { .size_bytes = size, .api = KVT_API_CUDA_MALLOC };
+        struct shim_region r = { .size_bytes = size, .api = api, .rule = rule };
         struct kvt_region_add add;
         struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 };
         cudaError_t e;
@@ -155,60 +185,162 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size) {
         return 0;
 }
 
-KVT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size) {
-        const struct kvt_cudart *rt = real_cudart();
+int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
+        const struct kvt_cudart *rt;
+        uint32_t rule;
+        int r;
 
-        if (!rt)
-                return cudaErrorInitializationError;
-        if (shim_cfg.disabled || !devPtr || !classify_take(&shim_cfg.rules, size))
-                return rt->cudaMalloc(devPtr, size);
-        if (client_ensure() < 0 || capture(rt, devPtr, size) < 0) {
-                classify_release(size);
-                return rt->cudaMalloc(devPtr, size);
+        if (shim_cfg.disabled || !ret_ptr || hook_busy())
+                return -EPERM;
+        rule = classify_take(&shim_cfg.rules, api, size);
+        if (rule == KVT_RULE_NONE)
+                return -EPERM;
+        /* Memory asked of the driver is still managed and moved through the
+         * runtime, loaded here if the engine never loaded it. */
+        rt = classify_api_family(api) == CLASSIFY_API_RUNTIME ? real_cudart() : real_cudart_load();
+        hook_enter();
+        r = !rt ? -ENOSYS : client_ensure();
+        if (r >= 0) {
+                pthread_mutex_lock(&announce_lock);
+                r = capture(rt, ret_ptr, size, api, rule);
+                pthread_mutex_unlock(&announce_lock);
         }
-        return cudaSuccess;
+        hook_leave();
+        if (r < 0)
+                classify_release(size);
+        return r;
 }
 
-KVT_EXPORT cudaError_t cudaFree(void *devPtr) {
-        const struct kvt_cudart *rt = real_cudart();
-        struct shim_region r;
+/* Frees a region taken from the table, then tells the daemon: it hands the
+ * region's VRAM to others as soon as it hears, and until cudaFree returns
+ * the pages are still resident.  An order arriving in between finds no
+ * region. */
+cudaError_t shim_release(const struct kvt_cudart *rt, const struct shim_region *r) {
         cudaError_t e;
 
-        if (!rt)
-                return cudaErrorInitializationError;
-        if (!devPtr || shim_cfg.disabled || regions_take(devPtr, &r) < 0)
-                return rt->cudaFree(devPtr);
-        /* Free first, tell the daemon second: it hands the region's VRAM to
-         * others as soon as it hears, and until cudaFree returns the pages
-         * are still resident.  An order arriving in between finds no region. */
-        e = rt->cudaFree(r.alloc_ptr);
-        classify_release(r.size_bytes);
-        if (r.registered) {
-                struct kvt_region_del del = { .region_id = r.id };
+        pthread_mutex_lock(&announce_lock);
+        hook_enter();
+        e = rt->cudaFree(r->alloc_ptr);
+        hook_leave();
+        classify_release(r->size_bytes);
+        if (r->registered) {
+                struct kvt_region_del del = { .region_id = r->id };
                 client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
         }
+        pthread_mutex_unlock(&announce_lock);
         return e;
+}
+
+int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e) {
+        const struct kvt_cudart *rt;
+        struct shim_region r;
+
+        if (!ptr || shim_cfg.disabled || hook_busy() || !(rt = real_cudart()) || regions_take(ptr, &r) < 0)
+                return -ENOENT;
+        *ret_e = async ? deferred_free(rt, &r, stream) : shim_release(rt, &r);
+        return 0;
 }
 
 /* With KVTIER_CAPACITY, engines that size their KV pool from free memory
  * (vLLM's gpu_memory_utilization) see that capacity instead of the card's:
  * free is the capacity less what the card has in use and what is captured
  * (conservative: captured chunks resident in VRAM count twice). */
-KVT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
-        const struct kvt_cudart *rt = real_cudart();
-        size_t real_free = 0, real_total = 0;
+bool shim_capacity_on(void) {
+        return shim_cfg.capacity_bytes != 0 || shim_cfg.capacity_auto;
+}
+
+bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total) {
         uint64_t used, cap = shim_cfg.capacity_bytes;
+
+        if (shim_cfg.disabled || hook_busy())
+                return false;
+        /* auto without a daemon: the real figures, as if the knob were off */
+        if (shim_cfg.capacity_auto && client_capacity(&cap) < 0)
+                return false;
+        if (cap == 0)
+                return false;
+        used = (uint64_t)(real_total - real_free) + classify_captured_bytes();
+        *total = (size_t)cap;
+        *free = (size_t)(cap > used ? cap - used : 0);
+        return true;
+}
+
+cudaError_t kvt_hook_cudaMalloc(void **devPtr, size_t size) {
+        const struct kvt_cudart *rt = real_cudart();
+
+        if (!rt)
+                return cudaErrorInitializationError;
+        if (shim_capture(KVT_API_CUDA_MALLOC, size, devPtr) == 0)
+                return cudaSuccess;
+        return PASS(rt->cudaMalloc(devPtr, size));
+}
+KVT_HOOK_EXPORT(cudaMalloc)
+
+cudaError_t kvt_hook_cudaFree(void *devPtr) {
+        const struct kvt_cudart *rt = real_cudart();
         cudaError_t e;
 
         if (!rt)
                 return cudaErrorInitializationError;
-        if (shim_cfg.disabled || cap == 0 || !free || !total)
-                return rt->cudaMemGetInfo(free, total);
-        e = rt->cudaMemGetInfo(&real_free, &real_total);
+        if (shim_free(devPtr, false, NULL, &e) == 0)
+                return e;
+        return PASS(rt->cudaFree(devPtr));
+}
+KVT_HOOK_EXPORT(cudaFree)
+
+cudaError_t kvt_hook_cudaMemGetInfo(size_t *free, size_t *total) {
+        const struct kvt_cudart *rt = real_cudart();
+        size_t real_free = 0, real_total = 0;
+        cudaError_t e;
+
+        if (!rt)
+                return cudaErrorInitializationError;
+        if (!free || !total || !shim_capacity_on())
+                return PASS(rt->cudaMemGetInfo(free, total));
+        e = PASS(rt->cudaMemGetInfo(&real_free, &real_total));
         if (e != cudaSuccess)
                 return e;
-        used = (uint64_t)(real_total - real_free) + classify_captured_bytes();
-        *total = (size_t)cap;
-        *free = (size_t)(cap > used ? cap - used : 0);
+        if (!shim_capacity_view(real_free, real_total, free, total)) {
+                *free = real_free;
+                *total = real_total;
+        }
         return cudaSuccess;
 }
+KVT_HOOK_EXPORT(cudaMemGetInfo)
+
+/* Stream-ordered allocation, captured: managed memory exists at once, which
+ * is stronger than "usable once the stream reaches it". */
+cudaError_t kvt_hook_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
+        const struct kvt_cudart *rt = real_cudart();
+
+        if (!rt || !rt->cudaMallocAsync)
+                return cudaErrorInitializationError;
+        if (shim_capture(KVT_API_CUDA_MALLOC_ASYNC, size, devPtr) == 0)
+                return cudaSuccess;
+        return PASS(rt->cudaMallocAsync(devPtr, size, hStream));
+}
+KVT_HOOK_EXPORT(cudaMallocAsync)
+
+cudaError_t kvt_hook_cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
+        const struct kvt_cudart *rt = real_cudart();
+
+        if (!rt || !rt->cudaMallocFromPoolAsync)
+                return cudaErrorInitializationError;
+        if (shim_capture(KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC, size, ptr) == 0)
+                return cudaSuccess;
+        return PASS(rt->cudaMallocFromPoolAsync(ptr, size, memPool, stream));
+}
+KVT_HOOK_EXPORT(cudaMallocFromPoolAsync)
+
+/* A captured region is freed once the stream reaches this point (deferred.c). */
+cudaError_t kvt_hook_cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
+        const struct kvt_cudart *rt = real_cudart();
+        cudaError_t e;
+
+        if (!rt || !rt->cudaFreeAsync)
+                return cudaErrorInitializationError;
+        if (shim_free(devPtr, true, hStream, &e) == 0)
+                return e;
+        return PASS(rt->cudaFreeAsync(devPtr, hStream));
+}
+KVT_HOOK_EXPORT(cudaFreeAsync)

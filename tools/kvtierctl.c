@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,41 @@ static void print_clients(struct json_object *st) {
         }
 }
 
+static bool jbool(struct json_object *o, const char *key) {
+        struct json_object *v = NULL;
+
+        return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
+}
+
+/* One line per region: which API it came through and which rule took it. */
+static void print_regions(struct json_object *st) {
+        struct json_object *clients = jarr(st, "clients");
+        char b[4][32];
+        bool header = false;
+
+        for (size_t i = 0; clients && i < json_object_array_length(clients); i++) {
+                struct json_object *c = json_object_array_get_idx(clients, i);
+                struct json_object *regions = jarr(c, "regions");
+
+                for (size_t k = 0; regions && k < json_object_array_length(regions); k++) {
+                        struct json_object *r = json_object_array_get_idx(regions, k);
+
+                        if (!header)
+                                printf("\n%-8s %-8s %-16s %10s %-24s %-14s %10s %12s %10s\n", "CLIENT", "REGION",
+                                       "BASE", "SIZE", "API", "RULE", "VRAM", "HOST-MAPPED", "HOST");
+                        header = true;
+                        printf("%-8" PRId64 " %-8" PRId64 " %-16s %10s %-24s %-14s", jint(c, "client_id"),
+                               jint(r, "region_id"), jstr(r, "base"), B(b[0], r, "size_bytes"), jstr(r, "api"),
+                               jstr(r, "rule"));
+                        if (jbool(r, "untiered"))
+                                printf(" %10s\n", "untiered");
+                        else
+                                printf(" %10s %12s %10s\n", B(b[1], r, "vram_bytes"), B(b[2], r, "host_mapped_bytes"),
+                                       B(b[3], r, "host_bytes"));
+                }
+        }
+}
+
 static void print_status(struct json_object *st) {
         struct json_object *mig = NULL;
         char b[2][32];
@@ -196,6 +232,7 @@ static void print_status(struct json_object *st) {
                jint(st, "pid"), jstr(st, "policy"), jint(st, "tick_ms"), (double)jint(st, "uptime_ms") / 1000.0);
         print_gpus(st);
         print_clients(st);
+        print_regions(st);
         json_object_object_get_ex(st, "migrations", &mig);
         if (mig)
                 printf("\nMigrations: %" PRId64 " orders sent, %" PRId64 " done, %" PRId64 " failed, %" PRId64

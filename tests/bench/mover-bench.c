@@ -28,6 +28,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -57,6 +58,13 @@ struct bench {
         uint64_t next_order;
         uint64_t done, failed;
 };
+
+/* shim/real.c resolves CUDA through the shim's dlsym wrapper, which lives
+ * with the interposer (shim/dlsym.c); this program interposes nothing, so
+ * libc's dlsym is the real one. */
+void *real_dlsym(void *handle, const char *name) {
+        return dlsym(handle, name);
+}
 
 static void on_done(const struct kvt_order_done *d, void *userdata) {
         struct bench *b = userdata;

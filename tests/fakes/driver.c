@@ -9,41 +9,38 @@
  * shim that interposes it can be tested.
  */
 
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "cuda-abi.h"
 #include "model.h"
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef uint64_t cuuint64_t;
-
-/* Values from CUDA 13's cuda.h. */
+/* Values from CUDA 13's cuda.h that shim/cuda-abi.h does not carry. */
 enum {
-        CUDA_SUCCESS = 0,
-        CUDA_ERROR_INVALID_VALUE = 1,
-        CUDA_ERROR_OUT_OF_MEMORY = 2,
-        CUDA_ERROR_NOT_INITIALIZED = 3,
         CUDA_ERROR_INVALID_DEVICE = 101,
-        CUDA_ERROR_NOT_FOUND = 500,
         CU_MEM_ATTACH_GLOBAL = 0x1,
         CU_MEM_ATTACH_HOST = 0x2,
-        CU_GET_PROC_ADDRESS_SUCCESS = 0,
-        CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
         FAKE_DRIVER_VERSION = 13000,
+        FAKE_VMM_GRANULARITY = 2 << 20,
 };
 
+typedef struct CUmemAccessDesc_st CUmemAccessDesc;
+
+/* Exported entry points (CUDA 13 signatures; the hooked ones from cuda-abi.h). */
+KVT_CUDA_HOOKS(KVT_CUDA_PROTOTYPE)
 CUresult cuInit(unsigned int Flags);
 CUresult cuDriverGetVersion(int *driverVersion);
 CUresult cuDeviceGetCount(int *count);
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
-CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                             int *symbolStatus);
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
 
 static CUresult from_errno(int r) {
         switch (r) {
@@ -121,6 +118,127 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
         return from_errno(model_free((void *)(uintptr_t)dptr));
 }
 
+/* Stream-ordered forms: work runs at call time in the fake (the stream is
+ * not validated here; the runtime's streams are the driver's). */
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+        (void)hStream;
+        return cuMemAlloc_v2(dptr, bytesize);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+        if (!pool)
+                return CUDA_ERROR_INVALID_VALUE;
+        return cuMemAllocAsync(dptr, bytesize, hStream);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+        (void)hStream;
+        return cuMemFree_v2(dptr);
+}
+
+/*
+ * VMM: a reservation is PROT_NONE address space, a physical allocation a
+ * memfd, a mapping the memfd mapped over part of a reservation.  Enough for
+ * a test engine; the residency model does not see this memory.
+ */
+struct fake_phys {
+        int fd;
+        size_t size;
+};
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+        void *p;
+
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!ptr || size == 0 || size % FAKE_VMM_GRANULARITY || flags || (alignment & (alignment - 1)))
+                return CUDA_ERROR_INVALID_VALUE;
+        (void)addr;
+        /* Over-reserve to align to the granularity, then trim. */
+        p = mmap(NULL, size + FAKE_VMM_GRANULARITY, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        {
+                uintptr_t a = ((uintptr_t)p + FAKE_VMM_GRANULARITY - 1) & ~(uintptr_t)(FAKE_VMM_GRANULARITY - 1);
+                if (a > (uintptr_t)p)
+                        munmap(p, a - (uintptr_t)p);
+                munmap((void *)(a + size), (uintptr_t)p + FAKE_VMM_GRANULARITY - a);
+                *ptr = (CUdeviceptr)a;
+        }
+        return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+        if (!ptr || size == 0 || size % FAKE_VMM_GRANULARITY)
+                return CUDA_ERROR_INVALID_VALUE;
+        return munmap((void *)(uintptr_t)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags) {
+        struct fake_phys *ph;
+
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!handle || !prop || size == 0 || size % FAKE_VMM_GRANULARITY || flags)
+                return CUDA_ERROR_INVALID_VALUE;
+        ph = calloc(1, sizeof(*ph));
+        if (!ph)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        ph->size = size;
+        ph->fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+        if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size) < 0) {
+                if (ph->fd >= 0)
+                        close(ph->fd);
+                free(ph);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+        return CUDA_SUCCESS;
+}
+
+/* The real driver keeps a released allocation alive while it is mapped;
+ * the mapping here holds its own reference to the memfd. */
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+        struct fake_phys *ph = (struct fake_phys *)(uintptr_t)handle;
+
+        if (!ph)
+                return CUDA_ERROR_INVALID_VALUE;
+        close(ph->fd);
+        free(ph);
+        return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+        struct fake_phys *ph = (struct fake_phys *)(uintptr_t)handle;
+
+        if (!ph || !ptr || size == 0 || flags || ptr % FAKE_VMM_GRANULARITY || size % FAKE_VMM_GRANULARITY ||
+            offset > ph->size || size > ph->size - offset)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, ph->fd,
+                 (off_t)offset) == MAP_FAILED)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+        if (!ptr || size == 0 || ptr % FAKE_VMM_GRANULARITY || size % FAKE_VMM_GRANULARITY)
+                return CUDA_ERROR_INVALID_VALUE;
+        /* Back to reserved, inaccessible address space. */
+        if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                 -1, 0) == MAP_FAILED)
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+        if (!ptr || size == 0 || !desc || count == 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
         if (!model_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -140,13 +258,23 @@ static const struct {
         {"cuMemAllocManaged", (void *)cuMemAllocManaged},
         {"cuMemFree", (void *)cuMemFree_v2},
         {"cuMemGetInfo", (void *)cuMemGetInfo_v2},
+        {"cuMemAllocAsync", (void *)cuMemAllocAsync},
+        {"cuMemFreeAsync", (void *)cuMemFreeAsync},
+        {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
+        {"cuMemAddressReserve", (void *)cuMemAddressReserve},
+        {"cuMemAddressFree", (void *)cuMemAddressFree},
+        {"cuMemCreate", (void *)cuMemCreate},
+        {"cuMemRelease", (void *)cuMemRelease},
+        {"cuMemMap", (void *)cuMemMap},
+        {"cuMemUnmap", (void *)cuMemUnmap},
+        {"cuMemSetAccess", (void *)cuMemSetAccess},
         {"cuGetProcAddress", (void *)cuGetProcAddress_v2},
 };
 
 /* Looks up a driver function by its base name ("cuMemAlloc"); the version
  * and flags are accepted and ignored (every entry is the newest form). */
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                             int *symbolStatus) {
+                             CUdriverProcAddressQueryResult *symbolStatus) {
         if (!symbol || !pfn)
                 return CUDA_ERROR_INVALID_VALUE;
         for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); i++)

@@ -29,6 +29,9 @@
  *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
  *                                 (the real one synchronizes the device first)
  *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device
+ *   FAKECUDA_RUNTIME_VIA_DRIVER=1 cudaMalloc/cudaFree call cuMemAlloc/cuMemFree,
+ *                                 found through cuGetProcAddress as the real
+ *                                 runtime does
  */
 
 #include <stddef.h>
@@ -87,6 +90,13 @@ int fakecuda_reset_stats(int dev);
 /* Bytes of [ptr, ptr+len) (within one managed allocation) whose pages are
  * resident, moved or read-duplicated, in device dev's memory now. */
 int fakecuda_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes);
+
+/* Holds (hold != 0) or releases the work of a stream made with
+ * cudaStreamCreate*: while held, events recorded on it do not complete and
+ * cudaStreamSynchronize waits, as behind a long kernel.  Stream-ordered
+ * frees can then be tested for order. */
+struct CUstream_st;
+int fakecuda_stream_hold(struct CUstream_st *stream, int hold);
 
 /* Describes the model page holding managed address ptr. */
 int fakecuda_page_info(const void *ptr, struct fakecuda_page_info *ret);

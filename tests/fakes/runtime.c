@@ -8,11 +8,13 @@
  * them sees exactly the application's calls.
  */
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,24 +33,31 @@
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
 
+/* A held stream (fakecuda_stream_hold) has work that has not finished:
+ * held_gen counts holds, done_gen the last hold released. */
 struct CUstream_st {
         struct CUstream_st *next;
         int device;
         unsigned flags;
-        uint64_t done_ns;       /* FAKECUDA_EVENT_DELAY_US: when its work completes */
+        uint64_t serial; /* unique for the process: events outlive streams */
+        uint64_t held_gen, done_gen;
+        uint64_t done_ns;         /* FAKECUDA_EVENT_DELAY_US: when its work completes */
         unsigned pending_hostfns; /* host functions not yet run */
 };
 
-/* Work is done by the time it is enqueued, so an event is complete once
- * recorded, unless FAKECUDA_EVENT_DELAY_US defers it. */
+/* An event completes once its stream has finished the hold it was recorded
+ * behind and, with FAKECUDA_EVENT_DELAY_US, once its deferred time passed. */
 struct CUevent_st {
+        uint64_t stream_serial; /* 0: the null stream */
+        uint64_t wait_gen;      /* 0: complete when recorded */
+        uint64_t ready_ns;      /* 0: no delay */
         unsigned flags;
-        bool recorded;
-        uint64_t ready_ns;
 };
 
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t streams_done = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t hostfn_done = PTHREAD_COND_INITIALIZER;
+static uint64_t next_stream_serial = 1;
 static struct CUstream_st *streams;
 static _Thread_local cudaError_t last_error;
 
@@ -62,10 +71,11 @@ static _Thread_local cudaError_t last_error;
         X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                        \
         X(cudaErrorNotReady, "device not ready")                                                            \
         X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                              \
+        X(cudaErrorSymbolNotFound, "named symbol not found")                                                \
         X(cudaErrorNotSupported, "operation not supported")                                                 \
         X(cudaErrorUnknown, "unknown error")
 
-enum { cudaErrorIllegalAddress = FAKE_ERROR_ILLEGAL_ADDRESS };
+enum { cudaErrorIllegalAddress = FAKE_ERROR_ILLEGAL_ADDRESS, cudaErrorSymbolNotFound = 500 };
 
 static const struct {
         cudaError_t code;
@@ -184,11 +194,47 @@ static int location_to_model(struct cudaMemLocation loc, int *ret) {
         }
 }
 
+/*
+ * FAKECUDA_RUNTIME_VIA_DRIVER=1: cudaMalloc and cudaFree call the driver's
+ * cuMemAlloc/cuMemFree, found as the real runtime finds them (dlsym of
+ * cuGetProcAddress_v2 in libcuda.so.1, then cuGetProcAddress): a shim that
+ * hooks both APIs then sees the runtime's own driver calls too.
+ */
+static CUresult (*via_alloc)(CUdeviceptr *, size_t);
+static CUresult (*via_free)(CUdeviceptr);
+static pthread_once_t via_once = PTHREAD_ONCE_INIT;
+
+static void via_driver_setup(void) {
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+        const char *v = getenv("FAKECUDA_RUNTIME_VIA_DRIVER");
+        void *h;
+
+        if (!v || strcmp(v, "1") != 0 || !(h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)))
+                return;
+        *(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
+        if (!gpa || gpa("cuMemAlloc", (void **)&via_alloc, FAKE_CUDA_VERSION, 0, NULL) != 0 ||
+            gpa("cuMemFree", (void **)&via_free, FAKE_CUDA_VERSION, 0, NULL) != 0)
+                via_alloc = NULL, via_free = NULL;
+}
+
+static bool via_driver(void) {
+        pthread_once(&via_once, via_driver_setup);
+        return via_alloc && via_free;
+}
+
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
         if (!model_enter())
                 return fail(cudaErrorInitializationError);
         if (!devPtr)
                 return fail(cudaErrorInvalidValue);
+        if (via_driver()) {
+                CUdeviceptr d = 0;
+                CUresult r = via_alloc(&d, size);
+                if (r != 0)
+                        return fail(r == 2 ? cudaErrorMemoryAllocation : cudaErrorInvalidValue);
+                *devPtr = (void *)(uintptr_t)d;
+                return cudaSuccess;
+        }
         if (model_fail_now(MODEL_FAIL_MALLOC))
                 return fail(cudaErrorMemoryAllocation);
         return fail_errno(model_malloc(model_current_device(), size, devPtr));
@@ -204,7 +250,60 @@ cudaError_t cudaFree(void *devPtr) {
         delay_us = model_free_delay_us();
         if (delay_us)
                 usleep(delay_us);
+        if (via_driver())
+                return via_free((CUdeviceptr)(uintptr_t)devPtr) == 0 ? cudaSuccess : fail(cudaErrorInvalidValue);
         return fail_errno(model_free(devPtr));
+}
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!stream_valid(hStream))
+                return fail(cudaErrorInvalidResourceHandle);
+        return cudaMalloc(devPtr, size);
+}
+
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
+        if (!memPool)
+                return fail(cudaErrorInvalidValue);
+        return cudaMallocAsync(ptr, size, stream);
+}
+
+/* Work runs at call time, so the free is done when the stream gets here. */
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!stream_valid(hStream))
+                return fail(cudaErrorInvalidResourceHandle);
+        return fail_errno(model_free(devPtr));
+}
+
+/* As the real runtime does: the driver's cuGetProcAddress, found with dlsym. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *driverStatus) {
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+        CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        void *h;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!symbol || !funcPtr)
+                return fail(cudaErrorInvalidValue);
+        h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+        if (!h)
+                return fail(cudaErrorInitializationError);
+        *(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
+        if (!gpa || gpa(symbol, funcPtr, (int)cudaVersion, flags, &st) != 0)
+                *funcPtr = NULL;
+        if (driverStatus)
+                *driverStatus = (enum cudaDriverEntryPointQueryResult)st;
+        return *funcPtr ? cudaSuccess : fail(cudaErrorSymbolNotFound);
+}
+
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+                                    enum cudaDriverEntryPointQueryResult *driverStatus) {
+        return cudaGetDriverEntryPointByVersion(symbol, funcPtr, FAKE_CUDA_VERSION, flags, driverStatus);
 }
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
@@ -283,6 +382,7 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned int flags) {
         s->device = model_current_device();
         s->flags = flags;
         pthread_mutex_lock(&streams_lock);
+        s->serial = next_stream_serial++;
         s->next = streams;
         streams = s;
         pthread_mutex_unlock(&streams_lock);
@@ -310,11 +410,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
                         *i = found->next;
                         break;
                 }
+        pthread_cond_broadcast(&streams_done); /* its events complete */
         pthread_mutex_unlock(&streams_lock);
         if (!found)
                 return fail(cudaErrorInvalidResourceHandle);
         free(found);
         return cudaSuccess;
+}
+
+static bool is_user_stream(cudaStream_t s) {
+        return s && s != FAKE_STREAM_LEGACY && s != FAKE_STREAM_PER_THREAD;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
@@ -325,6 +430,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
                 return fail(cudaErrorInitializationError);
         if (!stream_valid(stream))
                 return fail(cudaErrorInvalidResourceHandle);
+        if (is_user_stream(stream)) {
+                pthread_mutex_lock(&streams_lock);
+                while (stream->done_gen < stream->held_gen)
+                        pthread_cond_wait(&streams_done, &streams_lock);
+                pthread_mutex_unlock(&streams_lock);
+        }
         pthread_mutex_lock(&streams_lock);
         st = stream_find_locked(stream);
         if (st)
@@ -336,6 +447,96 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
         while ((st = stream_find_locked(stream)) && st->pending_hostfns > 0)
                 pthread_cond_wait(&hostfn_done, &streams_lock);
         pthread_mutex_unlock(&streams_lock);
+        return cudaSuccess;
+}
+
+int fakecuda_stream_hold(cudaStream_t stream, int hold) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!is_user_stream(stream) || !stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        if (hold && stream->done_gen == stream->held_gen)
+                stream->held_gen++;
+        else if (!hold)
+                stream->done_gen = stream->held_gen;
+        pthread_cond_broadcast(&streams_done);
+        pthread_mutex_unlock(&streams_lock);
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+        cudaEvent_t e;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidValue);
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return fail(cudaErrorMemoryAllocation);
+        e->flags = flags;
+        *event = e;
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        if (!stream_valid(stream))
+                return fail(cudaErrorInvalidResourceHandle);
+        event->ready_ns = stream_defer(stream);
+        pthread_mutex_lock(&streams_lock);
+        event->stream_serial = is_user_stream(stream) ? stream->serial : 0;
+        event->wait_gen = event->stream_serial && stream->done_gen < stream->held_gen ? stream->held_gen : 0;
+        pthread_mutex_unlock(&streams_lock);
+        return cudaSuccess;
+}
+
+/* Called with streams_lock held.  A destroyed stream's work is done. */
+static bool event_hold_done(cudaEvent_t e) {
+        if (e->wait_gen == 0)
+                return true;
+        for (struct CUstream_st *i = streams; i; i = i->next)
+                if (i->serial == e->stream_serial)
+                        return i->done_gen >= e->wait_gen;
+        return true;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+        bool done;
+
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        done = event_hold_done(event) && mono_ns() >= event->ready_ns;
+        pthread_mutex_unlock(&streams_lock);
+        return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        pthread_mutex_lock(&streams_lock);
+        while (!event_hold_done(event))
+                pthread_cond_wait(&streams_done, &streams_lock);
+        pthread_mutex_unlock(&streams_lock);
+        sleep_until(event->ready_ns);
+        return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!event)
+                return fail(cudaErrorInvalidResourceHandle);
+        free(event);
         return cudaSuccess;
 }
 
@@ -393,51 +594,6 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
                 *value = model_host_numa_id();
         else
                 *value = attr == cudaDevAttrManagedMemory || attr == cudaDevAttrConcurrentManagedAccess;
-        return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
-        struct CUevent_st *e;
-
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
-        if (!event || (flags & ~(unsigned)cudaEventDisableTiming) != 0)
-                return fail(cudaErrorInvalidValue);
-        e = calloc(1, sizeof(*e));
-        if (!e)
-                return fail(cudaErrorMemoryAllocation);
-        e->flags = flags;
-        *event = e;
-        return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
-        if (!event)
-                return fail(cudaErrorInvalidResourceHandle);
-        if (!stream_valid(stream))
-                return fail(cudaErrorInvalidResourceHandle);
-        event->recorded = true;
-        event->ready_ns = stream_defer(stream);
-        return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
-        if (!event)
-                return fail(cudaErrorInvalidResourceHandle);
-        /* not-ready is a status, not an error: the last error stays */
-        return mono_ns() >= event->ready_ns ? cudaSuccess : cudaErrorNotReady;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
-        if (!event)
-                return fail(cudaErrorInvalidResourceHandle);
-        free(event);
         return cudaSuccess;
 }
 

@@ -10,10 +10,18 @@ import argparse, json, os, subprocess
 
 
 def regions(ctl):
+    """Regions the daemon lists for this process, as "api/rule[/untiered]" with counts."""
     if not ctl:
         return None
     st = json.loads(subprocess.run([ctl, "status", "--json"], capture_output=True, text=True, check=True).stdout)
-    return sum(len(c["regions"]) for c in st["clients"] if c["pid"] == os.getpid())
+    seen = {}
+    for c in st["clients"]:
+        if c["pid"] != os.getpid():
+            continue
+        for r in c["regions"]:
+            k = "%s/%s%s" % (r.get("api"), r.get("rule"), "/untiered" if r.get("untiered") else "")
+            seen[k] = seen.get(k, 0) + 1
+    return seen
 
 
 def run_torch(mib):

@@ -7,7 +7,7 @@ ARGS="--regions 4 --region-size 64M --window 32M --steps 4 --step-ms 10"
 intact() { grep -q "mismatched words 0" "$TMP/$1.out" || { diag "$(cat "$TMP/$1.out")"; false; }; }
 captured() { stat_of "$1" managed_allocs; }
 
-write_config 64M
+write_config 64M "[host]" "host_budget = 1G"
 check "kvtierd starts" start_daemon
 
 run_engine all $ARGS
@@ -33,5 +33,12 @@ ENGINE_ENV="FAKECUDA_MEM=1G KVTIER_CAPACITY=lots" run_engine bad-capacity $ARGS 
 check "a bad KVTIER_CAPACITY warns and changes nothing" \
         grep -q "Invalid KVTIER_CAPACITY=lots" "$TMP/bad-capacity.out"
 check "a bad KVTIER_CAPACITY reports the card" [ "$(meminfo bad-capacity)" = "$((1 << 30)) $((1 << 30))" ]
+ENGINE_ENV="FAKECUDA_MEM=1G KVTIER_CAPACITY=auto" run_engine auto $ARGS --meminfo; rc=$?
+check "KVTIER_CAPACITY=auto: total is the VRAM budget plus the host grant" \
+        [ "$(meminfo auto | cut -d' ' -f2)" = "$(((64 << 20) + (1 << 30)))" ]
+check "KVTIER_CAPACITY=auto: engine exits 0" [ $rc -eq 0 ]
+ENGINE_ENV="FAKECUDA_MEM=1G KVTIER_CAPACITY=auto KVTIER_SOCKET=$TMP/none.sock" run_engine auto-alone $ARGS --meminfo
+check "KVTIER_CAPACITY=auto without a daemon reports the card" \
+        [ "$(meminfo auto-alone)" = "$((1 << 30)) $((1 << 30))" ]
 check "kvtierd stops cleanly" stop_daemon
 done_testing

@@ -110,6 +110,27 @@ static void test_rejects(int a, int b) {
                 n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "DEVICE negative");
         }
+        r = good_region();
+        r.rule = _KVT_RULE_MAX;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown capture rule");
+        r = good_region();
+        r.flags = 0x80;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown region flag");
+        r = good_region();
+        r.flags = KVT_REGION_UNTIERED;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "untiered region claiming a tier");
+        r.tier = KVT_TIER_NONE;
+        r.api = KVT_API_CU_MEM_MAP;
+        r.rule = KVT_RULE_VMM;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "untiered VMM region in no tier is fine");
+        r = good_region();
+        r.api = _KVT_API_MAX;
+        n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown API");
         o.n_chunks = 0;
         n = build(buf, KVT_MSG_ORDER, &o, sizeof(o));
         TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "order of no chunks");
@@ -134,6 +155,10 @@ int main(void) {
         test_roundtrip(sv[0], sv[1]);
         test_rejects(sv[0], sv[1]);
         TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_ORDER_DONE), "ORDER_DONE", "type names");
+        TAP_EQ_STR(kvt_api_name(KVT_API_CU_MEM_ALLOC_ASYNC), "cuMemAllocAsync", "API names");
+        TAP_EQ_STR(kvt_api_name(_KVT_API_MAX), "?", "unknown API name");
+        TAP_EQ_STR(kvt_rule_name(KVT_RULE_CAPTURE_AFTER), "capture-after", "rule names");
+        TAP_EQ_INT((int)(sizeof(struct kvt_region_add) % 8), 0, "REGION_ADD keeps 8-byte alignment");
         TAP_EQ_STR(kvt_tier_name(KVT_TIER_HOST_MAPPED), "host-mapped", "tier names");
         close(sv[1]);
         TAP_EQ_INT(kvt_msg_send(sv[0], KVT_MSG_CTL_STATUS, 1, NULL, 0), -EPIPE, "send to a closed peer");

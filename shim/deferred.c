@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stream-ordered frees of captured memory.  cudaFreeAsync(p, s) promises
+ * that p stays valid for the work queued on s before the call; managed
+ * memory has no stream-ordered free, so the shim records an event on s and
+ * a thread ("kvtier-reaper") calls cudaFree once the event has completed:
+ * never before the stream reached the free.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "deferred.h"
+#include "hooks.h"
+#include "log.h"
+#include "real.h"
+#include "regions.h"
+#include "shim.h"
+
+struct pending {
+        struct pending *next;
+        struct shim_region region;
+        cudaEvent_t event;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static struct pending *head, *tail;
+static bool reaper_running;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* The child of fork() has no reaper, and the parent's pending frees are
+ * the parent's: forget them (their memory is the parent's too). */
+static void atfork_child(void) {
+        pthread_mutex_init(&lock, NULL);
+        pthread_cond_init(&wake, NULL);
+        head = tail = NULL;
+        reaper_running = false;
+}
+
+static void setup_atfork(void) {
+        pthread_atfork(NULL, NULL, atfork_child);
+}
+
+static void *reaper_main(void *arg) {
+        const struct kvt_cudart *rt = arg;
+
+        hook_enter(); /* every CUDA call here is the shim's own */
+        for (;;) {
+                struct pending *p;
+                cudaError_t e;
+
+                pthread_mutex_lock(&lock);
+                while (!head)
+                        pthread_cond_wait(&wake, &lock);
+                p = head;
+                head = p->next;
+                if (!head)
+                        tail = NULL;
+                pthread_mutex_unlock(&lock);
+
+                e = rt->cudaEventSynchronize(p->event);
+                if (e != cudaSuccess)
+                        /* A failed stream: its work will not run, freeing cannot race it. */
+                        log_debug("Waiting for the free of region %u failed: %s; freeing it.", p->region.id,
+                                  rt->cudaGetErrorString(e));
+                rt->cudaEventDestroy(p->event);
+                shim_release(rt, &p->region);
+                free(p);
+        }
+        return NULL;
+}
+
+/* Starts the reaper thread if it is not running.  Called with lock held. */
+static int reaper_start(const struct kvt_cudart *rt) {
+        pthread_attr_t attr;
+        pthread_t t;
+        sigset_t all, old;
+        int r;
+
+        if (reaper_running)
+                return 0;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        sigfillset(&all); /* the engine's signals are the engine's */
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        r = -pthread_create(&t, &attr, reaper_main, (void *)rt);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        if (r < 0)
+                return r;
+        pthread_setname_np(t, "kvtier-reaper");
+        reaper_running = true;
+        return 0;
+}
+
+static int enqueue(const struct kvt_cudart *rt, const struct shim_region *r, cudaStream_t stream) {
+        struct pending *p = calloc(1, sizeof(*p));
+        int ret;
+
+        if (!p)
+                return -ENOMEM;
+        p->region = *r;
+        if (rt->cudaEventCreateWithFlags(&p->event, cudaEventDisableTiming) != cudaSuccess) {
+                free(p);
+                return -EIO;
+        }
+        if (rt->cudaEventRecord(p->event, stream) != cudaSuccess) {
+                rt->cudaEventDestroy(p->event);
+                free(p);
+                return -EIO;
+        }
+        pthread_mutex_lock(&lock);
+        ret = reaper_start(rt);
+        if (ret == 0) {
+                if (tail)
+                        tail->next = p;
+                else
+                        head = p;
+                tail = p;
+                pthread_cond_signal(&wake);
+        }
+        pthread_mutex_unlock(&lock);
+        if (ret < 0) {
+                rt->cudaEventDestroy(p->event);
+                free(p);
+        }
+        return ret;
+}
+
+cudaError_t deferred_free(const struct kvt_cudart *rt, const struct shim_region *r, cudaStream_t stream) {
+        cudaError_t e;
+
+        pthread_once(&atfork_once, setup_atfork);
+        hook_enter();
+        if (enqueue(rt, r, stream) == 0) {
+                hook_leave();
+                return cudaSuccess;
+        }
+        /* No event: the same guarantee, paid for by the caller's thread. */
+        log_debug("Could not defer the free of region %u; waiting for its stream.", r->id);
+        e = rt->cudaStreamSynchronize(stream);
+        hook_leave();
+        if (e != cudaSuccess)
+                log_debug("Stream of region %u failed: %s; freeing it.", r->id, rt->cudaGetErrorString(e));
+        return shim_release(rt, r);
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA VMM API (cuMemCreate + cuMemMap: PyTorch's expandable segments)
+ * maps physical allocations that cannot become managed memory, so kvtier
+ * cannot tier them.  It tracks the mapped ranges and registers them with
+ * the daemon as untiered, so that kvtierctl shows where the memory went,
+ * and warns once with what the user can do.
+ *
+ * Tracked ranges are kept apart from the captured regions (regions.c): the
+ * mover must never try to move them.  They are registered when mapped, on
+ * the connection of that moment; after a daemon restart they are not
+ * registered again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "client.h"
+#include "hooks.h"
+#include "log.h"
+#include "protocol.h"
+#include "real.h"
+#include "shim.h"
+#include "util.h"
+
+/* Region ids of tracked ranges: the upper half, apart from regions.c's. */
+#define VMM_ID_BASE 0x80000000u
+/* Beyond this many live mappings, new ones are no longer tracked. */
+#define VMM_MAX_TRACKED 16384
+
+struct vmm_range {
+        uintptr_t ptr;
+        size_t size;
+        uint32_t id;
+        bool registered;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vmm_range *ranges;
+static size_t n_ranges, cap_ranges;
+static uint32_t next_id = VMM_ID_BASE;
+static atomic_flag warned = ATOMIC_FLAG_INIT;
+
+#define REAL(name) ({ const struct kvt_cuda *_d = real_cuda(); _d ? _d->name : NULL; })
+
+static void warn_once(void) {
+        if (atomic_flag_test_and_set(&warned))
+                return;
+        log_warning("Memory mapped through the CUDA VMM API (cuMemCreate/cuMemMap) cannot be tiered by kvtier; "
+                    "it is shown as untiered. For PyTorch, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False "
+                    "so that its allocator uses cudaMalloc.");
+}
+
+static int current_device(void) {
+        const struct kvt_cudart *rt = real_cudart();
+        int dev = 0;
+
+        if (!rt || PASS(rt->cudaGetDevice(&dev)) != cudaSuccess || dev < 0 || dev >= KVT_MAX_GPUS)
+                return 0;
+        return dev;
+}
+
+static void announce(uint32_t id, uintptr_t ptr, size_t size, bool *ret_registered) {
+        uintptr_t base = ptr & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
+        struct kvt_region_add add = {
+                .region_id = id,
+                .device = current_device(),
+                .base = base,
+                .size_bytes = MIN(ALIGN_UP(ptr + size, KVT_CHUNK_BYTES) - base, KVT_MAX_REGION_BYTES),
+                .api = KVT_API_CU_MEM_MAP,
+                .tier = KVT_TIER_NONE,
+                .rule = KVT_RULE_VMM,
+                .flags = KVT_REGION_UNTIERED,
+        };
+
+        *ret_registered = client_ensure() >= 0 && client_send(KVT_MSG_REGION_ADD, &add, sizeof(add)) >= 0;
+}
+
+static void track(uintptr_t ptr, size_t size) {
+        struct vmm_range r = { .ptr = ptr, .size = size };
+
+        pthread_mutex_lock(&lock);
+        if (n_ranges == cap_ranges) {
+                size_t cap = cap_ranges ? cap_ranges * 2 : 16;
+                struct vmm_range *a = cap <= VMM_MAX_TRACKED ? realloc(ranges, cap * sizeof(*a)) : NULL;
+                if (!a) {
+                        pthread_mutex_unlock(&lock);
+                        return;
+                }
+                ranges = a;
+                cap_ranges = cap;
+        }
+        r.id = next_id++;
+        if (next_id == 0)
+                next_id = VMM_ID_BASE;
+        ranges[n_ranges++] = r;
+        pthread_mutex_unlock(&lock);
+        /* Sent outside the lock: the send may wait up to the timeout. */
+        announce(r.id, ptr, size, &r.registered);
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_ranges; i++)
+                if (ranges[i].id == r.id)
+                        ranges[i].registered = r.registered;
+        pthread_mutex_unlock(&lock);
+}
+
+/* Forgets every tracked range starting in [ptr, ptr + size). */
+static void untrack(uintptr_t ptr, size_t size) {
+        for (;;) {
+                struct kvt_region_del del = { 0 };
+                bool found = false, registered = false;
+
+                pthread_mutex_lock(&lock);
+                for (size_t i = 0; i < n_ranges; i++)
+                        if (ranges[i].ptr >= ptr && ranges[i].ptr - ptr < size) {
+                                del.region_id = ranges[i].id;
+                                registered = ranges[i].registered;
+                                ranges[i] = ranges[--n_ranges];
+                                found = true;
+                                break;
+                        }
+                pthread_mutex_unlock(&lock);
+                if (!found)
+                        return;
+                if (registered)
+                        client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
+        }
+}
+
+static bool tracking(void) {
+        return !shim_cfg.disabled && !hook_busy() && (shim_cfg.rules.apis & CLASSIFY_API_VMM);
+}
+
+CUresult kvt_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                              unsigned long long flags) {
+        CUresult (*real)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long) =
+                REAL(cuMemCreate);
+
+        return real ? PASS(real(handle, size, prop, flags)) : CUDA_ERROR_NOT_INITIALIZED;
+}
+KVT_HOOK_EXPORT(cuMemCreate)
+
+CUresult kvt_hook_cuMemRelease(CUmemGenericAllocationHandle handle) {
+        CUresult (*real)(CUmemGenericAllocationHandle) = REAL(cuMemRelease);
+
+        return real ? PASS(real(handle)) : CUDA_ERROR_NOT_INITIALIZED;
+}
+KVT_HOOK_EXPORT(cuMemRelease)
+
+CUresult kvt_hook_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                           unsigned long long flags) {
+        CUresult (*real)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) =
+                REAL(cuMemMap);
+        bool track_it = tracking();
+        CUresult e;
+
+        if (!real)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!track_it)
+                return PASS(real(ptr, size, offset, handle, flags));
+        shim_announce_lock();
+        e = PASS(real(ptr, size, offset, handle, flags));
+        if (e == CUDA_SUCCESS && size > 0) {
+                warn_once();
+                hook_enter();
+                track((uintptr_t)ptr, size);
+                hook_leave();
+        }
+        shim_announce_unlock();
+        return e;
+}
+KVT_HOOK_EXPORT(cuMemMap)
+
+CUresult kvt_hook_cuMemUnmap(CUdeviceptr ptr, size_t size) {
+        CUresult (*real)(CUdeviceptr, size_t) = REAL(cuMemUnmap);
+        bool track_it = tracking();
+        CUresult e;
+
+        if (!real)
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!track_it)
+                return PASS(real(ptr, size));
+        shim_announce_lock();
+        e = PASS(real(ptr, size));
+        if (e == CUDA_SUCCESS)
+                untrack((uintptr_t)ptr, size);
+        shim_announce_unlock();
+        return e;
+}
+KVT_HOOK_EXPORT(cuMemUnmap)

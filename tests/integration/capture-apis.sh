@@ -1,0 +1,130 @@
+#!/bin/bash
+# Every allocation API the shim interposes, through every way an engine
+# reaches it (linked symbol, dlsym, cuGetProcAddress, cudaGetDriverEntryPoint):
+# captured, shown by kvtierctl with its API and rule, data intact; stream-
+# ordered frees wait for the stream; VMM mappings tracked as untiered;
+# KVTIER_CAPTURE_APIS filters.  api-engine (tests/integration/api-engine.c)
+# plays the engines.
+. "$(dirname "$0")/lib.sh"
+ENGINE="$top_builddir/tests/integration/api-engine"
+
+intact() { grep -q "mismatched words 0" "$TMP/$1.out" || { diag "$(cat "$TMP/$1.out")"; false; }; }
+captured() { stat_of "$1" managed_allocs; }
+
+# hold NAME ARGS...: runs the engine in the background until it holds its
+# allocations; the status is then in $TMP/NAME.json.  release NAME ends it.
+hold() {
+        local name="$1"; shift
+        rm -f "$TMP/go"
+        run_engine "$name" "$@" --hold "$TMP/go" &
+        HOLD_PID=$!
+        for _ in $(seq 200); do grep -q holding "$TMP/$name.out" 2>/dev/null && break; sleep 0.05; done
+        status_json >"$TMP/$name.json"
+}
+release() { touch "$TMP/go"; wait "$HOLD_PID"; }
+regions_of() { jq -c "[.clients[].regions[] | $2]" "$TMP/$1.json"; }
+
+write_config 256M
+check "kvtierd starts" start_daemon
+
+for mode in runtime driver dlsym procaddr entrypoint async pool driver-async; do
+        run_engine "$mode" --mode "$mode" --regions 2 --size 64M; rc=$?
+        check "$mode: engine exits 0, data intact" [ $rc -eq 0 ] && intact "$mode"
+        check "$mode: both 64 MiB allocations captured" [ "$(captured "$mode")" -eq 2 ]
+        case $mode in
+        *async|pool) ;; # freed by the shim's thread after the stream: may be pending at exit
+        *) check "$mode: everything freed" [ "$(stat_of "$mode" managed_alloc_bytes)" -eq 0 ] ;;
+        esac
+done
+
+# Which API and which rule, as kvtierctl shows them.
+for pair in runtime:cudaMalloc driver:cuMemAlloc procaddr:cuMemAlloc async:cudaMallocAsync \
+        pool:cudaMallocFromPoolAsync driver-async:cuMemAllocAsync; do
+        mode=${pair%%:*} api=${pair#*:}
+        hold "show-$mode" --mode "$mode" --regions 2 --size 64M
+        check "$mode: kvtierctl shows two regions through $api, rule min-size" \
+                [ "$(regions_of "show-$mode" '"\(.api)/\(.rule)/\(.untiered)"')" = \
+                  "[\"$api/min-size/false\",\"$api/min-size/false\"]" ]
+        release "show-$mode"
+done
+ENGINE_ENV="KVTIER_CAPTURE_AFTER=64M" hold show-after --mode driver --regions 2 --size 64M
+check "KVTIER_CAPTURE_AFTER: the second region shows rule capture-after" \
+        [ "$(regions_of show-after .rule)" = '["capture-after"]' ]
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/show-after.txt"
+check "kvtierctl status lists the region with its API and rule" \
+        grep -Eq "cuMemAlloc +capture-after" "$TMP/show-after.txt"
+release show-after
+
+# Stream-ordered frees: nothing is freed while the stream has not got there.
+for mode in async pool driver-async; do
+        check "$mode: no byte freed while the stream is held" \
+                grep -q "freed while stream held 0, freed after release yes" "$TMP/$mode.out"
+done
+run_engine async-plain --mode async --regions 1 --size 1M
+check "uncaptured stream-ordered frees pass straight through" \
+        grep -q "freed while stream held 1048576," "$TMP/async-plain.out"
+
+# VMM: tracked, untiered, one warning.
+hold show-vmm --mode vmm --regions 3 --size 4M
+check "vmm: three mappings shown as cuMemMap, rule vmm, untiered" \
+        [ "$(regions_of show-vmm '"\(.api)/\(.rule)/\(.untiered)"')" = \
+          '["cuMemMap/vmm/true","cuMemMap/vmm/true","cuMemMap/vmm/true"]' ]
+check "vmm: no chunk of them in VRAM or host tiers" \
+        [ "$(jq '[.clients[].regions[] | .vram_bytes + .host_mapped_bytes + .host_bytes] | add' "$TMP/show-vmm.json")" -eq 0 ]
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/show-vmm.txt"
+check "kvtierctl status says untiered" grep -Eq "cuMemMap +vmm +untiered" "$TMP/show-vmm.txt"
+release show-vmm; rc=$?
+check "vmm: engine exits 0, data intact" [ $rc -eq 0 ] && intact show-vmm
+check "vmm: warned once, with the PyTorch setting" \
+        [ "$(grep -c "expandable_segments:False" "$TMP/show-vmm.out")" -eq 1 ]
+status_json >"$TMP/after-vmm.json"
+check "vmm: unmapped ranges are gone from kvtierctl" \
+        [ "$(jq '[.clients[].regions[]] | length' "$TMP/after-vmm.json")" -eq 0 ]
+
+# KVTIER_CAPTURE_APIS.
+ENGINE_ENV="KVTIER_CAPTURE_APIS=runtime" run_engine apis-driver --mode procaddr --regions 2 --size 64M
+check "KVTIER_CAPTURE_APIS=runtime: driver allocations stay plain" [ "$(captured apis-driver)" -eq 0 ]
+check "KVTIER_CAPTURE_APIS=runtime: engine intact" intact apis-driver
+ENGINE_ENV="KVTIER_CAPTURE_APIS=runtime" run_engine apis-runtime --mode runtime --regions 2 --size 64M
+check "KVTIER_CAPTURE_APIS=runtime: cudaMalloc still captured" [ "$(captured apis-runtime)" -eq 2 ]
+ENGINE_ENV="KVTIER_CAPTURE_APIS=driver,async" run_engine apis-async --mode async --regions 2 --size 64M
+check "KVTIER_CAPTURE_APIS=driver,async: cudaMallocAsync captured" [ "$(captured apis-async)" -eq 2 ]
+ENGINE_ENV="KVTIER_CAPTURE_APIS=runtime,bogus" run_engine apis-bad --mode driver --regions 2 --size 64M
+check "a bad KVTIER_CAPTURE_APIS warns" grep -q "Invalid KVTIER_CAPTURE_APIS=runtime,bogus" "$TMP/apis-bad.out"
+check "a bad KVTIER_CAPTURE_APIS keeps the default (all)" [ "$(captured apis-bad)" -eq 2 ]
+ENGINE_ENV="KVTIER_CAPTURE_APIS=none" hold apis-none-vmm --mode vmm --regions 1 --size 4M
+check "KVTIER_CAPTURE_APIS=none: VMM not tracked" [ "$(regions_of apis-none-vmm .api)" = "[]" ]
+release apis-none-vmm
+ENGINE_ENV="KVTIER_DISABLE=1" run_engine disabled --mode procaddr --regions 2 --size 64M
+check "KVTIER_DISABLE=1: cuGetProcAddress hands out the driver's own" [ "$(captured disabled)" -eq 0 ]
+
+# Re-entrancy: a runtime that allocates through the driver (as the real
+# one does, via cuGetProcAddress) is captured once, at the runtime call.
+ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1" hold via-driver --mode runtime --regions 2 --size 64M
+check "runtime over the driver: regions show as cudaMalloc only" \
+        [ "$(regions_of via-driver .api)" = '["cudaMalloc","cudaMalloc"]' ]
+release via-driver; rc=$?
+check "runtime over the driver: engine exits 0, data intact" [ $rc -eq 0 ] && intact via-driver
+check "runtime over the driver: two captures, not four" [ "$(captured via-driver)" -eq 2 ]
+check "runtime over the driver: everything freed" [ "$(stat_of via-driver managed_alloc_bytes)" -eq 0 ]
+ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1 KVTIER_CAPTURE_APIS=driver" run_engine via-driver-excluded \
+        --mode runtime --regions 2 --size 64M
+check "runtime over the driver, KVTIER_CAPTURE_APIS=driver: the runtime's own driver calls are not captured" \
+        [ "$(captured via-driver-excluded)" -eq 0 ]
+check "runtime over the driver, KVTIER_CAPTURE_APIS=driver: engine intact" intact via-driver-excluded
+
+# Many allocating threads, each through its own stream.
+for mode in runtime procaddr async; do
+        ENGINE_ENV="KVTIER_MIN_SIZE=2M FAKECUDA_RUNTIME_VIA_DRIVER=1" run_engine "threads-$mode" --mode "$mode" --threads 8 --iterations 10 \
+                --regions 2 --size 4M; rc=$?
+        check "$mode: 8 threads x 10 passes, engine exits 0, data intact" [ $rc -eq 0 ] && intact "threads-$mode"
+        check "$mode: all 160 allocations captured" [ "$(captured "threads-$mode")" -eq 160 ]
+done
+status_json >"$TMP/end.json"
+check "no engine was dropped by the daemon (no overlapping or duplicate REGION_ADD)" \
+        bash -c "! grep -q 'Disconnecting peer' '$TMP/kvtierd.log'"
+check "no region left registered after the engines exit" \
+        [ "$(jq '[.clients[].regions[]] | length' "$TMP/end.json")" -eq 0 ]
+
+check "kvtierd stops cleanly" stop_daemon
+done_testing
