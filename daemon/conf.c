@@ -12,6 +12,7 @@
 
 #include "conf.h"
 #include "log.h"
+#include "policy.h"
 #include "protocol.h"
 #include "util.h"
 
@@ -22,6 +23,7 @@ enum conf_type {
         CONF_BYTES,  /* byte count in [min, max] */
         CONF_BUDGET, /* byte count in [min, max] or "N%" */
         CONF_POLICY, /* policy name */
+        CONF_PREFETCH, /* "none" or "sequential" (covers strided streams) */
 };
 
 struct conf {
@@ -33,6 +35,11 @@ struct conf {
         uint64_t gpu_configured; /* bit N: a [gpu.N] section set a key */
         char policy[16];
         uint64_t max_migration_rate;
+        unsigned hysteresis_ticks;
+        unsigned heat_half_life_ticks;
+        uint64_t window_bytes;
+        unsigned prefetch; /* 0 none, 1 sequential */
+        unsigned prefetch_depth;
 };
 
 struct conf_key {
@@ -60,10 +67,26 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, vram_budget)},
         {"gpu.N", "vram_budget", CONF_BUDGET, 0, 16 * TIB, NULL,
          "Override of [gpu] vram_budget for GPU N (0..63)", offsetof(struct conf, gpu_vram_budget)},
-        {"policy", "name", CONF_POLICY, 0, 0, "lru", "Placement policy: lru", offsetof(struct conf, policy)},
+        {"policy", "name", CONF_POLICY, 0, 0, "hybrid",
+         "Placement policy: lru, heat (decayed access counts), window (newest bytes of each region) "
+         "or hybrid (heat, window of active regions, prefetch)",
+         offsetof(struct conf, policy)},
         {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
          "Bytes per second per GPU, both directions together; 0 = unlimited",
          offsetof(struct conf, max_migration_rate)},
+        {"policy", "hysteresis_ticks", CONF_UINT, 0, 1000000, "4",
+         "heat, hybrid: ticks a chunk stays where it was last moved", offsetof(struct conf, hysteresis_ticks)},
+        {"policy", "heat_half_life_ticks", CONF_UINT, 1, 1000000, "20",
+         "heat, hybrid: ticks after which a chunk's access count counts half",
+         offsetof(struct conf, heat_half_life_ticks)},
+        {"policy", "window", CONF_BYTES, 0, 16 * TIB, "512M",
+         "window, hybrid: newest bytes of each region kept in VRAM (the KV append point)",
+         offsetof(struct conf, window_bytes)},
+        {"policy", "prefetch", CONF_PREFETCH, 0, 0, "sequential",
+         "Promote ahead of sequential and strided access streams (sequential) or not (none)",
+         offsetof(struct conf, prefetch)},
+        {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
+         offsetof(struct conf, prefetch_depth)},
 };
 
 /* Parses "gpu.N": N, or -ENOENT if section is not of that form, or -ERANGE. */
@@ -176,9 +199,14 @@ static int key_store(struct conf *c, const struct conf_key *k, int gpu, const ch
                         p = &((struct budget_spec *)p)[gpu];
                 return parse_budget(k, v, p);
         case CONF_POLICY:
-                if (strcmp(v, "lru") != 0)
+                if (policy_kind_from_name(v) < 0)
                         return -EINVAL;
                 strcpy(p, v);
+                return 0;
+        case CONF_PREFETCH:
+                if (strcmp(v, "none") != 0 && strcmp(v, "sequential") != 0)
+                        return -EINVAL;
+                *(unsigned *)p = strcmp(v, "sequential") == 0;
                 return 0;
         }
         return -EINVAL;
@@ -197,7 +225,9 @@ static const char *type_hint(const struct conf_key *k) {
         case CONF_BUDGET:
                 return "a byte count (64M, 8G, 1.5G) in range or a percentage (1%..100%)";
         case CONF_POLICY:
-                return "one of: lru";
+                return "one of: lru, heat, window, hybrid";
+        case CONF_PREFETCH:
+                return "none or sequential";
         }
         return "?";
 }
@@ -383,6 +413,9 @@ static void key_format(const struct conf *c, const struct conf_key *k, int gpu, 
         case CONF_BUDGET:
                 format_budget(buf, len, gpu >= 0 ? &((const struct budget_spec *)p)[gpu] : p);
                 break;
+        case CONF_PREFETCH:
+                snprintf(buf, len, "%s", *(const unsigned *)p ? "sequential" : "none");
+                break;
         }
 }
 
@@ -451,4 +484,23 @@ void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, 
         *ret = set ? c->gpu_vram_budget[device] : c->vram_budget;
         if (ret_configured)
                 *ret_configured = set;
+}
+
+void conf_policy_params(const struct conf *c, struct policy_params *ret) {
+        int kind = policy_kind_from_name(c->policy);
+
+        policy_params_default(kind < 0 ? POLICY_HYBRID : (enum policy_kind)kind, ret);
+        ret->hysteresis_ticks = c->hysteresis_ticks;
+        ret->heat_half_life_ticks = c->heat_half_life_ticks;
+        ret->window_chunks = (uint32_t)MIN(c->window_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
+        ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
+        /* Keys that a policy does not use stay out of its decisions. */
+        if (kind == POLICY_LRU || kind == POLICY_WINDOW)
+                ret->hysteresis_ticks = 0;
+        if (kind == POLICY_LRU || kind == POLICY_HEAT)
+                ret->window_chunks = 0;
+}
+
+unsigned conf_heat_half_life_ticks(const struct conf *c) {
+        return c->heat_half_life_ticks;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 struct conf;
+struct policy_params;
 
 /* A VRAM budget: a percentage of the device total (percent != 0) or bytes. */
 struct budget_spec {
@@ -42,6 +43,10 @@ const char *conf_socket(const struct conf *c);
 int conf_log_level(const struct conf *c);
 unsigned conf_tick_ms(const struct conf *c);
 const char *conf_policy_name(const struct conf *c);
+
+/* The [policy] section as parameters for policy_plan(). */
+void conf_policy_params(const struct conf *c, struct policy_params *ret);
+unsigned conf_heat_half_life_ticks(const struct conf *c);
 
 /* Bytes per second, both directions together; 0 = unlimited. */
 uint64_t conf_max_migration_rate(const struct conf *c);

@@ -26,7 +26,7 @@ struct region {
         uint32_t api;
         uint32_t n_chunks;
         uint64_t tier_chunks[_KVT_TIER_MAX];
-        struct chunk chunks[];
+        struct policy_chunk chunks[];
 };
 
 struct client {
@@ -60,7 +60,7 @@ struct registry {
         struct migration_stats migrations;
 };
 
-static bool chunk_charged(const struct chunk *ch) {
+static bool chunk_charged(const struct policy_chunk *ch) {
         return ch->tier == KVT_TIER_VRAM || ch->pending == KVT_TIER_VRAM;
 }
 
@@ -253,7 +253,7 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
         uint64_t n_vram = tier == KVT_TIER_VRAM ? MIN(room, (uint64_t)reg->n_chunks) : 0;
 
         for (uint32_t i = 0; i < reg->n_chunks; i++)
-                reg->chunks[i] = (struct chunk){
+                reg->chunks[i] = (struct policy_chunk){
                         .last_use = r->tick,
                         .tier = (uint8_t)(tier != KVT_TIER_VRAM ? tier
                                           : i < n_vram          ? KVT_TIER_VRAM
@@ -285,7 +285,7 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
         ret = client_grow_regions(c);
         if (ret < 0)
                 return ret;
-        reg = calloc(1, sizeof(*reg) + (size_t)n_chunks * sizeof(struct chunk));
+        reg = calloc(1, sizeof(*reg) + (size_t)n_chunks * sizeof(struct policy_chunk));
         if (!reg)
                 return -ENOMEM;
         *reg = (struct region){.client = c,
@@ -402,21 +402,26 @@ void registry_client_free(struct registry *r, struct client *c) {
 
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint) {
         struct region *reg = client_find_region(c, hint->region_id);
-        uint32_t t = hint->kind == KVT_HINT_HOT ? r->tick : 0;
 
         if (!reg)
                 return -ENOENT;
         if ((uint64_t)hint->first_chunk + hint->n_chunks > reg->n_chunks)
                 return -ERANGE;
-        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++)
-                reg->chunks[i].last_use = t;
+        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
+                struct policy_chunk *ch = &reg->chunks[i];
+
+                if (hint->kind == KVT_HINT_HOT)
+                        policy_chunk_touch(ch, r->tick, 1, conf_heat_half_life_ticks(r->conf));
+                else
+                        ch->last_use = ch->heat = 0;
+        }
         return 0;
 }
 
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
         if (chunk >= reg->n_chunks || n == 0)
                 return;
-        reg->chunks[chunk].last_use = r->tick;
+        policy_chunk_touch(&reg->chunks[chunk], r->tick, n, conf_heat_half_life_ticks(r->conf));
 }
 
 static int client_push_order(struct client *c, const struct order *o) {
@@ -472,13 +477,14 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
         uint64_t uncharge = 0, moved = 0;
 
         for (uint32_t i = o->first; i < o->first + o->n; i++) {
-                struct chunk *ch = &reg->chunks[i];
+                struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
 
                 if (ok && ch->tier != o->tier) {
                         reg->tier_chunks[ch->tier]--;
                         g->tier_chunks[ch->tier]--;
                         ch->tier = (uint8_t)o->tier;
+                        ch->last_move = r->tick; /* hysteresis counts from here */
                         reg->tier_chunks[ch->tier]++;
                         g->tier_chunks[ch->tier]++;
                         moved++;
@@ -618,7 +624,7 @@ uint32_t region_n_chunks(const struct region *reg) {
         return reg->n_chunks;
 }
 
-const struct chunk *region_chunks(const struct region *reg) {
+const struct policy_chunk *region_chunks(const struct region *reg) {
         return reg->chunks;
 }
 
