@@ -13,7 +13,8 @@
 
 /* Rank layout below the priority bits (29..31; pinned is all ones). */
 #define RANK_PRIORITY_SHIFT 29
-#define RANK_BOOST          (1u << 25)
+#define RANK_PREFETCH       (1u << 26) /* needed within a few ticks: above the window */
+#define RANK_WINDOW         (1u << 25)
 #define RANK_CLASS_SHIFT    21
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
 
@@ -51,8 +52,10 @@ static uint32_t chunk_score(const struct plan_ctx *x, const struct policy_chunk 
                         cls++;
                 score |= (uint32_t)cls << RANK_CLASS_SHIFT;
         }
-        if (f & (PLAN_WINDOW | PLAN_PREFETCH))
-                score |= RANK_BOOST;
+        if (f & PLAN_PREFETCH)
+                score |= RANK_PREFETCH;
+        if (f & PLAN_WINDOW)
+                score |= RANK_WINDOW;
         return score;
 }
 

@@ -17,9 +17,9 @@
  * Ties go to the higher region index, then the higher chunk index (the
  * newest allocation and the end of a region are the KV append point).
  *
- * A rank is, from the top: pinned; client priority (0..7); a boost for
- * chunks the policy expects to be used next (prefetch targets, the window);
- * a heat class (0 cold .. 15); recency.  What each policy puts in:
+ * A rank is, from the top: pinned; client priority (0..7); prefetch targets
+ * (needed within a few ticks); the window; a heat class (0 cold .. 15);
+ * recency.  What each policy puts in:
  *   lru     recency only.
  *   heat    heat class (decayed access counts) then recency; a resident
  *           chunk counts one class hotter, so a newcomer must be clearly
