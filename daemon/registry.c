@@ -57,6 +57,7 @@ struct registry {
         struct region *regions, *regions_tail;
         struct gpu_stats gpus[KVT_MAX_GPUS];
         bool gpu_present[KVT_MAX_GPUS];
+        uint64_t device_total_bytes[KVT_MAX_GPUS]; /* as the last client reported; for "N%" */
         struct migration_stats migrations;
 };
 
@@ -64,15 +65,12 @@ static bool chunk_charged(const struct policy_chunk *ch) {
         return ch->tier == KVT_TIER_VRAM || ch->pending == KVT_TIER_VRAM;
 }
 
-static void gpu_check(const struct gpu_stats *g) {
-        assert(g->charged_bytes <= g->budget_bytes);
-        (void)g;
-}
-
 static void gpu_charge(struct gpu_stats *g, uint64_t n_chunks) {
+        if (n_chunks == 0)
+                return;
         g->charged_bytes += n_chunks * KVT_CHUNK_BYTES;
         g->peak_charged_bytes = MAX(g->peak_charged_bytes, g->charged_bytes);
-        gpu_check(g);
+        assert(g->charged_bytes <= g->budget_bytes);
 }
 
 static void gpu_uncharge(struct gpu_stats *g, uint64_t n_chunks) {
@@ -102,6 +100,8 @@ static void gpu_resolve(struct registry *r, int device, uint64_t device_total_by
 }
 
 static struct gpu_stats *gpu_use(struct registry *r, int device, uint64_t device_total_bytes) {
+        if (device_total_bytes)
+                r->device_total_bytes[device] = device_total_bytes;
         r->gpu_present[device] = true;
         r->gpus[device].device = device;
         gpu_resolve(r, device, device_total_bytes);
@@ -136,6 +136,20 @@ struct registry *registry_free(struct registry *r) {
                 registry_client_free(r, r->clients);
         free(r);
         return NULL;
+}
+
+void registry_budget_reload(struct registry *r, int device) {
+        struct gpu_stats *g;
+        char buf[32];
+
+        if (device < 0 || device >= KVT_MAX_GPUS)
+                return;
+        g = &r->gpus[device];
+        g->budget_resolved = false;
+        gpu_use(r, device, r->device_total_bytes[device]);
+        if (g->charged_bytes > g->budget_bytes)
+                log_info("GPU %d: %s charged over the new budget, evicting.", device,
+                         format_bytes(buf, sizeof(buf), g->charged_bytes - g->budget_bytes));
 }
 
 uint32_t registry_tick(const struct registry *r) {
@@ -249,7 +263,7 @@ static int client_region_slot(const struct client *c, const struct kvt_region_ad
  * kvtier cannot vouch for and records as NONE (UVM decides). */
 static void region_init_chunks(struct registry *r, struct region *reg, uint32_t tier) {
         struct gpu_stats *g = &r->gpus[reg->device];
-        uint64_t room = (g->budget_bytes - g->charged_bytes) / KVT_CHUNK_BYTES;
+        uint64_t room = g->budget_bytes > g->charged_bytes ? (g->budget_bytes - g->charged_bytes) / KVT_CHUNK_BYTES : 0;
         uint64_t n_vram = tier == KVT_TIER_VRAM ? MIN(room, (uint64_t)reg->n_chunks) : 0;
 
         for (uint32_t i = 0; i < reg->n_chunks; i++)
@@ -453,7 +467,7 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
                         return -EBUSY;
                 add += tier == KVT_TIER_VRAM && !chunk_charged(&reg->chunks[i]);
         }
-        if (g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes)
+        if (add && g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes)
                 return -ENOSPC;
         ret_push = client_push_order(reg->client, &o);
         if (ret_push < 0)

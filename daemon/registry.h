@@ -8,8 +8,10 @@
  * Budget accounting is kvtier's own (cudaMemGetInfo does not show UVM
  * eviction): a chunk is charged against its GPU's budget while its tier is
  * VRAM or an order to VRAM is pending for it.  An eviction keeps the chunk
- * charged until its ORDER_DONE.  charged_bytes <= budget_bytes always holds
- * (asserted), and peak_charged_bytes records the maximum.
+ * charged until its ORDER_DONE.  No charge ever takes charged_bytes over
+ * budget_bytes (asserted); only lowering the budget live can leave it over,
+ * until the planner's evictions are done.  peak_charged_bytes records the
+ * maximum.
  */
 
 #include <assert.h>
@@ -63,6 +65,11 @@ int registry_new(const struct conf *conf, struct registry **ret);
 
 /* Frees r and everything in it.  Accepts NULL; returns NULL. */
 struct registry *registry_free(struct registry *r);
+
+/* Re-reads a GPU's budget from the config (after a live change) and marks
+ * the GPU present.  Chunks charged over a lowered budget stay charged until
+ * the planner has evicted them. */
+void registry_budget_reload(struct registry *r, int device);
 
 /* The current tick (starts at 1; last_use 0 is colder than anything). */
 uint32_t registry_tick(const struct registry *r);
