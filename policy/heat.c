@@ -1,27 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
+#include "heat-decay.h"
 #include "policy.h"
 
-/* 2^(-i/8) in 16.16 fixed point: the decay between whole half-lives, in eighths. */
-static const uint32_t decay_eighths[8] = {65536, 60097, 55109, 50535, 46341, 42495, 38968, 35734};
+static_assert(POLICY_HEAT_ONE == 256, "heat_class() divides by shifting");
 
 uint32_t policy_heat_at(const struct policy_chunk *c, uint32_t now, uint32_t half_life_ticks) {
-        uint64_t age = now > c->last_use ? now - c->last_use : 0, k;
-        uint32_t h = c->heat;
-
-        if (age == 0 || h == 0)
-                return h;
         if (half_life_ticks == 0)
-                return 0;
-        k = age * 8 / half_life_ticks;
-        if (k >= 32 * 8)
-                return 0;
-        h >>= k / 8;
-        return (uint32_t)(((uint64_t)h * decay_eighths[k % 8]) >> 16);
+                return c->last_use < now ? 0 : c->heat;
+        return heat_decay(c->heat, now > c->last_use ? now - c->last_use : 0, half_life_ticks);
 }
 
 void policy_chunk_touch(struct policy_chunk *c, uint32_t now, uint32_t n, uint32_t half_life_ticks) {
@@ -33,13 +25,7 @@ void policy_chunk_touch(struct policy_chunk *c, uint32_t now, uint32_t n, uint32
 }
 
 unsigned policy_heat_class(uint32_t heat) {
-        uint32_t acc = heat / POLICY_HEAT_ONE;
-        unsigned cls;
-
-        if (acc == 0)
-                return 0;
-        cls = 32u - (unsigned)__builtin_clz(acc); /* 1 access: 1, 2-3: 2, 4-7: 3 ... */
-        return cls > 15 ? 15 : cls;
+        return heat_class(heat);
 }
 
 static const char *const kind_names[_POLICY_KIND_MAX] = {

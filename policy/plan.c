@@ -7,15 +7,16 @@
 #include <string.h>
 
 #include "policy.h"
+#include "heat-decay.h"
 #include "predict.h"
 #include "protocol.h"
-#include "select.h"
 
 /* Rank layout below the priority bits (29..31; pinned is all ones). */
 #define RANK_PRIORITY_SHIFT 29
 #define RANK_PREFETCH       (1u << 26) /* needed within a few ticks: above the window */
 #define RANK_WINDOW         (1u << 25)
 #define RANK_CLASS_SHIFT    21
+#define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
 
 struct plan_ctx {
@@ -23,9 +24,15 @@ struct plan_ctx {
         const struct policy_input *in;
         size_t n;            /* chunks in all regions */
         size_t *start;       /* flat index of each region's chunk 0; n_regions + 1 entries */
-        uint8_t *flags;      /* PLAN_* per chunk */
-        uint64_t *keys;      /* rank << 32 | flat index, per chunk */
-        uint64_t *scratch;   /* n entries for selections */
+        uint16_t *flags;     /* PLAN_* per chunk */
+        uint32_t *rank;      /* per chunk; the ordering key is rank << 32 | flat index */
+        uint32_t *region_of; /* per chunk: its region (for quotas); NULL without quotas */
+        uint32_t *bucket;    /* scratch: flat indices of one histogram bucket */
+        uint32_t *cand;      /* flat indices: eviction candidates from the front (ascending),
+                              * promotion candidates from the back (descending) */
+        size_t n_ev, n_pr;
+        uint32_t *hist;      /* 4 x 65536 counters: all, scratch, evict and promote candidates */
+        uint16_t decay_k[4096]; /* heat decay in eighths of a half-life by age; 0xffff: gone or beyond */
 };
 
 struct selection {
@@ -35,120 +42,266 @@ struct selection {
         uint64_t n_evict, n_promote;
 };
 
-static bool chunk_in_vram(const struct policy_chunk *c) {
-        return c->tier == KVT_TIER_VRAM || c->pending == KVT_TIER_VRAM;
+/* Flags that come from the chunk itself, and hysteresis. */
+static uint16_t chunk_state(const struct plan_ctx *x, const struct policy_chunk *c) {
+        uint32_t h = x->pp->hysteresis_ticks;
+        uint16_t f = 0;
+
+        if (c->tier == KVT_TIER_VRAM)
+                f |= PLAN_IN_VRAM | PLAN_CHARGED;
+        if (c->pending)
+                f |= PLAN_PENDING;
+        if (c->pending == KVT_TIER_VRAM)
+                f |= PLAN_CHARGED;
+        if (c->flags & POLICY_CHUNK_PINNED)
+                f |= PLAN_PINNED;
+        else if (h && c->last_move && x->in->now - c->last_move < h)
+                f |= PLAN_FROZEN;
+        return f;
 }
 
-static uint32_t chunk_score(const struct plan_ctx *x, const struct policy_chunk *c, uint8_t f) {
-        const struct policy_params *pp = x->pp;
-        uint32_t now = x->in->now, age = now > c->last_use ? now - c->last_use : 0;
-        uint32_t score = RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX);
+/* Fills the decay table: age -> eighths of a half-life, for ages that fit. */
+static void plan_decay_init(struct plan_ctx *x) {
+        uint32_t half = x->pp->heat_half_life_ticks;
 
+        for (uint32_t age = 0; age < ELEMENTS(x->decay_k); age++) {
+                uint64_t k = (uint64_t)age * 8 / half;
+
+                x->decay_k[age] = k >= 32 * 8 ? 0xffff : (uint16_t)k;
+        }
+}
+
+/* heat_decay() without the division for ages in the table. */
+static uint32_t plan_heat(const struct plan_ctx *x, uint32_t heat, uint32_t age) {
+        uint16_t k;
+
+        if (age >= ELEMENTS(x->decay_k))
+                return heat_decay(heat, age, x->pp->heat_half_life_ticks);
+        k = x->decay_k[age];
+        if (k == 0xffff)
+                return 0;
+        return (uint32_t)(((uint64_t)(heat >> (k / 8)) * heat_decay_eighths[k % 8]) >> 16);
+}
+
+/* The rank before window and prefetch boosts. */
+static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *c, uint16_t f, uint32_t prio) {
+        const struct policy_params *pp = x->pp;
+        uint32_t age = x->in->now > c->last_use ? x->in->now - c->last_use : 0;
+        uint32_t rank = prio << RANK_PRIORITY_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
+
+        if (f & PLAN_PINNED)
+                return UINT32_MAX;
         if (pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID) {
-                unsigned cls = policy_heat_class(policy_heat_at(c, now, pp->heat_half_life_ticks));
+                unsigned cls = heat_class(plan_heat(x, c->heat, age));
 
                 /* A resident counts one class hotter: displacing it takes a clearly hotter chunk. */
-                if (chunk_in_vram(c) && cls < 15)
+                if ((f & PLAN_CHARGED) && cls < 15)
                         cls++;
-                score |= (uint32_t)cls << RANK_CLASS_SHIFT;
+                rank |= (uint32_t)cls << RANK_CLASS_SHIFT;
         }
-        if (f & PLAN_PREFETCH)
-                score |= RANK_PREFETCH;
-        if (f & PLAN_WINDOW)
-                score |= RANK_WINDOW;
-        return score;
+        return rank;
 }
 
-static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_region *reg, size_t i, uint8_t f) {
-        const struct policy_chunk *c = &reg->chunks[i];
+static uint32_t region_priority(const struct plan_ctx *x, const struct policy_region *reg) {
         uint32_t prio = 0;
 
-        if (c->flags & POLICY_CHUNK_PINNED)
-                return UINT32_MAX;
         if (x->in->clients && reg->client < x->in->n_clients)
                 prio = x->in->clients[reg->client].priority;
-        if (prio > POLICY_PRIORITY_MAX)
-                prio = POLICY_PRIORITY_MAX;
-        return prio << RANK_PRIORITY_SHIFT | chunk_score(x, c, f);
+        return prio > POLICY_PRIORITY_MAX ? POLICY_PRIORITY_MAX : prio;
 }
 
-static bool chunk_frozen(const struct plan_ctx *x, const struct policy_chunk *c) {
-        uint32_t h = x->pp->hysteresis_ticks;
-
-        return h && c->last_move && x->in->now - c->last_move < h && !(c->flags & POLICY_CHUNK_PINNED);
+/* Sets a boost on chunks [first, last] of the flat array (pinned stay on top). */
+static void plan_boost(struct plan_ctx *x, size_t base, const struct predict_range *rg, uint16_t flag,
+                       uint32_t bit) {
+        for (size_t at = base + (size_t)rg->first; at <= base + (size_t)rg->last; at++) {
+                if (x->flags[at] & PLAN_PINNED)
+                        continue;
+                x->flags[at] |= flag;
+                x->hist[x->rank[at] >> 16]--; /* keep the histogram of all ranks */
+                x->rank[at] |= bit;
+                x->hist[x->rank[at] >> 16]++;
+        }
 }
 
-/* Window and prefetch marks, then ranks and hysteresis. */
-static void plan_rank(struct plan_ctx *x) {
+/* The window and the streams of one region, learnt in the rank pass. */
+static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_state *st) {
         const struct policy_params *pp = x->pp;
-        const struct policy_input *in = x->in;
-        bool window = pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
+        struct predict_range rg[64];
+        uint32_t depth = pp->prefetch_depth < 64 ? pp->prefetch_depth : 64, n;
         /* window: every region; hybrid: only regions in use within a half-life. */
         uint32_t active = pp->kind == POLICY_WINDOW ? UINT32_MAX : pp->heat_half_life_ticks;
 
+        if ((pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID) &&
+            predict_window(st, x->in->now, pp->window_chunks, active, &rg[0]))
+                plan_boost(x, x->start[r], &rg[0], PLAN_WINDOW, RANK_WINDOW);
+        n = predict_stream(st, x->in->now, depth, x->in->regions[r].n_chunks, rg);
+        for (uint32_t k = 0; k < n; k++)
+                plan_boost(x, x->start[r], &rg[k], PLAN_PREFETCH, RANK_PREFETCH);
+}
+
+/* One pass over every chunk: state flags, rank, what predicts the next
+ * use; then the boosts, then the histogram of all ranks. */
+static void plan_rank(struct plan_ctx *x) {
+        const struct policy_input *in = x->in;
+        bool predict = x->pp->prefetch_depth > 0 || x->pp->kind == POLICY_WINDOW || x->pp->kind == POLICY_HYBRID;
+
         for (size_t r = 0; r < in->n_regions; r++) {
                 const struct policy_region *reg = &in->regions[r];
-                uint8_t *f = x->flags + x->start[r];
+                uint32_t prio = region_priority(x, reg);
+                uint16_t *flags = x->flags + x->start[r];
+                uint32_t *rank = x->rank + x->start[r];
+                struct predict_state st;
 
-                if (window)
-                        predict_window(reg, in->now, pp->window_chunks, active, f);
-                predict_stream(reg, in->now, pp->prefetch_depth, f);
-                for (size_t i = 0; i < reg->n_chunks; i++) {
-                        size_t at = x->start[r] + i;
+                predict_init(&st);
+                for (uint32_t i = 0; i < reg->n_chunks; i++) {
+                        const struct policy_chunk *c = &reg->chunks[i];
+                        uint16_t f = chunk_state(x, c);
 
-                        x->keys[at] = (uint64_t)chunk_rank(x, reg, i, f[i]) << 32 | at;
-                        if (chunk_frozen(x, &reg->chunks[i]))
-                                x->flags[at] |= PLAN_FROZEN;
+                        flags[i] = f;
+                        rank[i] = chunk_rank(x, c, f, prio);
+                        x->hist[rank[i] >> 16]++;
+                        if (predict)
+                                predict_add(&st, i, c->last_use);
+                }
+                if (predict)
+                        plan_predict(x, r, &st);
+        }
+}
+
+static uint64_t key_of(const struct plan_ctx *x, size_t i) {
+        return (uint64_t)x->rank[i] << 32 | i;
+}
+
+/* Whether chunk i counts for a threshold: those with flag bits mask set
+ * (all for mask 0), of one client unless client is SIZE_MAX. */
+struct subset {
+        uint16_t mask;
+        size_t client;
+        uint32_t *hist_hi;    /* histogram of rank >> 16 over the subset, if built already */
+        const uint32_t *list; /* the subset is these flat indices (ascending, stride step) */
+        size_t n_list;
+        ptrdiff_t step;       /* +1, or -1 to read a list stored backwards */
+};
+
+static size_t subset_size(const struct plan_ctx *x, const struct subset *q) {
+        return q->list ? q->n_list : x->n;
+}
+
+/* The j-th member candidate of the subset (ascending flat index). */
+static size_t subset_at(const struct plan_ctx *x, const struct subset *q, size_t j) {
+        (void)x;
+        return q->list ? q->list[(ptrdiff_t)j * q->step] : j;
+}
+
+static bool in_subset(const struct plan_ctx *x, const struct subset *q, size_t i) {
+        if (q->client != SIZE_MAX && x->in->regions[x->region_of[i]].client != q->client)
+                return false;
+        return (x->flags[i] & q->mask) == q->mask;
+}
+
+/* Finds the bucket where the running count from the top reaches k; adds
+ * the counts above it to *acc. */
+static uint32_t hist_find(const uint32_t *hist, uint64_t k, uint64_t *acc) {
+        for (uint32_t b = 65536; b-- > 0;) {
+                if (*acc + hist[b] >= k)
+                        return b;
+                *acc += hist[b];
+        }
+        return 0;
+}
+
+/* The key of the k-th highest chunk of a subset of at least k (k >= 1):
+ * the chunks with keys >= it are exactly the top k.  A histogram of the
+ * rank's high half finds the bucket, one pass collects the bucket's chunks
+ * and histograms their low half, and the tie on the last rank goes to the
+ * highest flat indices. */
+static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t k) {
+        uint32_t *hist = x->hist + 65536, hi, lo, want_rank;
+        uint64_t acc = 0;
+        size_t m = 0;
+
+        if (!q->hist_hi) {
+                memset(hist, 0, 65536 * sizeof(*hist));
+                for (size_t j = 0; j < subset_size(x, q); j++) {
+                        size_t i = subset_at(x, q, j);
+
+                        if (q->list || in_subset(x, q, i))
+                                hist[x->rank[i] >> 16]++;
                 }
         }
+        hi = hist_find(q->hist_hi ? q->hist_hi : hist, k, &acc);
+        memset(hist, 0, 65536 * sizeof(*hist));
+        for (size_t j = 0; j < subset_size(x, q); j++) {
+                size_t i = subset_at(x, q, j);
+
+                if (x->rank[i] >> 16 == hi && (q->list || in_subset(x, q, i))) {
+                        hist[x->rank[i] & 0xffff]++;
+                        x->bucket[m++] = (uint32_t)i; /* ascending */
+                }
+        }
+        lo = hist_find(hist, k, &acc);
+        want_rank = hi << 16 | lo;
+        while (m-- > 0)
+                if (x->rank[x->bucket[m]] == want_rank && ++acc == k)
+                        return key_of(x, x->bucket[m]);
+        return 0; /* not reached for k <= the subset's size */
 }
 
 /* Marks a client's chunks beyond its quota (lowest ranks first) excluded. */
 static void plan_quota_client(struct plan_ctx *x, size_t client) {
         const struct policy_input *in = x->in;
         uint64_t quota = in->clients[client].quota_chunks, cut;
+        struct subset q = {.client = client};
+
         size_t m = 0;
 
         for (size_t r = 0; r < in->n_regions; r++)
                 if (in->regions[r].client == client)
-                        for (size_t i = x->start[r]; i < x->start[r + 1]; i++)
-                                x->scratch[m++] = x->keys[i];
+                        m += in->regions[r].n_chunks;
         if (m <= quota)
                 return;
-        cut = quota == 0 ? UINT64_MAX : select_nth(x->scratch, m, m - quota);
+        cut = quota == 0 ? UINT64_MAX : plan_top_k(x, &q, quota);
         for (size_t r = 0; r < in->n_regions; r++)
                 if (in->regions[r].client == client)
                         for (size_t i = x->start[r]; i < x->start[r + 1]; i++)
-                                if (x->keys[i] < cut) {
+                                if (key_of(x, i) < cut) {
                                         x->flags[i] |= PLAN_EXCLUDED;
-                                        x->keys[i] = i; /* rank 0: below every in-quota chunk */
+                                        x->hist[x->rank[i] >> 16]--; /* keep the histogram of all */
+                                        x->hist[0]++;
+                                        x->rank[i] = 0; /* below every in-quota chunk */
                                 }
 }
 
-static void plan_quota(struct plan_ctx *x) {
+/* Returns 0 or -ENOMEM. */
+static int plan_quota(struct plan_ctx *x) {
+        bool any = false;
+
         if (!x->in->clients)
-                return;
+                return 0;
+        for (size_t c = 0; c < x->in->n_clients; c++)
+                any |= x->in->clients[c].quota_chunks != UINT64_MAX;
+        if (!any)
+                return 0;
+        x->region_of = malloc(x->n * sizeof(*x->region_of));
+        if (!x->region_of)
+                return -ENOMEM;
+        for (size_t r = 0; r < x->in->n_regions; r++)
+                for (size_t i = x->start[r]; i < x->start[r + 1]; i++)
+                        x->region_of[i] = (uint32_t)r;
         for (size_t c = 0; c < x->in->n_clients; c++)
                 if (x->in->clients[c].quota_chunks != UINT64_MAX)
                         plan_quota_client(x, c);
+        return 0;
 }
 
-static bool is_evict_candidate(const struct policy_chunk *c, uint8_t f, uint64_t key, uint64_t want_min) {
-        return (key < want_min || (f & PLAN_EXCLUDED)) && c->tier == KVT_TIER_VRAM && !c->pending &&
-               !(c->flags & POLICY_CHUNK_PINNED) && !(f & PLAN_FROZEN);
+static bool is_evict_candidate(uint16_t f, uint64_t key, uint64_t want_min) {
+        return (key < want_min || (f & PLAN_EXCLUDED)) && (f & PLAN_IN_VRAM) &&
+               !(f & (PLAN_PENDING | PLAN_PINNED | PLAN_FROZEN));
 }
 
-static bool is_promote_candidate(const struct policy_chunk *c, uint8_t f, uint64_t key, uint64_t want_min) {
-        return key >= want_min && !(f & (PLAN_EXCLUDED | PLAN_FROZEN)) && c->tier != KVT_TIER_VRAM &&
-               !c->pending;
+static bool is_promote_candidate(uint16_t f, uint64_t key, uint64_t want_min) {
+        return key >= want_min && !(f & (PLAN_EXCLUDED | PLAN_FROZEN | PLAN_IN_VRAM | PLAN_PENDING));
 }
-
-/* Loops over every chunk c, region by region, with its flat index at. */
-#define FOR_EACH_CHUNK(x, c, at)                                                                   \
-        for (size_t r_ = 0, at = 0; r_ < (x)->in->n_regions; r_++)                                 \
-                for (const struct policy_chunk *c = (x)->in->regions[r_].chunks,                   \
-                                               *end_ = c + (x)->in->regions[r_].n_chunks;          \
-                     c < end_; c++, at++)
 
 /* Picks thresholds: the wanted set, then the lowest-ranked evictions and the
  * highest-ranked promotions that the rate limit and the free budget allow. */
@@ -158,69 +311,77 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
         uint64_t budget = in->budget_chunks < n ? in->budget_chunks : n;
         uint64_t room = in->budget_chunks > in->charged_chunks ? in->budget_chunks - in->charged_chunks : 0;
         uint64_t rate = in->max_move_chunks;
-        uint64_t *k = x->scratch;
+        struct subset all = {.client = SIZE_MAX, .hist_hi = x->hist},
+                      ev = {.client = SIZE_MAX, .hist_hi = x->hist + 2 * 65536, .list = x->cand, .step = 1},
+                      pr = {.client = SIZE_MAX, .hist_hi = x->hist + 3 * 65536, .list = x->cand + n - 1, .step = -1};
 
-        memcpy(k, x->keys, n * sizeof(*k));
         if (budget == 0)
                 s->want_min = UINT64_MAX; /* no key reaches it: positions < UINT32_MAX */
         else
-                s->want_min = budget == n ? 0 : select_nth(k, n, n - budget);
+                s->want_min = budget == n ? 0 : plan_top_k(x, &all, budget);
 
-        /* Eviction candidates fill k from the front, promotion candidates from the back. */
-        FOR_EACH_CHUNK(x, c, at) {
-                if (is_evict_candidate(c, x->flags[at], x->keys[at], s->want_min))
-                        k[n_ev++] = x->keys[at];
-                else if (is_promote_candidate(c, x->flags[at], x->keys[at], s->want_min))
-                        k[n - ++n_pr] = x->keys[at];
+        for (size_t at = 0; at < n; at++) {
+                uint64_t key = key_of(x, at);
+
+                if (is_evict_candidate(x->flags[at], key, s->want_min)) {
+                        ev.hist_hi[x->rank[at] >> 16]++;
+                        x->cand[n_ev++] = (uint32_t)at;
+                } else if (is_promote_candidate(x->flags[at], key, s->want_min)) {
+                        pr.hist_hi[x->rank[at] >> 16]++;
+                        x->cand[n - ++n_pr] = (uint32_t)at;
+                }
         }
+        x->n_ev = ev.n_list = n_ev;
+        x->n_pr = pr.n_list = n_pr;
 
+        /* Evict the lowest n_evict: everything below the top (n_ev - n_evict). */
         s->n_evict = n_ev < rate ? n_ev : rate;
         s->evict_max = s->n_evict == 0      ? 0
                        : s->n_evict == n_ev ? UINT64_MAX
-                                            : select_nth(k, n_ev, s->n_evict - 1);
+                                            : plan_top_k(x, &ev, n_ev - s->n_evict) - 1;
         rate -= s->n_evict;
         s->n_promote = n_pr < rate ? n_pr : rate;
         if (s->n_promote > room)
                 s->n_promote = room;
         s->promote_min = s->n_promote == 0      ? UINT64_MAX
                          : s->n_promote == n_pr ? 0
-                                                : select_nth(k + n - n_pr, n_pr, n_pr - s->n_promote);
+                                                : plan_top_k(x, &pr, s->n_promote);
 }
 
-static void plan_mark(struct plan_ctx *x, const struct selection *s, struct policy_plan *p) {
-        FOR_EACH_CHUNK(x, c, at) {
-                uint8_t *f = &x->flags[at];
-                uint64_t key = x->keys[at];
-
-                if (s->n_evict && key <= s->evict_max && is_evict_candidate(c, *f, key, s->want_min))
-                        *f |= PLAN_EVICT;
-                else if (s->n_promote && key >= s->promote_min &&
-                         is_promote_candidate(c, *f, key, s->want_min)) {
-                        *f |= PLAN_PROMOTE;
-                        p->prefetch_chunks += (*f & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;
-                }
-        }
-}
-
-/* Appends maximal contiguous runs (split at run_cap) of chunks marked 'what'. */
-static void plan_emit(const struct plan_ctx *x, uint8_t what, uint32_t tier, struct policy_plan *p) {
+/* Appends a move for flat index at, extending the last run when contiguous.
+ * *r walks the regions forward (indices come ascending). */
+static void plan_append(const struct plan_ctx *x, size_t at, uint32_t tier, size_t *r, struct policy_plan *p) {
         uint32_t cap = x->pp->run_cap ? x->pp->run_cap : POLICY_RUN_CAP_DEFAULT;
+        struct policy_move *last = p->n_moves ? &p->moves[p->n_moves - 1] : NULL;
+        uint32_t i;
 
-        for (size_t r = 0; r < x->in->n_regions; r++) {
-                struct policy_move *run = NULL;
+        while (at >= x->start[*r + 1])
+                (*r)++;
+        i = (uint32_t)(at - x->start[*r]);
+        if (last && last->tier == tier && last->region == *r && last->first_chunk + last->n_chunks == i &&
+            last->n_chunks < cap) {
+                last->n_chunks++;
+                return;
+        }
+        p->moves[p->n_moves++] =
+                (struct policy_move){.region = (uint32_t)*r, .first_chunk = i, .n_chunks = 1, .tier = tier};
+}
 
-                for (size_t i = 0; i < x->in->regions[r].n_chunks; i++) {
-                        if ((x->flags[x->start[r] + i] & PLAN_ACTION) != what) {
-                                run = NULL;
-                                continue;
-                        }
-                        if (run && run->n_chunks < cap) {
-                                run->n_chunks++;
-                                continue;
-                        }
-                        run = &p->moves[p->n_moves++];
-                        *run = (struct policy_move){
-                                .region = (uint32_t)r, .first_chunk = (uint32_t)i, .n_chunks = 1, .tier = tier};
+/* Evictions (runs in ascending order), then promotions: coalesced into
+ * maximal contiguous runs of at most run_cap chunks. */
+static void plan_emit(struct plan_ctx *x, const struct selection *s, struct policy_plan *p) {
+        size_t r = 0;
+
+        for (size_t j = 0; s->n_evict && j < x->n_ev; j++)
+                if (key_of(x, x->cand[j]) <= s->evict_max)
+                        plan_append(x, x->cand[j], KVT_TIER_HOST_MAPPED, &r, p);
+        r = 0;
+        for (size_t j = 0; s->n_promote && j < x->n_pr; j++) {
+                size_t at = x->cand[x->n - 1 - j];
+
+                if (key_of(x, at) >= s->promote_min) {
+                        plan_append(x, at, KVT_TIER_VRAM, &r, p);
+                        p->prefetch_chunks += (x->flags[at] & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;
                 }
         }
 }
@@ -246,16 +407,21 @@ static int plan_check(const struct policy_params *pp, const struct policy_input 
 static void ctx_free(struct plan_ctx *x) {
         free(x->start);
         free(x->flags);
-        free(x->keys);
-        free(x->scratch);
+        free(x->rank);
+        free(x->region_of);
+        free(x->bucket);
+        free(x->cand);
+        free(x->hist);
 }
 
 static int ctx_init(struct plan_ctx *x) {
         x->start = malloc((x->in->n_regions + 1) * sizeof(*x->start));
-        x->flags = calloc(x->n, 1);
-        x->keys = malloc(x->n * sizeof(*x->keys));
-        x->scratch = malloc(x->n * sizeof(*x->scratch));
-        if (!x->start || !x->flags || !x->keys || !x->scratch) {
+        x->flags = malloc(x->n * sizeof(*x->flags));
+        x->rank = malloc(x->n * sizeof(*x->rank));
+        x->bucket = malloc(x->n * sizeof(*x->bucket));
+        x->cand = malloc(x->n * sizeof(*x->cand));
+        x->hist = calloc(4 * 65536, sizeof(*x->hist));
+        if (!x->start || !x->flags || !x->rank || !x->bucket || !x->cand || !x->hist) {
                 ctx_free(x);
                 return -ENOMEM;
         }
@@ -277,10 +443,14 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         r = ctx_init(&x);
         if (r < 0)
                 return r;
+        plan_decay_init(&x);
         plan_rank(&x);
-        plan_quota(&x);
+        r = plan_quota(&x);
+        if (r < 0) {
+                ctx_free(&x);
+                return r;
+        }
         plan_select(&x, &s);
-        plan_mark(&x, &s, ret);
         if (s.n_evict + s.n_promote > 0) {
                 ret->moves = calloc(s.n_evict + s.n_promote, sizeof(*ret->moves));
                 if (!ret->moves) {
@@ -288,8 +458,7 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
                         return -ENOMEM;
                 }
         }
-        plan_emit(&x, PLAN_EVICT, KVT_TIER_HOST_MAPPED, ret);
-        plan_emit(&x, PLAN_PROMOTE, KVT_TIER_VRAM, ret);
+        plan_emit(&x, &s, ret);
         ret->evict_chunks = s.n_evict;
         ret->promote_chunks = s.n_promote;
         ctx_free(&x);
