@@ -72,7 +72,7 @@ static const struct conf_key conf_table[] = {
          "or hybrid (heat, window of active regions, prefetch)",
          offsetof(struct conf, policy)},
         {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
-         "Bytes per second per GPU, both directions together; 0 = unlimited",
+         "Bytes per second over all GPUs, both directions together; 0 = unlimited",
          offsetof(struct conf, max_migration_rate)},
         {"policy", "hysteresis_ticks", CONF_UINT, 0, 1000000, "4",
          "heat, hybrid: ticks a chunk stays where it was last moved", offsetof(struct conf, hysteresis_ticks)},
