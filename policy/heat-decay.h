@@ -24,10 +24,7 @@ static inline uint32_t heat_decay(uint32_t heat, uint32_t age, uint32_t half_lif
 /* See policy_heat_class(). */
 static inline unsigned heat_class(uint32_t heat) {
         uint32_t acc = heat >> 8; /* POLICY_HEAT_ONE = 256 */
-        unsigned cls;
+        unsigned cls = (32u - (unsigned)__builtin_clz(acc | 1)) * (acc != 0); /* 1: 1, 2-3: 2, 4-7: 3 */
 
-        if (acc == 0)
-                return 0;
-        cls = 32u - (unsigned)__builtin_clz(acc); /* 1 access: 1, 2-3: 2, 4-7: 3 ... */
         return cls > 15 ? 15 : cls;
 }

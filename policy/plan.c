@@ -16,6 +16,9 @@
 #define RANK_PREFETCH       (1u << 26) /* needed within a few ticks: above the window */
 #define RANK_WINDOW         (1u << 25)
 #define RANK_CLASS_SHIFT    21
+/* Histogram buckets: 65536 for unpinned ranks, one above them for pinned chunks. */
+#define HIST_N      65537u
+#define HIST_PINNED 65536u
 #define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
 
@@ -31,8 +34,10 @@ struct plan_ctx {
         uint32_t *cand;      /* flat indices: eviction candidates from the front (ascending),
                               * promotion candidates from the back (descending) */
         size_t n_ev, n_pr;
-        uint32_t *hist;      /* 4 x 65536 counters: all, scratch, evict and promote candidates */
-        uint16_t decay_k[4096]; /* heat decay in eighths of a half-life by age; 0xffff: gone or beyond */
+        uint32_t *hist;      /* 4 x HIST_N counters: all, scratch, evict and promote candidates */
+        uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
+        unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
+        uint32_t decay[4096]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
 };
 
 struct selection {
@@ -42,45 +47,39 @@ struct selection {
         uint64_t n_evict, n_promote;
 };
 
-/* Flags that come from the chunk itself, and hysteresis. */
+/* Flags that come from the chunk itself, and hysteresis (branch-free: tiers
+ * are as good as random from one chunk to the next). */
 static uint16_t chunk_state(const struct plan_ctx *x, const struct policy_chunk *c) {
         uint32_t h = x->pp->hysteresis_ticks;
-        uint16_t f = 0;
+        bool vram = c->tier == KVT_TIER_VRAM, pinned = c->flags & POLICY_CHUNK_PINNED;
+        bool frozen = !pinned && c->last_move && x->in->now - c->last_move < h;
 
-        if (c->tier == KVT_TIER_VRAM)
-                f |= PLAN_IN_VRAM | PLAN_CHARGED;
-        if (c->pending)
-                f |= PLAN_PENDING;
-        if (c->pending == KVT_TIER_VRAM)
-                f |= PLAN_CHARGED;
-        if (c->flags & POLICY_CHUNK_PINNED)
-                f |= PLAN_PINNED;
-        else if (h && c->last_move && x->in->now - c->last_move < h)
-                f |= PLAN_FROZEN;
-        return f;
+        return (uint16_t)(vram * (PLAN_IN_VRAM | PLAN_CHARGED) | (c->pending != 0) * PLAN_PENDING |
+                          (c->pending == KVT_TIER_VRAM) * PLAN_CHARGED | pinned * PLAN_PINNED |
+                          frozen * PLAN_FROZEN);
 }
 
-/* Fills the decay table: age -> eighths of a half-life, for ages that fit. */
+/* Fills the decay table for the ages it holds: what heat_decay() computes,
+ * as a shift and a factor, so that the per-chunk loop neither divides nor
+ * branches. */
 static void plan_decay_init(struct plan_ctx *x) {
         uint32_t half = x->pp->heat_half_life_ticks;
 
-        for (uint32_t age = 0; age < ELEMENTS(x->decay_k); age++) {
+        for (uint32_t age = 0; age < ELEMENTS(x->decay); age++) {
                 uint64_t k = (uint64_t)age * 8 / half;
 
-                x->decay_k[age] = k >= 32 * 8 ? 0xffff : (uint16_t)k;
+                x->decay[age] = k >= 32 * 8 ? 0 : (uint32_t)(k / 8) << 24 | heat_decay_eighths[k % 8];
         }
 }
 
-/* heat_decay() without the division for ages in the table. */
+/* heat_decay() by table for the ages it holds. */
 static uint32_t plan_heat(const struct plan_ctx *x, uint32_t heat, uint32_t age) {
-        uint16_t k;
+        uint32_t d;
 
-        if (age >= ELEMENTS(x->decay_k))
+        if (age >= ELEMENTS(x->decay))
                 return heat_decay(heat, age, x->pp->heat_half_life_ticks);
-        k = x->decay_k[age];
-        if (k == 0xffff)
-                return 0;
-        return (uint32_t)(((uint64_t)(heat >> (k / 8)) * heat_decay_eighths[k % 8]) >> 16);
+        d = x->decay[age];
+        return (uint32_t)(((uint64_t)(heat >> (d >> 24)) * (d & 0xffffff)) >> 16);
 }
 
 /* The rank before window and prefetch boosts. */
@@ -117,9 +116,9 @@ static void plan_boost(struct plan_ctx *x, size_t base, const struct predict_ran
                 if (x->flags[at] & PLAN_PINNED)
                         continue;
                 x->flags[at] |= flag;
-                x->hist[x->rank[at] >> 16]--; /* keep the histogram of all ranks */
                 x->rank[at] |= bit;
-                x->hist[x->rank[at] >> 16]++;
+                if (x->rank[at] > x->rmax)
+                        x->rmax = x->rank[at];
         }
 }
 
@@ -140,10 +139,13 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
 }
 
 /* One pass over every chunk: state flags, rank, what predicts the next
- * use; then the boosts, then the histogram of all ranks. */
+ * use; then the boosts. */
 static void plan_rank(struct plan_ctx *x) {
         const struct policy_input *in = x->in;
         bool predict = x->pp->prefetch_depth > 0 || x->pp->kind == POLICY_WINDOW || x->pp->kind == POLICY_HYBRID;
+
+        x->rmin = UINT32_MAX;
+        x->rmax = 0;
 
         for (size_t r = 0; r < in->n_regions; r++) {
                 const struct policy_region *reg = &in->regions[r];
@@ -159,7 +161,10 @@ static void plan_rank(struct plan_ctx *x) {
 
                         flags[i] = f;
                         rank[i] = chunk_rank(x, c, f, prio);
-                        x->hist[rank[i] >> 16]++;
+                        if (!(f & PLAN_PINNED)) {
+                                x->rmin = rank[i] < x->rmin ? rank[i] : x->rmin;
+                                x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;
+                        }
                         if (predict)
                                 predict_add(&st, i, c->last_use);
                 }
@@ -199,10 +204,25 @@ static bool in_subset(const struct plan_ctx *x, const struct subset *q, size_t i
         return (x->flags[i] & q->mask) == q->mask;
 }
 
+/* Chooses the bucket mapping from the rank range: as fine as 65536 buckets allow. */
+static void plan_map(struct plan_ctx *x) {
+        uint32_t span = x->rmax >= x->rmin ? x->rmax - x->rmin : 0;
+
+        if (x->rmin > x->rmax)
+                x->rmin = x->rmax = 0; /* all pinned */
+        x->shift = 0;
+        while (span >> x->shift > 65535)
+                x->shift++;
+}
+
+static uint32_t bucket_of(const struct plan_ctx *x, uint32_t rank) {
+        return rank == UINT32_MAX ? HIST_PINNED : (rank - x->rmin) >> x->shift;
+}
+
 /* Finds the bucket where the running count from the top reaches k; adds
  * the counts above it to *acc. */
-static uint32_t hist_find(const uint32_t *hist, uint64_t k, uint64_t *acc) {
-        for (uint32_t b = 65536; b-- > 0;) {
+static uint32_t hist_find(const uint32_t *hist, uint32_t n, uint64_t k, uint64_t *acc) {
+        for (uint32_t b = n; b-- > 0;) {
                 if (*acc + hist[b] >= k)
                         return b;
                 *acc += hist[b];
@@ -211,40 +231,60 @@ static uint32_t hist_find(const uint32_t *hist, uint64_t k, uint64_t *acc) {
 }
 
 /* The key of the k-th highest chunk of a subset of at least k (k >= 1):
- * the chunks with keys >= it are exactly the top k.  A histogram of the
- * rank's high half finds the bucket, one pass collects the bucket's chunks
- * and histograms their low half, and the tie on the last rank goes to the
- * highest flat indices. */
+ * the chunks with keys >= it are exactly the top k.  A histogram over the
+ * rank range finds the bucket; where a bucket holds several ranks, one pass
+ * collects its chunks and histograms the rest of the rank; the tie on the
+ * last rank goes to the highest flat indices. */
 static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t k) {
-        uint32_t *hist = x->hist + 65536, hi, lo, want_rank;
+        uint32_t *hist = x->hist + HIST_N, b, want_rank;
         uint64_t acc = 0;
-        size_t m = 0;
+        size_t m = 0, n = subset_size(x, q);
 
         if (!q->hist_hi) {
-                memset(hist, 0, 65536 * sizeof(*hist));
-                for (size_t j = 0; j < subset_size(x, q); j++) {
+                memset(hist, 0, HIST_N * sizeof(*hist));
+                for (size_t j = 0; j < n; j++) {
                         size_t i = subset_at(x, q, j);
 
                         if (q->list || in_subset(x, q, i))
-                                hist[x->rank[i] >> 16]++;
+                                hist[bucket_of(x, x->rank[i])]++;
                 }
         }
-        hi = hist_find(q->hist_hi ? q->hist_hi : hist, k, &acc);
-        memset(hist, 0, 65536 * sizeof(*hist));
-        for (size_t j = 0; j < subset_size(x, q); j++) {
+        b = hist_find(q->hist_hi ? q->hist_hi : hist, HIST_N, k, &acc);
+        if (b == HIST_PINNED || x->shift == 0)
+                want_rank = b == HIST_PINNED ? UINT32_MAX : x->rmin + b;
+        else {
+                uint32_t mask = (1u << x->shift) - 1;
+
+                memset(hist, 0, (mask + 1) * sizeof(*hist));
+                for (size_t j = 0; j < n; j++) {
+                        size_t i = subset_at(x, q, j);
+
+                        if (x->rank[i] != UINT32_MAX && bucket_of(x, x->rank[i]) == b &&
+                            (q->list || in_subset(x, q, i))) {
+                                hist[(x->rank[i] - x->rmin) & mask]++;
+                                x->bucket[m++] = (uint32_t)i; /* ascending */
+                        }
+                }
+                want_rank = x->rmin + (b << x->shift) + hist_find(hist, mask + 1, k, &acc);
+                while (m-- > 0)
+                        if (x->rank[x->bucket[m]] == want_rank && ++acc == k)
+                                return key_of(x, x->bucket[m]);
+                return 0; /* not reached for k <= the subset's size */
+        }
+        /* One rank per bucket: the tie is among the highest indices of that rank. */
+        for (size_t j = n; j-- > 0;) {
                 size_t i = subset_at(x, q, j);
 
-                if (x->rank[i] >> 16 == hi && (q->list || in_subset(x, q, i))) {
-                        hist[x->rank[i] & 0xffff]++;
-                        x->bucket[m++] = (uint32_t)i; /* ascending */
-                }
+                if (x->rank[i] == want_rank && (q->list || in_subset(x, q, i)) && ++acc == k)
+                        return key_of(x, i);
         }
-        lo = hist_find(hist, k, &acc);
-        want_rank = hi << 16 | lo;
-        while (m-- > 0)
-                if (x->rank[x->bucket[m]] == want_rank && ++acc == k)
-                        return key_of(x, x->bucket[m]);
         return 0; /* not reached for k <= the subset's size */
+}
+
+/* The histogram of all ranks, after the quotas. */
+static void plan_hist_all(struct plan_ctx *x) {
+        for (size_t i = 0; i < x->n; i++)
+                x->hist[bucket_of(x, x->rank[i])]++;
 }
 
 /* Marks a client's chunks beyond its quota (lowest ranks first) excluded. */
@@ -266,8 +306,6 @@ static void plan_quota_client(struct plan_ctx *x, size_t client) {
                         for (size_t i = x->start[r]; i < x->start[r + 1]; i++)
                                 if (key_of(x, i) < cut) {
                                         x->flags[i] |= PLAN_EXCLUDED;
-                                        x->hist[x->rank[i] >> 16]--; /* keep the histogram of all */
-                                        x->hist[0]++;
                                         x->rank[i] = 0; /* below every in-quota chunk */
                                 }
 }
@@ -291,6 +329,9 @@ static int plan_quota(struct plan_ctx *x) {
         for (size_t c = 0; c < x->in->n_clients; c++)
                 if (x->in->clients[c].quota_chunks != UINT64_MAX)
                         plan_quota_client(x, c);
+        /* Excluded chunks sit at rank 0 now: the mapping must reach down to them. */
+        x->rmin = 0;
+        plan_map(x);
         return 0;
 }
 
@@ -312,8 +353,8 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
         uint64_t room = in->budget_chunks > in->charged_chunks ? in->budget_chunks - in->charged_chunks : 0;
         uint64_t rate = in->max_move_chunks;
         struct subset all = {.client = SIZE_MAX, .hist_hi = x->hist},
-                      ev = {.client = SIZE_MAX, .hist_hi = x->hist + 2 * 65536, .list = x->cand, .step = 1},
-                      pr = {.client = SIZE_MAX, .hist_hi = x->hist + 3 * 65536, .list = x->cand + n - 1, .step = -1};
+                      ev = {.client = SIZE_MAX, .hist_hi = x->hist + 2 * HIST_N, .list = x->cand, .step = 1},
+                      pr = {.client = SIZE_MAX, .hist_hi = x->hist + 3 * HIST_N, .list = x->cand + n - 1, .step = -1};
 
         if (budget == 0)
                 s->want_min = UINT64_MAX; /* no key reaches it: positions < UINT32_MAX */
@@ -324,10 +365,10 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
                 uint64_t key = key_of(x, at);
 
                 if (is_evict_candidate(x->flags[at], key, s->want_min)) {
-                        ev.hist_hi[x->rank[at] >> 16]++;
+                        ev.hist_hi[bucket_of(x, x->rank[at])]++;
                         x->cand[n_ev++] = (uint32_t)at;
                 } else if (is_promote_candidate(x->flags[at], key, s->want_min)) {
-                        pr.hist_hi[x->rank[at] >> 16]++;
+                        pr.hist_hi[bucket_of(x, x->rank[at])]++;
                         x->cand[n - ++n_pr] = (uint32_t)at;
                 }
         }
@@ -420,7 +461,7 @@ static int ctx_init(struct plan_ctx *x) {
         x->rank = malloc(x->n * sizeof(*x->rank));
         x->bucket = malloc(x->n * sizeof(*x->bucket));
         x->cand = malloc(x->n * sizeof(*x->cand));
-        x->hist = calloc(4 * 65536, sizeof(*x->hist));
+        x->hist = calloc(4 * HIST_N, sizeof(*x->hist));
         if (!x->start || !x->flags || !x->rank || !x->bucket || !x->cand || !x->hist) {
                 ctx_free(x);
                 return -ENOMEM;
@@ -445,11 +486,13 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
                 return r;
         plan_decay_init(&x);
         plan_rank(&x);
+        plan_map(&x);
         r = plan_quota(&x);
         if (r < 0) {
                 ctx_free(&x);
                 return r;
         }
+        plan_hist_all(&x);
         plan_select(&x, &s);
         if (s.n_evict + s.n_promote > 0) {
                 ret->moves = calloc(s.n_evict + s.n_promote, sizeof(*ret->moves));
