@@ -142,7 +142,8 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
  * use; then the boosts. */
 static void plan_rank(struct plan_ctx *x) {
         const struct policy_input *in = x->in;
-        bool predict = x->pp->prefetch_depth > 0 || x->pp->kind == POLICY_WINDOW || x->pp->kind == POLICY_HYBRID;
+        bool streams = x->pp->prefetch_depth > 0;
+        bool predict = streams || x->pp->kind == POLICY_WINDOW || x->pp->kind == POLICY_HYBRID;
 
         x->rmin = UINT32_MAX;
         x->rmax = 0;
@@ -166,7 +167,7 @@ static void plan_rank(struct plan_ctx *x) {
                                 x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;
                         }
                         if (predict)
-                                predict_add(&st, i, c->last_use);
+                                predict_add(&st, i, c->last_use, streams);
                 }
                 if (predict)
                         plan_predict(x, r, &st);
@@ -253,18 +254,29 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
         if (b == HIST_PINNED || x->shift == 0)
                 want_rank = b == HIST_PINNED ? UINT32_MAX : x->rmin + b;
         else {
-                uint32_t mask = (1u << x->shift) - 1;
+                uint32_t mask = (1u << x->shift) - 1, base = x->rmin + (b << x->shift);
 
                 memset(hist, 0, (mask + 1) * sizeof(*hist));
-                for (size_t j = 0; j < n; j++) {
-                        size_t i = subset_at(x, q, j);
+                /* rank - base < mask + 1: in bucket b (pinned ranks are far above any bucket) */
+                if (!q->list && q->mask == 0 && q->client == SIZE_MAX)
+                        for (size_t i = 0; i < n; i++) {
+                                uint32_t d = x->rank[i] - base;
 
-                        if (x->rank[i] != UINT32_MAX && bucket_of(x, x->rank[i]) == b &&
-                            (q->list || in_subset(x, q, i))) {
-                                hist[(x->rank[i] - x->rmin) & mask]++;
-                                x->bucket[m++] = (uint32_t)i; /* ascending */
+                                if (d <= mask) {
+                                        hist[d]++;
+                                        x->bucket[m++] = (uint32_t)i; /* ascending */
+                                }
                         }
-                }
+                else
+                        for (size_t j = 0; j < n; j++) {
+                                size_t i = subset_at(x, q, j);
+                                uint32_t d = x->rank[i] - base;
+
+                                if (d <= mask && (q->list || in_subset(x, q, i))) {
+                                        hist[d]++;
+                                        x->bucket[m++] = (uint32_t)i; /* ascending */
+                                }
+                        }
                 want_rank = x->rmin + (b << x->shift) + hist_find(hist, mask + 1, k, &acc);
                 while (m-- > 0)
                         if (x->rank[x->bucket[m]] == want_rank && ++acc == k)
@@ -335,13 +347,13 @@ static int plan_quota(struct plan_ctx *x) {
         return 0;
 }
 
-static bool is_evict_candidate(uint16_t f, uint64_t key, uint64_t want_min) {
-        return (key < want_min || (f & PLAN_EXCLUDED)) && (f & PLAN_IN_VRAM) &&
+static unsigned is_evict_candidate(uint16_t f, uint64_t key, uint64_t want_min) {
+        return ((key < want_min) | !!(f & PLAN_EXCLUDED)) & !!(f & PLAN_IN_VRAM) &
                !(f & (PLAN_PENDING | PLAN_PINNED | PLAN_FROZEN));
 }
 
-static bool is_promote_candidate(uint16_t f, uint64_t key, uint64_t want_min) {
-        return key >= want_min && !(f & (PLAN_EXCLUDED | PLAN_FROZEN | PLAN_IN_VRAM | PLAN_PENDING));
+static unsigned is_promote_candidate(uint16_t f, uint64_t key, uint64_t want_min) {
+        return (key >= want_min) & !(f & (PLAN_EXCLUDED | PLAN_FROZEN | PLAN_IN_VRAM | PLAN_PENDING));
 }
 
 /* Picks thresholds: the wanted set, then the lowest-ranked evictions and the
@@ -361,16 +373,22 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
         else
                 s->want_min = budget == n ? 0 : plan_top_k(x, &all, budget);
 
+        /* Branch-free: which chunks are candidates is as good as random.  The
+         * gap between the two lists keeps a free slot for chunk at (fewer
+         * than at candidates so far), so both stores may always happen. */
         for (size_t at = 0; at < n; at++) {
+                uint16_t f = x->flags[at];
                 uint64_t key = key_of(x, at);
+                uint32_t bk = bucket_of(x, x->rank[at]);
+                unsigned e = is_evict_candidate(f, key, s->want_min);
+                unsigned p = (e ^ 1u) & is_promote_candidate(f, key, s->want_min);
 
-                if (is_evict_candidate(x->flags[at], key, s->want_min)) {
-                        ev.hist_hi[bucket_of(x, x->rank[at])]++;
-                        x->cand[n_ev++] = (uint32_t)at;
-                } else if (is_promote_candidate(x->flags[at], key, s->want_min)) {
-                        pr.hist_hi[bucket_of(x, x->rank[at])]++;
-                        x->cand[n - ++n_pr] = (uint32_t)at;
-                }
+                ev.hist_hi[bk] += e;
+                pr.hist_hi[bk] += p;
+                x->cand[n_ev] = (uint32_t)at;
+                x->cand[n - 1 - n_pr] = (uint32_t)at;
+                n_ev += e;
+                n_pr += p;
         }
         x->n_ev = ev.n_list = n_ev;
         x->n_pr = pr.n_list = n_pr;

@@ -7,43 +7,6 @@ void predict_init(struct predict_state *st) {
         *st = (struct predict_state){.frontier = -1};
 }
 
-static void tick_add(struct touch_tick *t, uint32_t i) {
-        if (t->count == 0 || i < t->lo)
-                t->lo = i;
-        if (t->count == 0 || i > t->hi)
-                t->hi = i;
-        t->count++;
-}
-
-void predict_add(struct predict_state *st, uint32_t i, uint32_t lu) {
-        struct touch_tick *t = st->t;
-
-        if (lu == 0)
-                return;
-        st->frontier = i;
-        st->frontier_use = lu;
-        if (lu < t[2].tick)
-                return;
-        if (lu == t[0].tick)
-                tick_add(&t[0], i);
-        else if (lu == t[1].tick)
-                tick_add(&t[1], i);
-        else if (lu == t[2].tick)
-                tick_add(&t[2], i);
-        else if (lu > t[0].tick) {
-                t[2] = t[1], t[1] = t[0];
-                t[0] = (struct touch_tick){.tick = lu};
-                tick_add(&t[0], i);
-        } else if (lu > t[1].tick) {
-                t[2] = t[1];
-                t[1] = (struct touch_tick){.tick = lu};
-                tick_add(&t[1], i);
-        } else {
-                t[2] = (struct touch_tick){.tick = lu};
-                tick_add(&t[2], i);
-        }
-}
-
 bool predict_window(const struct predict_state *st, uint32_t now, uint32_t window_chunks,
                     uint32_t active_ticks, struct predict_range *ret) {
         int64_t f = st->frontier;

@@ -50,8 +50,46 @@ struct predict_range {
 
 void predict_init(struct predict_state *st);
 
-/* Feeds chunk i (ascending) with its last_use. */
-void predict_add(struct predict_state *st, uint32_t i, uint32_t last_use);
+static inline void predict_tick_add(struct touch_tick *t, uint32_t i) {
+        if (t->count == 0 || i < t->lo)
+                t->lo = i;
+        if (t->count == 0 || i > t->hi)
+                t->hi = i;
+        t->count++;
+}
+
+/* Keeps the three most recent distinct touch ticks, newest first. */
+static inline void predict_ticks_add(struct touch_tick *t, uint32_t i, uint32_t lu) {
+        if (lu == t[0].tick)
+                predict_tick_add(&t[0], i);
+        else if (lu == t[1].tick)
+                predict_tick_add(&t[1], i);
+        else if (lu == t[2].tick)
+                predict_tick_add(&t[2], i);
+        else if (lu > t[0].tick) {
+                t[2] = t[1], t[1] = t[0];
+                t[0] = (struct touch_tick){.tick = lu};
+                predict_tick_add(&t[0], i);
+        } else if (lu > t[1].tick) {
+                t[2] = t[1];
+                t[1] = (struct touch_tick){.tick = lu};
+                predict_tick_add(&t[1], i);
+        } else {
+                t[2] = (struct touch_tick){.tick = lu};
+                predict_tick_add(&t[2], i);
+        }
+}
+
+/* Feeds chunk i (ascending) with its last_use; streams: also track touch
+ * ticks (only prefetch needs them).  Inline: it runs once per chunk. */
+static inline void predict_add(struct predict_state *st, uint32_t i, uint32_t lu, bool streams) {
+        if (lu == 0)
+                return;
+        st->frontier = i;
+        st->frontier_use = lu;
+        if (streams && lu >= st->t[2].tick)
+                predict_ticks_add(st->t, i, lu);
+}
 
 /* The window_chunks below the frontier, if the region is active (its
  * frontier touched within active_ticks of now).  Returns false if none. */
