@@ -37,6 +37,23 @@ struct planner *planner_free(struct planner *p) {
         return NULL;
 }
 
+static int planner_grow(struct planner *p) {
+        size_t cap = p->cap_regions ? p->cap_regions * 2 : 64;
+        struct policy_region *v;
+        struct region **a;
+
+        v = realloc(p->views, cap * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        p->views = v;
+        a = realloc(p->regions, cap * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        p->regions = a;
+        p->cap_regions = cap;
+        return 0;
+}
+
 /* Points p->views at the chunks of the GPU's regions, oldest region first:
  * the registry's per-chunk state is the policy's input, nothing is copied. */
 static int planner_snapshot(struct planner *p, struct registry *r, int device, size_t *ret_n) {
@@ -46,17 +63,10 @@ static int planner_snapshot(struct planner *p, struct registry *r, int device, s
                 if (region_device(reg) != device)
                         continue;
                 if (n_regions == p->cap_regions) {
-                        size_t cap = p->cap_regions ? p->cap_regions * 2 : 64;
-                        struct policy_region *v = realloc(p->views, cap * sizeof(*v));
+                        int ret = planner_grow(p);
 
-                        if (!v)
-                                return -ENOMEM;
-                        p->views = v;
-                        struct region **a = realloc(p->regions, cap * sizeof(*a));
-                        if (!a)
-                                return -ENOMEM;
-                        p->regions = a;
-                        p->cap_regions = cap;
+                        if (ret < 0)
+                                return ret;
                 }
                 p->views[n_regions] = (struct policy_region){.chunks = region_chunks(reg),
                                                              .n_chunks = region_n_chunks(reg)};

@@ -235,9 +235,8 @@ static void sim_free(struct sim *s) {
         free(s->evict.q);
 }
 
-static double min3(double a, double b, double c) {
-        double m = a < b ? a : b;
-        return m < c ? m : c;
+static double min2(double a, double b) {
+        return a < b ? a : b;
 }
 
 int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const struct policy_params *pp,
@@ -251,8 +250,8 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
                 return -EINVAL;
         s.budget_chunks = cfg->budget_bytes / KVT_CHUNK_BYTES;
         s.next_tick_ns = cfg->tick_ns;
-        s.promote.bytes_per_ns = min3(cfg->promote_gbps, cfg->link_gbps, 1e30);
-        s.evict.bytes_per_ns = min3(cfg->evict_gbps, cfg->link_gbps, 1e30);
+        s.promote.bytes_per_ns = min2(cfg->promote_gbps, cfg->link_gbps);
+        s.evict.bytes_per_ns = min2(cfg->evict_gbps, cfg->link_gbps);
         s.chunks = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.chunks));
         s.views = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.views));
         s.view_region = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.view_region));
