@@ -26,6 +26,16 @@ enum conf_type {
         CONF_PREFETCH, /* "none" or "sequential" (covers strided streams) */
 };
 
+/* A [client.NAME] section: NAME is the process name a shim reports (comm). */
+struct client_conf {
+        char name[KVT_NAME_MAX];
+        unsigned priority;
+        uint64_t quota_bytes;
+        bool has_quota;
+};
+
+#define CONF_MAX_CLIENTS 16
+
 struct conf {
         char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
         int log_level;
@@ -40,6 +50,8 @@ struct conf {
         uint64_t window_bytes;
         unsigned prefetch; /* 0 none, 1 sequential */
         unsigned prefetch_depth;
+        struct client_conf clients[CONF_MAX_CLIENTS];
+        size_t n_clients;
 };
 
 struct conf_key {
@@ -87,6 +99,11 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, prefetch)},
         {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
          offsetof(struct conf, prefetch_depth)},
+        {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
+         "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",
+         offsetof(struct client_conf, priority)},
+        {"client.NAME", "quota", CONF_BYTES, 0, 16 * TIB, NULL,
+         "Processes named NAME: most VRAM their chunks may hold, each GPU", offsetof(struct client_conf, quota_bytes)},
 };
 
 /* Parses "gpu.N": N, or -ENOENT if section is not of that form, or -ERANGE. */
@@ -108,6 +125,8 @@ static int gpu_section_index(const char *section) {
 static const struct conf_key *key_find(const char *section, const char *key, int gpu) {
         if (gpu >= 0)
                 section = "gpu.N";
+        else if (strncmp(section, "client.", 7) == 0)
+                section = "client.NAME";
         for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
                 if (strcmp(conf_table[i].section, section) == 0 && strcmp(conf_table[i].key, key) == 0)
                         return &conf_table[i];
@@ -162,9 +181,9 @@ static int parse_budget(const struct conf_key *k, const char *v, struct budget_s
         return 0;
 }
 
-/* Parses v for key k and stores it; returns 0 or -EINVAL / -ERANGE. */
-static int key_store(struct conf *c, const struct conf_key *k, int gpu, const char *v) {
-        void *p = (char *)c + k->offset;
+/* Parses v for key k and stores it at base + offset; returns 0 or -EINVAL / -ERANGE. */
+static int key_store(struct conf *c, void *base, const struct conf_key *k, int gpu, const char *v) {
+        void *p = (char *)base + k->offset;
         uint64_t u;
         int r;
 
@@ -232,6 +251,34 @@ static const char *type_hint(const struct conf_key *k) {
         return "?";
 }
 
+/* Stores a [client.NAME] key: into the section's entry, added on first use. */
+static int client_store(struct conf *c, const char *name, const struct conf_key *k, const char *value) {
+        struct client_conf tmp = {0};
+        size_t i;
+        int r;
+
+        if (!*name || strlen(name) >= KVT_NAME_MAX)
+                return -EINVAL;
+        for (i = 0; i < c->n_clients; i++)
+                if (strcmp(c->clients[i].name, name) == 0)
+                        break;
+        if (i == CONF_MAX_CLIENTS)
+                return -E2BIG;
+        if (i < c->n_clients)
+                tmp = c->clients[i];
+        else
+                strcpy(tmp.name, name);
+        r = key_store(c, &tmp, k, -1, value);
+        if (r < 0)
+                return r;
+        if (strcmp(k->key, "quota") == 0)
+                tmp.has_quota = true;
+        c->clients[i] = tmp;
+        if (i == c->n_clients)
+                c->n_clients++;
+        return 0;
+}
+
 int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why) {
         const struct conf_key *k;
         int gpu, r;
@@ -243,13 +290,19 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
         k = key_find(section, key, gpu);
         if (!k)
                 return -ENOENT;
-        r = key_store(c, k, gpu, value);
+        if (strcmp(k->section, "client.NAME") == 0)
+                r = client_store(c, section + 7, k, value);
+        else
+                r = key_store(c, c, k, gpu, value);
         if (r < 0) {
                 if (r == -ERANGE &&
                     (k->type == CONF_UINT || k->type == CONF_BYTES || k->type == CONF_BUDGET))
                         return log_error_errno(r,
                                                "%s: [%s] %s = %s is out of range %" PRIu64 "..%" PRIu64 ".",
                                                why, section, key, value, k->min, k->max);
+                if (r == -E2BIG)
+                        return log_error_errno(r, "%s: [%s]: at most %d [client.NAME] sections.", why, section,
+                                               CONF_MAX_CLIENTS);
                 return log_error_errno(r, "%s: invalid [%s] %s = %s: expected %s.", why, section, key, value,
                                        type_hint(k));
         }
@@ -269,7 +322,7 @@ int conf_new(struct conf **ret) {
 
                 if (!k->def)
                         continue;
-                r = key_store(c, k, -1, k->def);
+                r = key_store(c, c, k, -1, k->def);
                 if (r < 0) {
                         free(c);
                         return r; /* a bad built-in default is a bug */
@@ -392,8 +445,8 @@ static void format_budget(char *buf, size_t len, const struct budget_spec *b) {
                 format_bytes_exact(buf, len, b->bytes);
 }
 
-static void key_format(const struct conf *c, const struct conf_key *k, int gpu, char *buf, size_t len) {
-        const void *p = (const char *)c + k->offset;
+static void key_format(const void *base, const struct conf_key *k, int gpu, char *buf, size_t len) {
+        const void *p = (const char *)base + k->offset;
         static const char *const levels[] = {"err", "warning", "notice", "info", "debug"};
 
         switch (k->type) {
@@ -419,10 +472,10 @@ static void key_format(const struct conf *c, const struct conf_key *k, int gpu, 
         }
 }
 
-static void key_print(const struct conf *c, const struct conf_key *k, int gpu, FILE *f) {
+static void key_print(const void *base, const struct conf_key *k, int gpu, FILE *f) {
         char value[256], lo[32], hi[32];
 
-        key_format(c, k, gpu, value, sizeof(value));
+        key_format(base, k, gpu, value, sizeof(value));
         fprintf(f, "# %s.", k->help);
         if (k->type == CONF_UINT)
                 fprintf(f, " Range %" PRIu64 "..%" PRIu64 ".", k->min, k->max);
@@ -442,6 +495,17 @@ void conf_print(const struct conf *c, FILE *f) {
         for (size_t i = 0; i < ELEMENTSOF(conf_table); i++) {
                 const struct conf_key *k = &conf_table[i];
 
+                if (strcmp(k->section, "client.NAME") == 0) {
+                        /* All client keys at once, per configured section. */
+                        for (size_t j = 0; strcmp(k->key, "priority") == 0 && j < c->n_clients; j++) {
+                                fprintf(f, "\n[client.%s]\n", c->clients[j].name);
+                                key_print(&c->clients[j], k, -1, f);
+                                if (c->clients[j].has_quota)
+                                        key_print(&c->clients[j], k + 1, -1, f);
+                        }
+                        section = NULL;
+                        continue;
+                }
                 if (strcmp(k->section, "gpu.N") == 0) {
                         for (int g = 0; g < KVT_MAX_GPUS; g++)
                                 if (c->gpu_configured & (1ull << g)) {
@@ -503,4 +567,18 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
 
 unsigned conf_heat_half_life_ticks(const struct conf *c) {
         return c->heat_half_life_ticks;
+}
+
+bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes) {
+        for (size_t i = 0; i < c->n_clients; i++)
+                if (strcmp(c->clients[i].name, name) == 0) {
+                        *ret_priority = c->clients[i].priority;
+                        *ret_quota_bytes = c->clients[i].has_quota ? c->clients[i].quota_bytes : UINT64_MAX;
+                        return true;
+                }
+        return false;
+}
+
+size_t conf_n_clients(const struct conf *c) {
+        return c->n_clients;
 }

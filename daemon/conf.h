@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 
 struct conf;
@@ -47,6 +48,11 @@ const char *conf_policy_name(const struct conf *c);
 /* The [policy] section as parameters for policy_plan(). */
 void conf_policy_params(const struct conf *c, struct policy_params *ret);
 unsigned conf_heat_half_life_ticks(const struct conf *c);
+
+/* A [client.NAME] section for processes named name: true and its priority
+ * and quota (UINT64_MAX if none set), or false. */
+bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes);
+size_t conf_n_clients(const struct conf *c);
 
 /* Bytes per second, both directions together; 0 = unlimited. */
 uint64_t conf_max_migration_rate(const struct conf *c);

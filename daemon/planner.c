@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "log.h"
 #include "planner.h"
@@ -16,6 +17,9 @@ struct planner {
         struct region **regions;     /* view index -> region */
         size_t cap_regions;
         uint64_t credit_bytes; /* global rate limit: token bucket over all GPUs */
+        struct policy_client *clients; /* the GPU's clients with a [client.NAME] section or not */
+        struct client **client_of;     /* policy client index -> registry client */
+        size_t n_clients, cap_clients;
 };
 
 int planner_new(const struct conf *conf, struct planner **ret) {
@@ -33,6 +37,8 @@ struct planner *planner_free(struct planner *p) {
                 return NULL;
         free(p->views);
         free(p->regions);
+        free(p->clients);
+        free(p->client_of);
         free(p);
         return NULL;
 }
@@ -54,22 +60,64 @@ static int planner_grow(struct planner *p) {
         return 0;
 }
 
+/* The policy's index for a region's client, added with its [client.NAME]
+ * priority and quota on first sight.  Returns the index or -ENOMEM. */
+static ssize_t planner_client(struct planner *p, struct client *c) {
+        unsigned prio = 0;
+        uint64_t quota = UINT64_MAX;
+
+        if (p->n_clients && p->client_of[p->n_clients - 1] == c)
+                return (ssize_t)p->n_clients - 1; /* regions of a client mostly come together */
+        for (size_t i = 0; i < p->n_clients; i++)
+                if (p->client_of[i] == c)
+                        return (ssize_t)i;
+        if (p->n_clients == p->cap_clients) {
+                size_t cap = p->cap_clients ? p->cap_clients * 2 : 16;
+                struct policy_client *pc = realloc(p->clients, cap * sizeof(*pc));
+                struct client **co;
+
+                if (!pc)
+                        return -ENOMEM;
+                p->clients = pc;
+                co = realloc(p->client_of, cap * sizeof(*co));
+                if (!co)
+                        return -ENOMEM;
+                p->client_of = co;
+                p->cap_clients = cap;
+        }
+        conf_client(p->conf, client_name(c), &prio, &quota);
+        p->clients[p->n_clients] = (struct policy_client){
+                .quota_chunks = quota == UINT64_MAX ? UINT64_MAX : quota / KVT_CHUNK_BYTES, .priority = (uint8_t)prio};
+        p->client_of[p->n_clients] = c;
+        return (ssize_t)p->n_clients++;
+}
+
 /* Points p->views at the chunks of the GPU's regions, oldest region first:
- * the registry's per-chunk state is the policy's input, nothing is copied. */
+ * the registry's per-chunk state is the policy's input, nothing is copied.
+ * With [client.NAME] sections, also the clients' priorities and quotas. */
 static int planner_snapshot(struct planner *p, struct registry *r, int device, size_t *ret_n) {
+        bool per_client = conf_n_clients(p->conf) > 0;
         size_t n_regions = 0;
 
+        p->n_clients = 0;
         for (struct region *reg = registry_regions(r); reg; reg = region_next(reg)) {
+                ssize_t ci = 0;
+
                 if (region_device(reg) != device)
                         continue;
+                if (per_client) {
+                        ci = planner_client(p, region_client(reg));
+                        if (ci < 0)
+                                return (int)ci;
+                }
                 if (n_regions == p->cap_regions) {
                         int ret = planner_grow(p);
 
                         if (ret < 0)
                                 return ret;
                 }
-                p->views[n_regions] = (struct policy_region){.chunks = region_chunks(reg),
-                                                             .n_chunks = region_n_chunks(reg)};
+                p->views[n_regions] = (struct policy_region){
+                        .chunks = region_chunks(reg), .n_chunks = region_n_chunks(reg), .client = (uint32_t)ci};
                 p->regions[n_regions++] = reg;
         }
         *ret_n = n_regions;
@@ -116,7 +164,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         struct policy_params pp;
         struct policy_input in = {0};
         struct policy_plan plan;
-        size_t n;
+        size_t n = 0;
         int ret, issued = 0;
 
         ret = planner_snapshot(p, r, g->device, &n);
@@ -125,6 +173,10 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         conf_policy_params(p->conf, &pp);
         in.regions = p->views;
         in.n_regions = n;
+        if (p->n_clients) {
+                in.clients = p->clients;
+                in.n_clients = p->n_clients;
+        }
         in.now = registry_tick(r);
         in.budget_chunks = g->budget_bytes / KVT_CHUNK_BYTES;
         in.charged_chunks = g->charged_bytes / KVT_CHUNK_BYTES;

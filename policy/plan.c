@@ -30,6 +30,8 @@ struct plan_ctx {
         uint16_t *flags;     /* PLAN_* per chunk */
         uint32_t *rank;      /* per chunk; the ordering key is rank << 32 | flat index */
         uint32_t *region_of; /* per chunk: its region (for quotas); NULL without quotas */
+        uint64_t *held;      /* per client: chunks charged to VRAM now (with quotas) */
+        uint64_t *quota_cut; /* per client: promotions with keys below this wait (with quotas) */
         uint32_t *bucket;    /* scratch: flat indices of one histogram bucket */
         uint32_t *cand;      /* flat indices: eviction candidates from the front (ascending),
                               * promotion candidates from the back (descending) */
@@ -304,12 +306,14 @@ static void plan_quota_client(struct plan_ctx *x, size_t client) {
         const struct policy_input *in = x->in;
         uint64_t quota = in->clients[client].quota_chunks, cut;
         struct subset q = {.client = client};
-
         size_t m = 0;
 
         for (size_t r = 0; r < in->n_regions; r++)
-                if (in->regions[r].client == client)
+                if (in->regions[r].client == client) {
                         m += in->regions[r].n_chunks;
+                        for (size_t i = x->start[r]; i < x->start[r + 1]; i++)
+                                x->held[client] += !!(x->flags[i] & PLAN_CHARGED);
+                }
         if (m <= quota)
                 return;
         cut = quota == 0 ? UINT64_MAX : plan_top_k(x, &q, quota);
@@ -333,7 +337,9 @@ static int plan_quota(struct plan_ctx *x) {
         if (!any)
                 return 0;
         x->region_of = malloc(x->n * sizeof(*x->region_of));
-        if (!x->region_of)
+        x->held = calloc(x->in->n_clients, sizeof(*x->held));
+        x->quota_cut = calloc(x->in->n_clients, sizeof(*x->quota_cut));
+        if (!x->region_of || !x->held || !x->quota_cut)
                 return -ENOMEM;
         for (size_t r = 0; r < x->in->n_regions; r++)
                 for (size_t i = x->start[r]; i < x->start[r + 1]; i++)
@@ -428,6 +434,38 @@ static void plan_append(const struct plan_ctx *x, size_t at, uint32_t tier, size
 
 /* Evictions (runs in ascending order), then promotions: coalesced into
  * maximal contiguous runs of at most run_cap chunks. */
+/* A quota also bounds what a client holds while its evictions are under
+ * way: per client, only the highest-ranked (quota - held) promotions go
+ * now.  Returns 0 or -ENOMEM. */
+static int plan_quota_room(struct plan_ctx *x, const struct selection *s) {
+        const struct policy_input *in = x->in;
+        uint32_t *list;
+
+        if (!x->quota_cut || !s->n_promote)
+                return 0;
+        list = malloc(x->n_pr * sizeof(*list));
+        if (!list)
+                return -ENOMEM;
+        for (size_t c = 0; c < in->n_clients; c++) {
+                uint64_t quota = in->clients[c].quota_chunks;
+                uint64_t room = quota > x->held[c] ? quota - x->held[c] : 0;
+                struct subset q = {.client = SIZE_MAX, .list = list, .step = 1};
+
+                if (quota == UINT64_MAX)
+                        continue;
+                for (size_t j = 0; j < x->n_pr; j++) {
+                        size_t at = x->cand[x->n - 1 - j];
+
+                        if (key_of(x, at) >= s->promote_min && in->regions[x->region_of[at]].client == c)
+                                list[q.n_list++] = (uint32_t)at;
+                }
+                if (q.n_list > room)
+                        x->quota_cut[c] = room == 0 ? UINT64_MAX : plan_top_k(x, &q, room);
+        }
+        free(list);
+        return 0;
+}
+
 static void plan_emit(struct plan_ctx *x, const struct selection *s, struct policy_plan *p) {
         size_t r = 0;
 
@@ -438,8 +476,10 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
         for (size_t j = 0; s->n_promote && j < x->n_pr; j++) {
                 size_t at = x->cand[x->n - 1 - j];
 
-                if (key_of(x, at) >= s->promote_min) {
+                if (key_of(x, at) >= s->promote_min &&
+                    !(x->quota_cut && key_of(x, at) < x->quota_cut[x->in->regions[x->region_of[at]].client])) {
                         plan_append(x, at, KVT_TIER_VRAM, &r, p);
+                        p->promote_chunks++;
                         p->prefetch_chunks += (x->flags[at] & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;
                 }
         }
@@ -468,6 +508,8 @@ static void ctx_free(struct plan_ctx *x) {
         free(x->flags);
         free(x->rank);
         free(x->region_of);
+        free(x->held);
+        free(x->quota_cut);
         free(x->bucket);
         free(x->cand);
         free(x->hist);
@@ -512,6 +554,11 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         }
         plan_hist_all(&x);
         plan_select(&x, &s);
+        r = plan_quota_room(&x, &s);
+        if (r < 0) {
+                ctx_free(&x);
+                return r;
+        }
         if (s.n_evict + s.n_promote > 0) {
                 ret->moves = calloc(s.n_evict + s.n_promote, sizeof(*ret->moves));
                 if (!ret->moves) {
@@ -521,7 +568,6 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         }
         plan_emit(&x, &s, ret);
         ret->evict_chunks = s.n_evict;
-        ret->promote_chunks = s.n_promote;
         ctx_free(&x);
         return 0;
 }

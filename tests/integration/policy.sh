@@ -74,4 +74,21 @@ check_gt "charged above 32M before the cut" "$charged_before" $((32 << 20))
 check_le "charged down to the new budget after the cut" "$charged_after" $((32 << 20))
 check_gt "orders completed" "$(jqs .migrations.orders_done)" 0
 check "kvtierd stops cleanly" stop_daemon
+
+# A [client.NAME] quota caps the engine's VRAM below the GPU budget.
+write_config 128M "[client.kv-engine]" "quota = 32M" "priority = 2"
+check "kvtierd starts with a client quota" start_daemon
+run_engine quota --regions 4 --region-size 64M --window 64M --steps 40 --step-ms 15 --hint &
+engine=$!
+max_charged=0
+while kill -0 $engine 2>/dev/null; do
+        c=$(gpu0 charged_bytes 2>/dev/null || echo 0)
+        [ "$c" -gt "$max_charged" ] && max_charged=$c
+        sleep 0.02
+done
+wait $engine; rc=$?
+check "engine exits 0 under a quota" [ $rc -eq 0 ]
+check_gt "the engine got VRAM" "$max_charged" 0
+check_le "charged never above the client's quota" "$max_charged" $((32 << 20))
+check "kvtierd stops cleanly" stop_daemon
 done_testing

@@ -81,6 +81,9 @@ static void test_errors(void) {
                 "[policy]\nprefetch = sometimes\n",
                 "[policy]\nprefetch_depth = 65\n",
                 "[policy]\nwindow = 17T\n",
+                "[client.vllm]\npriority = 8\n",
+                "[client.]\npriority = 1\n",
+                "[client.a]\nquota = lots\n",
                 "[policy]\nmax_migration_rate = 2T\n",
                 "[daemon]\nthis line has no equals\n",
         };
@@ -117,6 +120,31 @@ static void test_policy_params(void) {
         conf_free(c);
 }
 
+/* [client.NAME]: priority and quota by process name; unset means none. */
+static void test_clients(void) {
+        struct conf *c = NULL;
+        unsigned prio = 99;
+        uint64_t quota = 0;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        TAP_EQ_INT(load("[client.vllm]\npriority = 3\nquota = 8G\n[client.batch]\npriority = 0\n", &c), 0,
+                   "clients: load ok");
+        TAP_OK(conf_client(c, "vllm", &prio, &quota) && prio == 3 && quota == 8ull << 30,
+               "clients: vllm priority 3, quota 8G");
+        TAP_OK(conf_client(c, "batch", &prio, &quota) && prio == 0 && quota == UINT64_MAX,
+               "clients: batch has no quota");
+        TAP_OK(!conf_client(c, "other", &prio, &quota), "clients: an unnamed process has no section");
+        TAP_EQ_INT(conf_n_clients(c), 2, "clients: two sections");
+        f = open_memstream(&buf, &len);
+        conf_print(c, f);
+        fclose(f);
+        TAP_OK(strstr(buf, "[client.vllm]\n") && strstr(buf, "quota = 8G\n"), "clients: printed");
+        free(buf);
+        conf_free(c);
+}
+
 static void test_print(void) {
         struct conf *c = NULL;
         char *buf = NULL;
@@ -145,6 +173,7 @@ int main(void) {
         test_values();
         test_errors();
         test_policy_params();
+        test_clients();
         test_print();
         unlink(path);
         return tap_done();

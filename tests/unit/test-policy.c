@@ -262,6 +262,32 @@ static void test_clients(void) {
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota evict: plans");
         TAP_EQ_U64(p.evict_chunks, 5, "quota evict: 5 chunks over quota evicted");
         policy_plan_clear(&p);
+
+        /* The quota holds while evictions are under way: 3 cold chunks held,
+         * 3 hotter ones wanted instead; they wait until the cold ones are out. */
+        for (int i = 0; i < 8; i++)
+                a[i] = (struct policy_chunk){.tier = i < 3 ? V : M, .last_use = i < 3 ? 1 : 9};
+        in.charged_chunks = 3;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota room: plans");
+        TAP_EQ_U64(p.evict_chunks, 3, "quota room: the cold held chunks are evicted");
+        na = 0;
+        for (uint32_t i = 0; i < 8; i++)
+                na += moved(&p, 0, i, V);
+        TAP_EQ_U64(na, 0, "quota room: no promotion while the quota is held");
+        nb = 0;
+        for (uint32_t i = 0; i < 8; i++)
+                nb += moved(&p, 1, i, V);
+        TAP_EQ_U64(p.promote_chunks, nb, "quota room: promote_chunks counts what is promoted (the other client's)");
+        policy_plan_clear(&p);
+        for (int i = 0; i < 3; i++)
+                a[i].tier = M; /* the evictions are done */
+        in.charged_chunks = 0;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota room: plans after the evictions");
+        na = 0;
+        for (uint32_t i = 0; i < 8; i++)
+                na += moved(&p, 0, i, V);
+        TAP_EQ_U64(na, 3, "quota room: now the 3 hottest come in");
+        policy_plan_clear(&p);
 }
 
 static void test_bad_params(void) {
