@@ -59,6 +59,20 @@ done
 check "there are traces" [ "$n_traces" -ge 5 ]
 diag "$DEFAULT is below LRU on $below_lru of $n_traces traces"
 
+# Exact figures on a trace small enough to work out by hand: 4 chunks read
+# twice, 100 ms apart, budget 4 chunks.  The first reads miss (nothing is in
+# VRAM yet), the second hit for OPT and for any policy that promoted them.
+printf 'kvtier-trace 1\nR 1 4\nA 0 1 0 4\nA 100000000 1 0 4\n' >"$TMP/tiny.trace"
+out=$("$SIM" --budget=8M -p lru,hybrid "$TMP/tiny.trace")
+check "tiny: OPT hit rate is 0.5 (4 compulsory misses, 4 hits)" \
+        [ "$(field "$(grep '^policy=opt ' <<<"$out")" hit_rate)" = 0.5000 ]
+check "tiny: lru hit rate is 0.5" [ "$(field "$(grep '^policy=lru ' <<<"$out")" hit_rate)" = 0.5000 ]
+check "tiny: lru moved exactly the 4 chunks in" \
+        [ "$(field "$(grep '^policy=lru ' <<<"$out")" to_vram_bytes)" = $((4 << 21)) ]
+out=$("$SIM" --budget=4M -p lru "$TMP/tiny.trace")
+check "tiny: with 2 chunks of budget OPT keeps 2 (hit rate 0.25)" \
+        [ "$(field "$(grep '^policy=opt ' <<<"$out")" hit_rate)" = 0.2500 ]
+
 # A bad trace is an error that names file:line.
 printf 'kvtier-trace 1\nR 1 4\nA 10 1 3 2\n' >"$TMP/bad.trace"
 out=$("$SIM" "$TMP/bad.trace" 2>&1); rc=$?
