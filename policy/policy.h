@@ -32,7 +32,8 @@
  * Prefetch (any policy with prefetch_depth > 0): per region, the last three
  * touch ticks' highest chunks p2 < p1 < p0 (or >, for a descending stream)
  * at equal stride s predict p0 + s .. p0 + depth * s (each as wide as the
- * run touched last); those chunks are boosted.
+ * run touched last); those chunks are boosted.  A sequential stream (this
+ * tick's run starts right after the previous tick's) is told from two ticks.
  */
 
 #include <stddef.h>

@@ -26,9 +26,15 @@ uint32_t predict_stream(const struct predict_state *st, uint32_t now, uint32_t d
         int64_t s, width, lead;
         uint32_t n = 0;
 
-        if (depth == 0 || t[2].count == 0 || now - t[0].tick > 1)
+        if (depth == 0 || t[1].count == 0 || now - t[0].tick > 1)
                 return 0; /* a stream is live if it advanced in this tick or the one before */
-        if (t[0].hi > t[1].hi && t[1].hi > t[2].hi && t[0].hi - t[1].hi == t[1].hi - t[2].hi) {
+        if (t[0].lo == t[1].hi + 1 && t[1].tick + 1 == t[0].tick) {
+                /* Sequential: this tick's run starts where the last tick's ended; two ticks tell. */
+                s = (int64_t)t[0].hi - t[1].hi;
+                lead = t[0].hi;
+        } else if (t[2].count == 0)
+                return 0;
+        else if (t[0].hi > t[1].hi && t[1].hi > t[2].hi && t[0].hi - t[1].hi == t[1].hi - t[2].hi) {
                 s = (int64_t)t[0].hi - t[1].hi;
                 lead = t[0].hi;
         } else if (t[0].lo < t[1].lo && t[1].lo < t[2].lo && t[1].lo - t[0].lo == t[2].lo - t[1].lo) {

@@ -188,6 +188,30 @@ static void test_prefetch(void) {
         TAP_OK(moved(&p, 0, 6, V) && moved(&p, 0, 11, V) && !moved(&p, 0, 12, V), "prefetch: chunks 6..11");
         policy_plan_clear(&p);
 
+        /* Sequential is told from two ticks: runs 0-1 then 2-3. */
+        for (int i = 0; i < 64; i++)
+                c[i] = (struct policy_chunk){.tier = M};
+        policy_chunk_touch(&c[0], 11, 1, 20);
+        policy_chunk_touch(&c[1], 11, 1, 20);
+        policy_chunk_touch(&c[2], 12, 1, 20);
+        policy_chunk_touch(&c[3], 12, 1, 20);
+        in.now = 12;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "sequential in two ticks: plans");
+        TAP_EQ_U64(p.prefetch_chunks, 6, "sequential in two ticks: 3 strides of 2 ahead");
+        TAP_OK(moved(&p, 0, 4, V) && moved(&p, 0, 9, V) && !moved(&p, 0, 10, V), "sequential in two ticks: 4..9");
+        policy_plan_clear(&p);
+
+        /* Two ticks that do not join (0-1, then 5-6) are no stream yet. */
+        for (int i = 0; i < 64; i++)
+                c[i] = (struct policy_chunk){.tier = M};
+        policy_chunk_touch(&c[0], 11, 1, 20);
+        policy_chunk_touch(&c[1], 11, 1, 20);
+        policy_chunk_touch(&c[5], 12, 1, 20);
+        policy_chunk_touch(&c[6], 12, 1, 20);
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "gap in two ticks: plans");
+        TAP_EQ_U64(p.prefetch_chunks, 0, "gap in two ticks: no prefetch");
+        policy_plan_clear(&p);
+
         /* Strided: every 4th chunk, one per tick, descending. */
         for (int i = 0; i < 64; i++)
                 c[i] = (struct policy_chunk){.tier = M};
