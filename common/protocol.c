@@ -23,6 +23,7 @@ static const struct {
         { KVT_MSG_WELCOME, "WELCOME", sizeof(struct kvt_welcome) },
         { KVT_MSG_ORDER, "ORDER", sizeof(struct kvt_order) },
         { KVT_MSG_CTL_STATUS, "CTL_STATUS", 0 },
+        { KVT_MSG_CTL_SET, "CTL_SET", SIZE_MAX },
         { KVT_MSG_CTL_DATA, "CTL_DATA", SIZE_MAX },
         { KVT_MSG_CTL_END, "CTL_END", sizeof(struct kvt_ctl_end) },
 };
@@ -127,6 +128,12 @@ static int payload_check(const struct kvt_msg *m) {
                 return m->u.order_done.status <= 0 ? 0 : -EBADMSG;
         case KVT_MSG_DEVICE:
                 return m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS ? 0 : -EBADMSG;
+        case KVT_MSG_CTL_SET:
+                /* One NUL, at the end: "key=value" and nothing after it. */
+                if (m->hdr.length < 2 || m->hdr.length > KVT_CTL_SET_MAX ||
+                    m->u.text[m->hdr.length - 1] != '\0' || strlen(m->u.text) != m->hdr.length - 1)
+                        return -EBADMSG;
+                return 0;
         default:
                 return 0;
         }

@@ -50,6 +50,7 @@ enum kvt_msg_type {
 
         /* control -> daemon */
         KVT_MSG_CTL_STATUS = 0x0301, /* no payload */
+        KVT_MSG_CTL_SET = 0x0302,    /* text "key=value", NUL-terminated; reply CTL_END (needs uid 0) */
 
         /* daemon -> control */
         KVT_MSG_CTL_DATA = 0x0401,  /* text: a piece of a JSON document */
@@ -194,6 +195,9 @@ struct kvt_msg {
                 char text[KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr)];
         } u;
 };
+
+/* Longest "key=value" of a CTL_SET, NUL included. */
+#define KVT_CTL_SET_MAX 256
 
 /* Largest payload of a text message. */
 #define KVT_TEXT_MAX (KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr))

@@ -13,6 +13,7 @@
 
 #include "conf.h"
 #include "log.h"
+#include "policy.h"
 #include "protocol.h"
 #include "util.h"
 
@@ -23,7 +24,18 @@ enum conf_type {
         CONF_BYTES,  /* byte count in [min, max] */
         CONF_BUDGET, /* byte count in [min, max] or "N%" */
         CONF_POLICY, /* policy name */
+        CONF_PREFETCH, /* "none" or "sequential" (covers strided streams) */
 };
+
+/* A [client.NAME] section: NAME is the process name a shim reports (comm). */
+struct client_conf {
+        char name[KVT_NAME_MAX];
+        unsigned priority;
+        uint64_t quota_bytes;
+        bool has_quota;
+};
+
+#define CONF_MAX_CLIENTS 16
 
 struct conf {
         char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -35,6 +47,13 @@ struct conf {
         char policy[16];
         uint64_t max_migration_rate;
         uint64_t host_budget;
+        unsigned hysteresis_ticks;
+        unsigned heat_half_life_ticks;
+        uint64_t window_bytes;
+        unsigned prefetch; /* 0 none, 1 sequential */
+        unsigned prefetch_depth;
+        struct client_conf clients[CONF_MAX_CLIENTS];
+        size_t n_clients;
 };
 
 struct conf_key {
@@ -62,13 +81,34 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, vram_budget)},
         {"gpu.N", "vram_budget", CONF_BUDGET, 0, 16 * TIB, NULL,
          "Override of [gpu] vram_budget for GPU N (0..63)", offsetof(struct conf, gpu_vram_budget)},
-        {"policy", "name", CONF_POLICY, 0, 0, "lru", "Placement policy: lru", offsetof(struct conf, policy)},
+        {"policy", "name", CONF_POLICY, 0, 0, "hybrid",
+         "Placement policy: lru, heat (decayed access counts), window (newest bytes of each region) "
+         "or hybrid (heat, window of active regions, prefetch)",
+         offsetof(struct conf, policy)},
         {"host", "host_budget", CONF_BYTES, 0, 1024 * TIB, "0",
          "Host memory a shim may count on for KVTIER_CAPACITY=auto (VRAM budget plus this); 0 = half of RAM",
          offsetof(struct conf, host_budget)},
         {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
-         "Bytes per second per GPU, both directions together; 0 = unlimited",
+         "Bytes per second over all GPUs, both directions together; 0 = unlimited",
          offsetof(struct conf, max_migration_rate)},
+        {"policy", "hysteresis_ticks", CONF_UINT, 0, 1000000, "4",
+         "heat, hybrid: ticks a chunk stays where it was last moved", offsetof(struct conf, hysteresis_ticks)},
+        {"policy", "heat_half_life_ticks", CONF_UINT, 1, 1000000, "20",
+         "heat, hybrid: ticks after which a chunk's access count counts half",
+         offsetof(struct conf, heat_half_life_ticks)},
+        {"policy", "window", CONF_BYTES, 0, 16 * TIB, "512M",
+         "window, hybrid: newest bytes of each region kept in VRAM (the KV append point)",
+         offsetof(struct conf, window_bytes)},
+        {"policy", "prefetch", CONF_PREFETCH, 0, 0, "sequential",
+         "Promote ahead of sequential and strided access streams (sequential) or not (none)",
+         offsetof(struct conf, prefetch)},
+        {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
+         offsetof(struct conf, prefetch_depth)},
+        {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
+         "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",
+         offsetof(struct client_conf, priority)},
+        {"client.NAME", "quota", CONF_BYTES, 0, 16 * TIB, NULL,
+         "Processes named NAME: most VRAM their chunks may hold, each GPU", offsetof(struct client_conf, quota_bytes)},
 };
 
 /* Parses "gpu.N": N, or -ENOENT if section is not of that form, or -ERANGE. */
@@ -90,6 +130,8 @@ static int gpu_section_index(const char *section) {
 static const struct conf_key *key_find(const char *section, const char *key, int gpu) {
         if (gpu >= 0)
                 section = "gpu.N";
+        else if (strncmp(section, "client.", 7) == 0)
+                section = "client.NAME";
         for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
                 if (strcmp(conf_table[i].section, section) == 0 && strcmp(conf_table[i].key, key) == 0)
                         return &conf_table[i];
@@ -144,9 +186,9 @@ static int parse_budget(const struct conf_key *k, const char *v, struct budget_s
         return 0;
 }
 
-/* Parses v for key k and stores it; returns 0 or -EINVAL / -ERANGE. */
-static int key_store(struct conf *c, const struct conf_key *k, int gpu, const char *v) {
-        void *p = (char *)c + k->offset;
+/* Parses v for key k and stores it at base + offset; returns 0 or -EINVAL / -ERANGE. */
+static int key_store(struct conf *c, void *base, const struct conf_key *k, int gpu, const char *v) {
+        void *p = (char *)base + k->offset;
         uint64_t u;
         int r;
 
@@ -181,9 +223,14 @@ static int key_store(struct conf *c, const struct conf_key *k, int gpu, const ch
                         p = &((struct budget_spec *)p)[gpu];
                 return parse_budget(k, v, p);
         case CONF_POLICY:
-                if (strcmp(v, "lru") != 0)
+                if (policy_kind_from_name(v) < 0)
                         return -EINVAL;
                 strcpy(p, v);
+                return 0;
+        case CONF_PREFETCH:
+                if (strcmp(v, "none") != 0 && strcmp(v, "sequential") != 0)
+                        return -EINVAL;
+                *(unsigned *)p = strcmp(v, "sequential") == 0;
                 return 0;
         }
         return -EINVAL;
@@ -202,9 +249,39 @@ static const char *type_hint(const struct conf_key *k) {
         case CONF_BUDGET:
                 return "a byte count (64M, 8G, 1.5G) in range or a percentage (1%..100%)";
         case CONF_POLICY:
-                return "one of: lru";
+                return "one of: lru, heat, window, hybrid";
+        case CONF_PREFETCH:
+                return "none or sequential";
         }
         return "?";
+}
+
+/* Stores a [client.NAME] key: into the section's entry, added on first use. */
+static int client_store(struct conf *c, const char *name, const struct conf_key *k, const char *value) {
+        struct client_conf tmp = {0};
+        size_t i;
+        int r;
+
+        if (!*name || strlen(name) >= KVT_NAME_MAX)
+                return -EINVAL;
+        for (i = 0; i < c->n_clients; i++)
+                if (strcmp(c->clients[i].name, name) == 0)
+                        break;
+        if (i == CONF_MAX_CLIENTS)
+                return -E2BIG;
+        if (i < c->n_clients)
+                tmp = c->clients[i];
+        else
+                strcpy(tmp.name, name);
+        r = key_store(c, &tmp, k, -1, value);
+        if (r < 0)
+                return r;
+        if (strcmp(k->key, "quota") == 0)
+                tmp.has_quota = true;
+        c->clients[i] = tmp;
+        if (i == c->n_clients)
+                c->n_clients++;
+        return 0;
 }
 
 int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why) {
@@ -218,13 +295,19 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
         k = key_find(section, key, gpu);
         if (!k)
                 return -ENOENT;
-        r = key_store(c, k, gpu, value);
+        if (strcmp(k->section, "client.NAME") == 0)
+                r = client_store(c, section + 7, k, value);
+        else
+                r = key_store(c, c, k, gpu, value);
         if (r < 0) {
                 if (r == -ERANGE &&
                     (k->type == CONF_UINT || k->type == CONF_BYTES || k->type == CONF_BUDGET))
                         return log_error_errno(r,
                                                "%s: [%s] %s = %s is out of range %" PRIu64 "..%" PRIu64 ".",
                                                why, section, key, value, k->min, k->max);
+                if (r == -E2BIG)
+                        return log_error_errno(r, "%s: [%s]: at most %d [client.NAME] sections.", why, section,
+                                               CONF_MAX_CLIENTS);
                 return log_error_errno(r, "%s: invalid [%s] %s = %s: expected %s.", why, section, key, value,
                                        type_hint(k));
         }
@@ -244,7 +327,7 @@ int conf_new(struct conf **ret) {
 
                 if (!k->def)
                         continue;
-                r = key_store(c, k, -1, k->def);
+                r = key_store(c, c, k, -1, k->def);
                 if (r < 0) {
                         free(c);
                         return r; /* a bad built-in default is a bug */
@@ -367,8 +450,8 @@ static void format_budget(char *buf, size_t len, const struct budget_spec *b) {
                 format_bytes_exact(buf, len, b->bytes);
 }
 
-static void key_format(const struct conf *c, const struct conf_key *k, int gpu, char *buf, size_t len) {
-        const void *p = (const char *)c + k->offset;
+static void key_format(const void *base, const struct conf_key *k, int gpu, char *buf, size_t len) {
+        const void *p = (const char *)base + k->offset;
         static const char *const levels[] = {"err", "warning", "notice", "info", "debug"};
 
         switch (k->type) {
@@ -388,13 +471,16 @@ static void key_format(const struct conf *c, const struct conf_key *k, int gpu, 
         case CONF_BUDGET:
                 format_budget(buf, len, gpu >= 0 ? &((const struct budget_spec *)p)[gpu] : p);
                 break;
+        case CONF_PREFETCH:
+                snprintf(buf, len, "%s", *(const unsigned *)p ? "sequential" : "none");
+                break;
         }
 }
 
-static void key_print(const struct conf *c, const struct conf_key *k, int gpu, FILE *f) {
+static void key_print(const void *base, const struct conf_key *k, int gpu, FILE *f) {
         char value[256], lo[32], hi[32];
 
-        key_format(c, k, gpu, value, sizeof(value));
+        key_format(base, k, gpu, value, sizeof(value));
         fprintf(f, "# %s.", k->help);
         if (k->type == CONF_UINT)
                 fprintf(f, " Range %" PRIu64 "..%" PRIu64 ".", k->min, k->max);
@@ -414,6 +500,17 @@ void conf_print(const struct conf *c, FILE *f) {
         for (size_t i = 0; i < ELEMENTSOF(conf_table); i++) {
                 const struct conf_key *k = &conf_table[i];
 
+                if (strcmp(k->section, "client.NAME") == 0) {
+                        /* All client keys at once, per configured section. */
+                        for (size_t j = 0; strcmp(k->key, "priority") == 0 && j < c->n_clients; j++) {
+                                fprintf(f, "\n[client.%s]\n", c->clients[j].name);
+                                key_print(&c->clients[j], k, -1, f);
+                                if (c->clients[j].has_quota)
+                                        key_print(&c->clients[j], k + 1, -1, f);
+                        }
+                        section = NULL;
+                        continue;
+                }
                 if (strcmp(k->section, "gpu.N") == 0) {
                         for (int g = 0; g < KVT_MAX_GPUS; g++)
                                 if (c->gpu_configured & (1ull << g)) {
@@ -464,4 +561,37 @@ void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, 
         *ret = set ? c->gpu_vram_budget[device] : c->vram_budget;
         if (ret_configured)
                 *ret_configured = set;
+}
+
+void conf_policy_params(const struct conf *c, struct policy_params *ret) {
+        int kind = policy_kind_from_name(c->policy);
+
+        policy_params_default(kind < 0 ? POLICY_HYBRID : (enum policy_kind)kind, ret);
+        ret->hysteresis_ticks = c->hysteresis_ticks;
+        ret->heat_half_life_ticks = c->heat_half_life_ticks;
+        ret->window_chunks = (uint32_t)MIN(c->window_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
+        ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
+        /* Keys that a policy does not use stay out of its decisions. */
+        if (kind == POLICY_LRU || kind == POLICY_WINDOW)
+                ret->hysteresis_ticks = 0;
+        if (kind == POLICY_LRU || kind == POLICY_HEAT)
+                ret->window_chunks = 0;
+}
+
+unsigned conf_heat_half_life_ticks(const struct conf *c) {
+        return c->heat_half_life_ticks;
+}
+
+bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes) {
+        for (size_t i = 0; i < c->n_clients; i++)
+                if (strcmp(c->clients[i].name, name) == 0) {
+                        *ret_priority = c->clients[i].priority;
+                        *ret_quota_bytes = c->clients[i].has_quota ? c->clients[i].quota_bytes : UINT64_MAX;
+                        return true;
+                }
+        return false;
+}
+
+size_t conf_n_clients(const struct conf *c) {
+        return c->n_clients;
 }

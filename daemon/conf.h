@@ -9,9 +9,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 
 struct conf;
+struct policy_params;
 
 /* A VRAM budget: a percentage of the device total (percent != 0) or bytes. */
 struct budget_spec {
@@ -46,6 +48,14 @@ const char *conf_policy_name(const struct conf *c);
 /* Host memory granted to each shim for KVTIER_CAPACITY=auto, resolved:
  * [host] host_budget, or half of physical memory when it is 0. */
 uint64_t conf_host_budget(const struct conf *c);
+/* The [policy] section as parameters for policy_plan(). */
+void conf_policy_params(const struct conf *c, struct policy_params *ret);
+unsigned conf_heat_half_life_ticks(const struct conf *c);
+
+/* A [client.NAME] section for processes named name: true and its priority
+ * and quota (UINT64_MAX if none set), or false. */
+bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes);
+size_t conf_n_clients(const struct conf *c);
 
 /* Bytes per second, both directions together; 0 = unlimited. */
 uint64_t conf_max_migration_rate(const struct conf *c);

@@ -164,7 +164,7 @@ static int daemon_setup(struct daemon *d) {
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate daemon state: %s", strerror(-r));
         d->info = (struct status_info){
-                .policy = conf_policy_name(d->conf), .tick_ms = conf_tick_ms(d->conf), .start_ns = now_ns()};
+                .conf = d->conf, .tick_ms = conf_tick_ms(d->conf), .start_ns = now_ns()};
         r = server_new(d->event, d->conf, d->registry, &d->info, &d->server);
         if (r < 0)
                 return r;
@@ -202,9 +202,9 @@ int main(int argc, char *argv[]) {
         if (daemon_setup(&d) < 0)
                 goto finish;
 
-        log_info("Listening on %s: policy %s, tick %u ms.", d.info.socket, d.info.policy, d.info.tick_ms);
+        log_info("Listening on %s: policy %s, tick %u ms.", d.info.socket, conf_policy_name(d.conf), d.info.tick_ms);
         sd_notifyf(false, "READY=1\nSTATUS=Listening on %s, policy %s, tick %u ms", d.info.socket,
-                   d.info.policy, d.info.tick_ms);
+                   conf_policy_name(d.conf), d.info.tick_ms);
         r = sd_event_loop(d.event);
         sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
         if (r < 0)

@@ -4,19 +4,22 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "log.h"
-#include "lru.h"
 #include "planner.h"
+#include "policy.h"
 #include "util.h"
 
 struct planner {
         const struct conf *conf;
-        struct lru_chunk_view *views;
-        size_t cap_views;
-        struct region **regions; /* view region index -> region */
+        struct policy_region *views; /* the GPU's regions, oldest first */
+        struct region **regions;     /* view index -> region */
         size_t cap_regions;
-        uint64_t credit_bytes[KVT_MAX_GPUS]; /* rate limit token bucket per GPU */
+        uint64_t credit_bytes; /* global rate limit: token bucket over all GPUs */
+        struct policy_client *clients; /* the GPU's clients with a [client.NAME] section or not */
+        struct client **client_of;     /* policy client index -> registry client */
+        size_t n_clients, cap_clients;
 };
 
 int planner_new(const struct conf *conf, struct planner **ret) {
@@ -34,73 +37,110 @@ struct planner *planner_free(struct planner *p) {
                 return NULL;
         free(p->views);
         free(p->regions);
+        free(p->clients);
+        free(p->client_of);
         free(p);
         return NULL;
 }
 
-static int grow(void **arr, size_t *cap, size_t want, size_t elem) {
-        void *a;
-        size_t n = *cap ? *cap : 64;
+static int planner_grow(struct planner *p) {
+        size_t cap = p->cap_regions ? p->cap_regions * 2 : 64;
+        struct policy_region *v;
+        struct region **a;
 
-        if (want <= *cap)
-                return 0;
-        while (n < want)
-                n *= 2;
-        a = realloc(*arr, n * elem);
+        v = realloc(p->views, cap * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        p->views = v;
+        a = realloc(p->regions, cap * sizeof(*a));
         if (!a)
                 return -ENOMEM;
-        *arr = a;
-        *cap = n;
+        p->regions = a;
+        p->cap_regions = cap;
         return 0;
 }
 
-/* Fills p->views with every chunk of the GPU's regions, oldest region first. */
-static int planner_snapshot(struct planner *p, struct registry *r, int device, size_t *ret_n) {
-        size_t n = 0, n_regions = 0;
-        int ret;
+/* The policy's index for a region's client, added with its [client.NAME]
+ * priority and quota on first sight.  Returns the index or -ENOMEM. */
+static ssize_t planner_client(struct planner *p, struct client *c) {
+        unsigned prio = 0;
+        uint64_t quota = UINT64_MAX;
 
+        if (p->n_clients && p->client_of[p->n_clients - 1] == c)
+                return (ssize_t)p->n_clients - 1; /* regions of a client mostly come together */
+        for (size_t i = 0; i < p->n_clients; i++)
+                if (p->client_of[i] == c)
+                        return (ssize_t)i;
+        if (p->n_clients == p->cap_clients) {
+                size_t cap = p->cap_clients ? p->cap_clients * 2 : 16;
+                struct policy_client *pc = realloc(p->clients, cap * sizeof(*pc));
+                struct client **co;
+
+                if (!pc)
+                        return -ENOMEM;
+                p->clients = pc;
+                co = realloc(p->client_of, cap * sizeof(*co));
+                if (!co)
+                        return -ENOMEM;
+                p->client_of = co;
+                p->cap_clients = cap;
+        }
+        conf_client(p->conf, client_name(c), &prio, &quota);
+        p->clients[p->n_clients] = (struct policy_client){
+                .quota_chunks = quota == UINT64_MAX ? UINT64_MAX : quota / KVT_CHUNK_BYTES, .priority = (uint8_t)prio};
+        p->client_of[p->n_clients] = c;
+        return (ssize_t)p->n_clients++;
+}
+
+/* Points p->views at the chunks of the GPU's regions, oldest region first:
+ * the registry's per-chunk state is the policy's input, nothing is copied.
+ * With [client.NAME] sections, also the clients' priorities and quotas. */
+static int planner_snapshot(struct planner *p, struct registry *r, int device, size_t *ret_n) {
+        bool per_client = conf_n_clients(p->conf) > 0;
+        size_t n_regions = 0;
+
+        p->n_clients = 0;
         for (struct region *reg = registry_regions(r); reg; reg = region_next(reg)) {
-                const struct chunk *ch = region_chunks(reg);
-                uint32_t nc = region_n_chunks(reg);
+                ssize_t ci = 0;
 
                 if (region_device(reg) != device || region_untiered(reg))
                         continue;
-                ret = grow((void **)&p->regions, &p->cap_regions, n_regions + 1, sizeof(*p->regions));
-                if (ret < 0)
-                        return ret;
-                ret = grow((void **)&p->views, &p->cap_views, n + nc, sizeof(*p->views));
-                if (ret < 0)
-                        return ret;
-                for (uint32_t i = 0; i < nc; i++)
-                        p->views[n + i] = (struct lru_chunk_view){
-                                .region = (uint32_t)n_regions,
-                                .chunk = i,
-                                .last_use = ch[i].last_use,
-                                .tier = ch[i].tier,
-                                .pending = ch[i].pending != KVT_TIER_NONE,
-                                .pinned = !!(ch[i].flags & CHUNK_PINNED),
-                        };
+                if (per_client) {
+                        ci = planner_client(p, region_client(reg));
+                        if (ci < 0)
+                                return (int)ci;
+                }
+                if (n_regions == p->cap_regions) {
+                        int ret = planner_grow(p);
+
+                        if (ret < 0)
+                                return ret;
+                }
+                p->views[n_regions] = (struct policy_region){
+                        .chunks = region_chunks(reg), .n_chunks = region_n_chunks(reg), .client = (uint32_t)ci};
                 p->regions[n_regions++] = reg;
-                n += nc;
         }
-        *ret_n = n;
+        *ret_n = n_regions;
         return 0;
 }
 
-/* Tops up the GPU's rate credit by one tick; returns the chunks it allows. */
-static uint64_t planner_rate_chunks(struct planner *p, int device) {
+/* Tops up the global rate credit once per tick (all GPUs share it). */
+static void planner_rate_refill(struct planner *p) {
         uint64_t rate = conf_max_migration_rate(p->conf);
         uint64_t per_tick, cap;
 
         if (rate == 0)
-                return UINT64_MAX;
+                return;
         per_tick = rate / 1000 * conf_tick_ms(p->conf);
         cap = MAX(per_tick, KVT_CHUNK_BYTES);
-        p->credit_bytes[device] = MIN(p->credit_bytes[device] + per_tick, cap);
-        return p->credit_bytes[device] / KVT_CHUNK_BYTES;
+        p->credit_bytes = MIN(p->credit_bytes + per_tick, cap);
 }
 
-static int planner_issue(struct planner *p, struct registry *r, const struct lru_move *m,
+static uint64_t planner_rate_chunks(const struct planner *p) {
+        return conf_max_migration_rate(p->conf) == 0 ? UINT64_MAX : p->credit_bytes / KVT_CHUNK_BYTES;
+}
+
+static int planner_issue(struct planner *p, struct registry *r, const struct policy_move *m,
                          const struct planner_ops *ops, void *userdata) {
         struct region *reg = p->regions[m->region];
         struct client *c = region_client(reg);
@@ -121,20 +161,27 @@ static int planner_issue(struct planner *p, struct registry *r, const struct lru
 
 static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_stats *g,
                        const struct planner_ops *ops, void *userdata) {
-        struct lru_input in = {.run_cap = LRU_RUN_CAP_DEFAULT};
-        struct lru_plan plan;
-        size_t n;
+        struct policy_params pp;
+        struct policy_input in = {0};
+        struct policy_plan plan;
+        size_t n = 0;
         int ret, issued = 0;
 
         ret = planner_snapshot(p, r, g->device, &n);
         if (ret < 0)
                 return ret;
-        in.chunks = p->views;
-        in.n_chunks = n;
+        conf_policy_params(p->conf, &pp);
+        in.regions = p->views;
+        in.n_regions = n;
+        if (p->n_clients) {
+                in.clients = p->clients;
+                in.n_clients = p->n_clients;
+        }
+        in.now = registry_tick(r);
         in.budget_chunks = g->budget_bytes / KVT_CHUNK_BYTES;
         in.charged_chunks = g->charged_bytes / KVT_CHUNK_BYTES;
-        in.max_move_chunks = planner_rate_chunks(p, g->device);
-        ret = lru_plan(&in, &plan);
+        in.max_move_chunks = planner_rate_chunks(p);
+        ret = policy_plan(&pp, &in, &plan);
         if (ret < 0)
                 return ret;
         for (size_t i = 0; i < plan.n_moves; i++) {
@@ -144,16 +191,18 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                 if (ret > 0) {
                         issued++;
                         if (conf_max_migration_rate(p->conf) > 0)
-                                p->credit_bytes[g->device] -= plan.moves[i].n_chunks * KVT_CHUNK_BYTES;
+                                p->credit_bytes -= MIN(p->credit_bytes,
+                                                       (uint64_t)plan.moves[i].n_chunks * KVT_CHUNK_BYTES);
                 }
         }
-        lru_plan_clear(&plan);
+        policy_plan_clear(&plan);
         return ret < 0 ? ret : issued;
 }
 
 int planner_tick(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata) {
         int total = 0;
 
+        planner_rate_refill(p);
         for (int d = 0; d < KVT_MAX_GPUS; d++) {
                 const struct gpu_stats *g = registry_gpu(r, d);
                 int ret;

@@ -28,7 +28,7 @@ struct region {
         uint32_t flags; /* KVT_REGION_* */
         uint32_t n_chunks;
         uint64_t tier_chunks[_KVT_TIER_MAX];
-        struct chunk chunks[];
+        struct policy_chunk chunks[];
 };
 
 struct client {
@@ -59,22 +59,20 @@ struct registry {
         struct region *regions, *regions_tail;
         struct gpu_stats gpus[KVT_MAX_GPUS];
         bool gpu_present[KVT_MAX_GPUS];
+        uint64_t device_total_bytes[KVT_MAX_GPUS]; /* as the last client reported; for "N%" */
         struct migration_stats migrations;
 };
 
-static bool chunk_charged(const struct chunk *ch) {
+static bool chunk_charged(const struct policy_chunk *ch) {
         return ch->tier == KVT_TIER_VRAM || ch->pending == KVT_TIER_VRAM;
 }
 
-static void gpu_check(const struct gpu_stats *g) {
-        assert(g->charged_bytes <= g->budget_bytes);
-        (void)g;
-}
-
 static void gpu_charge(struct gpu_stats *g, uint64_t n_chunks) {
+        if (n_chunks == 0)
+                return;
         g->charged_bytes += n_chunks * KVT_CHUNK_BYTES;
         g->peak_charged_bytes = MAX(g->peak_charged_bytes, g->charged_bytes);
-        gpu_check(g);
+        assert(g->charged_bytes <= g->budget_bytes);
 }
 
 static void gpu_uncharge(struct gpu_stats *g, uint64_t n_chunks) {
@@ -104,6 +102,8 @@ static void gpu_resolve(struct registry *r, int device, uint64_t device_total_by
 }
 
 static struct gpu_stats *gpu_use(struct registry *r, int device, uint64_t device_total_bytes) {
+        if (device_total_bytes)
+                r->device_total_bytes[device] = device_total_bytes;
         r->gpu_present[device] = true;
         r->gpus[device].device = device;
         gpu_resolve(r, device, device_total_bytes);
@@ -142,6 +142,20 @@ struct registry *registry_free(struct registry *r) {
                 registry_client_free(r, r->clients);
         free(r);
         return NULL;
+}
+
+void registry_budget_reload(struct registry *r, int device) {
+        struct gpu_stats *g;
+        char buf[32];
+
+        if (device < 0 || device >= KVT_MAX_GPUS)
+                return;
+        g = &r->gpus[device];
+        g->budget_resolved = false;
+        gpu_use(r, device, r->device_total_bytes[device]);
+        if (g->charged_bytes > g->budget_bytes)
+                log_info("GPU %d: %s charged over the new budget, evicting.", device,
+                         format_bytes(buf, sizeof(buf), g->charged_bytes - g->budget_bytes));
 }
 
 uint32_t registry_tick(const struct registry *r) {
@@ -255,11 +269,11 @@ static int client_region_slot(const struct client *c, const struct kvt_region_ad
  * kvtier cannot vouch for and records as NONE (UVM decides). */
 static void region_init_chunks(struct registry *r, struct region *reg, uint32_t tier) {
         struct gpu_stats *g = &r->gpus[reg->device];
-        uint64_t room = (g->budget_bytes - g->charged_bytes) / KVT_CHUNK_BYTES;
+        uint64_t room = g->budget_bytes > g->charged_bytes ? (g->budget_bytes - g->charged_bytes) / KVT_CHUNK_BYTES : 0;
         uint64_t n_vram = tier == KVT_TIER_VRAM ? MIN(room, (uint64_t)reg->n_chunks) : 0;
 
         for (uint32_t i = 0; i < reg->n_chunks; i++)
-                reg->chunks[i] = (struct chunk){
+                reg->chunks[i] = (struct policy_chunk){
                         .last_use = r->tick,
                         .tier = (uint8_t)(tier != KVT_TIER_VRAM ? tier
                                           : i < n_vram          ? KVT_TIER_VRAM
@@ -291,7 +305,7 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
         ret = client_grow_regions(c);
         if (ret < 0)
                 return ret;
-        reg = calloc(1, sizeof(*reg) + (size_t)n_chunks * sizeof(struct chunk));
+        reg = calloc(1, sizeof(*reg) + (size_t)n_chunks * sizeof(struct policy_chunk));
         if (!reg)
                 return -ENOMEM;
         *reg = (struct region){.client = c,
@@ -410,21 +424,26 @@ void registry_client_free(struct registry *r, struct client *c) {
 
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint) {
         struct region *reg = client_find_region(c, hint->region_id);
-        uint32_t t = hint->kind == KVT_HINT_HOT ? r->tick : 0;
 
         if (!reg)
                 return -ENOENT;
         if ((uint64_t)hint->first_chunk + hint->n_chunks > reg->n_chunks)
                 return -ERANGE;
-        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++)
-                reg->chunks[i].last_use = t;
+        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
+                struct policy_chunk *ch = &reg->chunks[i];
+
+                if (hint->kind == KVT_HINT_HOT)
+                        policy_chunk_touch(ch, r->tick, 1, conf_heat_half_life_ticks(r->conf));
+                else
+                        ch->last_use = ch->heat = 0;
+        }
         return 0;
 }
 
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
         if (chunk >= reg->n_chunks || n == 0)
                 return;
-        reg->chunks[chunk].last_use = r->tick;
+        policy_chunk_touch(&reg->chunks[chunk], r->tick, n, conf_heat_half_life_ticks(r->conf));
 }
 
 static int client_push_order(struct client *c, const struct order *o) {
@@ -456,7 +475,7 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
                         return -EBUSY;
                 add += tier == KVT_TIER_VRAM && !chunk_charged(&reg->chunks[i]);
         }
-        if (g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes)
+        if (add && g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes)
                 return -ENOSPC;
         ret_push = client_push_order(reg->client, &o);
         if (ret_push < 0)
@@ -480,13 +499,14 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
         uint64_t uncharge = 0, moved = 0;
 
         for (uint32_t i = o->first; i < o->first + o->n; i++) {
-                struct chunk *ch = &reg->chunks[i];
+                struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
 
                 if (ok && ch->tier != o->tier) {
                         reg->tier_chunks[ch->tier]--;
                         g->tier_chunks[ch->tier]--;
                         ch->tier = (uint8_t)o->tier;
+                        ch->last_move = r->tick; /* hysteresis counts from here */
                         reg->tier_chunks[ch->tier]++;
                         g->tier_chunks[ch->tier]++;
                         moved++;
@@ -634,7 +654,7 @@ uint32_t region_n_chunks(const struct region *reg) {
         return reg->n_chunks;
 }
 
-const struct chunk *region_chunks(const struct region *reg) {
+const struct policy_chunk *region_chunks(const struct region *reg) {
         return reg->chunks;
 }
 

@@ -8,8 +8,10 @@
  * Budget accounting is kvtier's own (cudaMemGetInfo does not show UVM
  * eviction): a chunk is charged against its GPU's budget while its tier is
  * VRAM or an order to VRAM is pending for it.  An eviction keeps the chunk
- * charged until its ORDER_DONE.  charged_bytes <= budget_bytes always holds
- * (asserted), and peak_charged_bytes records the maximum.
+ * charged until its ORDER_DONE.  No charge ever takes charged_bytes over
+ * budget_bytes (asserted); only lowering the budget live can leave it over,
+ * until the planner's evictions are done.  peak_charged_bytes records the
+ * maximum.
  */
 
 #include <assert.h>
@@ -18,6 +20,7 @@
 #include <sys/types.h>
 
 #include "conf.h"
+#include "policy.h"
 #include "protocol.h"
 
 /* Caps on what one peer can make the daemon hold. */
@@ -31,17 +34,11 @@ struct registry;
 struct client;
 struct region;
 
-#define CHUNK_PINNED 0x01u
+#define CHUNK_PINNED POLICY_CHUNK_PINNED
 
-/* Per-chunk state: 8 bytes, so 1 M chunks (2 TiB) cost 8 MiB. */
-struct chunk {
-        uint32_t last_use; /* tick of the last known use; 0 = cold */
-        uint8_t tier;      /* enum kvt_tier, confirmed by the shim */
-        uint8_t pending;   /* enum kvt_tier target of the in-flight order; KVT_TIER_NONE = none */
-        uint8_t flags;     /* CHUNK_* */
-        uint8_t reserved;
-};
-static_assert(sizeof(struct chunk) == 8, "struct chunk must stay 8 bytes (goal: <= 32)");
+/* Per-chunk state is the policy's view itself (policy.h): 16 bytes, so 1 M
+ * chunks (2 TiB) cost 16 MiB and a tick's snapshot copies nothing. */
+static_assert(sizeof(struct policy_chunk) <= 32, "daemon state per chunk must stay <= 32 bytes");
 
 struct gpu_stats {
         int device;
@@ -69,6 +66,11 @@ int registry_new(const struct conf *conf, struct registry **ret);
 /* Frees r and everything in it.  Accepts NULL; returns NULL. */
 struct registry *registry_free(struct registry *r);
 
+/* Re-reads a GPU's budget from the config (after a live change) and marks
+ * the GPU present.  Chunks charged over a lowered budget stay charged until
+ * the planner has evicted them. */
+void registry_budget_reload(struct registry *r, int device);
+
 /* The current tick (starts at 1; last_use 0 is colder than anything). */
 uint32_t registry_tick(const struct registry *r);
 void registry_advance_tick(struct registry *r);
@@ -95,12 +97,13 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
 /* Deletes a region: uncharges it, forgets its orders.  Returns 0 or -ENOENT. */
 int registry_region_del(struct registry *r, struct client *c, uint32_t region_id);
 
-/* Applies a HINT (HOT: last_use = now, COLD: 0).  Returns 0, -ENOENT (no
+/* Applies a HINT (HOT: one access now, COLD: last_use and heat 0).  Returns 0, -ENOENT (no
  * such region) or -ERANGE (chunks outside it). */
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint);
 
 /* Records n accesses of a chunk observed during the current tick (from the
- * heat sampler).  A chunk index outside the region is ignored. */
+ * heat sampler): decays its heat to now and adds n (half-life from the
+ * config).  A chunk index outside the region is ignored. */
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
 
 /* Creates an order for chunks [first, first + n) of a region: marks them
@@ -146,5 +149,5 @@ uint32_t region_rule(const struct region *reg);
 /* Tracked for visibility only (VMM): never planned, never moved. */
 bool region_untiered(const struct region *reg);
 uint32_t region_n_chunks(const struct region *reg);
-const struct chunk *region_chunks(const struct region *reg);
+const struct policy_chunk *region_chunks(const struct region *reg);
 uint64_t region_tier_chunks(const struct region *reg, uint32_t tier);

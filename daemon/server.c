@@ -12,6 +12,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -42,7 +43,7 @@ struct peer {
 
 struct server {
         sd_event *event;
-        const struct conf *conf;
+        struct conf *conf; /* changed live by CTL_SET */
         struct registry *registry;
         const struct status_info *info;
         int fd;
@@ -184,6 +185,22 @@ static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
         return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
 }
 
+/* CTL_SET: root only (changes affect every client); the reply's status says how it went. */
+static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
+        struct kvt_ctl_end end = {.status = 0};
+
+        p->role = PEER_CTL;
+        if (p->uid != 0) {
+                log_warning("Refusing \"%s\" from pid %d: uid %u is not root.", m->u.text, (int)p->pid,
+                            (unsigned)p->uid);
+                end.status = -EPERM;
+        } else
+                end.status = control_set(p->server->conf, p->server->registry, m->u.text);
+        if (end.status == -ENOENT)
+                log_warning("kvtierctl set: unknown key in \"%s\", ignoring.", m->u.text);
+        return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
+}
+
 static int peer_on_region_add(struct peer *p, const struct kvt_region_add *a) {
         int r = registry_region_add(p->server->registry, p->client, a);
 
@@ -257,12 +274,16 @@ static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
                         return peer_on_hello(p, m);
                 if (m->hdr.type == KVT_MSG_CTL_STATUS)
                         return peer_on_status(p, m);
+                if (m->hdr.type == KVT_MSG_CTL_SET)
+                        return peer_on_set(p, m);
                 return peer_reject(p, "unexpected first message", kvt_msg_type_name(m->hdr.type));
         case PEER_SHIM:
                 return peer_dispatch_shim(p, m);
         case PEER_CTL:
                 if (m->hdr.type == KVT_MSG_CTL_STATUS)
                         return peer_on_status(p, m);
+                if (m->hdr.type == KVT_MSG_CTL_SET)
+                        return peer_on_set(p, m);
                 return peer_reject(p, "unexpected message for a control connection",
                                    kvt_msg_type_name(m->hdr.type));
         }
@@ -501,7 +522,7 @@ static int server_activated(struct server *s) {
         return 1;
 }
 
-int server_new(sd_event *e, const struct conf *conf, struct registry *r, const struct status_info *info,
+int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
                struct server **ret) {
         struct server *s = calloc(1, sizeof(*s));
         int k;

@@ -21,9 +21,10 @@
 struct server;
 
 /* Listens on the socket passed by systemd (LISTEN_FDS) or creates conf's
- * socket path.  info must outlive the server.  Returns 0, -EADDRINUSE when
+ * socket path.  info must outlive the server.  conf changes live through
+ * CTL_SET (control.h).  Returns 0, -EADDRINUSE when
  * another daemon answers on the path, or -errno (all logged). */
-int server_new(sd_event *e, const struct conf *conf, struct registry *r, const struct status_info *info,
+int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
                struct server **ret);
 
 /* Drops every peer (releasing its registry client), closes the socket and

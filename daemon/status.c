@@ -73,6 +73,20 @@ static json_object *client_json(const struct client *c) {
         return o;
 }
 
+/* The active policy's parameters, as the planner uses them this tick. */
+static json_object *policy_params_json(const struct conf *conf) {
+        json_object *o = json_object_new_object();
+        struct policy_params pp;
+
+        conf_policy_params(conf, &pp);
+        json_object_object_add(o, "hysteresis_ticks", json_u64(pp.hysteresis_ticks));
+        json_object_object_add(o, "heat_half_life_ticks", json_u64(pp.heat_half_life_ticks));
+        json_object_object_add(o, "window_bytes", json_u64((uint64_t)pp.window_chunks * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "prefetch_depth", json_u64(pp.prefetch_depth));
+        json_object_object_add(o, "max_migration_rate", json_u64(conf_max_migration_rate(conf)));
+        return o;
+}
+
 static json_object *migrations_json(const struct migration_stats *m) {
         json_object *o = json_object_new_object();
 
@@ -100,7 +114,8 @@ int status_json(const struct registry *r, const struct status_info *info, char *
         json_object_object_add(root, "pid", json_object_new_int64(getpid()));
         json_object_object_add(root, "uptime_ms", json_u64((now_ns() - info->start_ns) / 1000000));
         json_object_object_add(root, "tick_ms", json_u64(info->tick_ms));
-        json_object_object_add(root, "policy", json_object_new_string(info->policy));
+        json_object_object_add(root, "policy", json_object_new_string(conf_policy_name(info->conf)));
+        json_object_object_add(root, "policy_params", policy_params_json(info->conf));
         json_object_object_add(root, "socket", json_object_new_string(info->socket));
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 if (registry_gpu(r, d))

@@ -12,7 +12,7 @@
 
 struct status_info {
         const char *socket;
-        const char *policy;
+        const struct conf *conf; /* live: the policy and its parameters come from here */
         unsigned tick_ms;
         uint64_t start_ns; /* CLOCK_MONOTONIC at start-up */
 };

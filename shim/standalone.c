@@ -23,6 +23,7 @@
 #include "conf.h"
 #include "log.h"
 #include "planner.h"
+#include "policy.h"
 #include "protocol.h"
 #include "registry.h"
 #include "shim.h"
@@ -37,6 +38,7 @@
  * kvtierd.conf here. */
 struct conf {
         struct budget_spec budget;
+        struct policy_params policy; /* KVTIER_POLICY, default hybrid */
 };
 
 void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, bool *ret_configured) {
@@ -54,6 +56,25 @@ unsigned conf_tick_ms(const struct conf *c) {
 uint64_t conf_max_migration_rate(const struct conf *c) {
         (void)c;
         return STANDALONE_MIGRATION_RATE;
+}
+
+void conf_policy_params(const struct conf *c, struct policy_params *ret) {
+        *ret = c->policy;
+}
+
+unsigned conf_heat_half_life_ticks(const struct conf *c) {
+        return c->policy.heat_half_life_ticks;
+}
+
+/* One process: no [client.NAME] sections. */
+size_t conf_n_clients(const struct conf *c) {
+        (void)c;
+        return 0;
+}
+
+bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes) {
+        (void)c, (void)name, (void)ret_priority, (void)ret_quota_bytes;
+        return false;
 }
 
 struct peer {
@@ -201,11 +222,20 @@ static int start_locked(void) {
         pthread_attr_t attr;
         pthread_t t;
         sigset_t all, old;
-        const char *v = getenv("KVTIER_VRAM_BUDGET");
+        const char *v;
         uint64_t bytes;
         int r;
 
         conf.budget = (struct budget_spec){ .percent = 80 };
+        policy_params_default(POLICY_HYBRID, &conf.policy);
+        if ((v = getenv("KVTIER_POLICY"))) {
+                int k = policy_kind_from_name(v);
+                if (k < 0)
+                        log_warning("Invalid KVTIER_POLICY=%s (lru, heat, window, hybrid), using hybrid.", v);
+                else
+                        policy_params_default((enum policy_kind)k, &conf.policy);
+        }
+        v = getenv("KVTIER_VRAM_BUDGET");
         if (v) {
                 if (parse_bytes(v, &bytes) < 0 || bytes == 0)
                         log_warning("Invalid KVTIER_VRAM_BUDGET=%s (bytes: 8G, 512M ...), using 80%% of the GPU.", v);

@@ -37,7 +37,14 @@ static void help(void) {
                "Commands:\n"
                "  status            budgets, clients, regions and tiers\n"
                "  top               status, refreshed every second until interrupted\n"
-               "  metrics           Prometheus text format (node_exporter textfile collector)\n\n"
+               "  metrics           Prometheus text format (node_exporter textfile collector)\n"
+               "  set policy NAME   switch the placement policy live (lru, heat, window, hybrid)\n"
+               "  set policy.KEY VALUE\n"
+               "                    any [policy] key: hysteresis_ticks, heat_half_life_ticks,\n"
+               "                    window, prefetch, prefetch_depth, max_migration_rate\n"
+               "  set vram_budget [GPU] BYTES\n"
+               "                    VRAM budget (8G, 50%%) of one GPU or of all\n"
+               "                    (set needs root)\n\n"
                "Options:\n"
                "  -s, --socket PATH daemon socket (default $KVTIER_SOCKET or %s)\n"
                "  -j, --json        print JSON instead of a table\n"
@@ -68,7 +75,8 @@ static int ctl_connect(const char *path) {
 }
 
 /* Sends a control request and collects the JSON text of its reply. */
-static int ctl_request(int fd, uint16_t type, struct json_object **ret) {
+static int ctl_request(int fd, uint16_t type, const void *payload, size_t len_payload,
+                       struct json_object **ret) {
         struct kvt_msg *m = malloc(sizeof(*m));
         char *text = NULL;
         size_t len = 0;
@@ -76,7 +84,7 @@ static int ctl_request(int fd, uint16_t type, struct json_object **ret) {
 
         if (!m)
                 return -ENOMEM;
-        r = kvt_msg_send(fd, type, 1, NULL, 0);
+        r = kvt_msg_send(fd, type, 1, payload, len_payload);
         while (r == 0) {
                 r = kvt_msg_recv_timeout(fd, m, REPLY_TIMEOUT_MS);
                 if (r < 0)
@@ -99,7 +107,7 @@ static int ctl_request(int fd, uint16_t type, struct json_object **ret) {
                 len += m->hdr.length;
                 text[len] = '\0';
         }
-        if (r == 0) {
+        if (r == 0 && ret) {
                 *ret = text ? json_tokener_parse(text) : NULL;
                 if (!*ret)
                         r = -EBADMSG;
@@ -246,7 +254,7 @@ enum output { OUT_TABLE, OUT_JSON, OUT_METRICS };
 
 static int show(int fd, enum output out) {
         struct json_object *st = NULL;
-        int r = ctl_request(fd, KVT_MSG_CTL_STATUS, &st);
+        int r = ctl_request(fd, KVT_MSG_CTL_STATUS, NULL, 0, &st);
 
         if (r < 0) {
                 fprintf(stderr, "kvtierctl: status request failed: %s\n", strerror(-r));
@@ -301,6 +309,43 @@ static const struct {
         { "top", cmd_top },
         { "metrics", cmd_metrics },
 };
+/* Builds "key=value" from the words after "set"; returns 0 or -EINVAL (usage). */
+static int set_text(int n, char **w, char *buf, size_t len) {
+        int k;
+
+        if (n == 2)
+                k = snprintf(buf, len, "%s=%s", w[0], w[1]);
+        else if (n == 3 && strcmp(w[0], "vram_budget") == 0)
+                k = snprintf(buf, len, "vram_budget.%s=%s", w[1], w[2]);
+        else
+                return -EINVAL;
+        if (k < 0 || (size_t)k >= len || strchr(w[0], '='))
+                return -EINVAL;
+        return 0;
+}
+
+static int cmd_set(int fd, const char *text) {
+        int r = ctl_request(fd, KVT_MSG_CTL_SET, text, strlen(text) + 1, NULL);
+
+        switch (r) {
+        case 0:
+                return 0;
+        case -EPERM:
+                fprintf(stderr, "kvtierctl: set %s: permission denied (changes need root)\n", text);
+                break;
+        case -ENOENT:
+                fprintf(stderr, "kvtierctl: set %s: unknown key (try --help)\n", text);
+                break;
+        case -EINVAL:
+        case -ERANGE:
+                fprintf(stderr, "kvtierctl: set %s: invalid value (kvtierd's log says why; see kvtierd.conf keys)\n",
+                        text);
+                break;
+        default:
+                fprintf(stderr, "kvtierctl: set %s failed: %s\n", text, strerror(-r));
+        }
+        return 1;
+}
 
 int main(int argc, char **argv) {
         static const struct option opts[] = {
@@ -313,6 +358,7 @@ int main(int argc, char **argv) {
                 {},
         };
         int (*run)(int fd) = NULL;
+        char set[KVT_CTL_SET_MAX] = "";
         const char *cmd;
         char *end;
         double secs;
@@ -357,12 +403,16 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < ELEMENTSOF(commands); i++)
                 if (strcmp(cmd, commands[i].name) == 0)
                         run = commands[i].run;
-        if (!run) {
+        if (strcmp(cmd, "set") == 0) {
+                if (set_text(argc - optind - 1, argv + optind + 1, set, sizeof(set)) < 0) {
+                        fprintf(stderr, "kvtierctl: usage: set KEY VALUE or set vram_budget [GPU] BYTES\n");
+                        return EXIT_USAGE;
+                }
+        } else if (!run) {
                 fprintf(stderr, "kvtierctl: unknown command '%s' (try --help)\n", cmd);
                 return EXIT_USAGE;
-        }
-        /* getopt_long permutes, so options after the command are already parsed. */
-        if (optind + 1 < argc) {
+        } else if (optind + 1 < argc) {
+                /* getopt_long permutes, so options after the command are already parsed. */
                 fprintf(stderr, "kvtierctl: unexpected argument '%s'\n", argv[optind + 1]);
                 return EXIT_USAGE;
         }
@@ -371,7 +421,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "kvtierctl: cannot connect to kvtierd at %s: %s\n", arg_socket, strerror(-fd));
                 return 1;
         }
-        r = run(fd);
+        r = *set ? cmd_set(fd, set) : run(fd);
         close(fd);
         return r;
 }

@@ -86,7 +86,7 @@ static void check_books(const struct state *s) {
         uint64_t charged[KVT_MAX_GPUS] = { 0 };
 
         for (struct region *reg = registry_regions(s->reg); reg; reg = region_next(reg)) {
-                const struct chunk *ch = region_chunks(reg);
+                const struct policy_chunk *ch = region_chunks(reg);
                 for (uint32_t i = 0; i < region_n_chunks(reg); i++)
                         if (ch[i].tier == KVT_TIER_VRAM || ch[i].pending == KVT_TIER_VRAM)
                                 charged[region_device(reg)] += KVT_CHUNK_BYTES;

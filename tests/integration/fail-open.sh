@@ -76,6 +76,9 @@ check "kvtierd stops cleanly" stop_daemon
 # An impostor on the socket: garbage instead of WELCOME, garbage later, and
 # orders for regions and chunks that do not exist.
 for mode in garbage-welcome garbage-later bad-orders; do
+        # The previous impostor's socket file would pass the wait below before
+        # this one listens (seen under load: the engine got ECONNREFUSED).
+        rm -f "$SOCK"
         "$top_builddir/tests/integration/evil-daemon" "$SOCK" $mode >"$TMP/evil-$mode.log" 2>&1 &
         evil=$!
         for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.02; done

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "policy.h"
 #include "log.h"
 #include "tap.h"
 #include "util.h"
@@ -31,7 +32,7 @@ static void test_defaults(void) {
         TAP_EQ_INT(conf_new(&c), 0, "defaults: conf_new");
         TAP_EQ_INT(conf_tick_ms(c), 50, "defaults: tick_ms 50");
         TAP_EQ_INT(conf_log_level(c), KVT_LOG_INFO, "defaults: log_level info");
-        TAP_EQ_STR(conf_policy_name(c), "lru", "defaults: policy lru");
+        TAP_EQ_STR(conf_policy_name(c), "hybrid", "defaults: policy hybrid");
         TAP_EQ_U64(conf_max_migration_rate(c), 40ull << 30, "defaults: max_migration_rate 40G");
         conf_gpu_budget(c, 3, &b, &set);
         TAP_EQ_INT(b.percent, 80, "defaults: vram_budget 80%%");
@@ -74,7 +75,15 @@ static void test_errors(void) {
                 "[gpu]\nvram_budget = 101%\n",
                 "[gpu]\nvram_budget = 17T\n",
                 "[gpu.64]\nvram_budget = 1G\n",
-                "[policy]\nname = heat\n",
+                "[policy]\nname = magic\n",
+                "[policy]\nhysteresis_ticks = -1\n",
+                "[policy]\nheat_half_life_ticks = 0\n",
+                "[policy]\nprefetch = sometimes\n",
+                "[policy]\nprefetch_depth = 65\n",
+                "[policy]\nwindow = 17T\n",
+                "[client.vllm]\npriority = 8\n",
+                "[client.]\npriority = 1\n",
+                "[client.a]\nquota = lots\n",
                 "[policy]\nmax_migration_rate = 2T\n",
                 "[daemon]\nthis line has no equals\n",
         };
@@ -84,6 +93,56 @@ static void test_errors(void) {
                 TAP_EQ_INT(load(bad[i], &c), -EINVAL, "bad config %zu rejected", i);
                 c = conf_free(c);
         }
+}
+
+/* The [policy] keys reach the policy's parameters; keys a policy does not use stay out. */
+static void test_policy_params(void) {
+        struct conf *c = NULL;
+        struct policy_params pp;
+
+        TAP_EQ_INT(load("[policy]\nname = heat\nhysteresis_ticks = 7\nheat_half_life_ticks = 9\n"
+                        "window = 64M\nprefetch = none\n",
+                        &c),
+                   0, "policy: load ok");
+        conf_policy_params(c, &pp);
+        TAP_EQ_INT(pp.kind, POLICY_HEAT, "policy: kind heat");
+        TAP_EQ_INT(pp.hysteresis_ticks, 7, "policy: hysteresis_ticks");
+        TAP_EQ_INT(pp.heat_half_life_ticks, 9, "policy: heat_half_life_ticks");
+        TAP_EQ_INT(pp.window_chunks, 0, "policy: heat has no window");
+        TAP_EQ_INT(pp.prefetch_depth, 0, "policy: prefetch none");
+        TAP_EQ_INT(conf_set(c, "policy", "name", "window", "test"), 0, "policy: set name window");
+        conf_policy_params(c, &pp);
+        TAP_EQ_INT(pp.kind, POLICY_WINDOW, "policy: kind window after set");
+        TAP_EQ_INT(pp.window_chunks, 32, "policy: window 64M = 32 chunks");
+        TAP_EQ_INT(pp.hysteresis_ticks, 0, "policy: window has no hysteresis");
+        TAP_EQ_INT(conf_set(c, "policy", "name", "magic", "test"), -EINVAL, "policy: set bad name fails");
+        TAP_EQ_STR(conf_policy_name(c), "window", "policy: a bad name leaves the old one");
+        conf_free(c);
+}
+
+/* [client.NAME]: priority and quota by process name; unset means none. */
+static void test_clients(void) {
+        struct conf *c = NULL;
+        unsigned prio = 99;
+        uint64_t quota = 0;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        TAP_EQ_INT(load("[client.vllm]\npriority = 3\nquota = 8G\n[client.batch]\npriority = 0\n", &c), 0,
+                   "clients: load ok");
+        TAP_OK(conf_client(c, "vllm", &prio, &quota) && prio == 3 && quota == 8ull << 30,
+               "clients: vllm priority 3, quota 8G");
+        TAP_OK(conf_client(c, "batch", &prio, &quota) && prio == 0 && quota == UINT64_MAX,
+               "clients: batch has no quota");
+        TAP_OK(!conf_client(c, "other", &prio, &quota), "clients: an unnamed process has no section");
+        TAP_EQ_INT(conf_n_clients(c), 2, "clients: two sections");
+        f = open_memstream(&buf, &len);
+        conf_print(c, f);
+        fclose(f);
+        TAP_OK(strstr(buf, "[client.vllm]\n") && strstr(buf, "quota = 8G\n"), "clients: printed");
+        free(buf);
+        conf_free(c);
 }
 
 static void test_print(void) {
@@ -113,6 +172,8 @@ int main(void) {
         test_defaults();
         test_values();
         test_errors();
+        test_policy_params();
+        test_clients();
         test_print();
         unlink(path);
         return tap_done();

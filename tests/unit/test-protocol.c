@@ -147,6 +147,27 @@ static void test_rejects(int a, int b) {
         TAP_EQ_INT(kvt_msg_recv(b, &m), 0, "still received");
 }
 
+/* CTL_SET: one NUL-terminated "key=value", nothing after the NUL, bounded. */
+static void test_ctl_set(int a, int b) {
+        static char buf[KVT_MSG_MAX_BYTES];
+        static char long_text[KVT_CTL_SET_MAX + 1];
+        size_t n;
+
+        n = build(buf, KVT_MSG_CTL_SET, "policy=lru", 11);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "CTL_SET with a terminated text");
+        TAP_EQ_STR(m.u.text, "policy=lru", "CTL_SET text survives");
+        n = build(buf, KVT_MSG_CTL_SET, "policy=lru", 10);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "CTL_SET without its NUL");
+        n = build(buf, KVT_MSG_CTL_SET, "policy\0lru", 11);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "CTL_SET with a NUL inside");
+        n = build(buf, KVT_MSG_CTL_SET, "", 1);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "CTL_SET with an empty text");
+        memset(long_text, 'x', sizeof(long_text) - 1);
+        n = build(buf, KVT_MSG_CTL_SET, long_text, sizeof(long_text));
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "CTL_SET longer than KVT_CTL_SET_MAX");
+        TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_CTL_SET), "CTL_SET", "CTL_SET has a name");
+}
+
 int main(void) {
         int sv[2];
 
@@ -154,6 +175,7 @@ int main(void) {
                 return 99;
         test_roundtrip(sv[0], sv[1]);
         test_rejects(sv[0], sv[1]);
+        test_ctl_set(sv[0], sv[1]);
         TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_ORDER_DONE), "ORDER_DONE", "type names");
         TAP_EQ_STR(kvt_api_name(KVT_API_CU_MEM_ALLOC_ASYNC), "cuMemAllocAsync", "API names");
         TAP_EQ_STR(kvt_api_name(_KVT_API_MAX), "?", "unknown API name");

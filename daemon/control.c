@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "log.h"
+
+#define WHY "kvtierctl set"
+
+/* vram_budget[.N]: the config first (validated there), then the books. */
+static int control_set_budget(struct conf *conf, struct registry *r, const char *suffix, const char *value) {
+        char section[KVT_CTL_SET_MAX + 4];
+        int device = -1, ret;
+
+        if (*suffix == '.') {
+                snprintf(section, sizeof(section), "gpu%s", suffix);
+                ret = conf_set(conf, section, "vram_budget", value, WHY);
+                if (ret < 0)
+                        return ret;
+                device = (int)strtol(suffix + 1, NULL, 10);
+                registry_budget_reload(r, device);
+        } else {
+                ret = conf_set(conf, "gpu", "vram_budget", value, WHY);
+                if (ret < 0)
+                        return ret;
+                for (int d = 0; d < KVT_MAX_GPUS; d++) {
+                        struct budget_spec b;
+                        bool own;
+
+                        conf_gpu_budget(conf, d, &b, &own);
+                        if (registry_gpu(r, d) && !own)
+                                registry_budget_reload(r, d);
+                }
+        }
+        log_info("%s: vram_budget%s = %s.", WHY, suffix, value);
+        return 0;
+}
+
+int control_set(struct conf *conf, struct registry *r, const char *text) {
+        char key[KVT_CTL_SET_MAX];
+        const char *eq = strchr(text, '='), *value;
+        size_t n;
+        int ret;
+
+        if (!eq || eq == text || strlen(text) >= sizeof(key))
+                return -EINVAL;
+        n = (size_t)(eq - text);
+        memcpy(key, text, n);
+        key[n] = '\0';
+        value = eq + 1;
+
+        if (strcmp(key, "vram_budget") == 0 || strncmp(key, "vram_budget.", 12) == 0)
+                return control_set_budget(conf, r, key + 11, value);
+        if (strcmp(key, "policy") == 0)
+                ret = conf_set(conf, "policy", "name", value, WHY);
+        else if (strncmp(key, "policy.", 7) == 0 && strcmp(key + 7, "name") != 0)
+                ret = conf_set(conf, "policy", key + 7, value, WHY);
+        else
+                return -ENOENT;
+        if (ret == 0)
+                log_info("%s: %s = %s.", WHY, key, value);
+        return ret;
+}

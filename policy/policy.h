@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Placement policies for one GPU: a snapshot of chunks, budgets and the time
+ * in; an ordered, coalesced, rate-limited migration plan out.  Pure: no I/O,
+ * no clocks, no logging; time is the caller's tick counter.  The daemon's
+ * planner and kvtier-sim call the same code.
+ *
+ * Every policy ranks chunks; the budget's worth with the highest rank is
+ * wanted in VRAM.  VRAM chunks not wanted are evicted to host-mapped (lowest
+ * rank first), wanted chunks elsewhere are promoted (highest first) while
+ * the charged chunks plus promotions stay within the budget.  Evictions free
+ * budget only once they are done, so never within the same plan.  Pinned
+ * chunks rank above everything and are never evicted; chunks with a pending
+ * order are left alone; a client's chunks beyond its quota are never wanted.
+ * Ties go to the higher region index, then the higher chunk index (the
+ * newest allocation and the end of a region are the KV append point).
+ *
+ * A rank is, from the top: pinned; client priority (0..7); prefetch targets
+ * (needed within a few ticks); the window; a heat class (0 cold .. 15);
+ * recency.  What each policy puts in:
+ *   lru     recency only.
+ *   heat    heat class (decayed access counts) then recency; a resident
+ *           chunk counts one class hotter, so a newcomer must be clearly
+ *           hotter to displace it (hysteresis), and no chunk moves again
+ *           within hysteresis_ticks of its last move.
+ *   window  the newest window_chunks of each region (below the highest chunk
+ *           ever touched: the KV append point) are boosted; then recency.
+ *   hybrid  heat with the window boost for regions touched within one heat
+ *           half-life, plus prefetch.
+ * Prefetch (any policy with prefetch_depth > 0): per region, the last three
+ * touch ticks' highest chunks p2 < p1 < p0 (or >, for a descending stream)
+ * at equal stride s predict p0 + s .. p0 + depth * s (each as wide as the
+ * run touched last); those chunks are boosted.  A sequential stream (this
+ * tick's run starts right after the previous tick's) is told from two ticks.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum policy_kind {
+        POLICY_LRU,
+        POLICY_HEAT,
+        POLICY_WINDOW,
+        POLICY_HYBRID,
+        _POLICY_KIND_MAX,
+};
+
+#define POLICY_CHUNK_PINNED 0x01u
+
+/* One chunk: also the daemon's per-chunk state (16 bytes), so that the
+ * snapshot is the registry itself. */
+struct policy_chunk {
+        uint32_t last_use;  /* tick of the last known use; 0 = never */
+        uint32_t heat;      /* decayed accesses as of last_use, POLICY_HEAT_ONE per access */
+        uint32_t last_move; /* tick of the last completed tier change; 0 = never */
+        uint8_t tier;       /* enum kvt_tier, confirmed */
+        uint8_t pending;    /* enum kvt_tier target of an in-flight order; 0 = none */
+        uint8_t flags;      /* POLICY_CHUNK_* */
+        uint8_t reserved;
+};
+
+/* One region, in the caller's order: a higher index is a newer region. */
+struct policy_region {
+        const struct policy_chunk *chunks;
+        uint32_t n_chunks;
+        uint32_t client; /* index into policy_input.clients; ignored without clients */
+};
+
+struct policy_client {
+        uint64_t quota_chunks; /* most chunks wanted in VRAM; UINT64_MAX = no quota */
+        uint8_t priority;      /* 0 (default) .. 7: ranks above any lower priority's chunks */
+};
+
+#define POLICY_PRIORITY_MAX 7u
+
+struct policy_params {
+        enum policy_kind kind;
+        uint32_t hysteresis_ticks;     /* heat, hybrid: no move within this many ticks of the last */
+        uint32_t heat_half_life_ticks; /* >= 1 */
+        uint32_t window_chunks;        /* window, hybrid: per region */
+        uint32_t prefetch_depth;       /* strides predicted ahead; 0 = no prefetch */
+        uint32_t run_cap;              /* longest run of one move, chunks; 0 = POLICY_RUN_CAP_DEFAULT */
+};
+
+/* 512 chunks = 1 GiB: long enough for full-speed prefetch (DESIGN.md: 256 MiB+
+ * ranges reach 48-50 GB/s), short enough to keep one order's latency bounded. */
+#define POLICY_RUN_CAP_DEFAULT 512u
+
+struct policy_input {
+        const struct policy_region *regions;
+        size_t n_regions;
+        const struct policy_client *clients; /* NULL: one class, no quotas */
+        size_t n_clients;
+        uint32_t now;             /* current tick; chunks touched in it have last_use == now */
+        uint64_t budget_chunks;   /* VRAM budget of the GPU, in chunks */
+        uint64_t charged_chunks;  /* chunks in VRAM or with a pending order to VRAM */
+        uint64_t max_move_chunks; /* rate limit for this plan, both directions; UINT64_MAX = none */
+};
+
+/* One order to issue: chunks [first_chunk, first_chunk + n_chunks) of a region. */
+struct policy_move {
+        uint32_t region;
+        uint32_t first_chunk;
+        uint32_t n_chunks;
+        uint32_t tier; /* enum kvt_tier: KVT_TIER_VRAM or KVT_TIER_HOST_MAPPED */
+};
+
+struct policy_plan {
+        struct policy_move *moves; /* evictions first, then promotions; owned, policy_plan_clear() */
+        size_t n_moves;
+        uint64_t evict_chunks;
+        uint64_t promote_chunks;
+        uint64_t prefetch_chunks; /* of promote_chunks, those wanted only as prefetch targets */
+};
+
+/* Plans moves for one GPU into *ret (previous contents are not freed).
+ * Returns 0, -EINVAL for bad parameters or more than 2^32-1 chunks, or -ENOMEM. */
+int policy_plan(const struct policy_params *pp, const struct policy_input *in, struct policy_plan *ret);
+
+/* Frees the moves of a plan and zeroes it.  Accepts NULL. */
+void policy_plan_clear(struct policy_plan *p);
+
+/* "lru", "heat", "window", "hybrid"; NULL for an unknown kind. */
+const char *policy_kind_name(enum policy_kind k);
+
+/* The kind named s, or -EINVAL. */
+int policy_kind_from_name(const char *s);
+
+/* Defaults for a kind (hybrid: window 256 chunks, prefetch 4, ...). */
+void policy_params_default(enum policy_kind k, struct policy_params *ret);
+
+/* Heat: one access = POLICY_HEAT_ONE; halves every half_life ticks. */
+#define POLICY_HEAT_ONE 256u
+
+/* The chunk's heat at tick now (decayed from last_use). */
+uint32_t policy_heat_at(const struct policy_chunk *c, uint32_t now, uint32_t half_life_ticks);
+
+/* Records n accesses of a chunk at tick now: decays its heat to now, adds n,
+ * sets last_use.  Saturates instead of wrapping. */
+void policy_chunk_touch(struct policy_chunk *c, uint32_t now, uint32_t n, uint32_t half_life_ticks);
+
+/* Heat class: 0 for less than one access-equivalent, else 1 + log2(heat in accesses), at most 15. */
+unsigned policy_heat_class(uint32_t heat);

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One policy tick over 1M chunks (2 TiB of 2 MiB chunks), for each policy:
+ * prints chunks per second and milliseconds per tick (median of N ticks).
+ * Goal (issue 4): under 10 ms per tick on the CI machine.  Not a test: run by
+ * hand, e.g. tests/bench/policy-tick [CHUNKS] [TICKS].  Times are CPU time
+ * of the process; "memcpy" is a reference measured in the same run: one
+ * copy of the 16 MiB chunk array, what a pass over it costs at best.
+ *
+ * Two snapshots: "steady" (the budget holds the hottest chunks already; the
+ * plan moves little, as in a daemon tick) and "churn" (random tiers: a
+ * quarter of the chunks want to move, rate-limited to 40 GB/s x 50 ms).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "policy.h"
+#include "protocol.h"
+
+#define REGION_CHUNKS 4096u /* 8 GiB regions */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next_rand(void) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        return rng;
+}
+
+/* CPU time of this process: the machine is shared, and waiting for a core
+ * is not the policy's cost. */
+static double now_ms(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* Fills chunks: last_use and heat random over 1000 ticks; steady: VRAM for
+ * the most recent quarter, churn: a random quarter. */
+static void fill(struct policy_chunk *c, size_t n, int steady) {
+        for (size_t i = 0; i < n; i++) {
+                uint64_t x = next_rand();
+                uint32_t lu = 1 + (uint32_t)(x % 1000);
+
+                c[i] = (struct policy_chunk){
+                        .last_use = lu,
+                        .heat = (uint32_t)(x >> 20) % (64 * POLICY_HEAT_ONE),
+                        .last_move = (uint32_t)(x >> 40) % 1000,
+                        .tier = (steady ? lu > 750 : (x >> 50) % 4 == 0) ? KVT_TIER_VRAM : KVT_TIER_HOST_MAPPED,
+                };
+        }
+}
+
+static int bench(const char *what, enum policy_kind k, const struct policy_input *in, size_t n_total, int ticks) {
+        struct policy_params pp;
+        double *ms = calloc((size_t)ticks, sizeof(*ms)), med;
+        struct policy_plan p = {0};
+
+        if (!ms)
+                return -1;
+        policy_params_default(k, &pp);
+        for (int t = 0; t < ticks; t++) {
+                double a = now_ms();
+
+                if (policy_plan(&pp, in, &p) < 0) {
+                        free(ms);
+                        return -1;
+                }
+                ms[t] = now_ms() - a;
+                if (t < ticks - 1)
+                        policy_plan_clear(&p);
+        }
+        qsort(ms, (size_t)ticks, sizeof(*ms), cmp_double);
+        med = ms[ticks / 2];
+        printf("%-7s %-6s %10.2f %10.2f %14.0f %8zu %10llu\n", what, policy_kind_name(k), med, ms[0],
+               (double)n_total / (med / 1e3), p.n_moves,
+               (unsigned long long)(p.evict_chunks + p.promote_chunks));
+        policy_plan_clear(&p);
+        free(ms);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)1 << 20;
+        int ticks = argc > 2 ? atoi(argv[2]) : 11;
+        size_t n_regions = (n + REGION_CHUNKS - 1) / REGION_CHUNKS;
+        struct policy_chunk *c = calloc(n, sizeof(*c));
+        struct policy_region *regs = calloc(n_regions, sizeof(*regs));
+        struct policy_input in = {.regions = regs, .n_regions = n_regions, .now = 1000};
+
+        if (!c || !regs || n == 0 || ticks < 1)
+                return 1;
+        for (size_t r = 0; r < n_regions; r++)
+                regs[r] = (struct policy_region){
+                        .chunks = c + r * REGION_CHUNKS,
+                        .n_chunks = (uint32_t)(r + 1 < n_regions ? REGION_CHUNKS : n - r * REGION_CHUNKS)};
+        in.budget_chunks = n / 4;
+        printf("# %zu chunks in %zu regions, budget %llu chunks, median of %d ticks\n", n, n_regions,
+               (unsigned long long)in.budget_chunks, ticks);
+        printf("%-7s %-6s %10s %10s %14s %8s %10s\n", "state", "policy", "ms/tick", "best ms", "chunks/s",
+               "moves", "chunks");
+        {
+                struct policy_chunk *copy = malloc(n * sizeof(*copy));
+                double best = 1e9;
+
+                if (!copy)
+                        return 1;
+                for (int t = 0; t < ticks; t++) {
+                        double a = now_ms();
+
+                        memcpy(copy, c, n * sizeof(*c));
+                        c[t % n].heat += copy[(t * 7919) % n].heat; /* keep the copy live */
+                        if (now_ms() - a < best)
+                                best = now_ms() - a;
+                }
+                printf("%-7s %-6s %10.2f %10.2f\n", "memcpy", "-", best, best);
+                free(copy);
+        }
+        for (int steady = 1; steady >= 0; steady--) {
+                uint64_t vram = 0;
+
+                fill(c, n, steady);
+                for (size_t i = 0; i < n; i++)
+                        vram += c[i].tier == KVT_TIER_VRAM;
+                in.charged_chunks = vram < in.budget_chunks ? vram : in.budget_chunks;
+                /* 40 GB/s x 50 ms, the daemon's defaults */
+                in.max_move_chunks = (40ull << 30) / 20 / KVT_CHUNK_BYTES;
+                for (int k = 0; k < _POLICY_KIND_MAX; k++)
+                        if (bench(steady ? "steady" : "churn", (enum policy_kind)k, &in, n, ticks) < 0)
+                                return 1;
+        }
+        free(c);
+        free(regs);
+        return 0;
+}

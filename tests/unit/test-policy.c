@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <errno.h>
+
+#include "policy.h"
+#include "protocol.h"
+#include "tap.h"
+
+#define V KVT_TIER_VRAM
+#define M KVT_TIER_HOST_MAPPED
+
+static struct policy_params params(enum policy_kind k) {
+        struct policy_params pp;
+
+        policy_params_default(k, &pp);
+        return pp;
+}
+
+static struct policy_input input1(const struct policy_region *reg, uint32_t now, uint64_t budget,
+                                  uint64_t charged) {
+        return (struct policy_input){.regions = reg,
+                                     .n_regions = 1,
+                                     .now = now,
+                                     .budget_chunks = budget,
+                                     .charged_chunks = charged,
+                                     .max_move_chunks = UINT64_MAX};
+}
+
+/* Whether chunk i of region r is promoted / evicted by the plan. */
+static int moved(const struct policy_plan *p, uint32_t r, uint32_t i, uint32_t tier) {
+        for (size_t k = 0; k < p->n_moves; k++)
+                if (p->moves[k].region == r && p->moves[k].tier == tier && i >= p->moves[k].first_chunk &&
+                    i < p->moves[k].first_chunk + p->moves[k].n_chunks)
+                        return 1;
+        return 0;
+}
+
+static void test_names(void) {
+        TAP_EQ_INT(policy_kind_from_name("hybrid"), POLICY_HYBRID, "names: hybrid");
+        TAP_EQ_INT(policy_kind_from_name("lru"), POLICY_LRU, "names: lru");
+        TAP_EQ_INT(policy_kind_from_name("LRU"), -EINVAL, "names: case matters");
+        TAP_EQ_STR(policy_kind_name(POLICY_WINDOW), "window", "names: window");
+        TAP_OK(policy_kind_name(_POLICY_KIND_MAX) == NULL, "names: out of range is NULL");
+}
+
+static void test_heat_decay(void) {
+        struct policy_chunk c = {0};
+
+        policy_chunk_touch(&c, 10, 4, 8);
+        TAP_EQ_U64(c.heat, 4 * POLICY_HEAT_ONE, "heat: 4 accesses");
+        TAP_EQ_U64(c.last_use, 10, "heat: last_use set");
+        TAP_EQ_U64(policy_heat_at(&c, 18, 8), 2 * POLICY_HEAT_ONE, "heat: halves after one half-life");
+        TAP_EQ_U64(policy_heat_at(&c, 26, 8), POLICY_HEAT_ONE, "heat: quarter after two");
+        TAP_OK(policy_heat_at(&c, 14, 8) < 4 * POLICY_HEAT_ONE && policy_heat_at(&c, 14, 8) > 2 * POLICY_HEAT_ONE,
+               "heat: decays between half-lives too");
+        TAP_EQ_U64(policy_heat_at(&c, 10 + 8 * 40, 8), 0, "heat: gone after 40 half-lives");
+        policy_chunk_touch(&c, 18, 1, 8);
+        TAP_EQ_U64(c.heat, 3 * POLICY_HEAT_ONE, "heat: touch decays first, then adds");
+        c.heat = UINT32_MAX - 1;
+        policy_chunk_touch(&c, 18, 1000, 8);
+        TAP_EQ_U64(c.heat, UINT32_MAX, "heat: saturates");
+        TAP_EQ_INT(policy_heat_class(0), 0, "class: cold");
+        TAP_EQ_INT(policy_heat_class(POLICY_HEAT_ONE), 1, "class: one access");
+        TAP_EQ_INT(policy_heat_class(3 * POLICY_HEAT_ONE), 2, "class: three accesses");
+        TAP_EQ_INT(policy_heat_class(UINT32_MAX), 15, "class: capped at 15");
+}
+
+/* heat keeps the frequently used chunk over the recently used one; lru does the opposite. */
+static void test_heat_vs_lru(void) {
+        struct policy_chunk c[2] = {0};
+        struct policy_region reg = {.chunks = c, .n_chunks = 2};
+        struct policy_input in = input1(&reg, 20, 1, 0);
+        struct policy_params heat = params(POLICY_HEAT), lru = params(POLICY_LRU);
+        struct policy_plan p;
+
+        c[0].tier = c[1].tier = M;
+        policy_chunk_touch(&c[0], 18, 16, heat.heat_half_life_ticks); /* hot */
+        policy_chunk_touch(&c[1], 20, 1, heat.heat_half_life_ticks);  /* recent */
+        TAP_EQ_INT(policy_plan(&heat, &in, &p), 0, "heat vs lru: heat plans");
+        TAP_OK(moved(&p, 0, 0, V) && !moved(&p, 0, 1, V), "heat: promotes the hot chunk");
+        policy_plan_clear(&p);
+        TAP_EQ_INT(policy_plan(&lru, &in, &p), 0, "heat vs lru: lru plans");
+        TAP_OK(moved(&p, 0, 1, V) && !moved(&p, 0, 0, V), "lru: promotes the recent chunk");
+        policy_plan_clear(&p);
+}
+
+/* Two chunks of equal heat alternate being touched, budget one: once their
+ * heat has built up (moves counted after tick 20), heat keeps the resident;
+ * plain lru swaps every tick. */
+static unsigned bounces(enum policy_kind k, uint32_t hysteresis) {
+        struct policy_chunk c[2] = {{.tier = V}, {.tier = M}};
+        struct policy_region reg = {.chunks = c, .n_chunks = 2};
+        struct policy_params pp = params(k);
+        unsigned n = 0;
+
+        pp.hysteresis_ticks = hysteresis;
+        for (uint32_t now = 1; now <= 40; now++) {
+                struct policy_input in = input1(&reg, now, 1, c[0].tier == V || c[1].tier == V);
+                struct policy_plan p;
+
+                policy_chunk_touch(&c[now % 2], now, 1, pp.heat_half_life_ticks);
+                if (policy_plan(&pp, &in, &p) < 0)
+                        return UINT32_MAX;
+                /* Moves complete at once (evictions first, promotions next tick when room). */
+                for (size_t m = 0; m < p.n_moves; m++)
+                        for (uint32_t i = 0; i < p.moves[m].n_chunks; i++) {
+                                struct policy_chunk *ch = &c[p.moves[m].first_chunk + i];
+
+                                ch->tier = (uint8_t)p.moves[m].tier;
+                                ch->last_move = now;
+                                n += now > 20; /* after warming up */
+                        }
+                policy_plan_clear(&p);
+        }
+        return n;
+}
+
+static void test_hysteresis(void) {
+        unsigned lru = bounces(POLICY_LRU, 0), heat = bounces(POLICY_HEAT, 4), heat0 = bounces(POLICY_HEAT, 0);
+
+        TAP_DIAG("moves in ticks 21..40: lru %u, heat %u, heat without hysteresis ticks %u", lru,
+                 heat, heat0);
+        TAP_OK(lru >= 10, "hysteresis: lru bounces (%u moves)", lru);
+        TAP_EQ_INT(heat, 0, "hysteresis: heat with hysteresis_ticks keeps the resident");
+        /* The class bonus alone still flips where the resident decays across a class boundary. */
+        TAP_OK(heat0 < lru / 4, "hysteresis: the class bonus alone damps the bounce (%u < %u / 4)", heat0, lru);
+}
+
+/* hysteresis_ticks: a chunk moved within the window is left alone even when unwanted. */
+static void test_frozen(void) {
+        struct policy_chunk c[2] = {{.tier = V, .last_move = 9}, {.tier = M, .last_use = 10, .heat = 64 * POLICY_HEAT_ONE}};
+        struct policy_region reg = {.chunks = c, .n_chunks = 2};
+        struct policy_params pp = params(POLICY_HEAT);
+        struct policy_input in = input1(&reg, 10, 1, 1);
+        struct policy_plan p;
+
+        pp.hysteresis_ticks = 4;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "frozen: plans");
+        TAP_EQ_U64(p.n_moves, 0, "frozen: chunk moved 1 tick ago stays");
+        policy_plan_clear(&p);
+        in.now = 13;
+        c[1].last_use = 13;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "frozen: plans later");
+        TAP_OK(moved(&p, 0, 0, M), "frozen: evicted once the hysteresis passed");
+        policy_plan_clear(&p);
+}
+
+/* window: the newest chunks of each region stay, however cold. */
+static void test_window(void) {
+        struct policy_chunk c[16] = {0};
+        struct policy_region reg = {.chunks = c, .n_chunks = 16};
+        struct policy_params pp = params(POLICY_WINDOW);
+        struct policy_input in = input1(&reg, 100, 4, 0);
+        struct policy_plan p;
+
+        pp.window_chunks = 4;
+        for (int i = 0; i < 16; i++)
+                c[i] = (struct policy_chunk){.tier = M, .last_use = i <= 9 ? 100 - (uint32_t)(i % 3) : 0};
+        c[9].last_use = 50; /* the append point, touched long ago */
+        for (int i = 6; i < 9; i++)
+                c[i].last_use = 40;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "window: plans");
+        TAP_OK(moved(&p, 0, 6, V) && moved(&p, 0, 7, V) && moved(&p, 0, 8, V) && moved(&p, 0, 9, V),
+               "window: chunks 6..9 below the frontier promoted though colder");
+        TAP_EQ_U64(p.promote_chunks, 4, "window: exactly the window");
+        policy_plan_clear(&p);
+}
+
+/* A region scanned forward 2 chunks a tick: hybrid promotes ahead of it. */
+static void test_prefetch(void) {
+        struct policy_chunk c[64] = {0};
+        struct policy_region reg = {.chunks = c, .n_chunks = 64};
+        struct policy_params pp = params(POLICY_HYBRID);
+        struct policy_input in = input1(&reg, 12, 64, 0);
+        struct policy_plan p;
+
+        pp.window_chunks = 0;
+        pp.prefetch_depth = 3;
+        for (int i = 0; i < 64; i++)
+                c[i].tier = M;
+        for (uint32_t t = 10; t <= 12; t++)
+                for (uint32_t k = 0; k < 2; k++)
+                        policy_chunk_touch(&c[(t - 10) * 2 + k], t, 1, 20);
+        in.budget_chunks = 12;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "prefetch: plans");
+        TAP_EQ_U64(p.prefetch_chunks, 6, "prefetch: 3 strides of 2 chunks ahead");
+        TAP_OK(moved(&p, 0, 6, V) && moved(&p, 0, 11, V) && !moved(&p, 0, 12, V), "prefetch: chunks 6..11");
+        policy_plan_clear(&p);
+
+        /* Sequential is told from two ticks: runs 0-1 then 2-3. */
+        for (int i = 0; i < 64; i++)
+                c[i] = (struct policy_chunk){.tier = M};
+        policy_chunk_touch(&c[0], 11, 1, 20);
+        policy_chunk_touch(&c[1], 11, 1, 20);
+        policy_chunk_touch(&c[2], 12, 1, 20);
+        policy_chunk_touch(&c[3], 12, 1, 20);
+        in.now = 12;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "sequential in two ticks: plans");
+        TAP_EQ_U64(p.prefetch_chunks, 6, "sequential in two ticks: 3 strides of 2 ahead");
+        TAP_OK(moved(&p, 0, 4, V) && moved(&p, 0, 9, V) && !moved(&p, 0, 10, V), "sequential in two ticks: 4..9");
+        policy_plan_clear(&p);
+
+        /* Two ticks that do not join (0-1, then 5-6) are no stream yet. */
+        for (int i = 0; i < 64; i++)
+                c[i] = (struct policy_chunk){.tier = M};
+        policy_chunk_touch(&c[0], 11, 1, 20);
+        policy_chunk_touch(&c[1], 11, 1, 20);
+        policy_chunk_touch(&c[5], 12, 1, 20);
+        policy_chunk_touch(&c[6], 12, 1, 20);
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "gap in two ticks: plans");
+        TAP_EQ_U64(p.prefetch_chunks, 0, "gap in two ticks: no prefetch");
+        policy_plan_clear(&p);
+
+        /* Strided: every 4th chunk, one per tick, descending. */
+        for (int i = 0; i < 64; i++)
+                c[i] = (struct policy_chunk){.tier = M};
+        policy_chunk_touch(&c[40], 20, 1, 20);
+        policy_chunk_touch(&c[36], 21, 1, 20);
+        policy_chunk_touch(&c[32], 22, 1, 20);
+        in.now = 22;
+        in.budget_chunks = 8;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "stride: plans");
+        TAP_EQ_U64(p.prefetch_chunks, 3, "stride: 3 chunks ahead");
+        TAP_OK(moved(&p, 0, 28, V) && moved(&p, 0, 24, V) && moved(&p, 0, 20, V) && !moved(&p, 0, 29, V),
+               "stride: 28, 24, 20");
+        policy_plan_clear(&p);
+
+        /* No stream: the same chunks every tick. */
+        pp.prefetch_depth = 3;
+        for (int i = 0; i < 64; i++)
+                c[i] = (struct policy_chunk){.tier = M};
+        for (uint32_t t = 1; t <= 5; t++)
+                for (int i = 0; i < 4; i++)
+                        policy_chunk_touch(&c[i], t, 1, 20);
+        in.now = 5;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "no stream: plans");
+        TAP_EQ_U64(p.prefetch_chunks, 0, "no stream: nothing prefetched");
+        policy_plan_clear(&p);
+}
+
+/* Quota caps a client; priority ranks a client's chunks above another's. */
+static void test_clients(void) {
+        struct policy_chunk a[8] = {0}, b[8] = {0};
+        struct policy_region regs[2] = {{.chunks = a, .n_chunks = 8, .client = 0},
+                                        {.chunks = b, .n_chunks = 8, .client = 1}};
+        struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX}, {.quota_chunks = UINT64_MAX}};
+        struct policy_params pp = params(POLICY_LRU);
+        struct policy_input in = {.regions = regs,
+                                  .n_regions = 2,
+                                  .clients = cl,
+                                  .n_clients = 2,
+                                  .now = 10,
+                                  .budget_chunks = 8,
+                                  .max_move_chunks = UINT64_MAX};
+        struct policy_plan p;
+        uint64_t na = 0, nb = 0;
+
+        for (int i = 0; i < 8; i++) {
+                a[i] = (struct policy_chunk){.tier = M, .last_use = 5};
+                b[i] = (struct policy_chunk){.tier = M, .last_use = 9};
+        }
+        cl[0].priority = 1;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "priority: plans");
+        for (uint32_t i = 0; i < 8; i++)
+                na += moved(&p, 0, i, V), nb += moved(&p, 1, i, V);
+        TAP_OK(na == 8 && nb == 0, "priority: the priority client's colder chunks win (%llu, %llu)",
+               (unsigned long long)na, (unsigned long long)nb);
+        policy_plan_clear(&p);
+
+        cl[0].quota_chunks = 3;
+        na = nb = 0;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota: plans");
+        for (uint32_t i = 0; i < 8; i++)
+                na += moved(&p, 0, i, V), nb += moved(&p, 1, i, V);
+        TAP_OK(na == 3 && nb == 5, "quota: 3 for the capped client, the rest to the other (%llu, %llu)",
+               (unsigned long long)na, (unsigned long long)nb);
+        policy_plan_clear(&p);
+
+        /* Over quota while resident: evicted, even with budget to spare. */
+        for (int i = 0; i < 8; i++)
+                a[i].tier = V, b[i].tier = M, b[i].last_use = 0;
+        in.budget_chunks = 16;
+        in.charged_chunks = 8;
+        cl[0].priority = 0;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota evict: plans");
+        TAP_EQ_U64(p.evict_chunks, 5, "quota evict: 5 chunks over quota evicted");
+        policy_plan_clear(&p);
+
+        /* The quota holds while evictions are under way: 3 cold chunks held,
+         * 3 hotter ones wanted instead; they wait until the cold ones are out. */
+        for (int i = 0; i < 8; i++)
+                a[i] = (struct policy_chunk){.tier = i < 3 ? V : M, .last_use = i < 3 ? 1 : 9};
+        in.charged_chunks = 3;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota room: plans");
+        TAP_EQ_U64(p.evict_chunks, 3, "quota room: the cold held chunks are evicted");
+        na = 0;
+        for (uint32_t i = 0; i < 8; i++)
+                na += moved(&p, 0, i, V);
+        TAP_EQ_U64(na, 0, "quota room: no promotion while the quota is held");
+        nb = 0;
+        for (uint32_t i = 0; i < 8; i++)
+                nb += moved(&p, 1, i, V);
+        TAP_EQ_U64(p.promote_chunks, nb, "quota room: promote_chunks counts what is promoted (the other client's)");
+        policy_plan_clear(&p);
+        for (int i = 0; i < 3; i++)
+                a[i].tier = M; /* the evictions are done */
+        in.charged_chunks = 0;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota room: plans after the evictions");
+        na = 0;
+        for (uint32_t i = 0; i < 8; i++)
+                na += moved(&p, 0, i, V);
+        TAP_EQ_U64(na, 3, "quota room: now the 3 hottest come in");
+        policy_plan_clear(&p);
+}
+
+static void test_bad_params(void) {
+        struct policy_chunk c[1] = {0};
+        struct policy_region reg = {.chunks = c, .n_chunks = 1};
+        struct policy_input in = input1(&reg, 1, 1, 0);
+        struct policy_params pp = params(POLICY_HEAT);
+        struct policy_plan p;
+
+        pp.heat_half_life_ticks = 0;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), -EINVAL, "bad: half-life 0");
+        pp = params(POLICY_HEAT);
+        pp.kind = _POLICY_KIND_MAX;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), -EINVAL, "bad: unknown kind");
+        reg.chunks = NULL;
+        pp = params(POLICY_HEAT);
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), -EINVAL, "bad: chunks missing");
+}
+
+/* Random snapshots through every policy: never over budget, pinned never
+ * evicted, pending never ordered, rate respected, runs well-formed. */
+static void test_invariants(void) {
+        enum { NR = 5, NC = 200 };
+        static struct policy_chunk c[NR][NC];
+        struct policy_region regs[NR];
+        uint64_t x = 0x9e3779b97f4a7c15ull;
+        unsigned bad = 0, plans = 0;
+
+        for (int round = 0; round < 200; round++)
+                for (int k = 0; k < _POLICY_KIND_MAX; k++) {
+                        struct policy_params pp = params((enum policy_kind)k);
+                        struct policy_input in = {.regions = regs, .n_regions = NR, .now = 1000};
+                        uint64_t charged = 0, promoted = 0, moved_n = 0;
+                        struct policy_plan p;
+
+                        for (int r = 0; r < NR; r++) {
+                                regs[r] = (struct policy_region){.chunks = c[r], .n_chunks = NC};
+                                for (int i = 0; i < NC; i++) {
+                                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                                        c[r][i] = (struct policy_chunk){
+                                                .last_use = (uint32_t)(x % 1000),
+                                                .heat = (uint32_t)(x >> 20) % (64 * POLICY_HEAT_ONE),
+                                                .last_move = (uint32_t)(x >> 40) % 1000,
+                                                .tier = (x >> 50) % 3 == 0 ? V : M,
+                                                .pending = (x >> 52) % 17 == 0 ? M : 0,
+                                                .flags = (x >> 56) % 23 == 0 ? POLICY_CHUNK_PINNED : 0};
+                                        charged += c[r][i].tier == V;
+                                }
+                        }
+                        in.budget_chunks = charged + (x % 100) - 50;
+                        in.charged_chunks = charged;
+                        in.max_move_chunks = round % 3 ? x % 300 : UINT64_MAX;
+                        pp.run_cap = 1 + (uint32_t)(x % 64);
+                        if (policy_plan(&pp, &in, &p) < 0) {
+                                bad++;
+                                continue;
+                        }
+                        plans++;
+                        for (size_t m = 0; m < p.n_moves; m++) {
+                                const struct policy_move *mv = &p.moves[m];
+
+                                bad += mv->n_chunks == 0 || mv->n_chunks > pp.run_cap ||
+                                       mv->first_chunk + mv->n_chunks > NC;
+                                for (uint32_t i = mv->first_chunk; i < mv->first_chunk + mv->n_chunks; i++) {
+                                        const struct policy_chunk *ch = &c[mv->region][i];
+
+                                        bad += ch->pending != 0;
+                                        bad += mv->tier == M && (ch->flags & POLICY_CHUNK_PINNED);
+                                        bad += mv->tier == M && ch->tier != V;
+                                        bad += mv->tier == V && ch->tier == V;
+                                        promoted += mv->tier == V;
+                                        moved_n++;
+                                }
+                        }
+                        bad += moved_n != p.evict_chunks + p.promote_chunks;
+                        bad += moved_n > in.max_move_chunks;
+                        bad += charged + promoted > (in.budget_chunks > charged ? in.budget_chunks : charged);
+                        policy_plan_clear(&p);
+                }
+        TAP_EQ_INT(bad, 0, "invariants: %u random plans: budget, pinned, pending, rate, runs", plans);
+}
+
+int main(void) {
+        test_names();
+        test_heat_decay();
+        test_heat_vs_lru();
+        test_hysteresis();
+        test_frozen();
+        test_window();
+        test_prefetch();
+        test_clients();
+        test_bad_params();
+        test_invariants();
+        return tap_done();
+}

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvtier-sim: replays a kvtier trace (tests/traces/FORMAT.md) through the
+ * daemon's policies under a tick clock and a bandwidth model, and prints each
+ * policy's hit rate, bytes moved each way and modelled stall time next to
+ * Belady's MIN over the same budget.
+ *
+ * Exit status: 0 success; 1 the trace could not be read or is invalid, or a
+ * simulation failed; 2 usage error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "sim.h"
+#include "util.h"
+
+struct options {
+        struct sim_config cfg;
+        struct policy_params overrides;
+        unsigned set; /* OPT_SET_* bits: which overrides were given */
+        const char *policies;
+        const char *path;
+};
+
+enum {
+        OPT_SET_HYST = 1,
+        OPT_SET_HALF = 2,
+        OPT_SET_WINDOW = 4,
+        OPT_SET_PREFETCH = 8,
+};
+
+static void usage(FILE *f) {
+        fprintf(f,
+                "Usage: kvtier-sim [OPTIONS] TRACE\n\n"
+                "Replays TRACE (\"kvtier-trace 1\", '-' for stdin) through kvtier's policies and\n"
+                "Belady's MIN with the same VRAM budget; prints one line per policy.\n\n"
+                "  -b, --budget=BYTES        VRAM budget (default 1G)\n"
+                "  -p, --policy=LIST         comma-separated: lru,heat,window,hybrid or all (default all)\n"
+                "  -t, --tick-us=N           planning tick in microseconds (default 5000)\n"
+                "      --promote-gbps=F      host->VRAM prefetch bandwidth, GB/s (default 48)\n"
+                "      --evict-gbps=F        VRAM->host bandwidth, GB/s (default 12)\n"
+                "      --link-gbps=F         PCIe link, each direction, GB/s (default 55)\n"
+                "      --mapped-gbps=F       GPU reads of host-mapped memory, GB/s (default 51)\n"
+                "      --rate=BYTES          migration rate limit per second, 0 = none (default 40G)\n"
+                "      --hysteresis-ticks=N  override the policy default\n"
+                "      --half-life-ticks=N   override the policy default\n"
+                "      --window=BYTES        override the policy default\n"
+                "      --prefetch-depth=N    override the policy default (0 = off)\n"
+                "  -h, --help                this text\n\n"
+                "Exit status: 0 success, 1 bad trace or failure, 2 usage error.\n");
+}
+
+static int parse_double(const char *s, double *ret) {
+        char *end;
+        double d;
+
+        errno = 0;
+        d = strtod(s, &end);
+        if (errno || *end || end == s || !(d > 0))
+                return -EINVAL;
+        *ret = d;
+        return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        if (*s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end || v > UINT32_MAX)
+                return -EINVAL;
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+static int parse_option(struct options *o, int c, const char *arg) {
+        uint64_t b;
+        uint32_t u;
+
+        switch (c) {
+        case 'b':
+                return parse_bytes(arg, &o->cfg.budget_bytes);
+        case 'p':
+                o->policies = arg;
+                return 0;
+        case 't':
+                if (parse_u32(arg, &u) < 0 || u == 0)
+                        return -EINVAL;
+                o->cfg.tick_ns = (uint64_t)u * 1000;
+                return 0;
+        case 'P':
+                return parse_double(arg, &o->cfg.promote_gbps);
+        case 'E':
+                return parse_double(arg, &o->cfg.evict_gbps);
+        case 'L':
+                return parse_double(arg, &o->cfg.link_gbps);
+        case 'M':
+                return parse_double(arg, &o->cfg.mapped_gbps);
+        case 'R':
+                return parse_bytes(arg, &o->cfg.rate_bytes_per_s);
+        case 'H':
+                o->set |= OPT_SET_HYST;
+                return parse_u32(arg, &o->overrides.hysteresis_ticks);
+        case 'D':
+                o->set |= OPT_SET_HALF;
+                if (parse_u32(arg, &o->overrides.heat_half_life_ticks) < 0 || !o->overrides.heat_half_life_ticks)
+                        return -EINVAL;
+                return 0;
+        case 'W':
+                o->set |= OPT_SET_WINDOW;
+                if (parse_bytes(arg, &b) < 0 || b / KVT_CHUNK_BYTES > UINT32_MAX)
+                        return -EINVAL;
+                o->overrides.window_chunks = (uint32_t)(b / KVT_CHUNK_BYTES);
+                return 0;
+        case 'F':
+                o->set |= OPT_SET_PREFETCH;
+                return parse_u32(arg, &o->overrides.prefetch_depth);
+        }
+        return -EINVAL;
+}
+
+static int parse_args(int argc, char **argv, struct options *o) {
+        static const struct option opts[] = {
+                {"budget", required_argument, NULL, 'b'},
+                {"policy", required_argument, NULL, 'p'},
+                {"tick-us", required_argument, NULL, 't'},
+                {"promote-gbps", required_argument, NULL, 'P'},
+                {"evict-gbps", required_argument, NULL, 'E'},
+                {"link-gbps", required_argument, NULL, 'L'},
+                {"mapped-gbps", required_argument, NULL, 'M'},
+                {"rate", required_argument, NULL, 'R'},
+                {"hysteresis-ticks", required_argument, NULL, 'H'},
+                {"half-life-ticks", required_argument, NULL, 'D'},
+                {"window", required_argument, NULL, 'W'},
+                {"prefetch-depth", required_argument, NULL, 'F'},
+                {"help", no_argument, NULL, 'h'},
+                {0},
+        };
+        int c;
+
+        /* Defaults: DESIGN.md's H200 measurements. */
+        o->cfg = (struct sim_config){.budget_bytes = 1ull << 30,
+                                     .tick_ns = 5000000,
+                                     .promote_gbps = 48,
+                                     .evict_gbps = 12,
+                                     .link_gbps = 55,
+                                     .mapped_gbps = 51,
+                                     .rate_bytes_per_s = 40ull << 30};
+        o->policies = "all";
+        while ((c = getopt_long(argc, argv, "b:p:t:h", opts, NULL)) >= 0) {
+                if (c == 'h') {
+                        usage(stdout);
+                        exit(0);
+                }
+                if (c == '?' || parse_option(o, c, optarg) < 0) {
+                        if (c != '?')
+                                fprintf(stderr, "kvtier-sim: invalid value '%s' for an option\n", optarg);
+                        return -EINVAL;
+                }
+        }
+        if (optind != argc - 1) {
+                fprintf(stderr, "kvtier-sim: expected exactly one TRACE (try --help)\n");
+                return -EINVAL;
+        }
+        o->path = argv[optind];
+        return 0;
+}
+
+static void print_result(const char *name, const struct sim_result *r, const struct sim_config *cfg) {
+        printf("policy=%s hit_rate=%.4f hits=%" PRIu64 " accesses=%" PRIu64 " to_vram_bytes=%" PRIu64
+               " to_host_bytes=%" PRIu64 " stall_ms=%.3f peak_charged_bytes=%" PRIu64 " budget_bytes=%" PRIu64
+               " moves=%" PRIu64 " consistent=%s\n",
+               name, r->accesses ? (double)r->hits / (double)r->accesses : 0.0, r->hits, r->accesses,
+               r->bytes_to_vram, r->bytes_to_host, (double)r->stall_ns / 1e6, r->peak_charged_bytes,
+               cfg->budget_bytes, r->moves, r->consistent ? "yes" : "no");
+}
+
+static int run_policy(const struct options *o, const struct trace *t, const char *name) {
+        struct policy_params pp;
+        struct sim_result res;
+        int k = policy_kind_from_name(name), r;
+
+        if (k < 0) {
+                fprintf(stderr, "kvtier-sim: unknown policy '%s' (lru, heat, window, hybrid)\n", name);
+                return -EINVAL;
+        }
+        policy_params_default((enum policy_kind)k, &pp);
+        if (o->set & OPT_SET_HYST)
+                pp.hysteresis_ticks = o->overrides.hysteresis_ticks;
+        if (o->set & OPT_SET_HALF)
+                pp.heat_half_life_ticks = o->overrides.heat_half_life_ticks;
+        if (o->set & OPT_SET_WINDOW)
+                pp.window_chunks = o->overrides.window_chunks;
+        if (o->set & OPT_SET_PREFETCH)
+                pp.prefetch_depth = o->overrides.prefetch_depth;
+        r = sim_run_policy(t, &o->cfg, &pp, &res);
+        if (r < 0) {
+                fprintf(stderr, "kvtier-sim: %s: simulation failed: %s\n", name, strerror(-r));
+                return r;
+        }
+        print_result(name, &res, &o->cfg);
+        return 0;
+}
+
+static int run_all(const struct options *o, const struct trace *t) {
+        char list[256], *save = NULL;
+        struct sim_result opt;
+        int r;
+
+        if (strlen(o->policies) >= sizeof(list)) {
+                fprintf(stderr, "kvtier-sim: policy list too long\n");
+                return -EINVAL;
+        }
+        strcpy(list, strcmp(o->policies, "all") == 0 ? "lru,heat,window,hybrid" : o->policies);
+        for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+                r = run_policy(o, t, name);
+                if (r < 0)
+                        return r;
+        }
+        r = sim_run_opt(t, &o->cfg, &opt);
+        if (r < 0) {
+                fprintf(stderr, "kvtier-sim: MIN failed: %s\n", strerror(-r));
+                return r;
+        }
+        print_result("opt", &opt, &o->cfg);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        struct options o = {0};
+        struct trace t;
+        char err[512];
+        FILE *f;
+        int r;
+
+        if (parse_args(argc, argv, &o) < 0)
+                return 2;
+        f = strcmp(o.path, "-") == 0 ? stdin : fopen(o.path, "re");
+        if (!f) {
+                fprintf(stderr, "kvtier-sim: cannot open %s: %s\n", o.path, strerror(errno));
+                return 1;
+        }
+        r = trace_load(f, o.path, &t, err, sizeof(err));
+        if (f != stdin)
+                fclose(f);
+        if (r < 0) {
+                fprintf(stderr, "kvtier-sim: %s\n", err);
+                return 1;
+        }
+        printf("trace=%s regions=%zu chunks=%" PRIu64 " accesses=%" PRIu64 " budget_bytes=%" PRIu64
+               " tick_us=%" PRIu64 "\n",
+               o.path, t.n_regions, t.total_chunks, t.n_chunk_accesses, o.cfg.budget_bytes,
+               o.cfg.tick_ns / 1000);
+        r = run_all(&o, &t);
+        trace_free(&t);
+        return r < 0 ? 1 : 0;
+}
