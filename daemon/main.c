@@ -128,6 +128,9 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         };
         int r;
 
+        r = server_collect_heat(d->server);
+        if (r < 0)
+                log_warning_errno(r, "Failed to read access heat this tick: %s, ignoring.", strerror(-r));
         r = planner_tick(d->planner, d->registry, &ops, NULL);
         if (r < 0)
                 log_warning_errno(r, "Failed to plan this tick: %s, ignoring.", strerror(-r));

@@ -402,14 +402,22 @@ void registry_client_free(struct registry *r, struct client *c) {
 
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint) {
         struct region *reg = client_find_region(c, hint->region_id);
-        uint32_t t = hint->kind == KVT_HINT_HOT ? r->tick : 0;
+        bool hot = hint->kind == KVT_HINT_HOT || hint->kind == KVT_HINT_WILL_NEED ||
+                   hint->kind == KVT_HINT_PINNED;
 
         if (!reg)
                 return -ENOENT;
         if ((uint64_t)hint->first_chunk + hint->n_chunks > reg->n_chunks)
                 return -ERANGE;
-        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++)
-                reg->chunks[i].last_use = t;
+        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
+                struct chunk *ch = &reg->chunks[i];
+
+                ch->last_use = hot ? r->tick : 0;
+                if (hint->kind == KVT_HINT_PINNED)
+                        ch->flags |= CHUNK_PINNED;
+                else if (hint->kind == KVT_HINT_DONE)
+                        ch->flags &= (uint8_t)~CHUNK_PINNED;
+        }
         return 0;
 }
 

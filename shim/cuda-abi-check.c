@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #define KVT_CUDA_ABI_CHECK
@@ -22,6 +23,9 @@ KVT_CUDA_MEMCPY_KINDS(CHECK_CONST)
                        #name " signature differs from CUDA's");
 KVT_CUDART_FUNCS(CHECK_FUNC)
 KVT_CUDART_TEST_FUNCS(CHECK_FUNC)
+KVT_CUDART_LAUNCH_FUNCS(CHECK_FUNC)
+KVT_CUDA_DRIVER_LAUNCH_FUNCS(CHECK_FUNC)
+_Static_assert(sizeof(dim3) == 12, "dim3 layout");
 
 _Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");
 _Static_assert(sizeof(enum cudaMemoryAdvise) == sizeof(int), "enum size");

@@ -19,6 +19,7 @@
         X(cudaErrorMemoryAllocation, 2)                                                            \
         X(cudaErrorInitializationError, 3)                                                         \
         X(cudaErrorInvalidDevicePointer, 17)                                                       \
+        X(cudaErrorInvalidDeviceFunction, 98)                                                      \
         X(cudaErrorInvalidDevice, 101)                                                             \
         X(cudaErrorInvalidResourceHandle, 400)                                                     \
         X(cudaErrorNotReady, 600)                                                                  \
@@ -65,6 +66,16 @@ struct cudaMemLocation {
         enum cudaMemLocationType type;
         int id;
 };
+
+struct dim3 {
+        unsigned int x, y, z;
+};
+typedef struct dim3 dim3;
+
+/* Driver API types of the launch hooks (cuda.h). */
+typedef int CUresult;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
 #endif
 
 /*
@@ -109,6 +120,26 @@ struct cudaMemLocation {
         X(cudaError_t, cudaPeekAtLastError, (void))                                                \
         X(cudaError_t, cudaDriverGetVersion, (int *driverVersion))                                 \
         X(cudaError_t, cudaRuntimeGetVersion, (int *runtimeVersion))
+
+/*
+ * Kernel launches, hooked for access heat (shim/launch.c).  Resolved apart
+ * from KVT_CUDART_FUNCS: cudaFuncGetParamInfo (CUDA 12.4+) may be missing,
+ * and that must cost the heat, not the shim.
+ */
+#define KVT_CUDART_LAUNCH_FUNCS(X)                                                                 \
+        X(cudaError_t, cudaLaunchKernel,                                                           \
+          (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,           \
+           cudaStream_t stream))                                                                   \
+        X(cudaError_t, cudaFuncGetParamInfo,                                                       \
+          (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+
+#define KVT_CUDA_DRIVER_LAUNCH_FUNCS(X)                                                            \
+        X(CUresult, cuLaunchKernel,                                                                \
+          (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,       \
+           unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                 \
+           unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))      \
+        X(CUresult, cuFuncGetParamInfo,                                                            \
+          (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
 
 /* Declares a list's prototypes as an application gets them from CUDA's
  * headers: KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE). */

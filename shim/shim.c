@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "heat.h"
 #include "log.h"
 #include "protocol.h"
 #include "real.h"
@@ -76,6 +77,10 @@ __attribute__((constructor)) static void shim_load(void) {
                 else
                         shim_cfg.timeout_ms = (int)ms;
         }
+        if ((v = getenv("KVTIER_HEAT")) && heat_sources_parse(v, &heat_sources) < 0)
+                log_warning("Invalid KVTIER_HEAT=%s (off, or a list of cupti, launch, hint), ignoring.", v);
+        if ((v = getenv("KVTIER_TRACE")) && *v)
+                shim_cfg.trace_path = strdup(v);
         client_init();
         log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim_cfg.socket_path,
                   (unsigned long long)shim_cfg.rules.min_size, shim_cfg.timeout_ms,
@@ -139,6 +144,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size) {
                 rt->cudaFree(r.alloc_ptr);
                 return -ENOMEM;
         }
+        heat_region_add(&r); /* without a slot the region is tiered without heat */
         regions_add_msg(&r, &add);
         /* A lost daemon leaves the region captured and host-mapped; the
          * mover registers it once a daemon is back. */
@@ -172,6 +178,7 @@ KVT_EXPORT cudaError_t cudaFree(void *devPtr) {
                 return cudaErrorInitializationError;
         if (!devPtr || shim_cfg.disabled || regions_take(devPtr, &r) < 0)
                 return rt->cudaFree(devPtr);
+        heat_region_del(r.id);
         /* Free first, tell the daemon second: it hands the region's VRAM to
          * others as soon as it hears, and until cudaFree returns the pages
          * are still resident.  An order arriving in between finds no region. */

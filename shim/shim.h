@@ -16,6 +16,7 @@ struct shim_config {
         struct classify_rules rules;   /* KVTIER_MIN_SIZE, _CAPTURE_AFTER, _MAX_CAPTURED */
         uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
         int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
+        char *trace_path;              /* KVTIER_TRACE: record sampled accesses there */
 };
 
 extern struct shim_config shim_cfg;

@@ -42,6 +42,12 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              int *symbolStatus);
 
@@ -129,10 +135,29 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
         return from_errno(model_mem_info(model_current_device(), free, total));
 }
 
+/* A CUfunction of the fake is the address of a fake kernel (fakecuda.h). */
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ || extra)
+                return CUDA_ERROR_INVALID_VALUE;
+        return fakecuda_launch((const void *)f, kernelParams) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+        return fakecuda_param_info((const void *)func, paramIndex, paramOffset, paramSize) == 0
+                       ? CUDA_SUCCESS
+                       : CUDA_ERROR_INVALID_VALUE;
+}
+
 static const struct {
         const char *name;
         void *fn;
 } procs[] = {
+        {"cuLaunchKernel", (void *)cuLaunchKernel},
+        {"cuFuncGetParamInfo", (void *)cuFuncGetParamInfo},
         {"cuInit", (void *)cuInit},
         {"cuDriverGetVersion", (void *)cuDriverGetVersion},
         {"cuDeviceGetCount", (void *)cuDeviceGetCount},

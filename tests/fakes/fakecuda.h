@@ -68,6 +68,12 @@ int fakecuda_kernel_check(const void *ptr, size_t len, uint64_t seed, uint64_t *
 /* Kernel: reads [ptr, ptr+len) (a touch). */
 int fakecuda_kernel_read(const void *ptr, size_t len);
 
+/* A kernel for cudaLaunchKernel / cuLaunchKernel (its address is the
+ * handle, as an nvcc host stub's is): reads [ptr, ptr+len), parameters
+ * (const void *ptr, size_t len), both reported by cudaFuncGetParamInfo and
+ * cuFuncGetParamInfo.  Calling it directly is fakecuda_kernel_read(). */
+void fakecuda_read_kernel(const void *ptr, size_t len);
+
 /* Copies the counters of device dev into *ret. */
 int fakecuda_get_stats(int dev, struct fakecuda_stats *ret);
 

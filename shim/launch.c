@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Launch hooks: cudaLaunchKernel and cuLaunchKernel pass straight through,
+ * and on the way every kernel argument word that points into a captured
+ * region counts one access of the chunk it points at (heat.c).
+ *
+ * Arguments are read only within the sizes cudaFuncGetParamInfo /
+ * cuFuncGetParamInfo report (cached per function in a fixed table filled
+ * lock-free, so the launch path never allocates); a function whose layout is
+ * unknown is launched without looking at its arguments.  A pointer gives
+ * where an access starts, not how far it goes: one chunk per pointer.
+ *
+ * One entry point per API, with the real signature, so that dlsym and
+ * cuGetProcAddress interposition can hand these out as they are.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "heat.h"
+#include "shim.h"
+
+/* Functions whose layout is cached; a full table means no heat from
+ * launches of further functions, never a slower launch. */
+#define LAYOUT_SLOTS 4096u
+/* Parameters looked at per function, and bytes per parameter (structs that
+ * carry pointers, like PyTorch's TensorIterator offsets, fit). */
+#define LAYOUT_MAX_PARAMS 32u
+#define PARAM_MAX_SCAN_BYTES 256u
+
+enum { LAYOUT_EMPTY, LAYOUT_FILLING, LAYOUT_READY };
+
+struct layout {
+        const void *func;
+        uint32_t state; /* LAYOUT_*, published with release */
+        uint16_t n_params;
+        uint16_t size[LAYOUT_MAX_PARAMS]; /* bytes scanned of each; 0: too small for a pointer */
+};
+
+static struct layout layouts[LAYOUT_SLOTS];
+
+typedef int (*param_info_fn)(const void *func, size_t i, size_t *ret_offset, size_t *ret_size);
+
+#define KVT_LAUNCH_TYPEDEF(ret, name, args) typedef ret(*name##_fn) args;
+KVT_CUDART_LAUNCH_FUNCS(KVT_LAUNCH_TYPEDEF)
+KVT_CUDA_DRIVER_LAUNCH_FUNCS(KVT_LAUNCH_TYPEDEF)
+#undef KVT_LAUNCH_TYPEDEF
+
+KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                        size_t sharedMem, cudaStream_t stream);
+KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams, void **extra);
+
+/* The next definition of name, or the one in an already loaded library
+ * that RTLD_NEXT cannot see (loaded with RTLD_LOCAL). */
+static void *real_symbol(const char *name, const char *const *sonames) {
+        void *p = dlsym(RTLD_NEXT, name);
+
+        for (; !p && *sonames; sonames++) {
+                void *h = dlopen(*sonames, RTLD_LAZY | RTLD_NOLOAD);
+                if (h) {
+                        p = dlsym(h, name);
+                        dlclose(h);
+                }
+        }
+        return p;
+}
+
+static const char *const cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+static const char *const cuda_sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
+
+/* Resolved once; a racing second resolution finds the same pointers. */
+#define REAL(name, sonames)                                                                        \
+        ({                                                                                         \
+                static name##_fn real_;                                                            \
+                name##_fn f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                          \
+                if (!f_) {                                                                         \
+                        f_ = (name##_fn)real_symbol(#name, sonames);                               \
+                        __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                            \
+                }                                                                                  \
+                f_;                                                                                \
+        })
+
+static int runtime_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
+        cudaFuncGetParamInfo_fn f = REAL(cudaFuncGetParamInfo, cudart_sonames);
+
+        return f ? f(func, i, ret_offset, ret_size) : -1;
+}
+
+static int driver_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
+        cuFuncGetParamInfo_fn f = REAL(cuFuncGetParamInfo, cuda_sonames);
+
+        return f ? f((CUfunction)(uintptr_t)func, i, ret_offset, ret_size) : -1;
+}
+
+/* Queries func's parameters into a slot this thread owns. */
+static void layout_fill(struct layout *l, param_info_fn info) {
+        size_t off, size;
+        uint16_t n = 0;
+
+        while (n < LAYOUT_MAX_PARAMS && info(l->func, n, &off, &size) == 0) {
+                size_t scan = size < PARAM_MAX_SCAN_BYTES ? size : PARAM_MAX_SCAN_BYTES;
+
+                l->size[n] = (uint16_t)(size >= sizeof(uint64_t) ? scan : 0);
+                n++;
+        }
+        l->n_params = n;
+        __atomic_store_n(&l->state, LAYOUT_READY, __ATOMIC_RELEASE);
+}
+
+/* The cached layout of func, filling it on first sight; NULL while another
+ * thread fills it or the table is full. */
+static const struct layout *layout_get(const void *func, param_info_fn info) {
+        uint32_t h = (uint32_t)(((uintptr_t)func >> 4) * 0x9e3779b1u) % LAYOUT_SLOTS;
+
+        for (uint32_t probe = 0; probe < 16; probe++) {
+                struct layout *l = &layouts[(h + probe) % LAYOUT_SLOTS];
+                uint32_t st = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE), empty = LAYOUT_EMPTY;
+
+                if (st == LAYOUT_READY && l->func == func)
+                        return l;
+                if (st == LAYOUT_FILLING)
+                        continue; /* may be ours, may be another: look on, never wait */
+                if (st == LAYOUT_EMPTY &&
+                    __atomic_compare_exchange_n(&l->state, &empty, LAYOUT_FILLING, false, __ATOMIC_ACQUIRE,
+                                                __ATOMIC_RELAXED)) {
+                        l->func = func;
+                        layout_fill(l, info);
+                        return l;
+                }
+        }
+        return NULL;
+}
+
+/* Counts the chunks the pointer-sized words of the arguments point at. */
+static void scan_args(const struct layout *l, void **args) {
+        for (uint16_t i = 0; i < l->n_params; i++) {
+                const char *p = args[i];
+
+                if (!p)
+                        continue;
+                for (uint16_t off = 0; off + sizeof(uint64_t) <= l->size[i]; off += sizeof(uint64_t)) {
+                        uint64_t w;
+
+                        memcpy(&w, p + off, sizeof(w));
+                        if (heat_maybe_captured((uintptr_t)w))
+                                heat_touch((uintptr_t)w, 0, 1);
+                }
+        }
+}
+
+static void launch_heat(const void *func, void **args, param_info_fn info) {
+        const struct layout *l;
+
+        if (!(heat_sources & HEAT_SRC_LAUNCH) || !args || !func || shim_cfg.disabled)
+                return;
+        l = layout_get(func, info);
+        if (l)
+                scan_args(l, args);
+}
+
+KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                        size_t sharedMem, cudaStream_t stream) {
+        cudaLaunchKernel_fn real = REAL(cudaLaunchKernel, cudart_sonames);
+
+        if (!real)
+                return cudaErrorInitializationError;
+        launch_heat(func, args, runtime_param_info);
+        return real(func, gridDim, blockDim, args, sharedMem, stream);
+}
+
+KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams, void **extra) {
+        cuLaunchKernel_fn real = REAL(cuLaunchKernel, cuda_sonames);
+
+        if (!real)
+                return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+        /* Arguments packed in extra (CU_LAUNCH_PARAM_BUFFER_POINTER) are
+         * not looked at: their layout is the caller's. */
+        launch_heat((const void *)f, kernelParams, driver_param_info);
+        return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                    kernelParams, extra);
+}
