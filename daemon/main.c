@@ -167,7 +167,10 @@ static int daemon_setup(struct daemon *d) {
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate daemon state: %s", strerror(-r));
         d->info = (struct status_info){
-                .policy = conf_policy_name(d->conf), .tick_ms = conf_tick_ms(d->conf), .start_ns = now_ns()};
+                .policy = conf_policy_name(d->conf),
+                .tick_ms = conf_tick_ms(d->conf),
+                .start_ns = now_ns(),
+                .client_heat = server_client_heat};
         r = server_new(d->event, d->conf, d->registry, &d->info, &d->server);
         if (r < 0)
                 return r;

@@ -585,6 +585,12 @@ struct server *server_free(struct server *s) {
         return NULL;
 }
 
+const struct heat_table_stats *server_client_heat(const struct client *c) {
+        const struct peer *p = client_userdata(c);
+
+        return p && p->heat ? heat_table_stats(p->heat) : NULL;
+}
+
 int server_collect_heat(struct server *s) {
         int r = 0;
 

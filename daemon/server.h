@@ -41,3 +41,6 @@ void server_send_order(struct client *c, const struct kvt_order *o, void *userda
 /* Turns the counters of every shim's heat table into registry_chunk_touch()
  * calls; once per tick, before planning.  Returns 0 or -ENOMEM. */
 int server_collect_heat(struct server *s);
+
+/* status_info.client_heat: the counters of a client's heat table, or NULL. */
+const struct heat_table_stats *server_client_heat(const struct client *c);
