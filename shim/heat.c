@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "heat-table.h"
+#include "cupti.h"
 #include "heat.h"
 #include "log.h"
 #include "regions.h"
@@ -113,6 +114,8 @@ static int table_create_locked(void) {
         if (shim_cfg.trace_path && (r = trace_start(shim_cfg.trace_path)) < 0)
                 log_warning_errno(r, "Failed to record a trace to %s: %s, ignoring.", shim_cfg.trace_path,
                                   strerror(-r));
+        if (heat_sources & HEAT_SRC_CUPTI)
+                cupti_start(); /* fails soft, logged */
         table_fd = fd;
         table_map = map;
         file_bytes = HEAT_INITIAL_BYTES;
@@ -283,6 +286,23 @@ static const struct heat_entry *entry_find(uintptr_t addr) {
         return &entries[lo - 1];
 }
 
+static uint64_t touches;
+
+uint64_t heat_touch_count(void) {
+        return __atomic_load_n(&touches, __ATOMIC_RELAXED);
+}
+
+bool heat_locate(uintptr_t addr) {
+        bool found;
+
+        if (!heat_maybe_captured(addr))
+                return false;
+        pthread_rwlock_rdlock(&table_lock);
+        found = entry_find(addr) != NULL;
+        pthread_rwlock_unlock(&table_lock);
+        return found;
+}
+
 size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         const struct heat_entry *e;
         uint32_t first, last;
@@ -300,6 +320,7 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
                 for (uint32_t j = first; j <= last; j++)
                         kvt_heat_counter_add(table_map, e->offset, j, n);
                 counted = last - first + 1;
+                __atomic_fetch_add(&touches, counted, __ATOMIC_RELAXED);
                 trace_access(e->region_id, e->n_chunks, first, (uint32_t)counted);
         }
         pthread_rwlock_unlock(&table_lock);

@@ -44,6 +44,12 @@ void heat_region_del(uint32_t id);
  * chunks counted. */
 size_t heat_touch(uintptr_t addr, size_t len, uint32_t n);
 
+/* Whether addr lies in a region with heat counters (takes the read lock). */
+bool heat_locate(uintptr_t addr);
+
+/* Chunk accesses counted so far by heat_touch(), for statistics. */
+uint64_t heat_touch_count(void);
+
 /* Whether addr might be captured memory: a lock-free bounds test, for
  * callers that scan many words (the launch hooks). */
 bool heat_maybe_captured(uintptr_t addr);

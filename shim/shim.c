@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "cupti.h"
 #include "heat.h"
 #include "log.h"
 #include "protocol.h"
@@ -79,6 +80,7 @@ __attribute__((constructor)) static void shim_load(void) {
         }
         if ((v = getenv("KVTIER_HEAT")) && heat_sources_parse(v, &heat_sources) < 0)
                 log_warning("Invalid KVTIER_HEAT=%s (off, or a list of cupti, launch, hint), ignoring.", v);
+        cupti_load_env();
         if ((v = getenv("KVTIER_TRACE")) && *v)
                 shim_cfg.trace_path = strdup(v);
         client_init();

@@ -220,6 +220,10 @@ void trace_stop(void) {
         /* t itself stays: a hook racing with exit may still hold it. */
 }
 
+__attribute__((destructor)) static void trace_at_exit(void) {
+        trace_stop();
+}
+
 void trace_atfork_child(void) {
         /* The writer thread did not come along; the file is the parent's. */
         __atomic_store_n(&tr, NULL, __ATOMIC_RELAXED);

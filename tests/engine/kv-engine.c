@@ -9,6 +9,10 @@
  * every byte still holds its pattern.  The same source runs against the
  * fake CUDA (backend-fake.c) and real CUDA (tests/gpu/backend-cuda.cu).
  *
+ * --unmap drops the GPU's mapping of host pages (cudaMemAdvise
+ * UnsetAccessedBy), so reads of pages not in VRAM fault: the unified-memory
+ * events the CUPTI heat source samples.
+ *
  * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
  * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed
  * (in the --fork child too).
@@ -41,6 +45,7 @@ struct opts {
         int hint;
         int fork_child;
         int meminfo;
+        int unmap;
 };
 
 typedef int (*hint_fn)(const void *, size_t, int);
@@ -75,6 +80,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "probe-every", required_argument, NULL, 'p' },
                 { "fork", no_argument, NULL, 'F' },
                 { "meminfo", no_argument, NULL, 'I' },
+                { "unmap", no_argument, NULL, 'U' },
                 {},
         };
         int c;
@@ -94,6 +100,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'H': o->hint = 1; break;
                 case 'F': o->fork_child = 1; break;
                 case 'I': o->meminfo = 1; break;
+                case 'U': o->unmap = 1; break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 default: return -EINVAL;
                 }
@@ -169,7 +176,7 @@ int main(int argc, char **argv) {
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--unmap]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
@@ -192,6 +199,12 @@ int main(int argc, char **argv) {
                 }
                 if (backend_fill(pool[i], o.region_bytes, o.seed + i) < 0)
                         return EXIT_CUDA;
+                /* --unmap: the GPU's reads fault pages in instead of reading
+                 * host memory over the link (only for captured, managed memory). */
+                if (o.unmap) {
+                        struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
+                        (void)cudaMemAdvise(pool[i], o.region_bytes, cudaMemAdviseUnsetAccessedBy, gpu);
+                }
         }
         if (o.fork_child && (child = fork_child(&o)) < 0) {
                 fprintf(stderr, "kv-engine: fork failed: %s\n", strerror(-child));

@@ -89,6 +89,22 @@ static struct {
 
 static _Thread_local int current_device;
 
+/* CUPTI-shaped event sink (fakecuda_set_um_hook), called under the lock. */
+static fakecuda_um_hook um_hook;
+
+void fakecuda_set_um_hook(fakecuda_um_hook hook) {
+        __atomic_store_n(&um_hook, hook, __ATOMIC_RELEASE);
+}
+
+static void um_event(int kind, const void *page, uint64_t value, int dev) {
+        fakecuda_um_hook h = __atomic_load_n(&um_hook, __ATOMIC_ACQUIRE);
+
+        if (h)
+                h(kind, (uintptr_t)page, value, dev);
+}
+
+enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_FAULT = 4 }; /* CUPTI's counter kinds */
+
 /* "16G", "512M", "65536": binary suffixes K/M/G/T, optional B or iB. */
 static int parse_size(const char *s, uint64_t *ret) {
         static const char units[] = "KMGT";
@@ -352,6 +368,7 @@ static void page_to_host(struct alloc *a, size_t i) {
                 return;
         memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
+        um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         resident_dec(p->loc);
         free(p->devcopy);
         p->devcopy = NULL;
@@ -423,6 +440,7 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
         page_drop_dup(p);
         memcpy(buf, page_host(a, i), MODEL_PAGE_BYTES);
         m.stats[dev].h2d_bytes += MODEL_PAGE_BYTES;
+        um_event(UM_HTOD, page_host(a, i), MODEL_PAGE_BYTES, dev);
         p->devcopy = buf;
         if (duplicate) {
                 p->loc = MODEL_LOC_HOST;
@@ -636,6 +654,7 @@ static bool page_prefetch_host(struct alloc *a, size_t i) {
         }
         memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
+        um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         p->dup = p->loc;
         p->loc = MODEL_LOC_HOST;
         return true;
@@ -780,6 +799,7 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
                 return 0;
         }
         m.stats[dev].faults++;
+        um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
         r = page_to_device(a, i, dev, p->read_mostly && !write);
         if (r < 0)
                 return r;

@@ -8,18 +8,19 @@
 
 ARGS="--regions 4 --region-size 64M --window 16M --steps 50 --step-ms 15"
 
-# run_polled NAME: the engine under the shim while kvtierctl polls; prints
-# the VRAM of the engine's first region in the last poll of its decode
-# (early polls are skipped: while the first region is alone, the daemon
-# promotes it whatever its heat).
+# run_polled NAME [INDEX]: the engine under the shim while kvtierctl polls;
+# prints the VRAM of the engine's INDEXth region (default 0, the first) in
+# the last poll of its decode (early polls are skipped: while the first
+# region is alone, the daemon promotes it whatever its heat).  The window
+# (16M) starts in the first region and slides 2M a step into the second.
 run_polled() {
-        local name="$1" last=0 v
+        local name="$1" idx="${2:-0}" last=0 v
         run_engine "$name" $ARGS &
         local engine=$!
         while kill -0 $engine 2>/dev/null; do
                 v=$(status_json 2>/dev/null |
                     jq 'if ([.clients[].regions | length] | max // 0) == 4
-                        then [.clients[].regions[0].vram_bytes] | max else empty end' 2>/dev/null)
+                        then [.clients[].regions['"$idx"'].vram_bytes] | max else empty end' 2>/dev/null)
                 [ -n "$v" ] && last=$v
                 sleep 0.02
         done
@@ -42,6 +43,29 @@ check_le "without heat the window is out of VRAM at the end (newer regions rank 
 
 cold=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=direct" run_polled direct)
 check_le "kernels not launched through the hooks give no heat" "$cold" 0
+
+# CUPTI: with the GPU's mapping of host pages dropped (--unmap) the window's
+# reads fault; the fake libcupti turns faults and migrations into CUPTI
+# records, and the faults alone are the heat.  The first region is in VRAM
+# when the window reads it (no faults there); the window faults its way
+# through the second one.
+ARGS="$ARGS --unmap"
+hot=$(ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 KVTIER_HEAT_STATS=$TMP/cupti.heat" run_polled cupti 1)
+check "cupti: pattern intact" grep -q "mismatched words 0" "$TMP/cupti.out"
+cs() { jq -s "last | .$1" "$TMP/cupti.heat"; }
+check "cupti: libcupti found and configured" [ "$(cs cupti_loaded)" = true ]
+check_gt "cupti: GPU fault records attributed to captured chunks" "$(cs gpu_fault_attributed)" 0
+check_gt "cupti: HtoD records attributed (statistics only)" "$(cs htod_attributed)" 0
+check "cupti: every heat touch came from a fault record" [ "$(cs heat_touches)" -eq "$(cs gpu_fault_attributed)" ]
+check_gt "cupti: fault heat puts the window, in the second region by then, in VRAM" "$hot" $((8 << 20))
+cold=$(ENGINE_ENV="KVTIER_HEAT=off" run_polled cupti-off 1)
+check_le "cupti off: the window stays out of VRAM by the daemon's books" "$cold" 0
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10 KVTIER_CUPTI_PERIOD_MS=50 KVTIER_HEAT_STATS=$TMP/duty.heat" \
+        run_engine duty $ARGS; rc=$?
+check "cupti at a 10% duty cycle: engine exits 0" [ $rc -eq 0 ]
+check "cupti at a 10% duty cycle: the counters were on part of the time" \
+        [ "$(jq -s 'last | .enabled_ms > 0 and .duty_percent == 10' "$TMP/duty.heat")" = true ]
+ARGS="${ARGS% --unmap}"
 
 check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/kvtierd.log")" -eq 0 ]
 
