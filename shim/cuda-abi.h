@@ -76,6 +76,8 @@ typedef struct dim3 dim3;
 typedef int CUresult;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct cudaLaunchConfig_st cudaLaunchConfig_t; /* only passed through */
+typedef struct CUlaunchConfig_st CUlaunchConfig;      /* only passed through */
 #endif
 
 /*
@@ -130,6 +132,7 @@ typedef struct CUstream_st *CUstream;
         X(cudaError_t, cudaLaunchKernel,                                                           \
           (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,           \
            cudaStream_t stream))                                                                   \
+        X(cudaError_t, cudaLaunchKernelExC, (const cudaLaunchConfig_t *config, const void *func, void **args)) \
         X(cudaError_t, cudaFuncGetParamInfo,                                                       \
           (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
 
@@ -138,6 +141,8 @@ typedef struct CUstream_st *CUstream;
           (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,       \
            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                 \
            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))      \
+        X(CUresult, cuLaunchKernelEx,                                                              \
+          (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra))          \
         X(CUresult, cuFuncGetParamInfo,                                                            \
           (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
 

@@ -33,6 +33,7 @@
 #include "cupti-abi.h"
 #include "cupti.h"
 #include "heat.h"
+#include "launch.h"
 #include "log.h"
 #include "util.h"
 
@@ -304,12 +305,14 @@ int cupti_start(void) {
 void cupti_dump_stats(const char *path) {
         static const char *const names[KVT_CUPTI_UM_KINDS] = {
                 "unknown", "htod", "dtoh", "cpu_fault", "gpu_fault", "thrashing", "throttling", "remote_map", "dtod"};
+        struct launch_stats l;
         struct cupti_stats s;
         FILE *f;
 
         if (started)
                 cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
         cupti_get_stats(&s);
+        launch_get_stats(&l);
         f = fopen(path, "ae");
         if (!f)
                 return;
@@ -320,6 +323,11 @@ void cupti_dump_stats(const char *path) {
         for (int k = 1; k < KVT_CUPTI_UM_KINDS; k++)
                 fprintf(f, ", \"%s\": %llu, \"%s_attributed\": %llu", names[k], (unsigned long long)s.records[k],
                         names[k], (unsigned long long)s.attributed[k]);
+        fprintf(f, ", \"launches\": %llu, \"launches_scanned\": %llu, \"launches_no_layout\": %llu, "
+                   "\"functions\": %llu, \"functions_unknown\": %llu, \"launch_pointers\": %llu",
+                (unsigned long long)l.launches, (unsigned long long)l.scanned, (unsigned long long)l.no_layout,
+                (unsigned long long)l.functions, (unsigned long long)l.functions_unknown,
+                (unsigned long long)l.pointers);
         fprintf(f, ", \"heat_touches\": %llu}\n", (unsigned long long)heat_touch_count());
         fclose(f);
 }

@@ -7,7 +7,10 @@
  * Arguments are read only within the sizes cudaFuncGetParamInfo /
  * cuFuncGetParamInfo report (cached per function in a fixed table filled
  * lock-free, so the launch path never allocates); a function whose layout is
- * unknown is launched without looking at its arguments.  A pointer gives
+ * unknown is launched without looking at its arguments.  The arguments are
+ * looked at after the real launch returns (they are the caller's memory and
+ * still valid): with lazy module loading, a kernel's parameters can be
+ * queried only once it has been launched.  A pointer gives
  * where an access starts, not how far it goes: one chunk per pointer.
  *
  * One entry point per API, with the real signature, so that dlsym and
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "heat.h"
+#include "launch.h"
 #include "shim.h"
 
 /* Functions whose layout is cached; a full table means no heat from
@@ -54,6 +58,20 @@ KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                    unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams, void **extra);
+KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args);
+KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                     void **extra);
+
+static struct launch_stats stats;
+
+void launch_get_stats(struct launch_stats *ret) {
+        ret->launches = __atomic_load_n(&stats.launches, __ATOMIC_RELAXED);
+        ret->scanned = __atomic_load_n(&stats.scanned, __ATOMIC_RELAXED);
+        ret->no_layout = __atomic_load_n(&stats.no_layout, __ATOMIC_RELAXED);
+        ret->functions = __atomic_load_n(&stats.functions, __ATOMIC_RELAXED);
+        ret->functions_unknown = __atomic_load_n(&stats.functions_unknown, __ATOMIC_RELAXED);
+        ret->pointers = __atomic_load_n(&stats.pointers, __ATOMIC_RELAXED);
+}
 
 /* The next definition of name, or the one in an already loaded library
  * that RTLD_NEXT cannot see (loaded with RTLD_LOCAL). */
@@ -109,6 +127,9 @@ static void layout_fill(struct layout *l, param_info_fn info) {
                 n++;
         }
         l->n_params = n;
+        __atomic_fetch_add(&stats.functions, 1, __ATOMIC_RELAXED);
+        if (n == 0)
+                __atomic_fetch_add(&stats.functions_unknown, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&l->state, LAYOUT_READY, __ATOMIC_RELEASE);
 }
 
@@ -147,8 +168,8 @@ static void scan_args(const struct layout *l, void **args) {
                         uint64_t w;
 
                         memcpy(&w, p + off, sizeof(w));
-                        if (heat_maybe_captured((uintptr_t)w))
-                                heat_touch((uintptr_t)w, 0, 1);
+                        if (heat_maybe_captured((uintptr_t)w) && heat_touch((uintptr_t)w, 0, 1))
+                                __atomic_fetch_add(&stats.pointers, 1, __ATOMIC_RELAXED);
                 }
         }
 }
@@ -158,19 +179,51 @@ static void launch_heat(const void *func, void **args, param_info_fn info) {
 
         if (!(heat_sources & HEAT_SRC_LAUNCH) || !args || !func || shim_cfg.disabled)
                 return;
+        __atomic_fetch_add(&stats.launches, 1, __ATOMIC_RELAXED);
         l = layout_get(func, info);
-        if (l)
+        if (l && l->n_params) {
+                __atomic_fetch_add(&stats.scanned, 1, __ATOMIC_RELAXED);
                 scan_args(l, args);
+        } else
+                __atomic_fetch_add(&stats.no_layout, 1, __ATOMIC_RELAXED);
 }
 
 KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                         size_t sharedMem, cudaStream_t stream) {
         cudaLaunchKernel_fn real = REAL(cudaLaunchKernel, cudart_sonames);
+        cudaError_t e;
 
         if (!real)
                 return cudaErrorInitializationError;
-        launch_heat(func, args, runtime_param_info);
-        return real(func, gridDim, blockDim, args, sharedMem, stream);
+        e = real(func, gridDim, blockDim, args, sharedMem, stream);
+        if (e == cudaSuccess)
+                launch_heat(func, args, runtime_param_info);
+        return e;
+}
+
+KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+        cudaLaunchKernelExC_fn real = REAL(cudaLaunchKernelExC, cudart_sonames);
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = real(config, func, args);
+        if (e == cudaSuccess)
+                launch_heat(func, args, runtime_param_info);
+        return e;
+}
+
+KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                     void **extra) {
+        cuLaunchKernelEx_fn real = REAL(cuLaunchKernelEx, cuda_sonames);
+        CUresult r;
+
+        if (!real)
+                return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+        r = real(config, f, kernelParams, extra);
+        if (r == 0)
+                launch_heat((const void *)f, kernelParams, driver_param_info);
+        return r;
 }
 
 KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -179,11 +232,15 @@ KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    void **kernelParams, void **extra) {
         cuLaunchKernel_fn real = REAL(cuLaunchKernel, cuda_sonames);
 
+        CUresult r;
+
         if (!real)
                 return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+        r = real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                 kernelParams, extra);
         /* Arguments packed in extra (CU_LAUNCH_PARAM_BUFFER_POINTER) are
          * not looked at: their layout is the caller's. */
-        launch_heat((const void *)f, kernelParams, driver_param_info);
-        return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                    kernelParams, extra);
+        if (r == 0)
+                launch_heat((const void *)f, kernelParams, driver_param_info);
+        return r;
 }
