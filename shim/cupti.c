@@ -35,6 +35,8 @@
 #include "heat.h"
 #include "launch.h"
 #include "log.h"
+#include "real.h"
+#include "regions.h"
 #include "util.h"
 
 _Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounter3) == 104, "UM counter record size");
@@ -103,6 +105,7 @@ void cupti_get_stats(struct cupti_stats *ret) {
         ret->other_records = __atomic_load_n(&stats.other_records, __ATOMIC_RELAXED);
         ret->buffers = __atomic_load_n(&stats.buffers, __ATOMIC_RELAXED);
         ret->enabled_ns = __atomic_load_n(&stats.enabled_ns, __ATOMIC_RELAXED);
+        ret->unmaps = __atomic_load_n(&stats.unmaps, __ATOMIC_RELAXED);
         ret->loaded = started;
 }
 
@@ -206,6 +209,30 @@ static void sleep_ns(uint64_t ns) {
                 ;
 }
 
+/* Unmap sampling: drops the GPU's mappings of every captured region, so
+ * that the first GPU access to each host-resident chunk in the window that
+ * follows faults (the driver maps it again: its preferred location is the
+ * host).  Chunks in VRAM are the GPU's own memory and never fault.  Each
+ * region is pinned against cudaFree while it is advised. */
+static void unmap_regions(void) {
+        static uint32_t ids[4096];
+        const struct kvt_cudart *rt = real_cudart();
+        size_t n = heat_region_ids(ids, ELEMENTSOF(ids));
+
+        for (size_t i = 0; rt && i < n; i++) {
+                struct shim_region r;
+                struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, 0};
+
+                if (regions_acquire(ids[i], &r) < 0)
+                        continue;
+                gpu.id = r.device;
+                if (rt->cudaSetDevice(r.device) == cudaSuccess &&
+                    rt->cudaMemAdvise((void *)r.base, r.span_bytes, cudaMemAdviseUnsetAccessedBy, gpu) == cudaSuccess)
+                        __atomic_fetch_add(&stats.unmaps, 1, __ATOMIC_RELAXED);
+                regions_release(ids[i]);
+        }
+}
+
 /* Duty cycle: counters on for the duty share of each period, then off,
  * and what was recorded handed over. */
 static void *sampler_main(void *arg) {
@@ -217,6 +244,8 @@ static void *sampler_main(void *arg) {
 
                 if (duty_percent < 100 && cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER))
                         break;
+                if (heat_sources & HEAT_SRC_UNMAP)
+                        unmap_regions();
                 sleep_ns(on_ns);
                 if (duty_percent < 100)
                         cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
@@ -328,6 +357,7 @@ void cupti_dump_stats(const char *path) {
                 (unsigned long long)l.launches, (unsigned long long)l.scanned, (unsigned long long)l.no_layout,
                 (unsigned long long)l.functions, (unsigned long long)l.functions_unknown,
                 (unsigned long long)l.pointers);
-        fprintf(f, ", \"heat_touches\": %llu}\n", (unsigned long long)heat_touch_count());
+        fprintf(f, ", \"unmaps\": %llu, \"heat_touches\": %llu}\n", (unsigned long long)s.unmaps,
+                (unsigned long long)heat_touch_count());
         fclose(f);
 }

@@ -17,6 +17,7 @@ struct cupti_stats {
         uint64_t other_records;                  /* other activity kinds, unknown counter kinds */
         uint64_t buffers;                        /* buffers CUPTI completed */
         uint64_t enabled_ns;                     /* time the counters were on */
+        uint64_t unmaps;                         /* regions unmapped by the unmap sampler */
         bool loaded;                             /* libcupti found and counters configured */
 };
 

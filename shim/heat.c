@@ -75,6 +75,8 @@ int heat_sources_parse(const char *s, unsigned *ret_mask) {
                         mask |= HEAT_SRC_LAUNCH;
                 else if (n == 4 && strncmp(p, "hint", 4) == 0)
                         mask |= HEAT_SRC_HINT;
+                else if (n == 5 && strncmp(p, "unmap", 5) == 0)
+                        mask |= HEAT_SRC_UNMAP | HEAT_SRC_CUPTI; /* faults are seen through CUPTI */
                 else
                         return -EINVAL;
                 p += n;
@@ -325,6 +327,17 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         }
         pthread_rwlock_unlock(&table_lock);
         return counted;
+}
+
+size_t heat_region_ids(uint32_t *ret, size_t max) {
+        size_t n;
+
+        pthread_rwlock_rdlock(&table_lock);
+        n = MIN(n_entries, max);
+        for (size_t i = 0; i < n; i++)
+                ret[i] = entries[i].region_id;
+        pthread_rwlock_unlock(&table_lock);
+        return n;
 }
 
 int heat_table_fd(struct kvt_heat_table *ret) {

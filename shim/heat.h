@@ -18,11 +18,16 @@
 
 struct shim_region;
 
-/* Sources selected by KVTIER_HEAT (a comma list of cupti, launch, hint, or
- * "off"); the default is launch,hint,cupti. */
+/* Sources selected by KVTIER_HEAT (a comma list of cupti, launch, hint,
+ * unmap, or "off"); the default is cupti,launch,hint.  unmap (with cupti)
+ * drops the GPU's mappings of captured memory at the start of each CUPTI
+ * window, so that the next GPU access to a host-resident chunk faults once
+ * (and is mapped again): sampled heat for memory the GPU reads over the
+ * link, which raises no fault otherwise. */
 #define HEAT_SRC_CUPTI  0x1u
 #define HEAT_SRC_LAUNCH 0x2u
 #define HEAT_SRC_HINT   0x4u
+#define HEAT_SRC_UNMAP  0x8u
 #define HEAT_SRC_DEFAULT (HEAT_SRC_CUPTI | HEAT_SRC_LAUNCH | HEAT_SRC_HINT)
 
 /* Parses a KVTIER_HEAT value into a source mask.  Returns 0 or -EINVAL. */
@@ -53,6 +58,9 @@ uint64_t heat_touch_count(void);
 /* Whether addr might be captured memory: a lock-free bounds test, for
  * callers that scan many words (the launch hooks). */
 bool heat_maybe_captured(uintptr_t addr);
+
+/* Up to max ids of the regions with heat counters into ret.  Returns how many. */
+size_t heat_region_ids(uint32_t *ret, size_t max);
 
 /* The table's memfd and its announcement, or -1 when there is no table. */
 int heat_table_fd(struct kvt_heat_table *ret);

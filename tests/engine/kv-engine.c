@@ -230,6 +230,7 @@ int main(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         printf("kv-engine: decode steps took %.1f ms\n",
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+        fflush(stdout); /* observers see the decode end before the final check */
         for (unsigned i = 0; i < o.regions; i++) {
                 uint64_t b = 0;
                 if (backend_check(pool[i], o.region_bytes, o.seed + i, &b) < 0)

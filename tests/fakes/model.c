@@ -35,6 +35,7 @@ struct page {
         uint8_t *devcopy;     /* data on loc (a device) or on dup; NULL otherwise */
         uint64_t last_touch;  /* model clock of the last GPU touch or prefetch */
         uint32_t accessed_by; /* device bit mask */
+        uint32_t mapped_by;   /* devices that mapped it on a fault (preferred host); UnsetAccessedBy unmaps */
         int8_t loc;           /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
         int8_t dup;           /* device with a read-only copy while loc is host, or -1 */
         int8_t preferred;     /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
@@ -609,8 +610,10 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                         p->accessed_by |= 1u << loc;
                 break;
         case cudaMemAdviseUnsetAccessedBy:
-                if (loc >= 0)
+                if (loc >= 0) {
                         p->accessed_by &= ~(1u << loc);
+                        p->mapped_by &= ~(1u << loc);
+                }
                 break;
         }
 }
@@ -789,7 +792,17 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
                 *ret_data = p->devcopy;
                 return 0;
         }
-        if (p->preferred != dev && (p->accessed_by & (1u << dev))) {
+        /* CUDA: "if the data is already in its preferred location and the
+         * faulting processor can establish a mapping without requiring the
+         * data to be migrated, then data migration will be avoided": a host
+         * page preferred on the host faults once and is mapped. */
+        if (p->preferred == MODEL_LOC_HOST && p->loc == MODEL_LOC_HOST && !(p->mapped_by & (1u << dev)) &&
+            !(p->accessed_by & (1u << dev))) {
+                m.stats[dev].faults++;
+                um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
+                p->mapped_by |= 1u << dev;
+        }
+        if (p->preferred != dev && ((p->accessed_by | p->mapped_by) & (1u << dev))) {
                 m.stats[dev].remote_bytes += bytes;
                 if (write)
                         page_drop_dup(p);

@@ -11,13 +11,15 @@ ARGS="--regions 4 --region-size 64M --window 16M --steps 50 --step-ms 15"
 # run_polled NAME [INDEX]: the engine under the shim while kvtierctl polls;
 # prints the VRAM of the engine's INDEXth region (default 0, the first) in
 # the last poll of its decode (early polls are skipped: while the first
-# region is alone, the daemon promotes it whatever its heat).  The window
+# region is alone, the daemon promotes it whatever its heat; so are polls
+# after the decode, when the engine's final check reads everything).  The window
 # (16M) starts in the first region and slides 2M a step into the second.
 run_polled() {
         local name="$1" idx="${2:-0}" last=0 v
         run_engine "$name" $ARGS &
         local engine=$!
         while kill -0 $engine 2>/dev/null; do
+                grep -q 'steps took' "$TMP/$name.out" && break
                 v=$(status_json 2>/dev/null |
                     jq 'if ([.clients[].regions | length] | max // 0) == 4
                         then [.clients[].regions['"$idx"'].vram_bytes] | max else empty end' 2>/dev/null)
@@ -66,6 +68,22 @@ check "cupti at a 10% duty cycle: engine exits 0" [ $rc -eq 0 ]
 check "cupti at a 10% duty cycle: the counters were on part of the time" \
         [ "$(jq -s 'last | .enabled_ms > 0 and .duty_percent == 10' "$TMP/duty.heat")" = true ]
 ARGS="${ARGS% --unmap}"
+
+# Unmap sampling: kvtier leaves memory host-mapped, so the GPU reads it over
+# the link without a fault and CUPTI alone sees nothing; KVTIER_HEAT=unmap
+# drops the mappings at the start of each CUPTI window, and the first read of
+# each chunk in the window faults (and maps it again, without migrating).
+hot=$(ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=20 KVTIER_CUPTI_PERIOD_MS=50 KVTIER_HEAT_STATS=$TMP/mapped.heat" \
+        run_polled mapped 1)
+check "cupti on mapped memory: no fault, no heat" [ "$(jq -s 'last | .gpu_fault' "$TMP/mapped.heat")" -eq 0 ]
+hot=$(ENGINE_ENV="KVTIER_HEAT=unmap KVTIER_CUPTI_DUTY=20 KVTIER_CUPTI_PERIOD_MS=50 KVTIER_HEAT_STATS=$TMP/unmap.heat" \
+        run_polled unmap 1)
+check "unmap sampling: pattern intact" grep -q "mismatched words 0" "$TMP/unmap.out"
+check_gt "unmap sampling: regions were unmapped" "$(jq -s 'last | .unmaps' "$TMP/unmap.heat")" 0
+check_gt "unmap sampling: sampled faults attributed to chunks" "$(jq -s 'last | .gpu_fault_attributed' "$TMP/unmap.heat")" 0
+check_gt "unmap sampling: the window, in the second region by then, is in VRAM" "$hot" $((8 << 20))
+check_le "unmap sampling: sampled faults map, never migrate: VRAM by the fake's counters within the budget" \
+        "$(stat_of unmap managed_resident_peak_bytes)" $((64 << 20))
 
 check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/kvtierd.log")" -eq 0 ]
 
