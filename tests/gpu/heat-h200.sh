@@ -44,19 +44,24 @@ if want 1; then
 echo "== 1. fault-heavy reads, 4 GiB, CUPTI off / on / throttled"
 start_daemon 1G || exit 1
 gb() { awk '/median/ { print $7 }' "$1"; }
-"$C/fault-bench" 4 5 >"$OUT/fb-plain1.txt" 2>&1
-shim KVTIER_HEAT=launch "$C/fault-bench" 4 5 >"$OUT/fb-launch.txt" 2>&1
-shim KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 KVTIER_HEAT_STATS=$OUT/fb-cupti100.json "$C/fault-bench" 4 5 >"$OUT/fb-cupti100.txt" 2>&1
-shim KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10 KVTIER_HEAT_STATS=$OUT/fb-cupti10.json "$C/fault-bench" 4 5 >"$OUT/fb-cupti10.txt" 2>&1
-"$C/fault-bench" 4 5 >"$OUT/fb-plain2.txt" 2>&1
+FB="4 7"
+"$C/fault-bench" $FB >"$OUT/fb-plain1.txt" 2>&1
+shim KVTIER_HEAT=launch "$C/fault-bench" $FB >"$OUT/fb-launch.txt" 2>&1
+for d in 100:100 10:100 2:1000 1:1000; do
+        shim KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=${d%:*} KVTIER_CUPTI_PERIOD_MS=${d#*:} \
+                KVTIER_HEAT_STATS=$OUT/fb-cupti-${d%:*}.json "$C/fault-bench" $FB >"$OUT/fb-cupti-${d%:*}.txt" 2>&1
+done
+"$C/fault-bench" $FB >"$OUT/fb-plain2.txt" 2>&1
 cat "$OUT"/fb-*.txt
 ref=$(python3 -c "print(($(gb "$OUT/fb-plain1.txt")+$(gb "$OUT/fb-plain2.txt"))/2)")
-for v in launch cupti100 cupti10; do
+res "fault reads GB/s, no shim (mean of runs before and after)" "$ref ($(gb "$OUT/fb-plain1.txt"), $(gb "$OUT/fb-plain2.txt"))"
+for v in launch cupti-100 cupti-10 cupti-2 cupti-1; do
         g=$(gb "$OUT/fb-$v.txt")
-        res "fault reads GB/s: $v (ratio to no shim, $ref)" "$g ($(python3 -c "print(round($g/$ref,3))"))"
+        res "fault reads GB/s: $v (ratio to no shim)" "$g ($(python3 -c "print(round($g/$ref,3))"))"
 done
-res "  cupti100 stats: gpu_fault/attributed htod dtoh enabled_ms" "$(kv "$OUT/fb-cupti100.json" gpu_fault gpu_fault_attributed htod dtoh enabled_ms cupti_loaded)"
-res "  cupti10 stats: gpu_fault/attributed htod dtoh enabled_ms" "$(kv "$OUT/fb-cupti10.json" gpu_fault gpu_fault_attributed htod dtoh enabled_ms cupti_loaded)"
+for v in 100 10 2 1; do
+        res "  cupti-$v stats: gpu_fault htod dtoh enabled_ms" "$(kv "$OUT/fb-cupti-$v.json" gpu_fault htod dtoh enabled_ms cupti_loaded)"
+done
 stop_daemon
 fi
 
@@ -75,17 +80,20 @@ for c in d["clients"]:
 if want 2; then
 echo "== 2. the test engine, 8 x 1 GiB, window 1G sliding 128M a step, budget 2G"
 start_daemon 2G || exit 1
-EARGS="--regions 8 --region-size 1G --window 1G --steps 48 --step-ms 60 --probe-every 8"
-for v in cupti100:"KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 --unmap" cupti10:"KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10 --unmap" \
-         off:"KVTIER_HEAT=off --unmap" launch:"KVTIER_HEAT=launch"; do
+EARGS="--regions 8 --region-size 1G --window 1G --steps 48 --step-ms 60"
+for v in off:"KVTIER_HEAT=off" launch:"KVTIER_HEAT=launch" cupti:"KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10" \
+         unmap10:"KVTIER_HEAT=unmap KVTIER_CUPTI_DUTY=10 KVTIER_CUPTI_PERIOD_MS=100" \
+         unmap2:"KVTIER_HEAT=unmap KVTIER_CUPTI_DUTY=2 KVTIER_CUPTI_PERIOD_MS=500" \
+         faults100:"KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 --unmap" off2:"KVTIER_HEAT=off"; do
         name=${v%%:*}; set -- ${v#*:}; envs=(); args=()
         for x in "$@"; do case $x in --*) args+=("$x") ;; *) envs+=("$x") ;; esac; done
         shim "${envs[@]}" KVTIER_HEAT_STATS=$OUT/eng-$name.json "$C/kv-engine-cuda" $EARGS "${args[@]}" >"$OUT/eng-$name.txt" 2>&1 &
         epid=$!; poll $epid "$OUT/eng-$name.poll"; wait $epid; rc=$?
         tail -n 4 "$OUT/eng-$name.txt"
         last=$(tail -n 3 "$OUT/eng-$name.poll" | head -n 1)
-        res "engine $name: exit / steps ms" "$rc / $(awk '/steps took/ { print $(NF-1) }' "$OUT/eng-$name.txt")"
-        res "  $name: stats gpu_fault/attr htod/attr dtoh" "$(kv "$OUT/eng-$name.json" gpu_fault gpu_fault_attributed htod htod_attributed dtoh)"
+        ms=$(awk '/steps took/ { print $(NF-1) }' "$OUT/eng-$name.txt")
+        res "engine $name: exit / decode ms / ms over the 48 x 60 ms of sleep" "$rc / $ms / $(python3 -c "print(round($ms-48*60))")"
+        res "  $name: gpu_fault/attr htod/attr dtoh unmaps launches/scanned/ptrs" "$(kv "$OUT/eng-$name.json" gpu_fault gpu_fault_attributed htod htod_attributed dtoh unmaps launches launches_scanned launch_pointers)"
         res "  $name: near the end: daemon heat / VRAM MiB per region" "$last"
 done
 stop_daemon
@@ -97,12 +105,18 @@ start_daemon 1G || exit 1
 python3 "$C/torch_decode.py" >"$OUT/torch-plain.txt" 2>&1
 shim KVTIER_HEAT=launch,cupti KVTIER_TRACE=$OUT/torch-decode.trace KVTIER_HEAT_STATS=$OUT/torch.json \
         python3 "$C/torch_decode.py" >"$OUT/torch-shim.txt" 2>&1
+shim KVTIER_HEAT=launch,unmap KVTIER_CUPTI_DUTY=10 KVTIER_TRACE=$OUT/torch-unmap.trace KVTIER_HEAT_STATS=$OUT/torch-unmap.json \
+        python3 "$C/torch_decode.py" >"$OUT/torch-unmap.txt" 2>&1
 stop_daemon
 tail -n 2 "$OUT"/torch-*.txt
 res "torch decode ms/step plain / shim" "$(kv "$OUT/torch-plain.txt" ms_per_step) / $(kv "$OUT/torch-shim.txt" ms_per_step)"
 res "torch checksum plain / shim" "$(kv "$OUT/torch-plain.txt" checksum) / $(kv "$OUT/torch-shim.txt" checksum)"
 res "torch trace: bytes / R / A / F lines" "$(wc -c <"$OUT/torch-decode.trace") / $(grep -c '^R' "$OUT/torch-decode.trace") / $(grep -c '^A' "$OUT/torch-decode.trace") / $(grep -c '^F' "$OUT/torch-decode.trace")"
-res "torch stats: heat_touches gpu_fault htod" "$(kv "$OUT/torch.json" heat_touches gpu_fault htod cupti_loaded)"
+res "torch stats: heat_touches gpu_fault htod launches/scanned/fns/unknown/ptrs" "$(kv "$OUT/torch.json" heat_touches gpu_fault htod launches launches_scanned functions functions_unknown launch_pointers)"
+res "torch+unmap: ms/step, trace A lines, heat_touches gpu_fault unmaps" "$(kv "$OUT/torch-unmap.txt" ms_per_step) $(grep -c '^A' "$OUT/torch-unmap.trace") $(kv "$OUT/torch-unmap.json" heat_touches gpu_fault gpu_fault_attributed unmaps)"
 fi
 echo; echo "== results"
 printf '%s\n' "${results[@]}" | tee "$OUT/summary.txt"
+# The device tool brings back 8 files: the raw output travels as one archive.
+(cd "$OUT" && tar czf /tmp/heat-raw.tgz --exclude='*.trace' . && mv /tmp/heat-raw.tgz raw.tgz &&
+        find . -maxdepth 1 -type f ! -name raw.tgz ! -name summary.txt ! -name '*.trace' ! -name run.log -delete)
