@@ -64,7 +64,8 @@ static const char *const cupti_names[] = {
 static struct cupti_stats stats;
 static unsigned duty_percent = 10, period_ms = 100;
 static pthread_t sampler;
-static bool started;
+static bool started; /* the sampler thread was started */
+static bool loaded;  /* CUPTI found, configured and enabled */
 
 static char *stats_path;
 
@@ -106,7 +107,7 @@ void cupti_get_stats(struct cupti_stats *ret) {
         ret->buffers = __atomic_load_n(&stats.buffers, __ATOMIC_RELAXED);
         ret->enabled_ns = __atomic_load_n(&stats.enabled_ns, __ATOMIC_RELAXED);
         ret->unmaps = __atomic_load_n(&stats.unmaps, __ATOMIC_RELAXED);
-        ret->loaded = started;
+        ret->loaded = __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
 }
 
 static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
@@ -294,13 +295,12 @@ static int configure(void) {
         return 0;
 }
 
-int cupti_start(void) {
-        sigset_t all, old;
+/* Loads and configures CUPTI; returns 0 with the counters enabled (and
+ * disabled again when duty-cycled), or -errno (logged). */
+static int setup(void) {
         CUptiResult cr;
         int r;
 
-        if (started)
-                return 0;
         r = load();
         if (r < 0) {
                 log_info("CUPTI not found (%s); heat from launches and hints only.", strerror(-r));
@@ -319,15 +319,33 @@ int cupti_start(void) {
                                          result_string(cr));
         if (duty_percent < 100)
                 cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+        __atomic_store_n(&loaded, true, __ATOMIC_RELEASE);
+        log_debug("CUPTI unified-memory counters on, %u%% of every %u ms.", duty_percent, period_ms);
+        return 0;
+}
+
+/* The sampler thread: loading CUPTI happens here, off the allocation that
+ * made the first heat table. */
+static void *sampler_thread(void *arg) {
+        if (setup() == 0)
+                sampler_main(arg);
+        return NULL;
+}
+
+int cupti_start(void) {
+        sigset_t all, old;
+        int r;
+
+        if (started)
+                return 0;
+        started = true;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&sampler, NULL, sampler_main, NULL);
+        r = -pthread_create(&sampler, NULL, sampler_thread, NULL);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r < 0)
                 return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.", strerror(-r));
         pthread_detach(sampler);
-        started = true;
-        log_debug("CUPTI unified-memory counters on, %u%% of every %u ms.", duty_percent, period_ms);
         return 0;
 }
 
@@ -338,7 +356,7 @@ void cupti_dump_stats(const char *path) {
         struct cupti_stats s;
         FILE *f;
 
-        if (started)
+        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
                 cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
         cupti_get_stats(&s);
         launch_get_stats(&l);
