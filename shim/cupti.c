@@ -324,14 +324,11 @@ static int setup(void) {
         return 0;
 }
 
-/* The sampler thread: loading CUPTI happens here, off the allocation that
- * made the first heat table. */
-static void *sampler_thread(void *arg) {
-        if (setup() == 0)
-                sampler_main(arg);
-        return NULL;
-}
-
+/* CUPTI is set up on the calling thread, before it returns to the
+ * allocation that made the first heat table: on the H200, with the setup
+ * moved to the sampler thread, no record arrived for managed memory
+ * allocated while it ran (the counters' cost stayed), so it must be done
+ * before kvtier's own cudaMallocManaged. */
 int cupti_start(void) {
         sigset_t all, old;
         int r;
@@ -339,9 +336,12 @@ int cupti_start(void) {
         if (started)
                 return 0;
         started = true;
+        r = setup();
+        if (r < 0)
+                return r;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&sampler, NULL, sampler_thread, NULL);
+        r = -pthread_create(&sampler, NULL, sampler_main, NULL);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r < 0)
                 return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.", strerror(-r));
