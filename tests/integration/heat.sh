@@ -91,14 +91,24 @@ check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/k
 ENGINE_ENV="KVTIER_HEAT=launch KVTIER_TRACE=$TMP/engine.trace" run_engine traced $ARGS; rc=$?
 check "traced run exits 0" [ $rc -eq 0 ]
 check "trace starts with its magic line" [ "$(head -1 "$TMP/engine.trace")" = "kvtier-trace 1" ]
-check "trace is well formed (R before A, chunks in range, times non-decreasing, F after A)" awk '
-        /^#/ || NR == 1 { next }
+# trace_ok FILE MIN_A MIN_F: the kvtier-trace 1 format, R before A, chunks in
+# range, times non-decreasing, nothing after F.
+trace_ok() {
+        awk -v min_a="$2" -v min_f="$3" '
+        NR == 1 { if ($0 != "kvtier-trace 1") exit 1; next }
+        /^#/ { next }
         $1 == "R" { if (NF != 3 || ($2 in n)) exit 1; n[$2] = $3; next }
         $1 == "A" { if (NF != 5 || !($3 in n) || ($3 in freed) || $2 < t || $4 + $5 > n[$3] || $5 < 1) exit 1;
                     t = $2; a++; next }
         $1 == "F" { if (NF != 3 || !($3 in n) || $2 < t) exit 1; t = $2; freed[$3] = 1; f++; next }
         { exit 1 }
-        END { if (a < 50 || f < 1) exit 1 }' "$TMP/engine.trace"
+        END { if (a < min_a || f < min_f) exit 1 }' "$1"
+}
+check "trace is well formed (R before A, chunks in range, times non-decreasing, F after A)" \
+        trace_ok "$TMP/engine.trace" 50 1
+for t in "$top_srcdir"/tests/traces/torch-*.trace; do
+        check "checked-in trace $(basename "$t") is well formed" trace_ok "$t" 1 0
+done
 check_gt "trace records the accesses" "$(grep -c '^A ' "$TMP/engine.trace")" 49
 
 check "kvtierd stops cleanly" stop_daemon
