@@ -77,6 +77,8 @@ typedef int CUresult;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct cudaLaunchConfig_st cudaLaunchConfig_t; /* only passed through */
+typedef struct CUkern_st *cudaKernel_t;               /* the runtime's CUkernel */
+typedef struct CUkern_st *CUkernel;
 typedef struct CUlaunchConfig_st CUlaunchConfig;      /* only passed through */
 #endif
 
@@ -144,7 +146,9 @@ typedef struct CUlaunchConfig_st CUlaunchConfig;      /* only passed through */
         X(CUresult, cuLaunchKernelEx,                                                              \
           (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra))          \
         X(CUresult, cuFuncGetParamInfo,                                                            \
-          (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+          (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))             \
+        X(CUresult, cuKernelGetParamInfo,                                                          \
+          (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
 
 /* Declares a list's prototypes as an application gets them from CUDA's
  * headers: KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE). */

@@ -13,6 +13,11 @@
  * queried only once it has been launched.  A pointer gives
  * where an access starts, not how far it goes: one chunk per pointer.
  *
+ * CUDA 13's nvcc launch stubs (<<<...>>>) call neither of the public entry
+ * points but __cudaLaunchKernel(cudaKernel_t, ...) (crt/host_runtime.h,
+ * crt/device_functions.h): hooked too, with parameters from
+ * cuKernelGetParamInfo (a cudaKernel_t is a CUkernel).
+ *
  * One entry point per API, with the real signature, so that dlsym and
  * cuGetProcAddress interposition can hand these out as they are.
  */
@@ -59,6 +64,14 @@ KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams, void **extra);
 KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args);
+/* Declared in C++ only (crt/device_functions.h), so not in cuda-abi.h's checked lists. */
+typedef cudaError_t (*__cudaLaunchKernel_fn)(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                             size_t sharedMem, cudaStream_t stream);
+typedef __cudaLaunchKernel_fn __cudaLaunchKernel_ptsz_fn;
+KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                          size_t sharedMem, cudaStream_t stream);
+KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                               size_t sharedMem, cudaStream_t stream);
 KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                      void **extra);
 
@@ -107,6 +120,12 @@ static int runtime_param_info(const void *func, size_t i, size_t *ret_offset, si
         cudaFuncGetParamInfo_fn f = REAL(cudaFuncGetParamInfo, cudart_sonames);
 
         return f ? f(func, i, ret_offset, ret_size) : -1;
+}
+
+static int kernel_param_info(const void *kernel, size_t i, size_t *ret_offset, size_t *ret_size) {
+        cuKernelGetParamInfo_fn f = REAL(cuKernelGetParamInfo, cuda_sonames);
+
+        return f ? f((CUkernel)(uintptr_t)kernel, i, ret_offset, ret_size) : -1;
 }
 
 static int driver_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
@@ -198,6 +217,32 @@ KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blo
         e = real(func, gridDim, blockDim, args, sharedMem, stream);
         if (e == cudaSuccess)
                 launch_heat(func, args, runtime_param_info);
+        return e;
+}
+
+KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                          size_t sharedMem, cudaStream_t stream) {
+        __cudaLaunchKernel_fn real = REAL(__cudaLaunchKernel, cudart_sonames);
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = real(kernel, gridDim, blockDim, args, sharedMem, stream);
+        if (e == cudaSuccess)
+                launch_heat((const void *)kernel, args, kernel_param_info);
+        return e;
+}
+
+KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                               size_t sharedMem, cudaStream_t stream) {
+        __cudaLaunchKernel_ptsz_fn real = REAL(__cudaLaunchKernel_ptsz, cudart_sonames);
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = real(kernel, gridDim, blockDim, args, sharedMem, stream);
+        if (e == cudaSuccess)
+                launch_heat((const void *)kernel, args, kernel_param_info);
         return e;
 }
 

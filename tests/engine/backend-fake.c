@@ -26,18 +26,24 @@ int backend_check(const void *ptr, size_t len, uint64_t seed, uint64_t *ret_bad_
 KVT_CUDART_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDA_DRIVER_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
 
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                               cudaStream_t stream);
+
 /* A read as a kernel launch (one per 2 MiB tile, as a tiled kernel grid
  * would pass tile pointers): through cudaLaunchKernel, or cuLaunchKernel
- * with FAKE_ENGINE_LAUNCH=driver, or a direct call with =direct. */
+ * with FAKE_ENGINE_LAUNCH=driver, __cudaLaunchKernel (CUDA 13's nvcc
+ * stubs) with =stub, or a direct call with =direct. */
 static int launch_read(const void *ptr, size_t len) {
-        static int mode = -1; /* 0 runtime, 1 driver, 2 direct */
+        static int mode = -1; /* 0 runtime, 1 driver, 2 direct, 3 stub */
         dim3 one = {1, 1, 1};
         void *args[2] = {&ptr, &len};
 
         if (mode < 0) {
                 const char *v = getenv("FAKE_ENGINE_LAUNCH");
-                mode = !v ? 0 : strcmp(v, "driver") == 0 ? 1 : strcmp(v, "direct") == 0 ? 2 : 0;
+                mode = !v ? 0 : strcmp(v, "driver") == 0 ? 1 : strcmp(v, "direct") == 0 ? 2 : strcmp(v, "stub") == 0 ? 3 : 0;
         }
+        if (mode == 3)
+                return __cudaLaunchKernel((cudaKernel_t)(uintptr_t)fakecuda_read_kernel, one, one, args, 0, NULL);
         if (mode == 2)
                 return fakecuda_kernel_read(ptr, len);
         if (mode == 1)

@@ -48,6 +48,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
 CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
+typedef struct CUkern_st *CUkernel;
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              int *symbolStatus);
 
@@ -152,10 +154,16 @@ CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOff
                        : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A CUkernel of the fake is, like a CUfunction, a fake kernel's address. */
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+        return cuFuncGetParamInfo((CUfunction)(void *)kernel, paramIndex, paramOffset, paramSize);
+}
+
 static const struct {
         const char *name;
         void *fn;
 } procs[] = {
+        {"cuKernelGetParamInfo", (void *)cuKernelGetParamInfo},
         {"cuLaunchKernel", (void *)cuLaunchKernel},
         {"cuFuncGetParamInfo", (void *)cuFuncGetParamInfo},
         {"cuInit", (void *)cuInit},

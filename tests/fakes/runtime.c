@@ -466,6 +466,15 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void
         return fakecuda_launch(func, args);
 }
 
+/* CUDA 13's nvcc stubs launch through this internal entry point with a
+ * kernel handle (here the kernel's address, as for cudaLaunchKernel). */
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                               cudaStream_t stream);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                               cudaStream_t stream) {
+        return cudaLaunchKernel((const void *)kernel, gridDim, blockDim, args, sharedMem, stream);
+}
+
 cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
         return fakecuda_param_info(func, paramIndex, paramOffset, paramSize) == 0 ? cudaSuccess
                                                                                   : fail(cudaErrorInvalidValue);
