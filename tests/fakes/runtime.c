@@ -467,12 +467,18 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void
 }
 
 /* CUDA 13's nvcc stubs launch through this internal entry point with a
- * kernel handle (here the kernel's address, as for cudaLaunchKernel). */
+ * kernel handle (here the kernel's address, as for cudaLaunchKernel).  As in
+ * the real runtime, it does not go through the exported cudaLaunchKernel
+ * (on the H200 a hook on that one saw none of these launches). */
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                                cudaStream_t stream);
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                                cudaStream_t stream) {
-        return cudaLaunchKernel((const void *)kernel, gridDim, blockDim, args, sharedMem, stream);
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!gridDim.x || !gridDim.y || !gridDim.z || !blockDim.x || !blockDim.y || !blockDim.z)
+                return fail(cudaErrorInvalidValue);
+        return fakecuda_launch((const void *)kernel, args);
 }
 
 cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
