@@ -115,6 +115,19 @@ res "torch trace: bytes / R / A / F lines" "$(wc -c <"$OUT/torch-decode.trace") 
 res "torch stats: heat_touches gpu_fault htod launches/scanned/fns/unknown/ptrs" "$(kv "$OUT/torch.json" heat_touches gpu_fault htod launches launches_scanned functions functions_unknown launch_pointers)"
 res "torch+unmap: ms/step, trace A lines, heat_touches gpu_fault unmaps" "$(kv "$OUT/torch-unmap.txt" ms_per_step) $(grep -c '^A' "$OUT/torch-unmap.trace") $(kv "$OUT/torch-unmap.json" heat_touches gpu_fault gpu_fault_attributed unmaps)"
 fi
+if want 4; then
+echo "== 4. launch heat from the real-CUDA test engine (CUDA 13 nvcc stubs), budget 2G"
+start_daemon 2G || exit 1
+for v in launch off; do
+        shim KVTIER_HEAT=$v KVTIER_HEAT_STATS=$OUT/eng4-$v.json "$C/kv-engine-cuda" --regions 8 --region-size 1G \
+                --window 1G --steps 48 --step-ms 60 >"$OUT/eng4-$v.txt" 2>&1 &
+        epid=$!; poll $epid "$OUT/eng4-$v.poll"; wait $epid; rc=$?
+        ms=$(awk '/steps took/ { print $(NF-1) }' "$OUT/eng4-$v.txt")
+        res "engine4 $v: exit / decode ms / over sleep" "$rc / $ms / $(python3 -c "print(round($ms-48*60))")"
+        res "  $v: launches/scanned/fns/unknown/ptrs heat_touches" "$(kv "$OUT/eng4-$v.json" launches launches_scanned functions functions_unknown launch_pointers heat_touches)"
+done
+stop_daemon
+fi
 echo; echo "== results"
 printf '%s\n' "${results[@]}" | tee "$OUT/summary.txt"
 # The device tool brings back 8 files: the raw output travels as one archive.
