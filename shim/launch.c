@@ -77,6 +77,11 @@ KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
 
 static struct launch_stats stats;
 
+/* Statistics only: a relaxed load and store, not a locked add, on the
+ * launch path (a lost increment under a race is fine, a bus lock per
+ * launch is not). */
+#define STAT_INC(field) __atomic_store_n(&stats.field, __atomic_load_n(&stats.field, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED)
+
 void launch_get_stats(struct launch_stats *ret) {
         ret->launches = __atomic_load_n(&stats.launches, __ATOMIC_RELAXED);
         ret->scanned = __atomic_load_n(&stats.scanned, __ATOMIC_RELAXED);
@@ -188,7 +193,7 @@ static void scan_args(const struct layout *l, void **args) {
 
                         memcpy(&w, p + off, sizeof(w));
                         if (heat_maybe_captured((uintptr_t)w) && heat_touch((uintptr_t)w, 0, 1))
-                                __atomic_fetch_add(&stats.pointers, 1, __ATOMIC_RELAXED);
+                                STAT_INC(pointers);
                 }
         }
 }
@@ -198,13 +203,13 @@ static void launch_heat(const void *func, void **args, param_info_fn info) {
 
         if (!(heat_sources & HEAT_SRC_LAUNCH) || !args || !func || shim_cfg.disabled)
                 return;
-        __atomic_fetch_add(&stats.launches, 1, __ATOMIC_RELAXED);
+        STAT_INC(launches);
         l = layout_get(func, info);
         if (l && l->n_params) {
-                __atomic_fetch_add(&stats.scanned, 1, __ATOMIC_RELAXED);
+                STAT_INC(scanned);
                 scan_args(l, args);
         } else
-                __atomic_fetch_add(&stats.no_layout, 1, __ATOMIC_RELAXED);
+                STAT_INC(no_layout);
 }
 
 KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
