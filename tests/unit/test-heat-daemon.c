@@ -173,6 +173,45 @@ static void test_reader(void) {
         heat_table_free(t);
 }
 
+static int hint(uint32_t id, uint32_t first, uint32_t n, uint32_t kind) {
+        struct kvt_hint h = {.region_id = id, .first_chunk = first, .n_chunks = n, .kind = kind};
+
+        return registry_hint(reg, cl, &h);
+}
+
+/* Hints: the kinds the protocol accepts and what they do to the books. */
+static void test_hints(void) {
+        struct {
+                struct kvt_msg_hdr hdr;
+                struct kvt_hint h;
+        } m = {{KVT_PROTO_MAGIC, KVT_PROTO_VERSION, KVT_MSG_HINT, sizeof(struct kvt_hint), 1},
+               {.region_id = 9, .first_chunk = 0, .n_chunks = 1}};
+        const struct chunk *ch;
+
+        for (uint32_t k = 1; k <= 6; k++) {
+                m.h.kind = k;
+                TAP_EQ_INT(kvt_msg_check((const struct kvt_msg *)&m, sizeof(m)), k <= 5 ? 0 : -EBADMSG,
+                           "HINT kind %u %s", k, k <= 5 ? "accepted" : "refused");
+        }
+        add_region(9, 0x7f0300000000ull, 4);
+        ch = region_chunks(region_by_id(9));
+        registry_advance_tick(reg);
+        TAP_EQ_INT(hint(9, 0, 2, KVT_HINT_PINNED), 0, "PINNED applied");
+        TAP_OK((ch[0].flags & CHUNK_PINNED) && (ch[1].flags & CHUNK_PINNED) && !(ch[2].flags & CHUNK_PINNED),
+               "PINNED sets CHUNK_PINNED on its chunks only");
+        TAP_EQ_INT(ch[0].last_use, registry_tick(reg), "PINNED chunks are hot");
+        TAP_EQ_INT(hint(9, 0, 1, KVT_HINT_COLD), 0, "COLD applied");
+        TAP_OK(ch[0].last_use == 0 && (ch[0].flags & CHUNK_PINNED), "COLD makes it cold but leaves it pinned");
+        TAP_EQ_INT(hint(9, 0, 2, KVT_HINT_DONE), 0, "DONE applied");
+        TAP_OK(ch[1].last_use == 0 && !(ch[0].flags & CHUNK_PINNED) && !(ch[1].flags & CHUNK_PINNED),
+               "DONE makes them cold and unpinned");
+        registry_advance_tick(reg);
+        TAP_EQ_INT(hint(9, 2, 2, KVT_HINT_WILL_NEED), 0, "WILL_NEED applied");
+        TAP_OK(ch[3].last_use == registry_tick(reg) && !(ch[3].flags & CHUNK_PINNED), "WILL_NEED makes them hot");
+        TAP_EQ_INT(hint(9, 3, 2, KVT_HINT_PINNED), -ERANGE, "a hint past the region is refused");
+        TAP_EQ_INT(registry_region_del(reg, cl, 9), 0, "region 9 deleted");
+}
+
 int main(void) {
         struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .name = "test"};
         struct conf *conf;
@@ -182,6 +221,7 @@ int main(void) {
                 return 99;
         test_refusals();
         test_reader();
+        test_hints();
         registry_free(reg);
         conf_free(conf);
         munmap(map, BIG);
