@@ -62,7 +62,8 @@ static int check_fd(int fd, const struct kvt_heat_table *msg, uint64_t *ret_size
                 *ret_why = "not sealed against shrinking (F_SEAL_SHRINK)";
                 return -EPERM;
         }
-        if ((uint64_t)st.st_size < msg->size_bytes || (uint64_t)st.st_size < kvt_heat_counters_offset(msg->n_slots)) {
+        if ((uint64_t)st.st_size < msg->size_bytes ||
+            (uint64_t)st.st_size < kvt_heat_counters_offset(msg->n_slots)) {
                 *ret_why = "file smaller than announced";
                 return -EBADMSG;
         }
@@ -129,7 +130,9 @@ static int table_remap(struct heat_table *t) {
 
         if (fstat(t->fd, &st) < 0)
                 return -errno;
-        size = MIN((uint64_t)st.st_size, KVT_HEAT_MAX_BYTES);
+        size = (uint64_t)st.st_size;
+        if (size > KVT_HEAT_MAX_BYTES)
+                size = KVT_HEAT_MAX_BYTES;
         if (size <= t->mapped_bytes)
                 return 0;
         map = mremap((void *)t->map, t->mapped_bytes, size, MREMAP_MAYMOVE);

@@ -41,8 +41,8 @@ int heat_table_tick_end(struct heat_table *t);
 /* Counters read and accesses passed on, for status and tests. */
 struct heat_table_stats {
         uint64_t regions_bound;
-        uint64_t accesses;     /* sum of deltas passed to registry_chunk_touch() */
-        uint64_t bad_slots;    /* slots ignored as malformed */
-        uint64_t remaps;       /* the file grew and was mapped again */
+        uint64_t accesses;  /* sum of deltas passed to registry_chunk_touch() */
+        uint64_t bad_slots; /* slots ignored as malformed */
+        uint64_t remaps;    /* the file grew and was mapped again */
 };
 const struct heat_table_stats *heat_table_stats(const struct heat_table *t);

@@ -163,9 +163,9 @@ static void *try_open(const char *path) {
 static void *open_near_cudart(void) {
         static const char *const rel[] = {
                 "libcupti.so.13",
-                "../extras/CUPTI/lib64/libcupti.so.13",           /* CUDA toolkit: lib64/ */
-                "../../extras/CUPTI/lib64/libcupti.so.13",        /* targets/<arch>/lib/ */
-                "../../cuda_cupti/lib/libcupti.so.13",            /* PyTorch's nvidia/ wheels */
+                "../extras/CUPTI/lib64/libcupti.so.13",    /* CUDA toolkit: lib64/ */
+                "../../extras/CUPTI/lib64/libcupti.so.13", /* targets/<arch>/lib/ */
+                "../../cuda_cupti/lib/libcupti.so.13",     /* PyTorch's nvidia/ wheels */
                 "../../cu13/lib/libcupti.so.13",
         };
         void *sym = dlsym(RTLD_NEXT, "cudaMalloc");
@@ -228,7 +228,8 @@ static void unmap_regions(void) {
                         continue;
                 gpu.id = r.device;
                 if (rt->cudaSetDevice(r.device) == cudaSuccess &&
-                    rt->cudaMemAdvise((void *)r.base, r.span_bytes, cudaMemAdviseUnsetAccessedBy, gpu) == cudaSuccess)
+                    rt->cudaMemAdvise((void *)r.base, r.span_bytes, cudaMemAdviseUnsetAccessedBy, gpu) ==
+                            cudaSuccess)
                         __atomic_fetch_add(&stats.unmaps, 1, __ATOMIC_RELAXED);
                 regions_release(ids[i]);
         }
@@ -243,7 +244,8 @@ static void *sampler_main(void *arg) {
         for (;;) {
                 uint64_t t0 = now_ns();
 
-                if (duty_percent < 100 && cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER))
+                if (duty_percent < 100 &&
+                    cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER))
                         break;
                 if (heat_sources & HEAT_SRC_UNMAP)
                         unmap_regions();
@@ -290,8 +292,10 @@ static int configure(void) {
                 /* Fewer devices than configured fails on some versions: one device. */
                 r = cupti.cuptiActivityConfigureUnifiedMemoryCounter(cfg, (uint32_t)ELEMENTSOF(kinds));
         if (r != CUPTI_SUCCESS)
-                return log_warning_errno(EIO, "Failed to configure CUPTI unified-memory counters: %s; no fault heat, ignoring.",
-                                         result_string(r));
+                return log_warning_errno(
+                        EIO,
+                        "Failed to configure CUPTI unified-memory counters: %s; no fault heat, ignoring.",
+                        result_string(r));
         return 0;
 }
 
@@ -308,15 +312,17 @@ static int setup(void) {
         }
         cr = cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
         if (cr != CUPTI_SUCCESS)
-                return log_warning_errno(EIO, "Failed to register CUPTI buffers: %s; no fault heat, ignoring.",
+                return log_warning_errno(EIO,
+                                         "Failed to register CUPTI buffers: %s; no fault heat, ignoring.",
                                          result_string(cr));
         r = configure();
         if (r < 0)
                 return r;
         cr = cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         if (cr != CUPTI_SUCCESS)
-                return log_warning_errno(EIO, "Failed to enable CUPTI unified-memory counters: %s; no fault heat, ignoring.",
-                                         result_string(cr));
+                return log_warning_errno(
+                        EIO, "Failed to enable CUPTI unified-memory counters: %s; no fault heat, ignoring.",
+                        result_string(cr));
         if (duty_percent < 100)
                 cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         __atomic_store_n(&loaded, true, __ATOMIC_RELEASE);
@@ -344,14 +350,16 @@ int cupti_start(void) {
         r = -pthread_create(&sampler, NULL, sampler_main, NULL);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r < 0)
-                return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.", strerror(-r));
+                return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.",
+                                         strerror(-r));
         pthread_detach(sampler);
         return 0;
 }
 
 void cupti_dump_stats(const char *path) {
-        static const char *const names[KVT_CUPTI_UM_KINDS] = {
-                "unknown", "htod", "dtoh", "cpu_fault", "gpu_fault", "thrashing", "throttling", "remote_map", "dtod"};
+        static const char *const names[KVT_CUPTI_UM_KINDS] = {"unknown",    "htod",       "dtoh",
+                                                              "cpu_fault",  "gpu_fault",  "thrashing",
+                                                              "throttling", "remote_map", "dtod"};
         struct launch_stats l;
         struct cupti_stats s;
         FILE *f;
@@ -363,18 +371,21 @@ void cupti_dump_stats(const char *path) {
         f = fopen(path, "ae");
         if (!f)
                 return;
-        fprintf(f, "{\"cupti_loaded\": %s, \"duty_percent\": %u, \"period_ms\": %u, \"enabled_ms\": %llu, "
-                   "\"buffers\": %llu, \"other_records\": %llu",
-                s.loaded ? "true" : "false", duty_percent, period_ms, (unsigned long long)(s.enabled_ns / 1000000),
-                (unsigned long long)s.buffers, (unsigned long long)s.other_records);
+        fprintf(f,
+                "{\"cupti_loaded\": %s, \"duty_percent\": %u, \"period_ms\": %u, \"enabled_ms\": %llu, "
+                "\"buffers\": %llu, \"other_records\": %llu",
+                s.loaded ? "true" : "false", duty_percent, period_ms,
+                (unsigned long long)(s.enabled_ns / 1000000), (unsigned long long)s.buffers,
+                (unsigned long long)s.other_records);
         for (int k = 1; k < KVT_CUPTI_UM_KINDS; k++)
-                fprintf(f, ", \"%s\": %llu, \"%s_attributed\": %llu", names[k], (unsigned long long)s.records[k],
-                        names[k], (unsigned long long)s.attributed[k]);
-        fprintf(f, ", \"launches\": %llu, \"launches_scanned\": %llu, \"launches_no_layout\": %llu, "
-                   "\"functions\": %llu, \"functions_unknown\": %llu, \"launch_pointers\": %llu",
-                (unsigned long long)l.launches, (unsigned long long)l.scanned, (unsigned long long)l.no_layout,
-                (unsigned long long)l.functions, (unsigned long long)l.functions_unknown,
-                (unsigned long long)l.pointers);
+                fprintf(f, ", \"%s\": %llu, \"%s_attributed\": %llu", names[k],
+                        (unsigned long long)s.records[k], names[k], (unsigned long long)s.attributed[k]);
+        fprintf(f,
+                ", \"launches\": %llu, \"launches_scanned\": %llu, \"launches_no_layout\": %llu, "
+                "\"functions\": %llu, \"functions_unknown\": %llu, \"launch_pointers\": %llu",
+                (unsigned long long)l.launches, (unsigned long long)l.scanned,
+                (unsigned long long)l.no_layout, (unsigned long long)l.functions,
+                (unsigned long long)l.functions_unknown, (unsigned long long)l.pointers);
         fprintf(f, ", \"unmaps\": %llu, \"heat_touches\": %llu}\n", (unsigned long long)s.unmaps,
                 (unsigned long long)heat_touch_count());
         fclose(f);

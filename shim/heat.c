@@ -166,8 +166,8 @@ static int extent_take_locked(uint32_t n, uint32_t slot, uint32_t region_id, str
         end = bump_offset + (uint64_t)n * sizeof(uint32_t);
         if (end > file_bytes && (r = table_grow_locked(end)) < 0)
                 return r;
-        extents[n_extents] = (struct extent){
-                .offset = bump_offset, .n_chunks = n, .slot = slot, .region_id = region_id};
+        extents[n_extents] =
+                (struct extent){.offset = bump_offset, .n_chunks = n, .slot = slot, .region_id = region_id};
         bump_offset = end;
         *ret = &extents[n_extents++];
         return 0;
@@ -219,8 +219,9 @@ int heat_region_add(const struct shim_region *r) {
         pthread_mutex_lock(&write_lock);
         if (table_fd < 0 && (k = table_create_locked()) < 0) {
                 pthread_mutex_unlock(&write_lock);
-                return log_warning_errno(k, "Failed to create the heat table: %s; no access heat for the daemon, ignoring.",
-                                         strerror(-k));
+                return log_warning_errno(
+                        k, "Failed to create the heat table: %s; no access heat for the daemon, ignoring.",
+                        strerror(-k));
         }
         slot = slot_take_locked();
         k = slot < 0 ? slot : extent_take_locked(e.n_chunks, (uint32_t)slot, r->id, &x);
@@ -228,7 +229,8 @@ int heat_region_add(const struct shim_region *r) {
                 if (slot >= 0)
                         slot_used[slot] = false;
                 if (!full_logged)
-                        log_warning("Heat table full (%s): region %u and later ones get no access heat, ignoring.",
+                        log_warning("Heat table full (%s): region %u and later ones get no access heat, "
+                                    "ignoring.",
                                     strerror(-k), r->id);
                 full_logged = true;
                 pthread_mutex_unlock(&write_lock);
@@ -307,7 +309,6 @@ bool heat_locate(uintptr_t addr) {
 
 size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         const struct heat_entry *e;
-        uint32_t first, last;
         size_t counted = 0;
 
         if (!heat_maybe_captured(addr))
@@ -316,14 +317,15 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         e = entry_find(addr);
         if (e) {
                 uintptr_t end = len && addr + len > addr ? MIN(addr + len, e->end) : addr + 1;
+                uint32_t first = (uint32_t)((addr - e->base) >> KVT_CHUNK_SHIFT);
+                uint32_t last = (uint32_t)((end - 1 - e->base) >> KVT_CHUNK_SHIFT);
 
-                first = (uint32_t)((addr - e->base) >> KVT_CHUNK_SHIFT);
-                last = (uint32_t)((end - 1 - e->base) >> KVT_CHUNK_SHIFT);
                 for (uint32_t j = first; j <= last; j++)
                         kvt_heat_counter_add(table_map, e->offset, j, n);
                 counted = last - first + 1;
                 /* Statistics: relaxed load and store, no locked add on the hot path. */
-                __atomic_store_n(&touches, __atomic_load_n(&touches, __ATOMIC_RELAXED) + counted, __ATOMIC_RELAXED);
+                __atomic_store_n(&touches, __atomic_load_n(&touches, __ATOMIC_RELAXED) + counted,
+                                 __ATOMIC_RELAXED);
                 trace_access(e->region_id, e->n_chunks, first, (uint32_t)counted);
         }
         pthread_rwlock_unlock(&table_lock);
@@ -348,8 +350,9 @@ int heat_table_fd(struct kvt_heat_table *ret) {
                 return -1;
         pthread_mutex_lock(&write_lock);
         if (table_fd < 0 && (fd = table_create_locked()) < 0)
-                log_warning_errno(fd, "Failed to create the heat table: %s; no access heat for the daemon, ignoring.",
-                                  strerror(-fd));
+                log_warning_errno(
+                        fd, "Failed to create the heat table: %s; no access heat for the daemon, ignoring.",
+                        strerror(-fd));
         fd = table_fd;
         if (fd >= 0)
                 *ret = (struct kvt_heat_table){

@@ -24,10 +24,10 @@ struct shim_region;
  * window, so that the next GPU access to a host-resident chunk faults once
  * (and is mapped again): sampled heat for memory the GPU reads over the
  * link, which raises no fault otherwise. */
-#define HEAT_SRC_CUPTI  0x1u
-#define HEAT_SRC_LAUNCH 0x2u
-#define HEAT_SRC_HINT   0x4u
-#define HEAT_SRC_UNMAP  0x8u
+#define HEAT_SRC_CUPTI   0x1u
+#define HEAT_SRC_LAUNCH  0x2u
+#define HEAT_SRC_HINT    0x4u
+#define HEAT_SRC_UNMAP   0x8u
 #define HEAT_SRC_DEFAULT (HEAT_SRC_CUPTI | HEAT_SRC_LAUNCH | HEAT_SRC_HINT)
 
 /* Parses a KVTIER_HEAT value into a source mask.  Returns 0 or -EINVAL. */

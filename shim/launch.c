@@ -36,7 +36,7 @@
 #define LAYOUT_SLOTS 4096u
 /* Parameters looked at per function, and bytes per parameter (structs that
  * carry pointers, like PyTorch's TensorIterator offsets, fit). */
-#define LAYOUT_MAX_PARAMS 32u
+#define LAYOUT_MAX_PARAMS    32u
 #define PARAM_MAX_SCAN_BYTES 256u
 
 enum { LAYOUT_EMPTY, LAYOUT_FILLING, LAYOUT_READY };
@@ -80,7 +80,8 @@ static struct launch_stats stats;
 /* Statistics only: a relaxed load and store, not a locked add, on the
  * launch path (a lost increment under a race is fine, a bus lock per
  * launch is not). */
-#define STAT_INC(field) __atomic_store_n(&stats.field, __atomic_load_n(&stats.field, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED)
+#define STAT_INC(field)                                                                                     \
+        __atomic_store_n(&stats.field, __atomic_load_n(&stats.field, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED)
 
 void launch_get_stats(struct launch_stats *ret) {
         ret->launches = __atomic_load_n(&stats.launches, __ATOMIC_RELAXED);
@@ -110,15 +111,15 @@ static const char *const cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12
 static const char *const cuda_sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
 
 /* Resolved once; a racing second resolution finds the same pointers. */
-#define REAL(name, sonames)                                                                        \
-        ({                                                                                         \
-                static name##_fn real_;                                                            \
-                name##_fn f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                          \
-                if (!f_) {                                                                         \
-                        f_ = (name##_fn)real_symbol(#name, sonames);                               \
-                        __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                            \
-                }                                                                                  \
-                f_;                                                                                \
+#define REAL(name, sonames)                                                                                 \
+        ({                                                                                                  \
+                static name##_fn real_;                                                                     \
+                name##_fn f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                                   \
+                if (!f_) {                                                                                  \
+                        f_ = (name##_fn)real_symbol(#name, sonames);                                        \
+                        __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                                     \
+                }                                                                                           \
+                f_;                                                                                         \
         })
 
 static int runtime_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {

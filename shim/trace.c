@@ -34,9 +34,9 @@ struct trace {
         pthread_cond_t wake;
         struct record *ring;
         uint32_t ring_n[RING_RECORDS]; /* chunks of each access record */
-        size_t head, count;   /* ring[head .. head+count) */
-        uint64_t dropped;     /* since the last writer pass */
-        uint64_t last_ns;     /* times are clamped to be non-decreasing */
+        size_t head, count;            /* ring[head .. head+count) */
+        uint64_t dropped;              /* since the last writer pass */
+        uint64_t last_ns;              /* times are clamped to be non-decreasing */
         bool stopping;
         pthread_t thread;
         FILE *f;
@@ -106,7 +106,8 @@ static void drain_locked(struct trace *t) {
         t->dropped = 0;
         pthread_mutex_unlock(&t->lock);
         if (dropped)
-                fprintf(t->f, "# dropped %llu records: the writer fell behind\n", (unsigned long long)dropped);
+                fprintf(t->f, "# dropped %llu records: the writer fell behind\n",
+                        (unsigned long long)dropped);
         for (size_t i = 0; i < n; i++)
                 write_record(t, &batch[i], batch_n[i]);
         fflush(t->f);
@@ -156,7 +157,8 @@ int trace_start(const char *path) {
         }
         pthread_mutex_init(&t->lock, NULL);
         pthread_cond_init(&t->wake, NULL);
-        fprintf(t->f, "kvtier-trace 1\n# recorded by libkvtier.so; times CLOCK_MONOTONIC ns; chunk %u bytes\n",
+        fprintf(t->f,
+                "kvtier-trace 1\n# recorded by libkvtier.so; times CLOCK_MONOTONIC ns; chunk %u bytes\n",
                 2u << 20);
         /* The writer takes no signal meant for the application. */
         sigfillset(&all);
@@ -190,8 +192,11 @@ static void push(uint32_t type, uint32_t region_id, uint32_t region_chunks, uint
         now = MAX(now, t->last_ns);
         t->last_ns = now;
         k = (t->head + t->count++) % RING_RECORDS;
-        t->ring[k] = (struct record){
-                .time_ns = now, .region_id = region_id, .region_chunks = region_chunks, .first = first, .type = type};
+        t->ring[k] = (struct record){.time_ns = now,
+                                     .region_id = region_id,
+                                     .region_chunks = region_chunks,
+                                     .first = first,
+                                     .type = type};
         t->ring_n[k] = n;
         if (t->count == RING_RECORDS / 2)
                 pthread_cond_signal(&t->wake);

@@ -51,7 +51,8 @@ int main(int argc, char **argv) {
                         size_t len = 8;
                         void *args[2] = {&p, &len};
 
-                        if (cudaLaunchKernel((const void *)fakecuda_read_kernel, one, one, args, 0, NULL) != cudaSuccess)
+                        if (cudaLaunchKernel((const void *)fakecuda_read_kernel, one, one, args, 0, NULL) !=
+                            cudaSuccess)
                                 return 3;
                 }
                 t[r] = (now_s() - t0) / (double)n * 1e9;

@@ -27,7 +27,7 @@
 KVT_CUPTI_FUNCS(KVT_CUPTI_PROTO)
 #undef KVT_CUPTI_PROTO
 
-#define REC_BYTES sizeof(CUpti_ActivityUnifiedMemoryCounter3)
+#define REC_BYTES   sizeof(CUpti_ActivityUnifiedMemoryCounter3)
 #define MAX_DEVICES 16
 #define MAX_PENDING 16
 
@@ -88,12 +88,12 @@ static void um_hook(int kind, uintptr_t addr, uint64_t value, int dev) {
                 .srcId = kind == 2 ? (uint32_t)dev : 0,
                 .dstId = kind == 1 ? (uint32_t)dev : 0,
         };
-        uint8_t *p;
-
         if (dev < 0 || dev >= MAX_DEVICES)
                 return;
         pthread_mutex_lock(&c.lock);
         if (c.enabled && (c.kinds[dev] & (1u << kind))) {
+                uint8_t *p;
+
                 r.start = r.end = now_ns();
                 p = slot_locked();
                 if (p) {
@@ -121,7 +121,8 @@ CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemo
         if (!config || count == 0)
                 return CUPTI_ERROR_INVALID_PARAMETER;
         for (uint32_t i = 0; i < count; i++)
-                if (config[i].deviceId >= MAX_DEVICES || config[i].kind <= 0 || config[i].kind >= KVT_CUPTI_UM_KINDS ||
+                if (config[i].deviceId >= MAX_DEVICES || config[i].kind <= 0 ||
+                    config[i].kind >= KVT_CUPTI_UM_KINDS ||
                     config[i].scope != CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE)
                         return CUPTI_ERROR_INVALID_PARAMETER;
         pthread_mutex_lock(&c.lock);
@@ -178,7 +179,8 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
         return CUPTI_SUCCESS;
 }
 
-CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes, CUpti_Activity **record) {
+CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes,
+                                       CUpti_Activity **record) {
         uint8_t *next;
 
         if (!buffer || !record)

@@ -31,8 +31,11 @@ static struct region *region_by_id(uint32_t id) {
 }
 
 static void add_region(uint32_t id, uint64_t base, uint32_t chunks) {
-        struct kvt_region_add a = {.region_id = id, .device = 0, .base = base,
-                                   .size_bytes = (uint64_t)chunks * KVT_CHUNK_BYTES, .api = KVT_API_CUDA_MALLOC,
+        struct kvt_region_add a = {.region_id = id,
+                                   .device = 0,
+                                   .base = base,
+                                   .size_bytes = (uint64_t)chunks * KVT_CHUNK_BYTES,
+                                   .api = KVT_API_CUDA_MALLOC,
                                    .tier = KVT_TIER_HOST_MAPPED};
 
         if (registry_region_add(reg, cl, &a) < 0)
@@ -80,10 +83,12 @@ static void test_refusals(void) {
         close(fd);
         fd = new_table(4096, F_SEAL_SHRINK);
         m.size_bytes = 8192;
-        TAP_EQ_INT(heat_table_new(fd, &m, &t, &why), -EBADMSG, "file smaller than announced refused (%s)", why);
+        TAP_EQ_INT(heat_table_new(fd, &m, &t, &why), -EBADMSG, "file smaller than announced refused (%s)",
+                   why);
         m.size_bytes = 4096;
         m.n_slots = SLOTS * 2;
-        TAP_EQ_INT(heat_table_new(fd, &m, &t, &why), -EBADMSG, "header disagreeing with the message refused");
+        TAP_EQ_INT(heat_table_new(fd, &m, &t, &why), -EBADMSG,
+                   "header disagreeing with the message refused");
         close(fd);
         f = tmpfile();
         m.n_slots = SLOTS;
@@ -201,13 +206,15 @@ static void test_hints(void) {
                "PINNED sets CHUNK_PINNED on its chunks only");
         TAP_EQ_INT(ch[0].last_use, registry_tick(reg), "PINNED chunks are hot");
         TAP_EQ_INT(hint(9, 0, 1, KVT_HINT_COLD), 0, "COLD applied");
-        TAP_OK(ch[0].last_use == 0 && (ch[0].flags & CHUNK_PINNED), "COLD makes it cold but leaves it pinned");
+        TAP_OK(ch[0].last_use == 0 && (ch[0].flags & CHUNK_PINNED),
+               "COLD makes it cold but leaves it pinned");
         TAP_EQ_INT(hint(9, 0, 2, KVT_HINT_DONE), 0, "DONE applied");
         TAP_OK(ch[1].last_use == 0 && !(ch[0].flags & CHUNK_PINNED) && !(ch[1].flags & CHUNK_PINNED),
                "DONE makes them cold and unpinned");
         registry_advance_tick(reg);
         TAP_EQ_INT(hint(9, 2, 2, KVT_HINT_WILL_NEED), 0, "WILL_NEED applied");
-        TAP_OK(ch[3].last_use == registry_tick(reg) && !(ch[3].flags & CHUNK_PINNED), "WILL_NEED makes them hot");
+        TAP_OK(ch[3].last_use == registry_tick(reg) && !(ch[3].flags & CHUNK_PINNED),
+               "WILL_NEED makes them hot");
         TAP_EQ_INT(hint(9, 3, 2, KVT_HINT_PINNED), -ERANGE, "a hint past the region is refused");
         TAP_EQ_INT(registry_region_del(reg, cl, 9), 0, "region 9 deleted");
 }

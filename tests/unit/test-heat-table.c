@@ -30,11 +30,13 @@ static void test_layout(void) {
         TAP_EQ_U64(ctr, 64 + 16 * 32, "counters start after the header and 16 slots");
         kvt_heat_header_init(table, SLOTS, sizeof(table));
         TAP_EQ_INT(((struct kvt_heat_header *)table)->magic, KVT_HEAT_MAGIC, "header carries the magic");
-        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 0, &v), -ENOENT, "a never used slot is empty");
+        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 0, &v), -ENOENT,
+                   "a never used slot is empty");
 
         kvt_heat_slot_publish(table, 3, 7, 4, ctr + 64);
         TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v), 0, "a published slot reads back");
-        TAP_OK(v.region_id == 7 && v.n_chunks == 4 && v.offset == ctr + 64, "with its region, chunks and offset");
+        TAP_OK(v.region_id == 7 && v.n_chunks == 4 && v.offset == ctr + 64,
+               "with its region, chunks and offset");
         TAP_OK(v.generation && !(v.generation & 1), "and an even, non-zero generation");
         g1 = v.generation;
 
@@ -44,7 +46,8 @@ static void test_layout(void) {
         TAP_EQ_INT(kvt_heat_counter_load(table, v.offset, 1), 0, "neighbours untouched");
 
         kvt_heat_slot_clear(table, 3);
-        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v), -ENOENT, "a cleared slot is empty");
+        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v), -ENOENT,
+                   "a cleared slot is empty");
         kvt_heat_slot_publish(table, 3, 7, 4, ctr + 64);
         kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v);
         g2 = v.generation;
@@ -52,7 +55,8 @@ static void test_layout(void) {
         TAP_EQ_INT(kvt_heat_slot_generation(table, 3), g2, "generation reads back");
 
         raw_slot(3)->generation |= 1;
-        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v), -EAGAIN, "odd generation: being written");
+        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v), -EAGAIN,
+                   "odd generation: being written");
         raw_slot(3)->generation = 0xffffffffu;
         kvt_heat_slot_publish(table, 3, 7, 4, ctr + 64);
         TAP_EQ_INT(kvt_heat_slot_generation(table, 3), 2, "generation wraps past 0 to 2");
@@ -73,16 +77,22 @@ static void test_bounds(void) {
 
         TAP_EQ_INT(hostile(9, 2, ctr, sizeof(table)), 0, "a sane slot passes");
         TAP_EQ_INT(hostile(9, 2, ctr + 2, sizeof(table)), -EBADMSG, "misaligned counters are refused");
-        TAP_EQ_INT(hostile(9, 2, ctr - 4, sizeof(table)), -EBADMSG, "counters inside the directory are refused");
+        TAP_EQ_INT(hostile(9, 2, ctr - 4, sizeof(table)), -EBADMSG,
+                   "counters inside the directory are refused");
         TAP_EQ_INT(hostile(9, 0, ctr, sizeof(table)), -EBADMSG, "a region of 0 chunks is refused");
-        TAP_EQ_INT(hostile(9, 0xffffffffu, ctr, sizeof(table)), -EBADMSG, "more chunks than a region can have");
-        TAP_EQ_INT(hostile(9, 2, UINT64_MAX - 3, sizeof(table)), -EBADMSG, "an offset that overflows is refused");
-        TAP_EQ_INT(hostile(9, 2, KVT_HEAT_MAX_BYTES, sizeof(table)), -EBADMSG, "counters past the largest table");
+        TAP_EQ_INT(hostile(9, 0xffffffffu, ctr, sizeof(table)), -EBADMSG,
+                   "more chunks than a region can have");
+        TAP_EQ_INT(hostile(9, 2, UINT64_MAX - 3, sizeof(table)), -EBADMSG,
+                   "an offset that overflows is refused");
+        TAP_EQ_INT(hostile(9, 2, KVT_HEAT_MAX_BYTES, sizeof(table)), -EBADMSG,
+                   "counters past the largest table");
         TAP_EQ_INT(hostile(9, 2, sizeof(table) - 4, sizeof(table)), -ERANGE,
                    "counters past the mapping: map more, never read");
         TAP_EQ_INT(hostile(0, 1, ctr, sizeof(table)), -EBADMSG, "a free slot with contents is malformed");
-        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, SLOTS, &v), -EBADMSG, "slot index past the directory");
-        TAP_EQ_INT(kvt_heat_slot_read(table, 100, SLOTS, 0, &v), -EBADMSG, "a mapping smaller than the directory");
+        TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, SLOTS, &v), -EBADMSG,
+                   "slot index past the directory");
+        TAP_EQ_INT(kvt_heat_slot_read(table, 100, SLOTS, 0, &v), -EBADMSG,
+                   "a mapping smaller than the directory");
 }
 
 static int count_fds(void) {
@@ -107,7 +117,8 @@ static void test_fd_passing(void) {
         mfd = memfd_create("test", MFD_CLOEXEC);
         fstat(mfd, &a);
 
-        TAP_EQ_INT(kvt_msg_send_fd(sv[0], KVT_MSG_HEAT_TABLE, 1, &t, sizeof(t), mfd), 0, "HEAT_TABLE sent with an fd");
+        TAP_EQ_INT(kvt_msg_send_fd(sv[0], KVT_MSG_HEAT_TABLE, 1, &t, sizeof(t), mfd), 0,
+                   "HEAT_TABLE sent with an fd");
         TAP_EQ_INT(kvt_msg_recv_fd(sv[1], m, &got), 0, "and received");
         TAP_OK(got >= 0 && fstat(got, &b) == 0 && a.st_ino == b.st_ino, "the fd names the same file");
         TAP_OK(got >= 0 && (fcntl(got, F_GETFD) & FD_CLOEXEC), "received close-on-exec");
@@ -138,9 +149,12 @@ static void test_fd_passing(void) {
         {
                 int fds[3] = {mfd, dup(mfd), dup(mfd)};
                 char control[CMSG_SPACE(sizeof(fds))] = {0};
-                struct kvt_msg_hdr h = {KVT_PROTO_MAGIC, KVT_PROTO_VERSION, KVT_MSG_HEAT_TABLE, sizeof(t), 6};
+                struct kvt_msg_hdr h = {KVT_PROTO_MAGIC, KVT_PROTO_VERSION, KVT_MSG_HEAT_TABLE, sizeof(t),
+                                        6};
                 struct iovec iov[2] = {{&h, sizeof(h)}, {&t, sizeof(t)}};
-                struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = control,
+                struct msghdr mh = {.msg_iov = iov,
+                                    .msg_iovlen = 2,
+                                    .msg_control = control,
                                     .msg_controllen = sizeof(control)};
                 struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 
