@@ -191,6 +191,14 @@ static int load(void) {
         void *h = NULL;
         void **slots = (void **)&cupti;
 
+        /* CUPTI takes one set of activity callbacks per process: if the
+         * application (a profiler, PyTorch's Kineto) loaded it already,
+         * registering ours would take its records away. */
+        for (size_t i = 0; i < ELEMENTSOF(sonames); i++)
+                if ((h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD))) {
+                        dlclose(h);
+                        return -EBUSY;
+                }
         for (size_t i = 0; !h && i < ELEMENTSOF(sonames); i++)
                 h = try_open(sonames[i]);
         if (!h)
@@ -306,6 +314,10 @@ static int setup(void) {
         int r;
 
         r = load();
+        if (r == -EBUSY) {
+                log_info("CUPTI is already in use in this process; no fault heat from kvtier.");
+                return r;
+        }
         if (r < 0) {
                 log_info("CUPTI not found (%s); heat from launches and hints only.", strerror(-r));
                 return r;

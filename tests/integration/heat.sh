@@ -72,6 +72,14 @@ check "cupti at a 10% duty cycle: the counters were on part of the time" \
         [ "$(jq -s 'last | .enabled_ms > 0 and .duty_percent == 10' "$TMP/duty.heat")" = true ]
 ARGS="${ARGS% --unmap}"
 
+# CUPTI already loaded by the application (a profiler): kvtier keeps out.
+ENGINE_ENV="LD_PRELOAD=${PRELOAD// /:}:$FAKES/libcupti.so.13 KVTIER_HEAT=cupti KVTIER_LOG=info KVTIER_HEAT_STATS=$TMP/busy.heat" \
+        run_engine busy $ARGS; rc=$?
+check "CUPTI in use by the application: engine exits 0" [ $rc -eq 0 ]
+check "CUPTI in use by the application: kvtier does not take it over" \
+        [ "$(jq -s 'last | .cupti_loaded' "$TMP/busy.heat")" = false ]
+check "and says so" grep -q "CUPTI is already in use" "$TMP/busy.out"
+
 # Unmap sampling: kvtier leaves memory host-mapped, so the GPU reads it over
 # the link without a fault and CUPTI alone sees nothing; KVTIER_HEAT=unmap
 # drops the mappings at the start of each CUPTI window, and the first read of
