@@ -191,14 +191,14 @@ static int load(void) {
         void *h = NULL;
         void **slots = (void **)&cupti;
 
-        /* CUPTI takes one set of activity callbacks per process: if the
-         * application (a profiler, PyTorch's Kineto) loaded it already,
-         * registering ours would take its records away. */
-        for (size_t i = 0; i < ELEMENTSOF(sonames); i++)
-                if ((h = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD))) {
-                        dlclose(h);
-                        return -EBUSY;
-                }
+        /* CUPTI takes one set of activity callbacks per process: under a
+         * CUPTI tool (Nsight Systems, Nsight Compute and others inject
+         * themselves through CUDA_INJECTION64_PATH) registering ours would
+         * take its records away.  Merely loaded is not in use: PyTorch links
+         * libcupti for its profiler, which registers its callbacks (and
+         * then takes over from ours) only when a profile starts. */
+        if (getenv("CUDA_INJECTION64_PATH"))
+                return -EBUSY;
         for (size_t i = 0; !h && i < ELEMENTSOF(sonames); i++)
                 h = try_open(sonames[i]);
         if (!h)
@@ -315,7 +315,7 @@ static int setup(void) {
 
         r = load();
         if (r == -EBUSY) {
-                log_info("CUPTI is already in use in this process; no fault heat from kvtier.");
+                log_info("CUPTI is in use by a tool (CUDA_INJECTION64_PATH); no fault heat from kvtier.");
                 return r;
         }
         if (r < 0) {

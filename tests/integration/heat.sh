@@ -72,13 +72,18 @@ check "cupti at a 10% duty cycle: the counters were on part of the time" \
         [ "$(jq -s 'last | .enabled_ms > 0 and .duty_percent == 10' "$TMP/duty.heat")" = true ]
 ARGS="${ARGS% --unmap}"
 
-# CUPTI already loaded by the application (a profiler): kvtier keeps out.
-ENGINE_ENV="LD_PRELOAD=${PRELOAD// /:}:$FAKES/libcupti.so.13 KVTIER_HEAT=cupti KVTIER_LOG=info KVTIER_HEAT_STATS=$TMP/busy.heat" \
+# Under a CUPTI tool (injected through CUDA_INJECTION64_PATH) kvtier keeps
+# out; CUPTI merely loaded by the application does not stop it.
+ENGINE_ENV="LD_PRELOAD=${PRELOAD// /:}:$FAKES/libcupti.so.13 KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/loaded.heat" \
+        run_engine loaded $ARGS
+check "CUPTI loaded by the application: kvtier still samples" \
+        [ "$(jq -s 'last | .cupti_loaded' "$TMP/loaded.heat")" = true ]
+ENGINE_ENV="CUDA_INJECTION64_PATH=/nonexistent/tool.so KVTIER_HEAT=cupti KVTIER_LOG=info KVTIER_HEAT_STATS=$TMP/busy.heat" \
         run_engine busy $ARGS; rc=$?
-check "CUPTI in use by the application: engine exits 0" [ $rc -eq 0 ]
-check "CUPTI in use by the application: kvtier does not take it over" \
+check "CUPTI tool injected: engine exits 0" [ $rc -eq 0 ]
+check "CUPTI tool injected: kvtier does not take CUPTI over" \
         [ "$(jq -s 'last | .cupti_loaded' "$TMP/busy.heat")" = false ]
-check "and says so" grep -q "CUPTI is already in use" "$TMP/busy.out"
+check "and says so" grep -q "CUPTI is in use by a tool" "$TMP/busy.out"
 
 # Unmap sampling: kvtier leaves memory host-mapped, so the GPU reads it over
 # the link without a fault and CUPTI alone sees nothing; KVTIER_HEAT=unmap
