@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <unistd.h>
+
+#include "heat-table.h"
 #include "protocol.h"
 
 static const struct {
@@ -20,6 +23,7 @@ static const struct {
         { KVT_MSG_ORDER_DONE, "ORDER_DONE", sizeof(struct kvt_order_done) },
         { KVT_MSG_HINT, "HINT", sizeof(struct kvt_hint) },
         { KVT_MSG_DEVICE, "DEVICE", sizeof(struct kvt_device) },
+        { KVT_MSG_HEAT_TABLE, "HEAT_TABLE", sizeof(struct kvt_heat_table) },
         { KVT_MSG_WELCOME, "WELCOME", sizeof(struct kvt_welcome) },
         { KVT_MSG_ORDER, "ORDER", sizeof(struct kvt_order) },
         { KVT_MSG_CTL_STATUS, "CTL_STATUS", 0 },
@@ -134,6 +138,14 @@ static int payload_check(const struct kvt_msg *m) {
                     m->u.text[m->hdr.length - 1] != '\0' || strlen(m->u.text) != m->hdr.length - 1)
                         return -EBADMSG;
                 return 0;
+        case KVT_MSG_HEAT_TABLE: {
+                const struct kvt_heat_table *t = &m->u.heat_table;
+                if (t->version != KVT_HEAT_VERSION || t->n_slots < KVT_HEAT_MIN_SLOTS ||
+                    t->n_slots > KVT_HEAT_MAX_SLOTS || t->size_bytes < kvt_heat_counters_offset(t->n_slots) ||
+                    t->size_bytes > KVT_HEAT_MAX_BYTES)
+                        return -EBADMSG;
+                return 0;
+        }
         default:
                 return 0;
         }
@@ -159,7 +171,7 @@ int kvt_msg_check(const struct kvt_msg *m, size_t n) {
         return payload_check(m);
 }
 
-int kvt_msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_t len) {
+static int msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_t len, int pass_fd) {
         struct kvt_msg_hdr hdr = {
                 .magic = KVT_PROTO_MAGIC,
                 .version = KVT_PROTO_VERSION,
@@ -172,10 +184,26 @@ int kvt_msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_
                 { .iov_base = (void *)payload, .iov_len = len },
         };
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control;
         ssize_t n;
 
         if (len > KVT_TEXT_MAX)
                 return -EMSGSIZE;
+        if (pass_fd >= 0) {
+                struct cmsghdr *c;
+
+                memset(&control, 0, sizeof(control));
+                mh.msg_control = control.buf;
+                mh.msg_controllen = sizeof(control.buf);
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+        }
         do
                 n = sendmsg(fd, &mh, MSG_NOSIGNAL);
         while (n < 0 && errno == EINTR);
@@ -184,12 +212,57 @@ int kvt_msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_
         return (size_t)n == sizeof(hdr) + len ? 0 : -EIO;
 }
 
-int kvt_msg_recv(int fd, struct kvt_msg *m) {
+int kvt_msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_t len) {
+        return msg_send(fd, type, seq, payload, len, -1);
+}
+
+int kvt_msg_send_fd(int fd, uint16_t type, uint32_t seq, const void *payload, size_t len, int pass_fd) {
+        return pass_fd < 0 ? -EBADF : msg_send(fd, type, seq, payload, len, pass_fd);
+}
+
+/* Up to this many descriptors are taken off one message (all but the first
+ * closed); the kernel discards what does not fit (MSG_CTRUNC). */
+#define RECV_MAX_FDS 8
+
+/* Keeps the first SCM_RIGHTS descriptor in *ret_fd (or closes it when
+ * ret_fd is NULL) and closes every other one. */
+static void take_fds(struct msghdr *mh, int *ret_fd) {
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+                size_t n;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+                        continue;
+                n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < n; i++) {
+                        int f;
+
+                        memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (ret_fd && *ret_fd < 0)
+                                *ret_fd = f;
+                        else
+                                close(f);
+                }
+        }
+}
+
+int kvt_msg_recv_fd(int fd, struct kvt_msg *m, int *ret_fd) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(RECV_MAX_FDS * sizeof(int))];
+        } control;
+        struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
         ssize_t n;
 
-        do
-                n = recv(fd, m, sizeof(*m), MSG_TRUNC);
-        while (n < 0 && errno == EINTR);
+        if (ret_fd)
+                *ret_fd = -1;
+        do {
+                mh.msg_control = control.buf;
+                mh.msg_controllen = sizeof(control.buf);
+                n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        } while (n < 0 && errno == EINTR);
+        if (n >= 0)
+                take_fds(&mh, ret_fd);
         if (n < 0)
                 return errno == EWOULDBLOCK ? -EAGAIN : -errno;
         if (n == 0)
@@ -198,6 +271,11 @@ int kvt_msg_recv(int fd, struct kvt_msg *m) {
         if ((size_t)n > sizeof(*m))
                 return -EBADMSG;
         return kvt_msg_check(m, (size_t)n);
+}
+
+int kvt_msg_recv(int fd, struct kvt_msg *m) {
+        /* A descriptor nobody asked for is closed, never leaked. */
+        return kvt_msg_recv_fd(fd, m, NULL);
 }
 
 static int64_t now_ms(void) {

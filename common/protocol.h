@@ -43,6 +43,7 @@ enum kvt_msg_type {
         KVT_MSG_ORDER_DONE = 0x0104, /* struct kvt_order_done */
         KVT_MSG_HINT = 0x0105,       /* struct kvt_hint */
         KVT_MSG_DEVICE = 0x0107,     /* struct kvt_device */
+        KVT_MSG_HEAT_TABLE = 0x0106, /* struct kvt_heat_table, with the memfd (SCM_RIGHTS) */
 
         /* daemon -> shim */
         KVT_MSG_WELCOME = 0x0201, /* struct kvt_welcome */
@@ -163,6 +164,9 @@ struct kvt_order_done {
 enum kvt_hint_kind {
         KVT_HINT_HOT = 1,  /* the range is being used now */
         KVT_HINT_COLD = 2, /* the range will not be used soon */
+        KVT_HINT_PINNED = 3,    /* keep it in VRAM: never evicted until DONE */
+        KVT_HINT_WILL_NEED = 4, /* about to be used: promote it as if hot */
+        KVT_HINT_DONE = 5,      /* finished with it: cold and unpinned */
         _KVT_HINT_MAX,
 };
 
@@ -172,6 +176,15 @@ struct kvt_hint {
         uint32_t first_chunk;
         uint32_t n_chunks;
         uint32_t kind; /* enum kvt_hint_kind */
+};
+
+/* Announces the shim's heat table (common/heat-table.h), once per
+ * connection; the memfd travels as SCM_RIGHTS with this message.  The
+ * daemon requires F_SEAL_SHRINK on it and maps it read-only. */
+struct kvt_heat_table {
+        uint32_t version; /* KVT_HEAT_VERSION */
+        uint32_t n_slots; /* directory slots, KVT_HEAT_MIN_SLOTS .. KVT_HEAT_MAX_SLOTS */
+        uint64_t size_bytes; /* file size at sending */
 };
 
 struct kvt_ctl_end {
@@ -191,6 +204,7 @@ struct kvt_msg {
                 struct kvt_order_done order_done;
                 struct kvt_hint hint;
                 struct kvt_device device;
+                struct kvt_heat_table heat_table;
                 struct kvt_ctl_end ctl_end;
                 char text[KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr)];
         } u;
@@ -231,6 +245,14 @@ int kvt_msg_send(int fd, uint16_t type, uint32_t seq, const void *payload, size_
  * non-blocking socket with nothing queued, -ECONNRESET on orderly close,
  * -EBADMSG/-EPROTO for a malformed message, or another -errno. */
 int kvt_msg_recv(int fd, struct kvt_msg *m);
+
+/* As kvt_msg_send(), passing pass_fd along with SCM_RIGHTS. */
+int kvt_msg_send_fd(int fd, uint16_t type, uint32_t seq, const void *payload, size_t len, int pass_fd);
+
+/* As kvt_msg_recv(), and *ret_fd gets the first file descriptor that came
+ * with the message (close-on-exec), or -1.  Any further descriptors are
+ * closed here.  The caller owns *ret_fd even when the message is bad. */
+int kvt_msg_recv_fd(int fd, struct kvt_msg *m, int *ret_fd);
 
 /* Receives one message, waiting at most timeout_ms.  Returns as
  * kvt_msg_recv(), or -ETIMEDOUT. */

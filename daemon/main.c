@@ -128,6 +128,9 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         };
         int r;
 
+        r = server_collect_heat(d->server);
+        if (r < 0)
+                log_warning_errno(r, "Failed to read access heat this tick: %s, ignoring.", strerror(-r));
         r = planner_tick(d->planner, d->registry, &ops, NULL);
         if (r < 0)
                 log_warning_errno(r, "Failed to plan this tick: %s, ignoring.", strerror(-r));
@@ -164,7 +167,10 @@ static int daemon_setup(struct daemon *d) {
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate daemon state: %s", strerror(-r));
         d->info = (struct status_info){
-                .conf = d->conf, .tick_ms = conf_tick_ms(d->conf), .start_ns = now_ns()};
+                .conf = d->conf,
+                .tick_ms = conf_tick_ms(d->conf),
+                .start_ns = now_ns(),
+                .client_heat = server_client_heat};
         r = server_new(d->event, d->conf, d->registry, &d->info, &d->server);
         if (r < 0)
                 return r;

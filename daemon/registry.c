@@ -424,6 +424,8 @@ void registry_client_free(struct registry *r, struct client *c) {
 
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint) {
         struct region *reg = client_find_region(c, hint->region_id);
+        bool hot = hint->kind == KVT_HINT_HOT || hint->kind == KVT_HINT_WILL_NEED ||
+                   hint->kind == KVT_HINT_PINNED;
 
         if (!reg)
                 return -ENOENT;
@@ -432,10 +434,14 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
         for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
                 struct policy_chunk *ch = &reg->chunks[i];
 
-                if (hint->kind == KVT_HINT_HOT)
+                if (hot)
                         policy_chunk_touch(ch, r->tick, 1, conf_heat_half_life_ticks(r->conf));
                 else
                         ch->last_use = ch->heat = 0;
+                if (hint->kind == KVT_HINT_PINNED)
+                        ch->flags |= CHUNK_PINNED;
+                else if (hint->kind == KVT_HINT_DONE)
+                        ch->flags &= (uint8_t)~CHUNK_PINNED;
         }
         return 0;
 }

@@ -97,7 +97,9 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
 /* Deletes a region: uncharges it, forgets its orders.  Returns 0 or -ENOENT. */
 int registry_region_del(struct registry *r, struct client *c, uint32_t region_id);
 
-/* Applies a HINT (HOT: one access now, COLD: last_use and heat 0).  Returns 0, -ENOENT (no
+/* Applies a HINT: HOT and WILL_NEED count one access now; PINNED does too
+ * and sets CHUNK_PINNED (never evicted); COLD sets last_use and heat to 0;
+ * DONE does too and clears CHUNK_PINNED.  Returns 0, -ENOENT (no
  * such region) or -ERANGE (chunks outside it). */
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "heat-reader.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -39,6 +40,9 @@ struct peer {
         struct outmsg *out_head, *out_tail;
         bool broken;          /* a send failed: dropped from a defer event */
         bool warned_failures; /* failed orders are logged once per client */
+        bool warned_fd;       /* an unexpected fd is logged once per peer */
+        struct heat_table *heat; /* the shim's counters, once HEAT_TABLE came */
+        int msg_fd;           /* fd that came with the message being dispatched, or -1 */
 };
 
 struct server {
@@ -62,6 +66,7 @@ static void peer_free(struct peer *p) {
                 return;
         s = p->server;
         registry_client_free(s->registry, p->client);
+        heat_table_free(p->heat);
         sd_event_source_disable_unref(p->io);
         sd_event_source_disable_unref(p->defer);
         close(p->fd);
@@ -237,10 +242,33 @@ static int peer_on_order_done(struct peer *p, const struct kvt_order_done *d) {
         return 0;
 }
 
+/* Maps the shim's heat table; the fd that came along is the table's now. */
+static int peer_on_heat_table(struct peer *p, const struct kvt_heat_table *t) {
+        const char *why;
+        int fd = p->msg_fd, r;
+
+        if (p->heat)
+                return peer_reject(p, "a second HEAT_TABLE", NULL);
+        if (fd < 0)
+                return peer_reject(p, "HEAT_TABLE without a file descriptor", NULL);
+        r = heat_table_new(fd, t, &p->heat, &why);
+        if (r == -ENOMEM)
+                return log_error_errno(r, "Failed to map the heat table of client %u: %s", client_id(p->client),
+                                       strerror(-r));
+        if (r < 0)
+                return peer_reject(p, "unusable heat table", why ? why : strerror(-r));
+        p->msg_fd = -1;
+        log_debug("Client %u: heat table of %u slots, %llu bytes.", client_id(p->client), t->n_slots,
+                  (unsigned long long)t->size_bytes);
+        return 0;
+}
+
 static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
         int r;
 
         switch (m->hdr.type) {
+        case KVT_MSG_HEAT_TABLE:
+                return peer_on_heat_table(p, &m->u.heat_table);
         case KVT_MSG_REGION_ADD:
                 return peer_on_region_add(p, &m->u.region_add);
         case KVT_MSG_REGION_DEL:
@@ -290,13 +318,36 @@ static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
         return -EPROTO;
 }
 
+static void peer_close_msg_fd(struct peer *p) {
+        if (p->msg_fd >= 0)
+                close(p->msg_fd);
+        p->msg_fd = -1;
+}
+
+/* A descriptor may only come with HEAT_TABLE; any other is closed unread. */
+static int peer_check_fd(struct peer *p, const struct kvt_msg *m) {
+        if (m->hdr.type == KVT_MSG_HEAT_TABLE)
+                return 0;
+        peer_close_msg_fd(p);
+        if (!p->warned_fd)
+                log_warning("Peer pid %d sent a file descriptor with %s; closed it, ignoring.", (int)p->pid,
+                            kvt_msg_type_name(m->hdr.type));
+        p->warned_fd = true;
+        return 0;
+}
+
 /* Reads what is queued (at most a batch, for fairness).  Returns 0, or < 0 to drop the peer. */
 static int peer_read(struct peer *p) {
         struct kvt_msg *m = &p->server->msg;
 
         for (int i = 0; i < 64; i++) {
-                int r = kvt_msg_recv(p->fd, m);
+                int r = kvt_msg_recv_fd(p->fd, m, &p->msg_fd);
 
+                if (r == 0 && p->msg_fd >= 0)
+                        r = peer_check_fd(p, m);
+
+                if (r < 0)
+                        peer_close_msg_fd(p);
                 if (r == -EAGAIN)
                         return 0;
                 if (r == -ECONNRESET) {
@@ -310,6 +361,7 @@ static int peer_read(struct peer *p) {
                         return log_warning_errno(r, "Failed to receive from peer pid %d: %s", (int)p->pid,
                                                  strerror(-r));
                 r = peer_dispatch(p, m);
+                peer_close_msg_fd(p);
                 if (r < 0)
                         return r;
                 if (p->role == PEER_CTL && p->out_head)
@@ -394,7 +446,8 @@ static int peer_new(struct server *s, int fd) {
                 close(fd);
                 return -ENOMEM;
         }
-        *p = (struct peer){.server = s, .fd = fd, .pid = cred.pid, .uid = cred.uid, .next = s->peers};
+        *p = (struct peer){
+                .server = s, .fd = fd, .pid = cred.pid, .uid = cred.uid, .next = s->peers, .msg_fd = -1};
         r = sd_event_add_io(s->event, &p->io, fd, EPOLLIN, peer_io, p);
         if (r < 0) {
                 close(fd);
@@ -559,6 +612,30 @@ struct server *server_free(struct server *s) {
         }
         free(s);
         return NULL;
+}
+
+const struct heat_table_stats *server_client_heat(const struct client *c) {
+        const struct peer *p = client_userdata(c);
+
+        return p && p->heat ? heat_table_stats(p->heat) : NULL;
+}
+
+int server_collect_heat(struct server *s) {
+        int r = 0;
+
+        for (struct peer *p = s->peers; p; p = p->next)
+                if (p->heat)
+                        heat_table_tick_begin(p->heat);
+        for (struct region *reg = registry_regions(s->registry); reg && r >= 0; reg = region_next(reg)) {
+                struct peer *p = client_userdata(region_client(reg));
+
+                if (p->heat)
+                        r = heat_table_collect(p->heat, s->registry, reg);
+        }
+        for (struct peer *p = s->peers; p; p = p->next)
+                if (p->heat && r >= 0)
+                        r = heat_table_tick_end(p->heat);
+        return r;
 }
 
 const char *server_socket_path(const struct server *s) {

@@ -38,3 +38,10 @@ const char *server_socket_path(const struct server *s);
  * order (queued on EAGAIN; a broken peer is dropped later from the event loop). */
 bool server_client_ready(struct client *c, void *userdata);
 void server_send_order(struct client *c, const struct kvt_order *o, void *userdata);
+
+/* Turns the counters of every shim's heat table into registry_chunk_touch()
+ * calls; once per tick, before planning.  Returns 0 or -ENOMEM. */
+int server_collect_heat(struct server *s);
+
+/* status_info.client_heat: the counters of a client's heat table, or NULL. */
+const struct heat_table_stats *server_client_heat(const struct client *c);

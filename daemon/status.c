@@ -57,7 +57,18 @@ static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER
         return o;
 }
 
-static json_object *client_json(const struct client *c) {
+static json_object *heat_json(const struct heat_table_stats *h) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "regions_bound", json_u64(h->regions_bound));
+        json_object_object_add(o, "accesses", json_u64(h->accesses));
+        json_object_object_add(o, "bad_slots", json_u64(h->bad_slots));
+        json_object_object_add(o, "remaps", json_u64(h->remaps));
+        return o;
+}
+
+static json_object *client_json(const struct client *c, const struct status_info *info) {
+        const struct heat_table_stats *h = info->client_heat ? info->client_heat(c) : NULL;
         json_object *o = json_object_new_object(), *regions = json_object_new_array();
         uint64_t sum[_KVT_TIER_MAX] = {0};
 
@@ -69,6 +80,8 @@ static json_object *client_json(const struct client *c) {
         json_object_object_add(o, "name", json_object_new_string(client_name(c)));
         json_object_object_add(o, "device", json_object_new_int(client_device(c)));
         add_tiers(o, sum);
+        if (h)
+                json_object_object_add(o, "heat", heat_json(h));
         json_object_object_add(o, "regions", regions);
         return o;
 }
@@ -122,7 +135,7 @@ int status_json(const struct registry *r, const struct status_info *info, char *
                         json_object_array_add(gpus, gpu_json(registry_gpu(r, d)));
         json_object_object_add(root, "gpus", gpus);
         for (const struct client *c = registry_clients(r); c; c = client_next(c))
-                json_object_array_add(clients, client_json(c));
+                json_object_array_add(clients, client_json(c, info));
         json_object_object_add(root, "clients", clients);
         json_object_object_add(root, "migrations", migrations_json(registry_migrations(r)));
 

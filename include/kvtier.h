@@ -6,7 +6,17 @@
  * Optional hints from an engine that cooperates with kvtier.  The functions
  * live in libkvtier.so; an engine that must also run without it resolves
  * them with dlsym(RTLD_DEFAULT, "kvtier_hint") and skips them when absent.
- * From Python: ctypes.CDLL(None).kvtier_hint.
+ * From Python (the process runs under LD_PRELOAD=libkvtier.so):
+ *
+ *     import ctypes
+ *     kv = ctypes.CDLL(None)          # the preloaded shim's symbols
+ *     hint = kv.kvtier_hint
+ *     hint.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+ *     HOT, COLD, PINNED, WILL_NEED, DONE = 1, 2, 3, 4, 5
+ *     hint(t.data_ptr(), t.numel() * t.element_size(), PINNED)  # a torch tensor
+ *
+ * HOT and WILL_NEED are counted as accesses in the shared heat table (no
+ * message); COLD, PINNED and DONE change the daemon's books at once.
  */
 
 #include <stddef.h>
@@ -16,8 +26,11 @@ extern "C" {
 #endif
 
 enum kvtier_hint {
-        KVTIER_HINT_HOT = 1,  /* the range is in use now: keep it in VRAM */
-        KVTIER_HINT_COLD = 2, /* the range will not be used soon: evict it first */
+        KVTIER_HINT_HOT = 1,       /* the range is in use now: keep it in VRAM */
+        KVTIER_HINT_COLD = 2,      /* the range will not be used soon: evict it first */
+        KVTIER_HINT_PINNED = 3,    /* keep it in VRAM and never evict it, until DONE */
+        KVTIER_HINT_WILL_NEED = 4, /* about to be used: bring it into VRAM now */
+        KVTIER_HINT_DONE = 5,      /* finished with it: unpin it and evict it first */
 };
 
 /* Tells the daemon about [ptr, ptr+len) of a captured allocation; the hint

@@ -49,8 +49,8 @@ int policy_kind_from_name(const char *s) {
 void policy_params_default(enum policy_kind k, struct policy_params *ret) {
         *ret = (struct policy_params){
                 .kind = k,
-                .hysteresis_ticks = k == POLICY_HEAT || k == POLICY_HYBRID ? 4 : 0,
-                .heat_half_life_ticks = 20,
+                .hysteresis_ticks = k == POLICY_HEAT || k == POLICY_HYBRID ? 2 : 0,
+                .heat_half_life_ticks = 10,
                 .window_chunks = k == POLICY_WINDOW || k == POLICY_HYBRID ? 256 : 0,
                 .prefetch_depth = k == POLICY_HYBRID ? 4 : 0,
                 .run_cap = POLICY_RUN_CAP_DEFAULT,

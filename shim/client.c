@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "hooks.h"
+#include "heat.h"
 #include "log.h"
 #include "mover.h"
 #include "protocol.h"
@@ -22,6 +23,7 @@
 #include "regions.h"
 #include "shim.h"
 #include "standalone.h"
+#include "trace.h"
 #include "util.h"
 
 /* After a failed connect, allocations do not try again for this long, so a
@@ -173,6 +175,19 @@ static int handshake(int fd) {
         return r;
 }
 
+/* Passes the heat table to a fresh connection, once.  A failure costs the
+ * daemon its heat for this connection, nothing else. */
+static void heat_announce_locked(int fd) {
+        struct kvt_heat_table t;
+        int hfd = heat_table_fd(&t), r;
+
+        if (hfd < 0)
+                return;
+        r = kvt_msg_send_fd(fd, KVT_MSG_HEAT_TABLE, ++conn_seq, &t, sizeof(t), hfd);
+        if (r < 0)
+                log_warning_errno(r, "Failed to pass the heat table to kvtierd: %s, ignoring.", strerror(-r));
+}
+
 static int connect_locked(void) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int fd, r;
@@ -200,6 +215,7 @@ handshake:
                 close(fd);
                 return r;
         }
+        heat_announce_locked(fd);
         conn_fd = fd;
         devices_announced = 0;
         return 0;
@@ -338,6 +354,8 @@ static void atfork_child(void) {
         next_attempt_ns = 0;
         outage_logged = false;
         regions_atfork_child();
+        heat_atfork_child();
+        trace_atfork_child();
 }
 
 void client_note_device(int dev, uint64_t total_bytes) {

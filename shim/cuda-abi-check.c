@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <cuda.h>
+#include <stddef.h>
 #include <cuda_runtime_api.h>
 
 #define KVT_CUDA_ABI_CHECK
@@ -32,9 +33,27 @@ KVT_CUDART_TEST_FUNCS(CHECK_FUNC)
 #define KVT_CUDA_LEGACY_HOOKS(X)
 KVT_CUDA_HOOKS(CHECK_FUNC)
 #pragma GCC diagnostic pop
+KVT_CUDART_LAUNCH_FUNCS(CHECK_FUNC)
+KVT_CUDA_DRIVER_LAUNCH_FUNCS(CHECK_FUNC)
+_Static_assert(sizeof(dim3) == 12, "dim3 layout");
 
 _Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");
 _Static_assert(sizeof(enum cudaMemoryAdvise) == sizeof(int), "enum size");
+
+/* CUPTI: constants, record layouts, entry points. */
+#include <cupti.h>
+#define KVT_CUPTI_ABI_CHECK
+#include "cupti-abi.h"
+KVT_CUPTI_CONSTS(CHECK_CONST)
+KVT_CUPTI_FUNCS(CHECK_FUNC)
+_Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounter3) == 104, "UM counter record size");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, counterKind) == 4, "UM record counterKind");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, value) == 8, "UM record value");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, address) == 32, "UM record address");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, flags) == 56, "UM record flags");
+_Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounterConfig) == 16, "UM counter config size");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounterConfig, kind) == 4, "UM config kind");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounterConfig, enable) == 12, "UM config enable");
 
 /* ISO C wants a translation unit to declare something. */
 extern int kvt_cuda_abi_checked;

@@ -20,6 +20,7 @@
         X(cudaErrorInitializationError, 3)                                                         \
         X(cudaErrorCudartUnloading, 4)                                                             \
         X(cudaErrorInvalidDevicePointer, 17)                                                       \
+        X(cudaErrorInvalidDeviceFunction, 98)                                                      \
         X(cudaErrorInvalidDevice, 101)                                                             \
         X(cudaErrorInvalidResourceHandle, 400)                                                     \
         X(cudaErrorNotReady, 600)                                                                  \
@@ -77,6 +78,20 @@ struct cudaMemLocation {
         enum cudaMemLocationType type;
         int id;
 };
+
+struct dim3 {
+        unsigned int x, y, z;
+};
+typedef struct dim3 dim3;
+
+/* Driver API types of the launch hooks (cuda.h). */
+typedef int CUresult;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct cudaLaunchConfig_st cudaLaunchConfig_t; /* only passed through */
+typedef struct CUkern_st *cudaKernel_t;               /* the runtime's CUkernel */
+typedef struct CUkern_st *CUkernel;
+typedef struct CUlaunchConfig_st CUlaunchConfig;      /* only passed through */
 #endif
 
 /*
@@ -221,6 +236,31 @@ enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
         X(cudaError_t, cudaDriverGetVersion, (int *driverVersion))                                 \
         X(cudaError_t, cudaRuntimeGetVersion, (int *runtimeVersion))                               \
         X(cudaError_t, cudaEventQuery, (cudaEvent_t event))
+
+/*
+ * Kernel launches, hooked for access heat (shim/launch.c).  Resolved apart
+ * from KVT_CUDART_FUNCS: cudaFuncGetParamInfo (CUDA 12.4+) may be missing,
+ * and that must cost the heat, not the shim.
+ */
+#define KVT_CUDART_LAUNCH_FUNCS(X)                                                                 \
+        X(cudaError_t, cudaLaunchKernel,                                                           \
+          (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,           \
+           cudaStream_t stream))                                                                   \
+        X(cudaError_t, cudaLaunchKernelExC, (const cudaLaunchConfig_t *config, const void *func, void **args)) \
+        X(cudaError_t, cudaFuncGetParamInfo,                                                       \
+          (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+
+#define KVT_CUDA_DRIVER_LAUNCH_FUNCS(X)                                                            \
+        X(CUresult, cuLaunchKernel,                                                                \
+          (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,       \
+           unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                 \
+           unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))      \
+        X(CUresult, cuLaunchKernelEx,                                                              \
+          (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra))          \
+        X(CUresult, cuFuncGetParamInfo,                                                            \
+          (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))             \
+        X(CUresult, cuKernelGetParamInfo,                                                          \
+          (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
 
 /* Declares a list's prototypes as an application gets them from CUDA's
  * headers: KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE). */

@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include "client.h"
+#include "heat.h"
 #include "kvtier.h"
 #include "protocol.h"
 #include "regions.h"
@@ -14,7 +15,7 @@ KVT_EXPORT int kvtier_hint(const void *ptr, size_t len, int hint) {
         struct kvt_hint h;
         uintptr_t start = (uintptr_t)ptr, end;
 
-        if (hint != KVTIER_HINT_HOT && hint != KVTIER_HINT_COLD)
+        if (hint < KVTIER_HINT_HOT || hint > KVTIER_HINT_DONE)
                 return -EINVAL;
         if (len == 0 || start + len < start)
                 return -EINVAL;
@@ -23,6 +24,10 @@ KVT_EXPORT int kvtier_hint(const void *ptr, size_t len, int hint) {
         end = start + len;
         if (end > r.base + r.span_bytes)
                 return -EINVAL; /* the range runs past the allocation */
+        /* Heat goes through the shared table, never one message per use. */
+        if ((hint == KVTIER_HINT_HOT || hint == KVTIER_HINT_WILL_NEED) && (heat_sources & HEAT_SRC_HINT) &&
+            heat_touch(start, len, 1) > 0)
+                return 0;
         if (!r.registered)
                 return -ENOTCONN;
         h = (struct kvt_hint){

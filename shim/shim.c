@@ -9,6 +9,8 @@
 #include "client.h"
 #include "deferred.h"
 #include "hooks.h"
+#include "cupti.h"
+#include "heat.h"
 #include "log.h"
 #include "protocol.h"
 #include "real.h"
@@ -105,6 +107,11 @@ __attribute__((constructor)) static void shim_load(void) {
                 else
                         shim_cfg.timeout_ms = (int)ms;
         }
+        if ((v = getenv("KVTIER_HEAT")) && heat_sources_parse(v, &heat_sources) < 0)
+                log_warning("Invalid KVTIER_HEAT=%s (off, or a list of cupti, launch, hint), ignoring.", v);
+        cupti_load_env();
+        if ((v = getenv("KVTIER_TRACE")) && *v)
+                shim_cfg.trace_path = strdup(v);
         client_init();
         pthread_atfork(NULL, NULL, announce_atfork_child);
         log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim_cfg.socket_path,
@@ -175,6 +182,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
                 rt->cudaFree(r.alloc_ptr);
                 return -ENOMEM;
         }
+        heat_region_add(&r); /* without a slot the region is tiered without heat */
         regions_add_msg(&r, &add);
         /* A lost daemon leaves the region captured and host-mapped; the
          * mover registers it once a daemon is back. */
@@ -218,6 +226,7 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
 cudaError_t shim_release(const struct kvt_cudart *rt, const struct shim_region *r) {
         cudaError_t e;
 
+        heat_region_del(r->id);
         pthread_mutex_lock(&announce_lock);
         hook_enter();
         e = rt->cudaFree(r->alloc_ptr);

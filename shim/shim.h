@@ -18,6 +18,7 @@ struct shim_config {
         bool capacity_auto;            /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */
         bool standalone;               /* KVTIER_STANDALONE=1: the policy runs in this process */
         int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
+        char *trace_path;              /* KVTIER_TRACE: record sampled accesses there */
 };
 
 extern struct shim_config shim_cfg;

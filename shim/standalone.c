@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "heat-reader.h"
 #include "log.h"
 #include "planner.h"
 #include "policy.h"
@@ -80,6 +81,7 @@ bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority,
 struct peer {
         int fd;
         struct client *client;
+        struct heat_table *heat; /* the shim's counters, as kvtierd reads them */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -91,6 +93,7 @@ static struct conf conf;
 static void peer_drop(struct registry *reg, struct peer *p) {
         if (p->client)
                 registry_client_free(reg, p->client);
+        heat_table_free(p->heat);
         close(p->fd);
         *p = (struct peer){ .fd = -1 };
 }
@@ -110,8 +113,24 @@ static void ops_send(struct client *c, const struct kvt_order *o, void *userdata
         kvt_msg_send(p->fd, KVT_MSG_ORDER, 0, o, sizeof(*o));
 }
 
+/* Maps the heat table that came with HEAT_TABLE (fd is then the table's).
+ * One that cannot be used leaves the process tiered without heat. */
+static void take_heat_table(struct peer *p, const struct kvt_heat_table *t, int *fd) {
+        const char *why = NULL;
+        int r;
+
+        if (p->heat || *fd < 0)
+                return;
+        r = heat_table_new(*fd, t, &p->heat, &why);
+        if (r < 0)
+                log_warning("Standalone policy: heat table unusable (%s), tiering without heat.",
+                            why ? why : strerror(-r));
+        else
+                *fd = -1;
+}
+
 /* Handles one message; returns < 0 to drop the peer. */
-static int dispatch(struct registry *reg, struct peer *p, const struct kvt_msg *m) {
+static int dispatch(struct registry *reg, struct peer *p, const struct kvt_msg *m, int *fd) {
         if (!p->client) {
                 struct kvt_welcome w = { .tick_ms = STANDALONE_TICK_MS };
                 const struct gpu_stats *g;
@@ -138,6 +157,12 @@ static int dispatch(struct registry *reg, struct peer *p, const struct kvt_msg *
         case KVT_MSG_HINT:
                 registry_hint(reg, p->client, &m->u.hint);
                 return 0;
+        case KVT_MSG_DEVICE:
+                registry_device_seen(reg, &m->u.device);
+                return 0;
+        case KVT_MSG_HEAT_TABLE:
+                take_heat_table(p, &m->u.heat_table, fd);
+                return 0;
         default:
                 return -EPROTO;
         }
@@ -145,12 +170,14 @@ static int dispatch(struct registry *reg, struct peer *p, const struct kvt_msg *
 
 static void serve(struct registry *reg, struct peer *p, struct kvt_msg *m) {
         for (;;) {
-                int r = kvt_msg_recv(p->fd, m);
+                int fd = -1, r = kvt_msg_recv_fd(p->fd, m, &fd);
 
                 if (r == -EAGAIN)
                         return;
                 if (r == 0)
-                        r = dispatch(reg, p, m);
+                        r = dispatch(reg, p, m, &fd);
+                if (fd >= 0)
+                        close(fd);
                 if (r < 0) {
                         log_debug("Standalone policy: dropping a connection: %s", strerror(-r));
                         peer_drop(reg, p);
@@ -209,8 +236,12 @@ static void *policy_main(void *arg) {
                         if (peers[i].fd >= 0 && fds[1 + i].fd == peers[i].fd && fds[1 + i].revents)
                                 serve(reg, &peers[i], m);
                 if (now_ns() >= next_tick) {
-                        registry_advance_tick(reg);
+                        /* as kvtierd's tick: heat, plan, next tick */
+                        for (size_t i = 0; i < STANDALONE_MAX_PEERS; i++)
+                                if (peers[i].heat && peers[i].client)
+                                        (void)heat_table_collect_client(peers[i].heat, reg, peers[i].client);
                         planner_tick(pl, reg, &ops, NULL);
+                        registry_advance_tick(reg);
                         next_tick = now_ns() + STANDALONE_TICK_MS * 1000000ull;
                 }
         }

@@ -43,7 +43,7 @@ static void usage(FILE *f) {
                 "Belady's MIN with the same VRAM budget; prints one line per policy.\n\n"
                 "  -b, --budget=BYTES        VRAM budget (default 1G)\n"
                 "  -p, --policy=LIST         comma-separated: lru,heat,window,hybrid or all (default all)\n"
-                "  -t, --tick-us=N           planning tick in microseconds (default 5000)\n"
+                "  -t, --tick-us=N           planning tick in microseconds (default 10000, kvtierd's tick_ms)\n"
                 "      --promote-gbps=F      host->VRAM prefetch bandwidth, GB/s (default 48)\n"
                 "      --evict-gbps=F        VRAM->host bandwidth, GB/s (default 12)\n"
                 "      --link-gbps=F         PCIe link, each direction, GB/s (default 55)\n"
@@ -150,7 +150,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
 
         /* Defaults: DESIGN.md's H200 measurements. */
         o->cfg = (struct sim_config){.budget_bytes = 1ull << 30,
-                                     .tick_ns = 5000000,
+                                     .tick_ns = 10000000,
                                      .promote_gbps = 48,
                                      .evict_gbps = 12,
                                      .link_gbps = 55,

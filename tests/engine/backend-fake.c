@@ -7,8 +7,12 @@
  */
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
+#include "cuda-abi.h"
 #include "fakecuda.h"
 
 int backend_fill(void *ptr, size_t len, uint64_t seed) {
@@ -19,8 +23,48 @@ int backend_check(const void *ptr, size_t len, uint64_t seed, uint64_t *ret_bad_
         return fakecuda_kernel_check(ptr, len, seed, ret_bad_words) == 0 ? 0 : -EIO;
 }
 
+KVT_CUDART_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
+KVT_CUDA_DRIVER_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                               cudaStream_t stream);
+
+/* A read as a kernel launch (one per 2 MiB tile, as a tiled kernel grid
+ * would pass tile pointers): through cudaLaunchKernel, or cuLaunchKernel
+ * with FAKE_ENGINE_LAUNCH=driver, __cudaLaunchKernel (CUDA 13's nvcc
+ * stubs) with =stub, or a direct call with =direct. */
+static int launch_read(const void *ptr, size_t len) {
+        static int mode = -1; /* 0 runtime, 1 driver, 2 direct, 3 stub */
+        dim3 one = {1, 1, 1};
+        void *args[2] = {&ptr, &len};
+
+        if (mode < 0) {
+                const char *v = getenv("FAKE_ENGINE_LAUNCH");
+                mode = !v ? 0 : strcmp(v, "driver") == 0 ? 1 : strcmp(v, "direct") == 0 ? 2 : strcmp(v, "stub") == 0 ? 3 : 0;
+        }
+        if (mode == 3)
+                return __cudaLaunchKernel((cudaKernel_t)(uintptr_t)fakecuda_read_kernel, one, one, args, 0, NULL);
+        if (mode == 2)
+                return fakecuda_kernel_read(ptr, len);
+        if (mode == 1)
+                return cuLaunchKernel((CUfunction)(uintptr_t)fakecuda_read_kernel, 1, 1, 1, 1, 1, 1, 0, NULL, args,
+                                      NULL);
+        return cudaLaunchKernel((const void *)fakecuda_read_kernel, one, one, args, 0, NULL);
+}
+
 int backend_read(const void *ptr, size_t len) {
-        return fakecuda_kernel_read(ptr, len) == 0 ? 0 : -EIO;
+        const char *p = ptr;
+
+        while (len) {
+                size_t n = FAKECUDA_PAGE_BYTES - (uintptr_t)p % FAKECUDA_PAGE_BYTES;
+
+                n = n < len ? n : len;
+                if (launch_read(p, n) != 0)
+                        return -EIO;
+                p += n;
+                len -= n;
+        }
+        return 0;
 }
 
 int backend_vram_resident(const void *ptr, size_t len, int dev, uint64_t *ret_bytes) {

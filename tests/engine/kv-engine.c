@@ -12,6 +12,9 @@
  * With --devices N, region i lives on device i % N (one process driving
  * several GPUs, as tensor-parallel engines do), and --max-vram holds per device;
  * --device D makes the whole pool live on device D.
+ * --unmap drops the GPU's mapping of host pages (cudaMemAdvise
+ * UnsetAccessedBy), so reads of pages not in VRAM fault: the unified-memory
+ * events the CUPTI heat source samples.
  *
  * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
  * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed
@@ -46,6 +49,7 @@ struct opts {
         int hint;
         int fork_child;
         int meminfo;
+        int unmap;
 };
 
 typedef int (*hint_fn)(const void *, size_t, int);
@@ -82,6 +86,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "meminfo", no_argument, NULL, 'I' },
                 { "devices", required_argument, NULL, 'D' },
                 { "device", required_argument, NULL, 'd' },
+                { "unmap", no_argument, NULL, 'U' },
                 {},
         };
         int c;
@@ -101,6 +106,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'H': o->hint = 1; break;
                 case 'F': o->fork_child = 1; break;
                 case 'I': o->meminfo = 1; break;
+                case 'U': o->unmap = 1; break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'D': o->devices = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'd': o->device = (int)strtol(optarg, NULL, 10); break;
@@ -189,7 +195,7 @@ int main(int argc, char **argv) {
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D] [--unmap]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
@@ -217,6 +223,12 @@ int main(int argc, char **argv) {
                 }
                 if (backend_fill(pool[i], o.region_bytes, o.seed + i) < 0)
                         return EXIT_CUDA;
+                /* --unmap: the GPU's reads fault pages in instead of reading
+                 * host memory over the link (only for captured, managed memory). */
+                if (o.unmap) {
+                        struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
+                        (void)cudaMemAdvise(pool[i], o.region_bytes, cudaMemAdviseUnsetAccessedBy, gpu);
+                }
         }
         if (o.fork_child && (child = fork_child(&o)) < 0) {
                 fprintf(stderr, "kv-engine: fork failed: %s\n", strerror(-child));
@@ -243,6 +255,7 @@ int main(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         printf("kv-engine: decode steps took %.1f ms\n",
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+        fflush(stdout); /* observers see the decode end before the final check */
         for (unsigned i = 0; i < o.regions; i++) {
                 uint64_t b = 0;
                 if (use_region_device(&o, i) < 0)

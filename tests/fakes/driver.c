@@ -41,6 +41,14 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
                              unsigned long long flags);
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
+typedef struct CUkern_st *CUkernel;
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 
 static CUresult from_errno(int r) {
         switch (r) {
@@ -247,10 +255,35 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
         return from_errno(model_mem_info(model_current_device(), free, total));
 }
 
+/* A CUfunction of the fake is the address of a fake kernel (fakecuda.h). */
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ || extra)
+                return CUDA_ERROR_INVALID_VALUE;
+        return fakecuda_launch((const void *)f, kernelParams) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+        return fakecuda_param_info((const void *)func, paramIndex, paramOffset, paramSize) == 0
+                       ? CUDA_SUCCESS
+                       : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* A CUkernel of the fake is, like a CUfunction, a fake kernel's address. */
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+        return cuFuncGetParamInfo((CUfunction)(void *)kernel, paramIndex, paramOffset, paramSize);
+}
+
 static const struct {
         const char *name;
         void *fn;
 } procs[] = {
+        {"cuKernelGetParamInfo", (void *)cuKernelGetParamInfo},
+        {"cuLaunchKernel", (void *)cuLaunchKernel},
+        {"cuFuncGetParamInfo", (void *)cuFuncGetParamInfo},
         {"cuInit", (void *)cuInit},
         {"cuDriverGetVersion", (void *)cuDriverGetVersion},
         {"cuDeviceGetCount", (void *)cuDeviceGetCount},

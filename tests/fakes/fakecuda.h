@@ -80,6 +80,19 @@ int fakecuda_kernel_check(const void *ptr, size_t len, uint64_t seed, uint64_t *
 /* Kernel: reads [ptr, ptr+len) (a touch). */
 int fakecuda_kernel_read(const void *ptr, size_t len);
 
+/* A kernel for cudaLaunchKernel / cuLaunchKernel (its address is the
+ * handle, as an nvcc host stub's is): reads [ptr, ptr+len), parameters
+ * (const void *ptr, size_t len), both reported by cudaFuncGetParamInfo and
+ * cuFuncGetParamInfo.  Calling it directly is fakecuda_kernel_read(). */
+void fakecuda_read_kernel(const void *ptr, size_t len);
+
+/* Unified-memory events as CUPTI reports them, for the fake libcupti:
+ * kind is a CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_* value (1 HtoD,
+ * 2 DtoH: value bytes; 4 GPU page fault: value 1), addr the page.  The hook
+ * runs with the model's lock held: it must not call back into CUDA. */
+typedef void (*fakecuda_um_hook)(int kind, uintptr_t addr, uint64_t value, int dev);
+void fakecuda_set_um_hook(fakecuda_um_hook hook);
+
 /* Copies the counters of device dev into *ret. */
 int fakecuda_get_stats(int dev, struct fakecuda_stats *ret);
 

@@ -35,6 +35,7 @@ struct page {
         uint8_t *devcopy;     /* data on loc (a device) or on dup; NULL otherwise */
         uint64_t last_touch;  /* model clock of the last GPU touch or prefetch */
         uint32_t accessed_by; /* device bit mask */
+        uint32_t mapped_by;   /* devices that mapped it on a fault (preferred host); UnsetAccessedBy unmaps */
         int8_t loc;           /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
         int8_t dup;           /* device with a read-only copy while loc is host, or -1 */
         int8_t preferred;     /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
@@ -90,6 +91,22 @@ static struct {
 };
 
 static _Thread_local int current_device;
+
+/* CUPTI-shaped event sink (fakecuda_set_um_hook), called under the lock. */
+static fakecuda_um_hook um_hook;
+
+void fakecuda_set_um_hook(fakecuda_um_hook hook) {
+        __atomic_store_n(&um_hook, hook, __ATOMIC_RELEASE);
+}
+
+static void um_event(int kind, const void *page, uint64_t value, int dev) {
+        fakecuda_um_hook h = __atomic_load_n(&um_hook, __ATOMIC_ACQUIRE);
+
+        if (h)
+                h(kind, (uintptr_t)page, value, dev);
+}
+
+enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_FAULT = 4 }; /* CUPTI's counter kinds */
 
 /* "16G", "512M", "65536": binary suffixes K/M/G/T, optional B or iB. */
 static int parse_size(const char *s, uint64_t *ret) {
@@ -372,6 +389,7 @@ static void page_to_host(struct alloc *a, size_t i) {
                 return;
         memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
+        um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         resident_dec(p->loc);
         free(p->devcopy);
         p->devcopy = NULL;
@@ -443,6 +461,7 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
         page_drop_dup(p);
         memcpy(buf, page_host(a, i), MODEL_PAGE_BYTES);
         m.stats[dev].h2d_bytes += MODEL_PAGE_BYTES;
+        um_event(UM_HTOD, page_host(a, i), MODEL_PAGE_BYTES, dev);
         p->devcopy = buf;
         if (duplicate) {
                 p->loc = MODEL_LOC_HOST;
@@ -611,8 +630,10 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                         p->accessed_by |= 1u << loc;
                 break;
         case cudaMemAdviseUnsetAccessedBy:
-                if (loc >= 0)
+                if (loc >= 0) {
                         p->accessed_by &= ~(1u << loc);
+                        p->mapped_by &= ~(1u << loc);
+                }
                 break;
         }
 }
@@ -656,6 +677,7 @@ static bool page_prefetch_host(struct alloc *a, size_t i) {
         }
         memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
+        um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         p->dup = p->loc;
         p->loc = MODEL_LOC_HOST;
         return true;
@@ -790,7 +812,17 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
                 *ret_data = p->devcopy;
                 return 0;
         }
-        if (p->preferred != dev && (p->accessed_by & (1u << dev))) {
+        /* CUDA: "if the data is already in its preferred location and the
+         * faulting processor can establish a mapping without requiring the
+         * data to be migrated, then data migration will be avoided": a host
+         * page preferred on the host faults once and is mapped. */
+        if (p->preferred == MODEL_LOC_HOST && p->loc == MODEL_LOC_HOST && !(p->mapped_by & (1u << dev)) &&
+            !(p->accessed_by & (1u << dev))) {
+                m.stats[dev].faults++;
+                um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
+                p->mapped_by |= 1u << dev;
+        }
+        if (p->preferred != dev && ((p->accessed_by | p->mapped_by) & (1u << dev))) {
                 m.stats[dev].remote_bytes += bytes;
                 if (write)
                         page_drop_dup(p);
@@ -800,6 +832,7 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
                 return 0;
         }
         m.stats[dev].faults++;
+        um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
         r = page_to_device(a, i, dev, p->read_mostly && !write);
         if (r < 0)
                 return r;

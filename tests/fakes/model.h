@@ -108,3 +108,8 @@ int model_get_stats(int dev, struct fakecuda_stats *ret);
 int model_reset_stats(int dev);
 int model_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes);
 int model_page_info(const void *ptr, struct fakecuda_page_info *ret);
+
+/* For the fake driver (runtime.c): the fake kernels' parameters and launch.
+ * Return 0 / a cudaError_t value. */
+int fakecuda_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size);
+int fakecuda_launch(const void *func, void **args);

@@ -32,6 +32,7 @@
 /* Exported entry points (CUDA 13 signatures), from the lists in cuda-abi.h. */
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
+KVT_CUDART_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
 
 /* A held stream (fakecuda_stream_hold) has work that has not finished:
  * held_gen counts holds, done_gen the last hold released. */
@@ -778,6 +779,61 @@ int fakecuda_kernel_check(const void *ptr, size_t len, uint64_t seed, uint64_t *
 
 int fakecuda_kernel_read(const void *ptr, size_t len) {
         return kernel((void *)(uintptr_t)ptr, len, MODEL_ACCESS_READ, 0, NULL);
+}
+
+void fakecuda_read_kernel(const void *ptr, size_t len) {
+        fakecuda_kernel_read(ptr, len);
+}
+
+/* The parameters of the known kernels: (const void *ptr, size_t len). */
+int fakecuda_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
+        if (func != (const void *)fakecuda_read_kernel || i >= 2 || !ret_offset || !ret_size)
+                return -EINVAL;
+        *ret_offset = i * 8;
+        *ret_size = 8;
+        return 0;
+}
+
+int fakecuda_launch(const void *func, void **args) {
+        const void *ptr;
+        size_t len;
+
+        if (func != (const void *)fakecuda_read_kernel)
+                return fail(cudaErrorInvalidDeviceFunction);
+        if (!args || !args[0] || !args[1])
+                return fail(cudaErrorInvalidValue);
+        memcpy(&ptr, args[0], sizeof(ptr));
+        memcpy(&len, args[1], sizeof(len));
+        return fakecuda_kernel_read(ptr, len);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                             cudaStream_t stream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!gridDim.x || !gridDim.y || !gridDim.z || !blockDim.x || !blockDim.y || !blockDim.z)
+                return fail(cudaErrorInvalidValue);
+        return fakecuda_launch(func, args);
+}
+
+/* CUDA 13's nvcc stubs launch through this internal entry point with a
+ * kernel handle (here the kernel's address, as for cudaLaunchKernel).  As in
+ * the real runtime, it does not go through the exported cudaLaunchKernel
+ * (on the H200 a hook on that one saw none of these launches). */
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                               cudaStream_t stream);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                               cudaStream_t stream) {
+        if (!model_enter())
+                return fail(cudaErrorInitializationError);
+        if (!gridDim.x || !gridDim.y || !gridDim.z || !blockDim.x || !blockDim.y || !blockDim.z)
+                return fail(cudaErrorInvalidValue);
+        return fakecuda_launch((const void *)kernel, args);
+}
+
+cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+        return fakecuda_param_info(func, paramIndex, paramOffset, paramSize) == 0 ? cudaSuccess
+                                                                                  : fail(cudaErrorInvalidValue);
 }
 
 int fakecuda_get_stats(int dev, struct fakecuda_stats *ret) {

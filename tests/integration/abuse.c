@@ -7,13 +7,17 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "heat-table.h"
 #include "protocol.h"
 #include "tap.h"
 
@@ -76,10 +80,12 @@ static struct kvt_region_add region(uint64_t base, uint64_t size) {
                                         .api = KVT_API_CUDA_MALLOC, .tier = KVT_TIER_HOST_MAPPED };
 }
 
-/* The daemon answers a status request; returns the number of clients or -1. */
-static int status_clients(void) {
+/* The daemon answers a status request; returns the number of clients or -1.
+ * With key, returns instead the first number stored under key (-1: none). */
+static long long status_query(const char *key) {
         struct kvt_msg *m = malloc(sizeof(*m));
-        int fd = conn(), r, clients = -1;
+        long long clients = -1;
+        int fd = conn(), r;
         char *text = calloc(1, 1 << 20);
         size_t len = 0;
 
@@ -89,7 +95,10 @@ static int status_clients(void) {
                 memcpy(text + len, m->u.text, m->hdr.length);
                 len += m->hdr.length;
         }
-        if (r == 0 && m->hdr.type == KVT_MSG_CTL_END && m->u.ctl_end.status == 0) {
+        if (r == 0 && m->hdr.type == KVT_MSG_CTL_END && m->u.ctl_end.status == 0 && key) {
+                const char *k = strstr(text, key), *colon = k ? strchr(k, ':') : NULL;
+                clients = colon ? strtoll(colon + 1, NULL, 10) : -1;
+        } else if (r == 0 && m->hdr.type == KVT_MSG_CTL_END && m->u.ctl_end.status == 0) {
                 const char *c = strstr(text, "\"clients\"");
                 /* Count client objects by their unique key. */
                 clients = 0;
@@ -102,12 +111,187 @@ static int status_clients(void) {
         return clients;
 }
 
+static int status_clients(void) {
+        return (int)status_query(NULL);
+}
+
+/* A memfd of size bytes with a table header of n_slots, sealed as asked. */
+static int heat_memfd(uint64_t size, uint32_t n_slots, int seals, void **ret_map) {
+        int fd = memfd_create("abuse-heat", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        void *map;
+
+        if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
+                perror("memfd");
+                exit(99);
+        }
+        map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+                perror("mmap");
+                exit(99);
+        }
+        kvt_heat_header_init(map, n_slots, size);
+        if (seals && fcntl(fd, F_ADD_SEALS, seals) < 0) {
+                perror("F_ADD_SEALS");
+                exit(99);
+        }
+        if (ret_map)
+                *ret_map = map;
+        else
+                munmap(map, size);
+        return fd;
+}
+
+static void send_heat(int fd, int mfd, uint32_t n_slots, uint64_t size) {
+        struct kvt_heat_table t = {.version = KVT_HEAT_VERSION, .n_slots = n_slots, .size_bytes = size};
+
+        if (kvt_msg_send_fd(fd, KVT_MSG_HEAT_TABLE, 2, &t, sizeof(t), mfd) < 0)
+                perror("send heat");
+}
+
+/* True if the daemon answers a status request within 3 s. */
+static int alive(void) {
+        return status_clients() >= 0;
+}
+
+static void test_heat_table(const char *self) {
+        const uint64_t size = 1 << 20;
+        void *map;
+        int fd, mfd, p[2];
+
+        fd = conn();
+        hello(fd);
+        send_msg(fd, KVT_MSG_HEAT_TABLE,
+                 &(struct kvt_heat_table){.version = KVT_HEAT_VERSION, .n_slots = 16, .size_bytes = size},
+                 sizeof(struct kvt_heat_table));
+        TAP_OK(dropped(fd), "HEAT_TABLE without a file descriptor drops the peer");
+        close(fd);
+
+        fd = conn();
+        hello(fd);
+        mfd = heat_memfd(size, 16, 0, NULL);
+        send_heat(fd, mfd, 16, size);
+        TAP_OK(dropped(fd), "a heat memfd not sealed against shrinking drops the peer");
+        close(fd);
+        close(mfd);
+
+        fd = conn();
+        hello(fd);
+        mfd = open(self, O_RDONLY | O_CLOEXEC);
+        send_heat(fd, mfd, 16, 4096);
+        TAP_OK(dropped(fd), "a regular file as the heat table drops the peer");
+        close(fd);
+        close(mfd);
+
+        fd = conn();
+        hello(fd);
+        mfd = heat_memfd(size, 16, F_SEAL_SHRINK, NULL);
+        send_heat(fd, mfd, 16, size * 2);
+        TAP_OK(dropped(fd), "a heat table smaller than announced drops the peer");
+        close(fd);
+        close(mfd);
+
+        fd = conn();
+        hello(fd);
+        mfd = heat_memfd(size, 16, F_SEAL_SHRINK, NULL);
+        send_heat(fd, mfd, 32, size);
+        TAP_OK(dropped(fd), "a header that disagrees with HEAT_TABLE drops the peer");
+        close(fd);
+        close(mfd);
+
+        fd = conn();
+        hello(fd);
+        mfd = heat_memfd(size, 16, F_SEAL_SHRINK, NULL);
+        send_heat(fd, mfd, 16, size);
+        send_heat(fd, mfd, 16, size);
+        TAP_OK(dropped(fd), "a second HEAT_TABLE drops the peer");
+        close(fd);
+        close(mfd);
+
+        fd = conn();
+        send_heat(fd, heat_memfd(size, 16, F_SEAL_SHRINK, NULL), 16, size);
+        TAP_OK(dropped(fd), "HEAT_TABLE before HELLO drops the peer");
+        close(fd);
+
+        /* A sane table whose contents turn hostile: garbage in the
+         * directory, slots for a real region that point past the file or
+         * lie about its size, all rewritten while the daemon reads. */
+        fd = conn();
+        hello(fd);
+        {
+                /* 1 TiB: 2 MiB of counters, so a read past a 1 MiB table
+                 * would run far outside the daemon's mapping. */
+                struct kvt_region_add r = region(0x7f0000000000ull, 1ull << 40);
+                send_msg(fd, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        }
+        mfd = heat_memfd(size, 16, F_SEAL_SHRINK, &map);
+        send_heat(fd, mfd, 16, size);
+        TAP_OK(ftruncate(mfd, 4096) < 0 && errno == EPERM, "the sealed table cannot be shrunk under the daemon");
+        {
+                struct kvt_heat_slot *slots = (void *)((char *)map + sizeof(struct kvt_heat_header));
+                const uint32_t n = 1u << 19; /* chunks of the region */
+                const struct kvt_heat_slot lies[] = {
+                        {.generation = 2, .region_id = 7, .n_chunks = n, .offset = 1ull << 40},
+                        {.generation = 2, .region_id = 7, .n_chunks = 0xffffffu, .offset = 4096},
+                        {.generation = 2, .region_id = 7, .n_chunks = n, .offset = size - 4},
+                        {.generation = 2, .region_id = 7, .n_chunks = n, .offset = 3},
+                        {.generation = 2, .region_id = 7, .n_chunks = 16, .offset = 4096},
+                        {.generation = 2, .region_id = 7, .n_chunks = n, .offset = 64},
+                };
+                struct timespec t0, t;
+                unsigned seed = 1;
+
+                memcpy(slots, lies, sizeof(lies));
+                usleep(100 * 1000);
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                do {
+                        for (size_t i = 0; i < 16 * sizeof(*slots) / 4; i++)
+                                ((uint32_t *)slots)[i] = (uint32_t)rand_r(&seed);
+                        for (size_t i = 0; i < 1024; i++)
+                                ((uint32_t *)map)[1024 + i] = (uint32_t)rand_r(&seed);
+                        clock_gettime(CLOCK_MONOTONIC, &t);
+                } while (t.tv_sec - t0.tv_sec < 1);
+                /* Grown far past what the daemon maps, then pointed there. */
+                ftruncate(mfd, 1ll << 30);
+                slots[0] = (struct kvt_heat_slot){.generation = 4, .region_id = 7, .n_chunks = n,
+                                                  .offset = KVT_HEAT_MAX_BYTES - 64};
+                usleep(100 * 1000);
+        }
+        TAP_OK(alive(), "the daemon survives a hostile heat table");
+        TAP_EQ_INT(status_query("\"regions_bound\""), 0, "no lying slot was bound to the region");
+        TAP_OK(status_query("\"bad_slots\"") > 0, "the lies were counted as bad slots");
+        TAP_EQ_INT(status_clients(), 1, "and keeps its client: bad contents are ignored, not fatal");
+        close(fd);
+        close(mfd);
+        munmap(map, size);
+
+        /* A descriptor with any other message is closed, the peer kept. */
+        fd = conn();
+        hello(fd);
+        if (pipe(p) < 0)
+                exit(99);
+        {
+                struct kvt_region_add r = region(0x7f0000000000ull, 64 << 20);
+                struct pollfd pf = {.fd = p[0], .events = POLLIN};
+                char c;
+
+                kvt_msg_send_fd(fd, KVT_MSG_REGION_ADD, 3, &r, sizeof(r), p[1]);
+                close(p[1]);
+                TAP_OK(poll(&pf, 1, 3000) == 1 && read(p[0], &c, 1) == 0,
+                       "an fd sent with REGION_ADD is closed by the daemon (pipe sees EOF)");
+                TAP_EQ_INT(status_clients(), 1, "and the peer is kept");
+        }
+        close(p[0]);
+        close(fd);
+        usleep(100 * 1000);
+}
+
 int main(int argc, char **argv) {
         int fd;
 
         if (argc != 2)
                 return 99;
         sock_path = argv[1];
+        test_heat_table(argv[0]);
 
         fd = conn();
         send_raw(fd, "xyz", 3);

@@ -14,5 +14,7 @@ while IFS= read -r line; do
         esac
 done < <("$top_builddir/tests/integration/abuse" "$SOCK")
 check "daemon alive after the abuse" kill -0 "$DAEMON_PID"
+check "the hostile heat table's slots were read and refused" grep -q "Heat table slot" "$TMP/kvtierd.log"
+check "the fd sent with another message was reported" grep -q "sent a file descriptor with REGION_ADD" "$TMP/kvtierd.log"
 check "kvtierd stops cleanly" stop_daemon
 done_testing

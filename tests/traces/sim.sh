@@ -1,10 +1,15 @@
 #!/bin/bash
 # kvtier-sim over every checked-in trace: per trace, each policy's hit rate
 # as a fraction of Belady's MIN (OPT) and of LRU, printed as figures.
-# Asserted: the simulator's invariants (OPT >= every demand policy, budget
-# never exceeded, bytes moved consistent with residency).  The goal (default
-# policy >= 95% of OPT) is reported as a TAP TODO where it is not met.
-# Prefetching policies can beat demand-paging MIN; that is noted, not failed.
+# Asserted: the simulator's invariants (budget never exceeded, bytes moved
+# consistent with residency, every access counted).  The goal (default policy
+# >= 95% of OPT) is reported as a TAP TODO where it is not met.  OPT is
+# Belady's demand-paging MIN, which is a bound only for demand-paging
+# policies; kvtier's are not: the daemon promotes a new region's chunks before
+# their first access, prefetches streams, and serves a miss by reading the
+# host copy over the link without fetching it.  So a policy can beat MIN's hit
+# rate (first accesses that hit) and fetch less than MIN (misses read
+# remotely); both are noted beside the figures, not failed.
 . "$(dirname "$0")/../integration/lib.sh"
 
 SIM="$top_builddir/kvtier-sim"
@@ -42,11 +47,8 @@ for trace in "$top_srcdir"/tests/traces/*.trace; do
                 check "$name $p: bytes moved consistent with residency" [ "$(field "$line" consistent)" = yes ]
                 check "$name $p: every access counted" \
                         [ "$(field "$line" accesses)" = "$(field "$(grep '^policy=opt ' <<<"$out")" accesses)" ]
-                if [ "$p" = lru ] || [ "$p" = heat ] || [ "$p" = window ]; then
-                        check "$name $p: OPT >= $p ($opt >= $hr)" ge "$opt" "$hr"
-                elif ! ge "$opt" "$hr"; then
-                        diag "$name $p: prefetch beats demand-paging MIN ($hr > $opt), as it may"
-                fi
+                ge "$opt" "$hr" || diag "$name $p: hit rate above demand-paging MIN ($hr > $opt): loaded ahead of use"
+
         done < <(grep '^policy=' <<<"$out")
         hr=$(field "$(grep "^policy=$DEFAULT " <<<"$out")" hit_rate)
         if ge "$hr" "$(awk -v o="$opt" -v g=$GOAL 'BEGIN { print o * g }')"; then

@@ -30,7 +30,7 @@ static void test_defaults(void) {
         bool set;
 
         TAP_EQ_INT(conf_new(&c), 0, "defaults: conf_new");
-        TAP_EQ_INT(conf_tick_ms(c), 50, "defaults: tick_ms 50");
+        TAP_EQ_INT(conf_tick_ms(c), 10, "defaults: tick_ms 10");
         TAP_EQ_INT(conf_log_level(c), KVT_LOG_INFO, "defaults: log_level info");
         TAP_EQ_STR(conf_policy_name(c), "hybrid", "defaults: policy hybrid");
         TAP_EQ_U64(conf_max_migration_rate(c), 40ull << 30, "defaults: max_migration_rate 40G");
@@ -47,13 +47,13 @@ static void test_values(void) {
         struct budget_spec b;
         bool set;
 
-        TAP_EQ_INT(load("[daemon]\nsocket = /run/x.sock  # comment\ntick_ms = 10\nlog_level = debug\n"
+        TAP_EQ_INT(load("[daemon]\nsocket = /run/x.sock  # comment\ntick_ms = 25\nlog_level = debug\n"
                         "[gpu]\nvram_budget = 1.5G\n[gpu.2]\nvram_budget = 50%\n"
                         "[policy]\nname = lru\nmax_migration_rate = 0\nnope = 1\n",
                         &c),
                    0, "values: load ok (unknown key only warns)");
         TAP_EQ_STR(conf_socket(c), "/run/x.sock", "values: socket, inline # comment stripped");
-        TAP_EQ_INT(conf_tick_ms(c), 10, "values: tick_ms");
+        TAP_EQ_INT(conf_tick_ms(c), 25, "values: tick_ms");
         TAP_EQ_INT(conf_log_level(c), KVT_LOG_DEBUG, "values: log_level");
         TAP_EQ_U64(conf_max_migration_rate(c), 0, "values: rate 0 = unlimited");
         conf_gpu_budget(c, 0, &b, &set);
@@ -154,7 +154,7 @@ static void test_print(void) {
         load("[gpu.1]\nvram_budget = 12G\n", &c);
         conf_print(c, f);
         fclose(f);
-        TAP_OK(strstr(buf, "[daemon]\n") && strstr(buf, "tick_ms = 50\n"), "print: daemon section, tick_ms");
+        TAP_OK(strstr(buf, "[daemon]\n") && strstr(buf, "tick_ms = 10\n"), "print: daemon section, tick_ms");
         TAP_OK(strstr(buf, "[gpu.1]\n") && strstr(buf, "vram_budget = 12G\n"), "print: [gpu.1] 12G");
         TAP_OK(strstr(buf, "vram_budget = 80%\n") != NULL, "print: [gpu] 80%%");
         TAP_OK(strstr(buf, "max_migration_rate = 40G\n") != NULL, "print: rate 40G");

@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CUPTI unified-memory activity as a source of heat: GPU page faults,
+ * thrashing and remote-map events carry the address of the page the GPU
+ * wanted, and count as accesses of its chunk (heat.c).  HtoD and DtoH
+ * transfers are counted per kind but give no heat: most of them are the
+ * mover's own prefetches and evictions, and counting those would keep
+ * whatever was just moved hot.
+ *
+ * libcupti is loaded with dlopen when the first heat table is made, never
+ * linked: by soname, then next to the loaded libcudart (the CUDA toolkit's
+ * extras/CUPTI/lib64, or PyTorch's nvidia/cuda_cupti wheel).
+ *
+ * Cost: with the counters on, fault-driven migration ran at 5 GB/s instead
+ * of 7-9 on the H200 (DESIGN.md).  The sampler thread therefore keeps them
+ * on for a duty share of each period (KVTIER_CUPTI_DUTY=percent, default
+ * 10, of KVTIER_CUPTI_PERIOD_MS, default 100) and flushes the records at
+ * the end of each window.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cupti-abi.h"
+#include "cupti.h"
+#include "heat.h"
+#include "launch.h"
+#include "log.h"
+#include "real.h"
+#include "regions.h"
+#include "util.h"
+
+_Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounter3) == 104, "UM counter record size");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, counterKind) == 4, "UM record counterKind");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, value) == 8, "UM record value");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, address) == 32, "UM record address");
+_Static_assert(offsetof(CUpti_ActivityUnifiedMemoryCounter3, flags) == 56, "UM record flags");
+_Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounterConfig) == 16, "UM counter config size");
+
+/* Activity buffers handed to CUPTI: 1 MiB holds ~10 K records. */
+#define BUFFER_BYTES (1u << 20)
+
+static struct {
+#define KVT_CUPTI_FIELD(ret, name, args) ret(*name) args;
+        KVT_CUPTI_FUNCS(KVT_CUPTI_FIELD)
+#undef KVT_CUPTI_FIELD
+} cupti;
+
+static const char *const cupti_names[] = {
+#define KVT_CUPTI_NAME(ret, name, args) #name,
+        KVT_CUPTI_FUNCS(KVT_CUPTI_NAME)
+#undef KVT_CUPTI_NAME
+};
+
+static struct cupti_stats stats;
+static unsigned duty_percent = 10, period_ms = 100;
+static pthread_t sampler;
+static bool started; /* the sampler thread was started */
+static bool loaded;  /* CUPTI found, configured and enabled */
+
+static char *stats_path;
+
+static unsigned env_uint(const char *name, unsigned def, unsigned min, unsigned max) {
+        const char *v = getenv(name);
+        char *end;
+        unsigned long n;
+
+        if (!v)
+                return def;
+        n = strtoul(v, &end, 10);
+        if (*v == '\0' || *end || n < min || n > max) {
+                log_warning("Invalid %s=%s (%u..%u), ignoring.", name, v, min, max);
+                return def;
+        }
+        return (unsigned)n;
+}
+
+void cupti_load_env(void) {
+        const char *v = getenv("KVTIER_HEAT_STATS");
+
+        duty_percent = env_uint("KVTIER_CUPTI_DUTY", duty_percent, 1, 100);
+        period_ms = env_uint("KVTIER_CUPTI_PERIOD_MS", period_ms, 10, 10000);
+        if (v && *v)
+                stats_path = strdup(v);
+}
+
+__attribute__((destructor)) static void cupti_at_exit(void) {
+        if (stats_path)
+                cupti_dump_stats(stats_path);
+}
+
+void cupti_get_stats(struct cupti_stats *ret) {
+        for (int k = 0; k < KVT_CUPTI_UM_KINDS; k++) {
+                ret->records[k] = __atomic_load_n(&stats.records[k], __ATOMIC_RELAXED);
+                ret->attributed[k] = __atomic_load_n(&stats.attributed[k], __ATOMIC_RELAXED);
+        }
+        ret->other_records = __atomic_load_n(&stats.other_records, __ATOMIC_RELAXED);
+        ret->buffers = __atomic_load_n(&stats.buffers, __ATOMIC_RELAXED);
+        ret->enabled_ns = __atomic_load_n(&stats.enabled_ns, __ATOMIC_RELAXED);
+        ret->unmaps = __atomic_load_n(&stats.unmaps, __ATOMIC_RELAXED);
+        ret->loaded = __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+}
+
+static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+        *buffer = aligned_alloc(8, BUFFER_BYTES);
+        *size = *buffer ? BUFFER_BYTES : 0;
+        *max_records = 0;
+}
+
+static bool counts_as_heat(int kind) {
+        return kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT ||
+               kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING ||
+               kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP;
+}
+
+static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
+        int k = r->counterKind;
+
+        if (k < 0 || k >= KVT_CUPTI_UM_KINDS) {
+                __atomic_fetch_add(&stats.other_records, 1, __ATOMIC_RELAXED);
+                return;
+        }
+        __atomic_fetch_add(&stats.records[k], 1, __ATOMIC_RELAXED);
+        if (!heat_maybe_captured((uintptr_t)r->address))
+                return;
+        if (counts_as_heat(k)) {
+                if (heat_touch((uintptr_t)r->address, 0, 1))
+                        __atomic_fetch_add(&stats.attributed[k], 1, __ATOMIC_RELAXED);
+                return;
+        }
+        /* Transfers: attributed for the statistics only. */
+        if (heat_locate((uintptr_t)r->address))
+                __atomic_fetch_add(&stats.attributed[k], 1, __ATOMIC_RELAXED);
+}
+
+static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+        CUpti_Activity *rec = NULL;
+
+        __atomic_fetch_add(&stats.buffers, 1, __ATOMIC_RELAXED);
+        while (buffer && cupti.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+                if (rec->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
+                        um_record((const CUpti_ActivityUnifiedMemoryCounter3 *)rec);
+                else
+                        __atomic_fetch_add(&stats.other_records, 1, __ATOMIC_RELAXED);
+        }
+        free(buffer);
+}
+
+static void *try_open(const char *path) {
+        return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+/* libcupti next to the libcudart this process loaded. */
+static void *open_near_cudart(void) {
+        static const char *const rel[] = {
+                "libcupti.so.13",
+                "../extras/CUPTI/lib64/libcupti.so.13",    /* CUDA toolkit: lib64/ */
+                "../../extras/CUPTI/lib64/libcupti.so.13", /* targets/<arch>/lib/ */
+                "../../cuda_cupti/lib/libcupti.so.13",     /* PyTorch's nvidia/ wheels */
+                "../../cu13/lib/libcupti.so.13",
+        };
+        void *sym = dlsym(RTLD_NEXT, "cudaMalloc");
+        char dir[PATH_MAX], path[PATH_MAX + 64];
+        Dl_info info;
+
+        if (!sym || !dladdr(sym, &info) || !info.dli_fname)
+                return NULL;
+        snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+        for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
+                void *h;
+
+                snprintf(path, sizeof(path), "%s/%s", dirname(dir), rel[i]);
+                snprintf(dir, sizeof(dir), "%s", info.dli_fname); /* dirname() wrote into it */
+                if ((h = try_open(path)))
+                        return h;
+        }
+        return NULL;
+}
+
+static int load(void) {
+        static const char *const sonames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+        void *h = NULL;
+        void **slots = (void **)&cupti;
+
+        /* CUPTI takes one set of activity callbacks per process: under a
+         * CUPTI tool (Nsight Systems, Nsight Compute and others inject
+         * themselves through CUDA_INJECTION64_PATH) registering ours would
+         * take its records away.  Merely loaded is not in use: PyTorch links
+         * libcupti for its profiler, which registers its callbacks (and
+         * then takes over from ours) only when a profile starts. */
+        if (getenv("CUDA_INJECTION64_PATH"))
+                return -EBUSY;
+        for (size_t i = 0; !h && i < ELEMENTSOF(sonames); i++)
+                h = try_open(sonames[i]);
+        if (!h)
+                h = open_near_cudart();
+        if (!h)
+                return -ENOENT;
+        for (size_t i = 0; i < ELEMENTSOF(cupti_names); i++)
+                if (!(slots[i] = dlsym(h, cupti_names[i])))
+                        return -ENOSYS; /* h stays open: unloading CUPTI is not safe */
+        return 0;
+}
+
+static void sleep_ns(uint64_t ns) {
+        struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
+
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+/* Unmap sampling: drops the GPU's mappings of every captured region, so
+ * that the first GPU access to each host-resident chunk in the window that
+ * follows faults (the driver maps it again: its preferred location is the
+ * host).  Chunks in VRAM are the GPU's own memory and never fault.  Each
+ * region is pinned against cudaFree while it is advised. */
+static void unmap_regions(void) {
+        static uint32_t ids[4096];
+        const struct kvt_cudart *rt = real_cudart();
+        size_t n = heat_region_ids(ids, ELEMENTSOF(ids));
+
+        for (size_t i = 0; rt && i < n; i++) {
+                struct shim_region r;
+                struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, 0};
+
+                if (regions_acquire(ids[i], &r) < 0)
+                        continue;
+                gpu.id = r.device;
+                if (rt->cudaSetDevice(r.device) == cudaSuccess &&
+                    rt->cudaMemAdvise((void *)r.base, r.span_bytes, cudaMemAdviseUnsetAccessedBy, gpu) ==
+                            cudaSuccess)
+                        __atomic_fetch_add(&stats.unmaps, 1, __ATOMIC_RELAXED);
+                regions_release(ids[i]);
+        }
+}
+
+/* Duty cycle: counters on for the duty share of each period, then off,
+ * and what was recorded handed over. */
+static void *sampler_main(void *arg) {
+        uint64_t period_ns = (uint64_t)period_ms * 1000000ull;
+        uint64_t on_ns = period_ns * duty_percent / 100;
+
+        for (;;) {
+                uint64_t t0 = now_ns();
+
+                if (duty_percent < 100 &&
+                    cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER))
+                        break;
+                if (heat_sources & HEAT_SRC_UNMAP)
+                        unmap_regions();
+                sleep_ns(on_ns);
+                if (duty_percent < 100)
+                        cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+                __atomic_fetch_add(&stats.enabled_ns, now_ns() - t0, __ATOMIC_RELAXED);
+                cupti.cuptiActivityFlushAll(0);
+                if (period_ns > on_ns)
+                        sleep_ns(period_ns - on_ns);
+        }
+        return arg;
+}
+
+static const char *result_string(CUptiResult r) {
+        const char *s = NULL;
+
+        if (cupti.cuptiGetResultString && cupti.cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s)
+                return s;
+        return "unknown CUPTI error";
+}
+
+/* Configures the counters of every device we may see.  Returns 0 or -EIO. */
+static int configure(void) {
+        CUpti_ActivityUnifiedMemoryCounterConfig cfg[8 * 4];
+        static const int kinds[] = {
+                CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
+                CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+                CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
+                CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING,
+        };
+        CUptiResult r;
+        uint32_t n = 0;
+
+        for (uint32_t dev = 0; dev < 8; dev++)
+                for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
+                        cfg[n++] = (CUpti_ActivityUnifiedMemoryCounterConfig){
+                                .scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE,
+                                .kind = kinds[k],
+                                .deviceId = dev,
+                                .enable = 1};
+        r = cupti.cuptiActivityConfigureUnifiedMemoryCounter(cfg, n);
+        if (r != CUPTI_SUCCESS)
+                /* Fewer devices than configured fails on some versions: one device. */
+                r = cupti.cuptiActivityConfigureUnifiedMemoryCounter(cfg, (uint32_t)ELEMENTSOF(kinds));
+        if (r != CUPTI_SUCCESS)
+                return log_warning_errno(
+                        EIO,
+                        "Failed to configure CUPTI unified-memory counters: %s; no fault heat, ignoring.",
+                        result_string(r));
+        return 0;
+}
+
+/* Loads and configures CUPTI; returns 0 with the counters enabled (and
+ * disabled again when duty-cycled), or -errno (logged). */
+static int setup(void) {
+        CUptiResult cr;
+        int r;
+
+        r = load();
+        if (r == -EBUSY) {
+                log_info("CUPTI is in use by a tool (CUDA_INJECTION64_PATH); no fault heat from kvtier.");
+                return r;
+        }
+        if (r < 0) {
+                log_info("CUPTI not found (%s); heat from launches and hints only.", strerror(-r));
+                return r;
+        }
+        cr = cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        if (cr != CUPTI_SUCCESS)
+                return log_warning_errno(EIO,
+                                         "Failed to register CUPTI buffers: %s; no fault heat, ignoring.",
+                                         result_string(cr));
+        r = configure();
+        if (r < 0)
+                return r;
+        cr = cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+        if (cr != CUPTI_SUCCESS)
+                return log_warning_errno(
+                        EIO, "Failed to enable CUPTI unified-memory counters: %s; no fault heat, ignoring.",
+                        result_string(cr));
+        if (duty_percent < 100)
+                cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+        __atomic_store_n(&loaded, true, __ATOMIC_RELEASE);
+        log_debug("CUPTI unified-memory counters on, %u%% of every %u ms.", duty_percent, period_ms);
+        return 0;
+}
+
+/* CUPTI is set up on the calling thread, before it returns to the
+ * allocation that made the first heat table: on the H200, with the setup
+ * moved to the sampler thread, no record arrived for managed memory
+ * allocated while it ran (the counters' cost stayed), so it must be done
+ * before kvtier's own cudaMallocManaged. */
+int cupti_start(void) {
+        sigset_t all, old;
+        int r;
+
+        if (started)
+                return 0;
+        started = true;
+        r = setup();
+        if (r < 0)
+                return r;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        r = -pthread_create(&sampler, NULL, sampler_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r < 0)
+                return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.",
+                                         strerror(-r));
+        pthread_detach(sampler);
+        return 0;
+}
+
+void cupti_dump_stats(const char *path) {
+        static const char *const names[KVT_CUPTI_UM_KINDS] = {"unknown",    "htod",       "dtoh",
+                                                              "cpu_fault",  "gpu_fault",  "thrashing",
+                                                              "throttling", "remote_map", "dtod"};
+        struct launch_stats l;
+        struct cupti_stats s;
+        FILE *f;
+
+        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
+                cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+        cupti_get_stats(&s);
+        launch_get_stats(&l);
+        f = fopen(path, "ae");
+        if (!f)
+                return;
+        fprintf(f,
+                "{\"cupti_loaded\": %s, \"duty_percent\": %u, \"period_ms\": %u, \"enabled_ms\": %llu, "
+                "\"buffers\": %llu, \"other_records\": %llu",
+                s.loaded ? "true" : "false", duty_percent, period_ms,
+                (unsigned long long)(s.enabled_ns / 1000000), (unsigned long long)s.buffers,
+                (unsigned long long)s.other_records);
+        for (int k = 1; k < KVT_CUPTI_UM_KINDS; k++)
+                fprintf(f, ", \"%s\": %llu, \"%s_attributed\": %llu", names[k],
+                        (unsigned long long)s.records[k], names[k], (unsigned long long)s.attributed[k]);
+        fprintf(f,
+                ", \"launches\": %llu, \"launches_scanned\": %llu, \"launches_no_layout\": %llu, "
+                "\"functions\": %llu, \"functions_unknown\": %llu, \"launch_pointers\": %llu",
+                (unsigned long long)l.launches, (unsigned long long)l.scanned,
+                (unsigned long long)l.no_layout, (unsigned long long)l.functions,
+                (unsigned long long)l.functions_unknown, (unsigned long long)l.pointers);
+        fprintf(f, ", \"unmaps\": %llu, \"heat_touches\": %llu}\n", (unsigned long long)s.unmaps,
+                (unsigned long long)heat_touch_count());
+        fclose(f);
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The shim's side of the heat table (common/heat-table.h): a sealed memfd
+ * with one counter per captured chunk, created at the first capture and
+ * passed to every new daemon connection.  Sources of heat (launch hooks,
+ * CUPTI records, hot hints) call heat_touch(); it costs a read lock, a
+ * binary search over the captured regions and relaxed atomic adds, never
+ * an allocation or a message.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol.h"
+
+struct shim_region;
+
+/* Sources selected by KVTIER_HEAT (a comma list of cupti, launch, hint,
+ * unmap, or "off"); the default is cupti,launch,hint.  unmap (with cupti)
+ * drops the GPU's mappings of captured memory at the start of each CUPTI
+ * window, so that the next GPU access to a host-resident chunk faults once
+ * (and is mapped again): sampled heat for memory the GPU reads over the
+ * link, which raises no fault otherwise. */
+#define HEAT_SRC_CUPTI   0x1u
+#define HEAT_SRC_LAUNCH  0x2u
+#define HEAT_SRC_HINT    0x4u
+#define HEAT_SRC_UNMAP   0x8u
+#define HEAT_SRC_DEFAULT (HEAT_SRC_CUPTI | HEAT_SRC_LAUNCH | HEAT_SRC_HINT)
+
+/* Parses a KVTIER_HEAT value into a source mask.  Returns 0 or -EINVAL. */
+int heat_sources_parse(const char *s, unsigned *ret_mask);
+
+/* The sources in effect (set once by the constructor). */
+extern unsigned heat_sources;
+
+/* Gives r a slot and zeroed counters (creating the table on first use).
+ * Returns 0, -ENOSPC when the table is full (r simply has no heat), or -errno. */
+int heat_region_add(const struct shim_region *r);
+
+/* Drops region id's slot; its counters are reused later.  Waits out any
+ * heat_touch() in progress on it. */
+void heat_region_del(uint32_t id);
+
+/* Counts n accesses on every chunk of [addr, addr + len) that lies in a
+ * captured region (len 0: the chunk holding addr).  Returns the number of
+ * chunks counted. */
+size_t heat_touch(uintptr_t addr, size_t len, uint32_t n);
+
+/* Whether addr lies in a region with heat counters (takes the read lock). */
+bool heat_locate(uintptr_t addr);
+
+/* Chunk accesses counted so far by heat_touch(), for statistics. */
+uint64_t heat_touch_count(void);
+
+/* Whether addr might be captured memory: a lock-free bounds test, for
+ * callers that scan many words (the launch hooks). */
+bool heat_maybe_captured(uintptr_t addr);
+
+/* Up to max ids of the regions with heat counters into ret.  Returns how many. */
+size_t heat_region_ids(uint32_t *ret, size_t max);
+
+/* The table's memfd and its announcement, or -1 when there is no table. */
+int heat_table_fd(struct kvt_heat_table *ret);
+
+/* In the child of fork(): the table is the parent's; forget it. */
+void heat_atfork_child(void);

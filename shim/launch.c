@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Launch hooks: cudaLaunchKernel and cuLaunchKernel pass straight through,
+ * and on the way every kernel argument word that points into a captured
+ * region counts one access of the chunk it points at (heat.c).
+ *
+ * Arguments are read only within the sizes cudaFuncGetParamInfo /
+ * cuFuncGetParamInfo report (cached per function in a fixed table filled
+ * lock-free, so the launch path never allocates); a function whose layout is
+ * unknown is launched without looking at its arguments.  The arguments are
+ * looked at after the real launch returns (they are the caller's memory and
+ * still valid): with lazy module loading, a kernel's parameters can be
+ * queried only once it has been launched.  A pointer gives
+ * where an access starts, not how far it goes: one chunk per pointer.
+ *
+ * CUDA 13's nvcc launch stubs (<<<...>>>) call neither of the public entry
+ * points but __cudaLaunchKernel(cudaKernel_t, ...) (crt/host_runtime.h,
+ * crt/device_functions.h): hooked too, with parameters from
+ * cuKernelGetParamInfo (a cudaKernel_t is a CUkernel).
+ *
+ * One entry point per API, with the real signature, so that dlsym and
+ * cuGetProcAddress interposition can hand these out as they are.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "heat.h"
+#include "launch.h"
+#include "shim.h"
+
+/* Functions whose layout is cached; a full table means no heat from
+ * launches of further functions, never a slower launch. */
+#define LAYOUT_SLOTS 4096u
+/* Parameters looked at per function, and bytes per parameter (structs that
+ * carry pointers, like PyTorch's TensorIterator offsets, fit). */
+#define LAYOUT_MAX_PARAMS    32u
+#define PARAM_MAX_SCAN_BYTES 256u
+
+enum { LAYOUT_EMPTY, LAYOUT_FILLING, LAYOUT_READY };
+
+struct layout {
+        const void *func;
+        uint32_t state; /* LAYOUT_*, published with release */
+        uint16_t n_params;
+        uint16_t size[LAYOUT_MAX_PARAMS]; /* bytes scanned of each; 0: too small for a pointer */
+};
+
+static struct layout layouts[LAYOUT_SLOTS];
+
+typedef int (*param_info_fn)(const void *func, size_t i, size_t *ret_offset, size_t *ret_size);
+
+#define KVT_LAUNCH_TYPEDEF(ret, name, args) typedef ret(*name##_fn) args;
+KVT_CUDART_LAUNCH_FUNCS(KVT_LAUNCH_TYPEDEF)
+KVT_CUDA_DRIVER_LAUNCH_FUNCS(KVT_LAUNCH_TYPEDEF)
+#undef KVT_LAUNCH_TYPEDEF
+
+KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                        size_t sharedMem, cudaStream_t stream);
+KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams, void **extra);
+KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args);
+/* Declared in C++ only (crt/device_functions.h), so not in cuda-abi.h's checked lists. */
+typedef cudaError_t (*__cudaLaunchKernel_fn)(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                             size_t sharedMem, cudaStream_t stream);
+typedef __cudaLaunchKernel_fn __cudaLaunchKernel_ptsz_fn;
+KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                          size_t sharedMem, cudaStream_t stream);
+KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                               size_t sharedMem, cudaStream_t stream);
+KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                     void **extra);
+
+static struct launch_stats stats;
+
+/* Statistics only: a relaxed load and store, not a locked add, on the
+ * launch path (a lost increment under a race is fine, a bus lock per
+ * launch is not). */
+#define STAT_INC(field)                                                                                     \
+        __atomic_store_n(&stats.field, __atomic_load_n(&stats.field, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED)
+
+void launch_get_stats(struct launch_stats *ret) {
+        ret->launches = __atomic_load_n(&stats.launches, __ATOMIC_RELAXED);
+        ret->scanned = __atomic_load_n(&stats.scanned, __ATOMIC_RELAXED);
+        ret->no_layout = __atomic_load_n(&stats.no_layout, __ATOMIC_RELAXED);
+        ret->functions = __atomic_load_n(&stats.functions, __ATOMIC_RELAXED);
+        ret->functions_unknown = __atomic_load_n(&stats.functions_unknown, __ATOMIC_RELAXED);
+        ret->pointers = __atomic_load_n(&stats.pointers, __ATOMIC_RELAXED);
+}
+
+/* The next definition of name, or the one in an already loaded library
+ * that RTLD_NEXT cannot see (loaded with RTLD_LOCAL). */
+static void *real_symbol(const char *name, const char *const *sonames) {
+        void *p = dlsym(RTLD_NEXT, name);
+
+        for (; !p && *sonames; sonames++) {
+                void *h = dlopen(*sonames, RTLD_LAZY | RTLD_NOLOAD);
+                if (h) {
+                        p = dlsym(h, name);
+                        dlclose(h);
+                }
+        }
+        return p;
+}
+
+static const char *const cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+static const char *const cuda_sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
+
+/* Resolved once; a racing second resolution finds the same pointers. */
+#define REAL(name, sonames)                                                                                 \
+        ({                                                                                                  \
+                static name##_fn real_;                                                                     \
+                name##_fn f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                                   \
+                if (!f_) {                                                                                  \
+                        f_ = (name##_fn)real_symbol(#name, sonames);                                        \
+                        __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                                     \
+                }                                                                                           \
+                f_;                                                                                         \
+        })
+
+static int runtime_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
+        cudaFuncGetParamInfo_fn f = REAL(cudaFuncGetParamInfo, cudart_sonames);
+
+        return f ? f(func, i, ret_offset, ret_size) : -1;
+}
+
+static int kernel_param_info(const void *kernel, size_t i, size_t *ret_offset, size_t *ret_size) {
+        cuKernelGetParamInfo_fn f = REAL(cuKernelGetParamInfo, cuda_sonames);
+
+        return f ? f((CUkernel)(uintptr_t)kernel, i, ret_offset, ret_size) : -1;
+}
+
+static int driver_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
+        cuFuncGetParamInfo_fn f = REAL(cuFuncGetParamInfo, cuda_sonames);
+
+        return f ? f((CUfunction)(uintptr_t)func, i, ret_offset, ret_size) : -1;
+}
+
+/* Queries func's parameters into a slot this thread owns. */
+static void layout_fill(struct layout *l, param_info_fn info) {
+        size_t off, size;
+        uint16_t n = 0;
+
+        while (n < LAYOUT_MAX_PARAMS && info(l->func, n, &off, &size) == 0) {
+                size_t scan = size < PARAM_MAX_SCAN_BYTES ? size : PARAM_MAX_SCAN_BYTES;
+
+                l->size[n] = (uint16_t)(size >= sizeof(uint64_t) ? scan : 0);
+                n++;
+        }
+        l->n_params = n;
+        __atomic_fetch_add(&stats.functions, 1, __ATOMIC_RELAXED);
+        if (n == 0)
+                __atomic_fetch_add(&stats.functions_unknown, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&l->state, LAYOUT_READY, __ATOMIC_RELEASE);
+}
+
+/* The cached layout of func, filling it on first sight; NULL while another
+ * thread fills it or the table is full. */
+static const struct layout *layout_get(const void *func, param_info_fn info) {
+        uint32_t h = (uint32_t)(((uintptr_t)func >> 4) * 0x9e3779b1u) % LAYOUT_SLOTS;
+
+        for (uint32_t probe = 0; probe < 16; probe++) {
+                struct layout *l = &layouts[(h + probe) % LAYOUT_SLOTS];
+                uint32_t st = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE), empty = LAYOUT_EMPTY;
+
+                if (st == LAYOUT_READY && l->func == func)
+                        return l;
+                if (st == LAYOUT_FILLING)
+                        continue; /* may be ours, may be another: look on, never wait */
+                if (st == LAYOUT_EMPTY &&
+                    __atomic_compare_exchange_n(&l->state, &empty, LAYOUT_FILLING, false, __ATOMIC_ACQUIRE,
+                                                __ATOMIC_RELAXED)) {
+                        l->func = func;
+                        layout_fill(l, info);
+                        return l;
+                }
+        }
+        return NULL;
+}
+
+/* Counts the chunks the pointer-sized words of the arguments point at. */
+static void scan_args(const struct layout *l, void **args) {
+        for (uint16_t i = 0; i < l->n_params; i++) {
+                const char *p = args[i];
+
+                if (!p)
+                        continue;
+                for (uint16_t off = 0; off + sizeof(uint64_t) <= l->size[i]; off += sizeof(uint64_t)) {
+                        uint64_t w;
+
+                        memcpy(&w, p + off, sizeof(w));
+                        if (heat_maybe_captured((uintptr_t)w) && heat_touch((uintptr_t)w, 0, 1))
+                                STAT_INC(pointers);
+                }
+        }
+}
+
+static void launch_heat(const void *func, void **args, param_info_fn info) {
+        const struct layout *l;
+
+        if (!(heat_sources & HEAT_SRC_LAUNCH) || !args || !func || shim_cfg.disabled)
+                return;
+        STAT_INC(launches);
+        l = layout_get(func, info);
+        if (l && l->n_params) {
+                STAT_INC(scanned);
+                scan_args(l, args);
+        } else
+                STAT_INC(no_layout);
+}
+
+KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                        size_t sharedMem, cudaStream_t stream) {
+        cudaLaunchKernel_fn real = REAL(cudaLaunchKernel, cudart_sonames);
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = real(func, gridDim, blockDim, args, sharedMem, stream);
+        if (e == cudaSuccess)
+                launch_heat(func, args, runtime_param_info);
+        return e;
+}
+
+KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                          size_t sharedMem, cudaStream_t stream) {
+        __cudaLaunchKernel_fn real = REAL(__cudaLaunchKernel, cudart_sonames);
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = real(kernel, gridDim, blockDim, args, sharedMem, stream);
+        if (e == cudaSuccess)
+                launch_heat((const void *)kernel, args, kernel_param_info);
+        return e;
+}
+
+KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                               size_t sharedMem, cudaStream_t stream) {
+        __cudaLaunchKernel_ptsz_fn real = REAL(__cudaLaunchKernel_ptsz, cudart_sonames);
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = real(kernel, gridDim, blockDim, args, sharedMem, stream);
+        if (e == cudaSuccess)
+                launch_heat((const void *)kernel, args, kernel_param_info);
+        return e;
+}
+
+KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+        cudaLaunchKernelExC_fn real = REAL(cudaLaunchKernelExC, cudart_sonames);
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = real(config, func, args);
+        if (e == cudaSuccess)
+                launch_heat(func, args, runtime_param_info);
+        return e;
+}
+
+KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                     void **extra) {
+        cuLaunchKernelEx_fn real = REAL(cuLaunchKernelEx, cuda_sonames);
+        CUresult r;
+
+        if (!real)
+                return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+        r = real(config, f, kernelParams, extra);
+        if (r == 0)
+                launch_heat((const void *)f, kernelParams, driver_param_info);
+        return r;
+}
+
+KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams, void **extra) {
+        cuLaunchKernel_fn real = REAL(cuLaunchKernel, cuda_sonames);
+
+        CUresult r;
+
+        if (!real)
+                return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+        r = real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                 kernelParams, extra);
+        /* Arguments packed in extra (CU_LAUNCH_PARAM_BUFFER_POINTER) are
+         * not looked at: their layout is the caller's. */
+        if (r == 0)
+                launch_heat((const void *)f, kernelParams, driver_param_info);
+        return r;
+}

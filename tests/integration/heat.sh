@@ -1,0 +1,135 @@
+#!/bin/bash
+# Access heat through the shared heat table: a fake engine reads a window
+# of its oldest allocation through kernel launches and never hints; the
+# daemon learns of it only from the table's counters, and promotes that
+# window over newer, untouched memory under a budget that cannot hold all.
+# With KVTIER_HEAT=off the same run leaves the window out of VRAM.
+. "$(dirname "$0")/lib.sh"
+
+ARGS="--regions 4 --region-size 64M --window 16M --steps 50 --step-ms 15"
+
+# run_polled NAME [INDEX]: the engine under the shim while kvtierctl polls;
+# prints the VRAM of the engine's INDEXth region (default 0, the first) in
+# the last poll of its decode (early polls are skipped: while the first
+# region is alone, the daemon promotes it whatever its heat; so are polls
+# after the decode, when the engine's final check reads everything).  The window
+# (16M) starts in the first region and slides 2M a step into the second.
+run_polled() {
+        local name="$1" idx="${2:-0}" last=0 v
+        run_engine "$name" $ARGS &
+        local engine=$!
+        while kill -0 $engine 2>/dev/null; do
+                grep -q 'steps took' "$TMP/$name.out" && break
+                v=$(status_json 2>/dev/null |
+                    jq 'if ([.clients[].regions | length] | max // 0) == 4
+                        then [.clients[].regions['"$idx"'].vram_bytes] | max else empty end' 2>/dev/null)
+                [ -n "$v" ] && last=$v
+                sleep 0.02
+        done
+        wait $engine || { diag "engine $name failed:"; diag "$(cat "$TMP/$name.out")"; }
+        echo "$last"
+}
+
+# LRU without prefetch places by the last touch alone, so what lands in VRAM
+# shows directly which touches the sampler delivered; how the other policies
+# weigh them (and what prefetch adds) is tests/unit/test-policy's and
+# tests/traces/sim.sh's business.
+write_config 64M "[policy]" "name = lru" "prefetch = none"
+check "kvtierd starts" start_daemon
+
+hot=$(ENGINE_ENV="KVTIER_HEAT=launch" run_polled launch)
+check_gt "launch heat: the touched window of the oldest region is in VRAM at the end" "$hot" $((8 << 20))
+check "launch heat: pattern intact" grep -q "mismatched words 0" "$TMP/launch.out"
+
+hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=driver" run_polled driver)
+check_gt "cuLaunchKernel heat: the window is in VRAM at the end" "$hot" $((8 << 20))
+
+hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=stub" run_polled stub)
+check_gt "__cudaLaunchKernel (CUDA 13 nvcc stubs) heat: the window is in VRAM at the end" "$hot" $((8 << 20))
+
+cold=$(ENGINE_ENV="KVTIER_HEAT=off" run_polled off)
+check_le "without heat the window is out of VRAM at the end (newer regions rank first)" "$cold" 0
+
+cold=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=direct" run_polled direct)
+check_le "kernels not launched through the hooks give no heat" "$cold" 0
+
+# CUPTI: with the GPU's mapping of host pages dropped (--unmap) the window's
+# reads fault; the fake libcupti turns faults and migrations into CUPTI
+# records, and the faults alone are the heat.  The first region is in VRAM
+# when the window reads it (no faults there); the window faults its way
+# through the second one.
+ARGS="$ARGS --unmap"
+hot=$(ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 KVTIER_HEAT_STATS=$TMP/cupti.heat" run_polled cupti 1)
+check "cupti: pattern intact" grep -q "mismatched words 0" "$TMP/cupti.out"
+cs() { jq -s "last | .$1" "$TMP/cupti.heat"; }
+check "cupti: libcupti found and configured" [ "$(cs cupti_loaded)" = true ]
+check_gt "cupti: GPU fault records attributed to captured chunks" "$(cs gpu_fault_attributed)" 0
+check_gt "cupti: HtoD records attributed (statistics only)" "$(cs htod_attributed)" 0
+check "cupti: every heat touch came from a fault record" [ "$(cs heat_touches)" -eq "$(cs gpu_fault_attributed)" ]
+check_gt "cupti: fault heat puts the window, in the second region by then, in VRAM" "$hot" $((8 << 20))
+cold=$(ENGINE_ENV="KVTIER_HEAT=off" run_polled cupti-off 1)
+check_le "cupti off: the window stays out of VRAM by the daemon's books" "$cold" 0
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10 KVTIER_CUPTI_PERIOD_MS=50 KVTIER_HEAT_STATS=$TMP/duty.heat" \
+        run_engine duty $ARGS; rc=$?
+check "cupti at a 10% duty cycle: engine exits 0" [ $rc -eq 0 ]
+check "cupti at a 10% duty cycle: the counters were on part of the time" \
+        [ "$(jq -s 'last | .enabled_ms > 0 and .duty_percent == 10' "$TMP/duty.heat")" = true ]
+ARGS="${ARGS% --unmap}"
+
+# Under a CUPTI tool (injected through CUDA_INJECTION64_PATH) kvtier keeps
+# out; CUPTI merely loaded by the application does not stop it.
+ENGINE_ENV="LD_PRELOAD=${PRELOAD// /:}:$FAKES/libcupti.so.13 KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/loaded.heat" \
+        run_engine loaded $ARGS
+check "CUPTI loaded by the application: kvtier still samples" \
+        [ "$(jq -s 'last | .cupti_loaded' "$TMP/loaded.heat")" = true ]
+ENGINE_ENV="CUDA_INJECTION64_PATH=/nonexistent/tool.so KVTIER_HEAT=cupti KVTIER_LOG=info KVTIER_HEAT_STATS=$TMP/busy.heat" \
+        run_engine busy $ARGS; rc=$?
+check "CUPTI tool injected: engine exits 0" [ $rc -eq 0 ]
+check "CUPTI tool injected: kvtier does not take CUPTI over" \
+        [ "$(jq -s 'last | .cupti_loaded' "$TMP/busy.heat")" = false ]
+check "and says so" grep -q "CUPTI is in use by a tool" "$TMP/busy.out"
+
+# Unmap sampling: kvtier leaves memory host-mapped, so the GPU reads it over
+# the link without a fault and CUPTI alone sees nothing; KVTIER_HEAT=unmap
+# drops the mappings at the start of each CUPTI window, and the first read of
+# each chunk in the window faults (and maps it again, without migrating).
+hot=$(ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=20 KVTIER_CUPTI_PERIOD_MS=50 KVTIER_HEAT_STATS=$TMP/mapped.heat" \
+        run_polled mapped 1)
+check "cupti on mapped memory: no fault, no heat" [ "$(jq -s 'last | .gpu_fault' "$TMP/mapped.heat")" -eq 0 ]
+hot=$(ENGINE_ENV="KVTIER_HEAT=unmap KVTIER_CUPTI_DUTY=20 KVTIER_CUPTI_PERIOD_MS=50 KVTIER_HEAT_STATS=$TMP/unmap.heat" \
+        run_polled unmap 1)
+check "unmap sampling: pattern intact" grep -q "mismatched words 0" "$TMP/unmap.out"
+check_gt "unmap sampling: regions were unmapped" "$(jq -s 'last | .unmaps' "$TMP/unmap.heat")" 0
+check_gt "unmap sampling: sampled faults attributed to chunks" "$(jq -s 'last | .gpu_fault_attributed' "$TMP/unmap.heat")" 0
+check_gt "unmap sampling: the window, in the second region by then, is in VRAM" "$hot" $((8 << 20))
+check_le "unmap sampling: sampled faults map, never migrate: VRAM by the fake's counters within the budget" \
+        "$(stat_of unmap managed_resident_peak_bytes)" $((64 << 20))
+
+check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/kvtierd.log")" -eq 0 ]
+
+# The trace recorder: format, order, bounds.
+ENGINE_ENV="KVTIER_HEAT=launch KVTIER_TRACE=$TMP/engine.trace" run_engine traced $ARGS; rc=$?
+check "traced run exits 0" [ $rc -eq 0 ]
+check "trace starts with its magic line" [ "$(head -1 "$TMP/engine.trace")" = "kvtier-trace 1" ]
+# trace_ok FILE MIN_A MIN_F: the kvtier-trace 1 format, R before A, chunks in
+# range, times non-decreasing, nothing after F.
+trace_ok() {
+        awk -v min_a="$2" -v min_f="$3" '
+        NR == 1 { if ($0 != "kvtier-trace 1") exit 1; next }
+        /^#/ { next }
+        $1 == "R" { if (NF != 3 || ($2 in n)) exit 1; n[$2] = $3; next }
+        $1 == "A" { if (NF != 5 || !($3 in n) || ($3 in freed) || $2 < t || $4 + $5 > n[$3] || $5 < 1) exit 1;
+                    t = $2; a++; next }
+        $1 == "F" { if (NF != 3 || !($3 in n) || $2 < t) exit 1; t = $2; freed[$3] = 1; f++; next }
+        { exit 1 }
+        END { if (a < min_a || f < min_f) exit 1 }' "$1"
+}
+check "trace is well formed (R before A, chunks in range, times non-decreasing, F after A)" \
+        trace_ok "$TMP/engine.trace" 50 1
+for t in "$top_srcdir"/tests/traces/torch-*.trace; do
+        check "checked-in trace $(basename "$t") is well formed" trace_ok "$t" 1 0
+done
+check_gt "trace records the accesses" "$(grep -c '^A ' "$TMP/engine.trace")" 49
+
+check "kvtierd stops cleanly" stop_daemon
+done_testing
