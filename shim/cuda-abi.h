@@ -176,6 +176,12 @@ enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
         X(CUresult, cuGetProcAddress_v2,                                                           \
           (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                      \
            CUdriverProcAddressQueryResult *symbolStatus))                                          \
+        X(CUresult, cuLaunchKernel,                                                                \
+          (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,       \
+           unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                 \
+           unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))      \
+        X(CUresult, cuLaunchKernelEx,                                                              \
+          (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra))          \
         KVT_CUDA_LEGACY_HOOKS(X)
 
 /* Hooked symbols that cuda.h no longer declares under their name (it maps

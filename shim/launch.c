@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "heat.h"
+#include "hooks.h"
 #include "launch.h"
 #include "shim.h"
 
@@ -59,10 +60,6 @@ KVT_CUDA_DRIVER_LAUNCH_FUNCS(KVT_LAUNCH_TYPEDEF)
 
 KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                         size_t sharedMem, cudaStream_t stream);
-KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                   void **kernelParams, void **extra);
 KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args);
 /* Declared in C++ only (crt/device_functions.h), so not in cuda-abi.h's checked lists. */
 typedef cudaError_t (*__cudaLaunchKernel_fn)(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
@@ -72,8 +69,6 @@ KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim
                                           size_t sharedMem, cudaStream_t stream);
 KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
                                                size_t sharedMem, cudaStream_t stream);
-KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                                     void **extra);
 
 static struct launch_stats stats;
 
@@ -220,7 +215,7 @@ KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blo
 
         if (!real)
                 return cudaErrorInitializationError;
-        e = real(func, gridDim, blockDim, args, sharedMem, stream);
+        e = PASS(real(func, gridDim, blockDim, args, sharedMem, stream));
         if (e == cudaSuccess)
                 launch_heat(func, args, runtime_param_info);
         return e;
@@ -233,7 +228,7 @@ KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim
 
         if (!real)
                 return cudaErrorInitializationError;
-        e = real(kernel, gridDim, blockDim, args, sharedMem, stream);
+        e = PASS(real(kernel, gridDim, blockDim, args, sharedMem, stream));
         if (e == cudaSuccess)
                 launch_heat((const void *)kernel, args, kernel_param_info);
         return e;
@@ -246,7 +241,7 @@ KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim
 
         if (!real)
                 return cudaErrorInitializationError;
-        e = real(kernel, gridDim, blockDim, args, sharedMem, stream);
+        e = PASS(real(kernel, gridDim, blockDim, args, sharedMem, stream));
         if (e == cudaSuccess)
                 launch_heat((const void *)kernel, args, kernel_param_info);
         return e;
@@ -258,35 +253,43 @@ KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, con
 
         if (!real)
                 return cudaErrorInitializationError;
-        e = real(config, func, args);
+        e = PASS(real(config, func, args));
         if (e == cudaSuccess)
                 launch_heat(func, args, runtime_param_info);
         return e;
 }
 
-KVT_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                                     void **extra) {
+/* The driver's launches are hooks of the table in cuda-abi.h, so that
+ * cuGetProcAddress hands them out too (cuBLAS, Triton and a static cudart
+ * launch through pointers fetched there, never through the symbol). */
+CUresult kvt_hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                   void **extra) {
         cuLaunchKernelEx_fn real = REAL(cuLaunchKernelEx, cuda_sonames);
         CUresult r;
 
         if (!real)
                 return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+        if (hook_busy()) /* the runtime's own launch beneath a hooked one: counted there */
+                return real(config, f, kernelParams, extra);
         r = real(config, f, kernelParams, extra);
         if (r == 0)
                 launch_heat((const void *)f, kernelParams, driver_param_info);
         return r;
 }
+KVT_HOOK_EXPORT(cuLaunchKernelEx)
 
-KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                   void **kernelParams, void **extra) {
+CUresult kvt_hook_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+                                 void **extra) {
         cuLaunchKernel_fn real = REAL(cuLaunchKernel, cuda_sonames);
-
         CUresult r;
 
         if (!real)
                 return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+        if (hook_busy()) /* the runtime's own launch beneath a hooked one: counted there */
+                return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                            hStream, kernelParams, extra);
         r = real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
                  kernelParams, extra);
         /* Arguments packed in extra (CU_LAUNCH_PARAM_BUFFER_POINTER) are
@@ -295,3 +298,4 @@ KVT_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                 launch_heat((const void *)f, kernelParams, driver_param_info);
         return r;
 }
+KVT_HOOK_EXPORT(cuLaunchKernel)

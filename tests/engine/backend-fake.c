@@ -25,6 +25,12 @@ int backend_check(const void *ptr, size_t len, uint64_t seed, uint64_t *ret_bad_
 
 KVT_CUDART_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDA_DRIVER_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus);
+typedef CUresult (*cuLaunchKernel_fn)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                      void **kernelParams, void **extra);
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                                cudaStream_t stream);
@@ -32,16 +38,25 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
 /* A read as a kernel launch (one per 2 MiB tile, as a tiled kernel grid
  * would pass tile pointers): through cudaLaunchKernel, or cuLaunchKernel
  * with FAKE_ENGINE_LAUNCH=driver, __cudaLaunchKernel (CUDA 13's nvcc
- * stubs) with =stub, or a direct call with =direct. */
+ * stubs) with =stub, a direct call with =direct, or cuLaunchKernel as
+ * cuGetProcAddress_v2 hands it out (cuBLAS, Triton, static cudart) with
+ * =procaddr. */
 static int launch_read(const void *ptr, size_t len) {
-        static int mode = -1; /* 0 runtime, 1 driver, 2 direct, 3 stub */
+        static int mode = -1; /* 0 runtime, 1 driver, 2 direct, 3 stub, 4 procaddr */
+        static cuLaunchKernel_fn procaddr_launch;
         dim3 one = {1, 1, 1};
         void *args[2] = {&ptr, &len};
 
         if (mode < 0) {
                 const char *v = getenv("FAKE_ENGINE_LAUNCH");
-                mode = !v ? 0 : strcmp(v, "driver") == 0 ? 1 : strcmp(v, "direct") == 0 ? 2 : strcmp(v, "stub") == 0 ? 3 : 0;
+                mode = !v ? 0 : strcmp(v, "driver") == 0 ? 1 : strcmp(v, "direct") == 0 ? 2 : strcmp(v, "stub") == 0 ? 3
+                               : strcmp(v, "procaddr") == 0 ? 4 : 0;
+                if (mode == 4 && cuGetProcAddress_v2("cuLaunchKernel", (void **)&procaddr_launch, 13000, 0, NULL) != 0)
+                        return -EIO;
         }
+        if (mode == 4)
+                return procaddr_launch((CUfunction)(uintptr_t)fakecuda_read_kernel, 1, 1, 1, 1, 1, 1, 0, NULL, args,
+                                       NULL);
         if (mode == 3)
                 return __cudaLaunchKernel((cudaKernel_t)(uintptr_t)fakecuda_read_kernel, one, one, args, 0, NULL);
         if (mode == 2)

@@ -44,6 +44,9 @@ check "launch heat: pattern intact" grep -q "mismatched words 0" "$TMP/launch.ou
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=driver" run_polled driver)
 check_gt "cuLaunchKernel heat: the window is in VRAM at the end" "$hot" $((8 << 20))
 
+hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=procaddr" run_polled procaddr)
+check_gt "cuLaunchKernel through cuGetProcAddress heat: the window is in VRAM at the end" "$hot" $((8 << 20))
+
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=stub" run_polled stub)
 check_gt "__cudaLaunchKernel (CUDA 13 nvcc stubs) heat: the window is in VRAM at the end" "$hot" $((8 << 20))
 
