@@ -47,6 +47,17 @@ check_gt "cuLaunchKernel heat: the window is in VRAM at the end" "$hot" $((8 << 
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=procaddr" run_polled procaddr)
 check_gt "cuLaunchKernel through cuGetProcAddress heat: the window is in VRAM at the end" "$hot" $((8 << 20))
 
+# As the CUDA runtime reaches the driver: libcuda dlopen'd RTLD_LOCAL, its
+# cuLaunchKernel fetched through cuGetProcAddress_v2.  The shim's wrapper
+# must resolve the real function, not itself (it recursed until the stack
+# overflowed, and a real PyTorch-free engine hung on the H200).
+env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=16M KVTIER_HEAT=launch \
+        KVTIER_HEAT_STATS="$TMP/local.heat" timeout 30 "$top_builddir/tests/integration/local-driver" \
+        >"$TMP/local.out" 2>&1; rc=$?
+check "launch through a RTLD_LOCAL driver's cuGetProcAddress: exits 0" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "exit $rc: $(cat "$TMP/local.out")"
+check_gt "and the shim saw its launches" "$(jq -s 'map(.launches // 0) | max' "$TMP/local.heat" 2>/dev/null || echo 0)" 3
+
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=stub" run_polled stub)
 check_gt "__cudaLaunchKernel (CUDA 13 nvcc stubs) heat: the window is in VRAM at the end" "$hot" $((8 << 20))
 
