@@ -130,6 +130,8 @@ static int payload_check(const struct kvt_msg *m) {
                 return 0;
         case KVT_MSG_ORDER_DONE:
                 return m->u.order_done.status <= 0 ? 0 : -EBADMSG;
+        case KVT_MSG_WELCOME:
+                return m->u.welcome.capture_min_size > 0 ? 0 : -EBADMSG;
         case KVT_MSG_DEVICE:
                 return m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS ? 0 : -EBADMSG;
         case KVT_MSG_CTL_SET:

@@ -124,6 +124,11 @@ struct kvt_welcome {
         uint32_t tick_ms;
         uint64_t vram_budget_bytes; /* the budget of the HELLO's device */
         uint64_t host_grant_bytes;  /* host memory kvtier may tier into ([host] host_budget) */
+        /* The daemon's [capture] rules: the shim applies each one its
+         * environment does not set (KVTIER_MIN_SIZE ... win). */
+        uint64_t capture_min_size; /* >= 1 */
+        uint64_t capture_after;
+        uint64_t max_captured; /* 0 = no limit */
 };
 
 /* A captured allocation.  region_id is chosen by the shim, unique within its

@@ -47,6 +47,7 @@ struct conf {
         char policy[16];
         uint64_t max_migration_rate;
         uint64_t host_budget;
+        uint64_t capture_min_size, capture_after, max_captured;
         unsigned hysteresis_ticks;
         unsigned heat_half_life_ticks;
         uint64_t window_bytes;
@@ -88,6 +89,16 @@ static const struct conf_key conf_table[] = {
         {"host", "host_budget", CONF_BYTES, 0, 1024 * TIB, "0",
          "Host memory a shim may count on for KVTIER_CAPACITY=auto (VRAM budget plus this); 0 = half of RAM",
          offsetof(struct conf, host_budget)},
+        {"capture", "min_size", CONF_BYTES, 1, 16 * TIB, "64M",
+         "Shims capture allocations of at least this many bytes (KVTIER_MIN_SIZE overrides)",
+         offsetof(struct conf, capture_min_size)},
+        {"capture", "capture_after", CONF_BYTES, 0, 16 * TIB, "0",
+         "The first bytes a process allocates stay plain, so weights loaded first are not tiered "
+         "(KVTIER_CAPTURE_AFTER overrides)",
+         offsetof(struct conf, capture_after)},
+        {"capture", "max_captured", CONF_BYTES, 0, 16 * TIB, "0",
+         "At most this many bytes captured per process at once; 0 = no limit (KVTIER_MAX_CAPTURED overrides)",
+         offsetof(struct conf, max_captured)},
         {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
          "Bytes per second over all GPUs, both directions together; 0 = unlimited",
          offsetof(struct conf, max_migration_rate)},
@@ -549,6 +560,12 @@ uint64_t conf_host_budget(const struct conf *c) {
         if (c->host_budget)
                 return c->host_budget;
         return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
+}
+
+void conf_capture(const struct conf *c, uint64_t *ret_min_size, uint64_t *ret_after, uint64_t *ret_max) {
+        *ret_min_size = c->capture_min_size;
+        *ret_after = c->capture_after;
+        *ret_max = c->max_captured;
 }
 
 uint64_t conf_max_migration_rate(const struct conf *c) {

@@ -57,6 +57,9 @@ unsigned conf_heat_half_life_ticks(const struct conf *c);
 bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes);
 size_t conf_n_clients(const struct conf *c);
 
+/* The [capture] rules a shim applies where its environment sets none. */
+void conf_capture(const struct conf *c, uint64_t *ret_min_size, uint64_t *ret_after, uint64_t *ret_max);
+
 /* Bytes per second, both directions together; 0 = unlimited. */
 uint64_t conf_max_migration_rate(const struct conf *c);
 

@@ -58,18 +58,31 @@ int classify_parse_apis(const char *s, unsigned *ret) {
         return 0;
 }
 
+void classify_rules_apply(struct classify_rules *rules, unsigned env_set, uint64_t min_size, uint64_t capture_after,
+                          uint64_t max_captured) {
+        if (!(env_set & CLASSIFY_ENV_MIN_SIZE) && min_size > 0)
+                __atomic_store_n(&rules->min_size, min_size, __ATOMIC_RELAXED);
+        if (!(env_set & CLASSIFY_ENV_CAPTURE_AFTER))
+                __atomic_store_n(&rules->capture_after, capture_after, __ATOMIC_RELAXED);
+        if (!(env_set & CLASSIFY_ENV_MAX_CAPTURED))
+                __atomic_store_n(&rules->max_captured, max_captured, __ATOMIC_RELAXED);
+}
+
 uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t size) {
         uint64_t before = atomic_fetch_add(&allocated_bytes, size);
+        uint64_t min_size = __atomic_load_n(&rules->min_size, __ATOMIC_RELAXED);
+        uint64_t after = __atomic_load_n(&rules->capture_after, __ATOMIC_RELAXED);
+        uint64_t max = __atomic_load_n(&rules->max_captured, __ATOMIC_RELAXED);
         uint64_t cur;
 
-        if (!(classify_api_family(api) & rules->apis) || size < rules->min_size || before < rules->capture_after)
+        if (!(classify_api_family(api) & rules->apis) || size < min_size || before < after)
                 return KVT_RULE_NONE;
         cur = atomic_load(&captured_bytes);
         do {
-                if (rules->max_captured && (cur + size > rules->max_captured || cur + size < cur))
+                if (max && (cur + size > max || cur + size < cur))
                         return KVT_RULE_NONE;
         } while (!atomic_compare_exchange_weak(&captured_bytes, &cur, cur + size));
-        return rules->capture_after ? KVT_RULE_CAPTURE_AFTER : KVT_RULE_MIN_SIZE;
+        return after ? KVT_RULE_CAPTURE_AFTER : KVT_RULE_MIN_SIZE;
 }
 
 void classify_release(size_t size) {

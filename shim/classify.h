@@ -22,6 +22,18 @@ struct classify_rules {
         unsigned apis;          /* KVTIER_CAPTURE_APIS: CLASSIFY_API_* families captured */
 };
 
+/* Which rules the environment set (they win over the daemon's). */
+enum {
+        CLASSIFY_ENV_MIN_SIZE = 1u << 0,
+        CLASSIFY_ENV_CAPTURE_AFTER = 1u << 1,
+        CLASSIFY_ENV_MAX_CAPTURED = 1u << 2,
+};
+
+/* Takes the daemon's rules (its WELCOME) for each rule not in env_set.
+ * Safe while other threads classify.  min_size 0 is ignored. */
+void classify_rules_apply(struct classify_rules *rules, unsigned env_set, uint64_t min_size, uint64_t capture_after,
+                          uint64_t max_captured);
+
 /* The CLASSIFY_API_* family of an enum kvt_alloc_api value. */
 unsigned classify_api_family(uint32_t api);
 

@@ -170,6 +170,8 @@ static int handshake(int fd) {
         if (r == 0) {
                 log_debug("Registered with kvtierd as client %u.", m->u.welcome.client_id);
                 atomic_store(&granted_bytes, m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
+                classify_rules_apply(&shim_cfg.rules, shim_cfg.rules_from_env, m->u.welcome.capture_min_size,
+                                     m->u.welcome.capture_after, m->u.welcome.max_captured);
         }
         free(m);
         return r;

@@ -53,17 +53,19 @@ static bool env_true(const char *v) {
 }
 
 /* Reads a byte count from the environment into *ret; a bad value is
- * reported and leaves *ret as it was. */
-static void env_bytes(const char *name, bool allow_zero, uint64_t *ret) {
+ * reported and leaves *ret as it was.  Returns whether *ret was set. */
+static bool env_bytes(const char *name, bool allow_zero, uint64_t *ret) {
         const char *v = getenv(name);
         uint64_t bytes;
 
         if (!v)
-                return;
-        if (parse_bytes(v, &bytes) < 0 || (bytes == 0 && !allow_zero))
+                return false;
+        if (parse_bytes(v, &bytes) < 0 || (bytes == 0 && !allow_zero)) {
                 log_warning("Invalid %s=%s (bytes: 64M, 8G ...), ignoring.", name, v);
-        else
-                *ret = bytes;
+                return false;
+        }
+        *ret = bytes;
+        return true;
 }
 
 /* Reads the environment once.  Bad values are reported and replaced by the
@@ -89,9 +91,12 @@ __attribute__((constructor)) static void shim_load(void) {
                 else
                         strcpy(shim_cfg.socket_path, v);
         }
-        env_bytes("KVTIER_MIN_SIZE", false, &shim_cfg.rules.min_size);
-        env_bytes("KVTIER_CAPTURE_AFTER", true, &shim_cfg.rules.capture_after);
-        env_bytes("KVTIER_MAX_CAPTURED", true, &shim_cfg.rules.max_captured);
+        if (env_bytes("KVTIER_MIN_SIZE", false, &shim_cfg.rules.min_size))
+                shim_cfg.rules_from_env |= CLASSIFY_ENV_MIN_SIZE;
+        if (env_bytes("KVTIER_CAPTURE_AFTER", true, &shim_cfg.rules.capture_after))
+                shim_cfg.rules_from_env |= CLASSIFY_ENV_CAPTURE_AFTER;
+        if (env_bytes("KVTIER_MAX_CAPTURED", true, &shim_cfg.rules.max_captured))
+                shim_cfg.rules_from_env |= CLASSIFY_ENV_MAX_CAPTURED;
         if ((v = getenv("KVTIER_CAPACITY")) && strcmp(v, "auto") == 0)
                 shim_cfg.capacity_auto = true;
         else
@@ -200,12 +205,23 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
 
         if (shim_cfg.disabled || !ret_ptr || hook_busy())
                 return -EPERM;
+        /* Memory asked of the driver is still managed and moved through the
+         * runtime, loaded here if the engine never loaded it (only for sizes
+         * that can be captured). */
+        rt = size < KVT_CHUNK_BYTES || !(classify_api_family(api) & shim_cfg.rules.apis) ||
+                             classify_api_family(api) == CLASSIFY_API_RUNTIME
+                     ? real_cudart()
+                     : real_cudart_load();
+        /* Connected before classifying, so that the daemon's [capture] rules
+         * hold from the first allocation that could be captured. */
+        if (rt && size >= KVT_CHUNK_BYTES) {
+                hook_enter();
+                (void)client_ensure();
+                hook_leave();
+        }
         rule = classify_take(&shim_cfg.rules, api, size);
         if (rule == KVT_RULE_NONE)
                 return -EPERM;
-        /* Memory asked of the driver is still managed and moved through the
-         * runtime, loaded here if the engine never loaded it. */
-        rt = classify_api_family(api) == CLASSIFY_API_RUNTIME ? real_cudart() : real_cudart_load();
         hook_enter();
         r = !rt ? -ENOSYS : client_ensure();
         if (r >= 0) {

@@ -132,7 +132,11 @@ static void take_heat_table(struct peer *p, const struct kvt_heat_table *t, int 
 /* Handles one message; returns < 0 to drop the peer. */
 static int dispatch(struct registry *reg, struct peer *p, const struct kvt_msg *m, int *fd) {
         if (!p->client) {
-                struct kvt_welcome w = { .tick_ms = STANDALONE_TICK_MS };
+                /* no [capture] section here: the shim's own rules stay */
+                struct kvt_welcome w = { .tick_ms = STANDALONE_TICK_MS,
+                                         .capture_min_size = shim_cfg.rules.min_size,
+                                         .capture_after = shim_cfg.rules.capture_after,
+                                         .max_captured = shim_cfg.rules.max_captured };
                 const struct gpu_stats *g;
                 int r;
 

@@ -41,4 +41,22 @@ ENGINE_ENV="FAKECUDA_MEM=1G KVTIER_CAPACITY=auto KVTIER_SOCKET=$TMP/none.sock" r
 check "KVTIER_CAPACITY=auto without a daemon reports the card" \
         [ "$(meminfo auto-alone)" = "$((1 << 30)) $((1 << 30))" ]
 check "kvtierd stops cleanly" stop_daemon
+
+# Rules from the daemon ([capture]) hold where the environment sets none,
+# from the first allocation on; the environment wins where it does.
+write_config 64M "[capture]" "min_size = 128M" "max_captured = 192M"
+check "kvtierd with [capture] rules starts" start_daemon
+run_engine daemon-min $ARGS
+check "[capture] min_size = 128M: none of the 64 MiB allocations captured" [ "$(captured daemon-min)" -eq 0 ]
+check "[capture] min_size = 128M: engine exits 0, pattern intact" intact daemon-min
+ENGINE_ENV="KVTIER_MIN_SIZE=32M" run_engine env-wins $ARGS
+check "KVTIER_MIN_SIZE=32M beats [capture] min_size; [capture] max_captured = 192M still holds: 3 captured" \
+        [ "$(captured env-wins)" -eq 3 ]
+ENGINE_ENV="KVTIER_MIN_SIZE=32M" run_engine big $ARGS --region-size 256M --regions 1 --window 64M
+check "a single 256 MiB allocation over [capture] max_captured stays plain" [ "$(captured big)" -eq 0 ]
+check "kvtierd stops cleanly" stop_daemon
+printf '[capture]\nmin_size = 0\n' >"$TMP/bad-capture.conf"
+"$KVTIERD" -c "$TMP/bad-capture.conf" >"$TMP/bad-capture.log" 2>&1; rc=$?
+check "[capture] min_size = 0 is a configuration error (exit 2)" [ $rc -eq 2 ]
+check "and names file:line" grep -q "bad-capture.conf:2" "$TMP/bad-capture.log"
 done_testing

@@ -100,6 +100,14 @@ static void test_rejects(int a, int b) {
         n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
         TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown tier");
         {
+                struct kvt_welcome w = { .client_id = 1, .tick_ms = 10, .capture_min_size = 64 << 20 };
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "WELCOME with capture rules accepted");
+                w.capture_min_size = 0;
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "WELCOME with a zero capture min_size");
+        }
+        {
                 struct kvt_device d = { .device = 1, .total_bytes = 1ull << 30 };
                 n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "DEVICE accepted");
