@@ -25,6 +25,7 @@ enum conf_type {
         CONF_BUDGET, /* byte count in [min, max] or "N%" */
         CONF_POLICY, /* policy name */
         CONF_PREFETCH, /* "none" or "sequential" (covers strided streams) */
+        CONF_EVICT,    /* "host-mapped" or "host" */
 };
 
 /* A [client.NAME] section: NAME is the process name a shim reports (comm). */
@@ -53,6 +54,7 @@ struct conf {
         uint64_t window_bytes;
         unsigned prefetch; /* 0 none, 1 sequential */
         unsigned prefetch_depth;
+        unsigned evict_unmapped; /* [policy] evict_to = host */
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -115,6 +117,10 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, prefetch)},
         {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
          offsetof(struct conf, prefetch_depth)},
+        {"policy", "evict_to", CONF_EVICT, 0, 0, "host-mapped",
+         "Where evicted chunks go: host-mapped (the GPU reads them over the link, unseen by CUPTI) or "
+         "host (unmapped: the GPU's next touch faults once and maps it, an access sample)",
+         offsetof(struct conf, evict_unmapped)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
          "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",
          offsetof(struct client_conf, priority)},
@@ -243,6 +249,11 @@ static int key_store(struct conf *c, void *base, const struct conf_key *k, int g
                         return -EINVAL;
                 *(unsigned *)p = strcmp(v, "sequential") == 0;
                 return 0;
+        case CONF_EVICT:
+                if (strcmp(v, "host-mapped") != 0 && strcmp(v, "host") != 0)
+                        return -EINVAL;
+                *(unsigned *)p = strcmp(v, "host") == 0;
+                return 0;
         }
         return -EINVAL;
 }
@@ -263,6 +274,8 @@ static const char *type_hint(const struct conf_key *k) {
                 return "one of: lru, heat, window, hybrid";
         case CONF_PREFETCH:
                 return "none or sequential";
+        case CONF_EVICT:
+                return "host-mapped or host";
         }
         return "?";
 }
@@ -485,6 +498,9 @@ static void key_format(const void *base, const struct conf_key *k, int gpu, char
         case CONF_PREFETCH:
                 snprintf(buf, len, "%s", *(const unsigned *)p ? "sequential" : "none");
                 break;
+        case CONF_EVICT:
+                snprintf(buf, len, "%s", *(const unsigned *)p ? "host" : "host-mapped");
+                break;
         }
 }
 
@@ -588,6 +604,7 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         ret->heat_half_life_ticks = c->heat_half_life_ticks;
         ret->window_chunks = (uint32_t)MIN(c->window_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
         ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
+        ret->evict_tier = c->evict_unmapped ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
         /* Keys that a policy does not use stay out of its decisions. */
         if (kind == POLICY_LRU || kind == POLICY_WINDOW)
                 ret->hysteresis_ticks = 0;

@@ -471,7 +471,8 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
 
         for (size_t j = 0; s->n_evict && j < x->n_ev; j++)
                 if (key_of(x, x->cand[j]) <= s->evict_max)
-                        plan_append(x, x->cand[j], KVT_TIER_HOST_MAPPED, &r, p);
+                        plan_append(x, x->cand[j], x->pp->evict_tier == KVT_TIER_HOST ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED,
+                                    &r, p);
         r = 0;
         for (size_t j = 0; s->n_promote && j < x->n_pr; j++) {
                 size_t at = x->cand[x->n - 1 - j];

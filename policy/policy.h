@@ -82,6 +82,9 @@ struct policy_params {
         uint32_t window_chunks;        /* window, hybrid: per region */
         uint32_t prefetch_depth;       /* strides predicted ahead; 0 = no prefetch */
         uint32_t run_cap;              /* longest run of one move, chunks; 0 = POLICY_RUN_CAP_DEFAULT */
+        uint32_t evict_tier;           /* where evictions go: KVT_TIER_HOST_MAPPED (0 means it too)
+                                        * or KVT_TIER_HOST, unmapped, where the GPU's next touch
+                                        * faults and so is an access sample */
 };
 
 /* 512 chunks = 1 GiB: long enough for full-speed prefetch (DESIGN.md: 256 MiB+

@@ -119,6 +119,25 @@ check_gt "unmap sampling: the window, in the second region by then, is in VRAM" 
 check_le "unmap sampling: sampled faults map, never migrate: VRAM by the fake's counters within the budget" \
         "$(stat_of unmap managed_resident_peak_bytes)" $((64 << 20))
 
+# An unmapped host tier ([policy] evict_to = host, set live): chunks the
+# daemon evicts lose the GPU's mapping, so when the window comes back to
+# them the GPU's first touch faults, an access sample CUPTI reports.
+# Evicted to host-mapped, they are read over the link unseen.
+WRAP="--regions 4 --region-size 64M --window 16M --steps 200 --step-ms 4"
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 KVTIER_HEAT_STATS=$TMP/ev-mapped.heat" run_engine ev-mapped $WRAP
+check "evict_to host-mapped: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-mapped.out"
+check "kvtierctl set policy.evict_to host" "$KVTIERCTL" -s "$SOCK" set policy.evict_to host
+check "status shows it" [ "$(status_json | jq -r '.policy_params.evict_to // empty')" = host ]
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 KVTIER_HEAT_STATS=$TMP/ev-host.heat" run_engine ev-host $WRAP
+check "evict_to host: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-host.out"
+check "evicted host-mapped: the window's return gives no fault sample" \
+        [ "$(jq -s 'map(.gpu_fault_attributed) | max' "$TMP/ev-mapped.heat")" -eq 0 ]
+check_gt "evicted unmapped: the window's return faults, samples attributed to chunks" \
+        "$(jq -s 'map(.gpu_fault_attributed) | max' "$TMP/ev-host.heat")" 0
+check_le "evicted unmapped: a touch maps, never migrates: the fake's peak within the budget" \
+        "$(stat_of ev-host managed_resident_peak_bytes)" $((64 << 20))
+check "kvtierctl set policy.evict_to host-mapped" "$KVTIERCTL" -s "$SOCK" set policy.evict_to host-mapped
+
 check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/kvtierd.log")" -eq 0 ]
 
 # The trace recorder: format, order, bounds.
