@@ -7,17 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-.carry-mover}
-rm -rf "$out"; mkdir -p "$out/lib"
-make -C build -j2 >/dev/null
-cp build/kvtierd build/kvtierctl build/.libs/libkvtier.so "$out/"
-for l in libinih.so.1 libjson-c.so.5 libnuma.so.1 libsystemd.so.0; do
-        p=$(ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ { print $NF; exit }')
-        cp -L "$p" "$out/lib/"
-done
-for dep in $(ldd "$out/lib/libsystemd.so.0" | awk '/=> \// { print $3 }'); do
-        case "$(basename "$dep")" in libc.so*|libm.so*|ld-linux*) ;; *) cp -L "$dep" "$out/lib/" ;; esac
-done
-nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+. tests/gpu/carry.sh
+carry_kvtier "$out"
 obj=$(mktemp -d)
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/engine -c tests/gpu/backend-cuda.cu -o "$obj/backend.o"
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/bench -c tests/bench/pinned-ref-cuda.cu -o "$obj/pinned.o"
@@ -27,5 +18,4 @@ done
 "$nvcc" -arch=sm_90 -cudart shared "$obj"/*.o -o "$out/mover-bench-cuda" -ldl -lpthread
 rm -rf "$obj"
 cp tests/bench/mover-h200.sh tests/bench/paged_kv.py tests/bench/long_context.py "$out/"
-git describe --always --dirty >"$out/COMMIT"
 ls -la "$out"
