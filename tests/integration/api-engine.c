@@ -44,6 +44,7 @@
 
 #include "cuda-abi.h"
 #include "fakecuda.h"
+#include "util.h"
 
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
@@ -79,22 +80,6 @@ static free_fn drv_free;
                         exit(EXIT_CUDA);                                                           \
                 }                                                                                  \
         } while (0)
-
-static int parse_size(const char *s, size_t *ret) {
-        char *end;
-        unsigned long long v = strtoull(s, &end, 10);
-
-        switch (*end) {
-        case 'K': v <<= 10; end++; break;
-        case 'M': v <<= 20; end++; break;
-        case 'G': v <<= 30; end++; break;
-        default: break;
-        }
-        if (*end || v == 0)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
 
 static void resolve_driver(void) {
         void *h;
@@ -299,10 +284,13 @@ int main(int argc, char **argv) {
                 switch (c) {
                 case 'm': arg_mode = optarg; break;
                 case 'r': arg_regions = (unsigned)atoi(optarg); break;
-                case 's':
-                        if (parse_size(optarg, &arg_size) < 0)
+                case 's': {
+                        uint64_t bytes;
+                        if (parse_bytes(optarg, &bytes) < 0 || bytes == 0 || bytes > SIZE_MAX)
                                 return EXIT_USAGE;
+                        arg_size = (size_t)bytes;
                         break;
+                }
                 case 'H': arg_hold = optarg; break;
                 case 't': arg_threads = (unsigned)atoi(optarg); break;
                 case 'i': arg_iterations = (unsigned)atoi(optarg); break;
