@@ -138,12 +138,16 @@ static bool host_fallback(struct pipeline *p, int dev, cudaError_t e) {
         return true;
 }
 
-static cudaError_t advise_host_preferred(struct pipeline *p, void *ptr, size_t len, int dev) {
-        cudaError_t e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host_location(p, dev));
+/* The preferred location of host-tier pages is plain host memory, never the
+ * NUMA node their prefetch put them on (they stay there: a preferred
+ * location moves nothing by itself).  Measured on the H200, driver 580
+ * (tests/bench/RESULTS.md): with a host NUMA node as the preferred
+ * location, the GPU's accesses migrate the pages back into VRAM, accessed-by
+ * or not; the test engine under a 2 GiB budget then held 6.5-7.9 GiB. */
+static cudaError_t advise_host_preferred(struct pipeline *p, void *ptr, size_t len) {
+        const struct cudaMemLocation host = { cudaMemLocationTypeHost, 0 };
 
-        if (host_fallback(p, dev, e))
-                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host_location(p, dev));
-        return e;
+        return p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 }
 
 static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int dev, cudaStream_t s) {
@@ -185,7 +189,7 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
                 e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetPreferredLocation, gpu);
         if (e == cudaSuccess)
                 return e;
-        (void)advise_host_preferred(p, r->ptr, r->len, r->device);
+        (void)advise_host_preferred(p, r->ptr, r->len);
         if (p->cfg.read_dup)
                 (void)p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseUnsetReadMostly, gpu);
         if (prefetch_host(p, r->ptr, r->len, r->device, r->stream) == cudaSuccess)
@@ -205,7 +209,7 @@ static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int d
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
         cudaError_t e;
 
-        e = advise_host_preferred(p, ptr, len, dev);
+        e = advise_host_preferred(p, ptr, len);
         if (e == cudaSuccess)
                 e = p->rt->cudaMemAdvise(ptr, len, mapped ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy,
                                          gpu);

@@ -39,6 +39,7 @@ struct page {
         int8_t loc;           /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
         int8_t dup;           /* device with a read-only copy while loc is host, or -1 */
         int8_t preferred;     /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
+        bool preferred_numa;  /* preferred is the host, named as a NUMA node: never mapped remotely */
         bool read_mostly;
 };
 
@@ -620,10 +621,12 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                         page_drop_dup(p);
                 break;
         case cudaMemAdviseSetPreferredLocation:
-                p->preferred = (int8_t)loc;
+                p->preferred_numa = loc == MODEL_LOC_HOST_NUMA;
+                p->preferred = (int8_t)(p->preferred_numa ? MODEL_LOC_HOST : loc);
                 break;
         case cudaMemAdviseUnsetPreferredLocation:
                 p->preferred = MODEL_LOC_NONE;
+                p->preferred_numa = false;
                 break;
         case cudaMemAdviseSetAccessedBy:
                 if (loc >= 0)
@@ -816,13 +819,13 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
          * faulting processor can establish a mapping without requiring the
          * data to be migrated, then data migration will be avoided": a host
          * page preferred on the host faults once and is mapped. */
-        if (p->preferred == MODEL_LOC_HOST && p->loc == MODEL_LOC_HOST && !(p->mapped_by & (1u << dev)) &&
-            !(p->accessed_by & (1u << dev))) {
+        if (p->preferred == MODEL_LOC_HOST && !p->preferred_numa && p->loc == MODEL_LOC_HOST &&
+            !(p->mapped_by & (1u << dev)) && !(p->accessed_by & (1u << dev))) {
                 m.stats[dev].faults++;
                 um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
                 p->mapped_by |= 1u << dev;
         }
-        if (p->preferred != dev && ((p->accessed_by | p->mapped_by) & (1u << dev))) {
+        if (p->preferred != dev && !p->preferred_numa && ((p->accessed_by | p->mapped_by) & (1u << dev))) {
                 m.stats[dev].remote_bytes += bytes;
                 if (write)
                         page_drop_dup(p);

@@ -21,6 +21,11 @@
 #define MODEL_MAX_DEVICES 16
 #define MODEL_LOC_HOST    FAKECUDA_LOC_HOST
 #define MODEL_LOC_NONE    FAKECUDA_LOC_NONE
+/* Only as the location of SetPreferredLocation: a host NUMA node.  Measured
+ * on the H200 (driver 580): the GPU's accesses to pages preferred there
+ * fault and migrate them to VRAM, SetAccessedBy or not; only a plain host
+ * preferred location lets the GPU map them (tests/bench/RESULTS.md). */
+#define MODEL_LOC_HOST_NUMA (-3)
 
 enum model_fail_kind {
         MODEL_FAIL_MALLOC,

@@ -332,8 +332,10 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
                 if (r < 0)
                         return fail_errno(r);
         }
+        if (advice == cudaMemAdviseSetPreferredLocation && location.type == cudaMemLocationTypeHostNuma)
+                loc = MODEL_LOC_HOST_NUMA;
         r = model_advise(model_current_device(), devPtr, count, (int)advice, loc);
-        if (r == 0 && loc == MODEL_LOC_HOST && location.type == cudaMemLocationTypeHostNuma)
+        if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
                 model_count_numa_location(model_current_device());
         return fail_errno(r);
 }

@@ -34,14 +34,16 @@ check "engine on GPU 0 exits 0, pattern intact" [ $rc0 -eq 0 ] && grep -q "misma
 check "engine on GPU 1 exits 0, pattern intact" [ $rc1 -eq 0 ] && grep -q "mismatched words 0" "$TMP/gpu1.out"
 [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || diag "$(cat "$TMP/gpu0.out" "$TMP/gpu1.out")"
 check "kvtierctl showed one client per GPU" [ $both -eq 1 ]
-check_gt "GPU 0 held chunks in VRAM" $max0 0
-check_gt "GPU 1 held chunks in VRAM" $max1 0
 check_le "GPU 0: VRAM by kvtierctl within its 64M budget" $max0 $B0
 check_le "GPU 1: VRAM by kvtierctl within its 32M budget" $max1 $B1
 s=$(status_json)
 check_gt "GPU 0's larger budget let it hold more at its peak than GPU 1" \
         "$(echo "$s" | jq '.gpus[] | select(.device == 0) | .peak_charged_bytes')" \
         "$(echo "$s" | jq '.gpus[] | select(.device == 1) | .peak_charged_bytes')"
+# The daemon's peaks, not what the poller caught: a loaded machine can
+# poll too seldom to see a short residency.
+check_gt "GPU 0 held chunks in VRAM" "$(echo "$s" | jq '.gpus[] | select(.device == 0) | .peak_charged_bytes')" 0
+check_gt "GPU 1 held chunks in VRAM" "$(echo "$s" | jq '.gpus[] | select(.device == 1) | .peak_charged_bytes')" 0
 check_le "GPU 0: peak charged within budget" "$(echo "$s" | jq '.gpus[] | select(.device == 0) | .peak_charged_bytes')" $B0
 check_le "GPU 1: peak charged within budget" "$(echo "$s" | jq '.gpus[] | select(.device == 1) | .peak_charged_bytes')" $B1
 check_le "GPU 1: fake's own peak residency within budget" "$(stat_dev gpu1 1 managed_resident_peak_bytes)" $B1

@@ -332,8 +332,9 @@ static void test_large(void) {
         TAP_EQ_INT(lru_plan(&in, &p), 0, "1M: returns 0");
         clock_gettime(CLOCK_MONOTONIC, &b);
         ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+        /* Reported, not asserted: the suite runs on shared, loaded machines;
+         * tests/bench/policy-tick measures the tick. */
         TAP_DIAG("1M chunks planned in %.1f ms", ms);
-        TAP_OK(ms < 500, "1M: plans in under 500 ms (sanitizer builds included)");
         TAP_EQ_U64(p.promote_chunks, 0, "1M: budget full, no promotion");
         TAP_EQ_U64(p.evict_chunks, oracle_unwanted_vram(v, n, n / 4),
                    "1M: evicts exactly the unwanted VRAM chunks");
