@@ -102,7 +102,7 @@ static int send_locked(int fd, uint16_t type, const void *payload, size_t len) {
 static void drop_locked(int err) {
         if (conn_fd < 0)
                 return;
-        log_warning("Lost kvtierd at %s: %s; captured memory stays where it is and new allocations stay plain until it is back.",
+        log_warning("Lost kvtierd at %s: %s; captured memory stays where it is, and new allocations go to host memory until it is back.",
                     shim_cfg.socket_path, strerror(err < 0 ? -err : err));
         /* shutdown() wakes the mover, which finds its fd stale and closes it
          * itself, so that no one reuses the number under it. */
@@ -141,6 +141,12 @@ static const struct kvt_hello *hello_locked(void) {
 
 /* VRAM budget plus host grant from the last WELCOME; 0 before any. */
 static _Atomic uint64_t granted_bytes;
+/* Set by this process's first WELCOME: a daemon serves this host. */
+static atomic_bool welcomed;
+
+bool client_was_welcomed(void) {
+        return atomic_load(&welcomed);
+}
 
 int client_capacity(uint64_t *ret_bytes) {
         uint64_t b;
@@ -170,6 +176,7 @@ static int handshake(int fd) {
         if (r == 0) {
                 log_debug("Registered with kvtierd as client %u.", m->u.welcome.client_id);
                 atomic_store(&granted_bytes, m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
+                atomic_store(&welcomed, true);
                 classify_rules_apply(&shim_cfg.rules, shim_cfg.rules_from_env, m->u.welcome.capture_min_size,
                                      m->u.welcome.capture_after, m->u.welcome.max_captured);
         }
@@ -355,6 +362,7 @@ static void atfork_child(void) {
         conn_fd = -1;
         next_attempt_ns = 0;
         outage_logged = false;
+        atomic_store(&welcomed, false); /* the child is welcomed on its own */
         regions_atfork_child();
         heat_atfork_child();
         trace_atfork_child();

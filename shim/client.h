@@ -39,5 +39,9 @@ bool client_device_noted(int dev);
  * Returns 0, or -ENOTCONN / -ENODATA when no daemon said. */
 int client_capacity(uint64_t *ret_bytes);
 
+/* Whether a daemon has welcomed this process: once it has, an outage is
+ * the daemon restarting, not kvtier being absent. */
+bool client_was_welcomed(void);
+
 /* Sets up fork handling; called once from the constructor. */
 void client_init(void);

@@ -224,6 +224,12 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
                 return -EPERM;
         hook_enter();
         r = !rt ? -ENOSYS : client_ensure();
+        /* Once a daemon has welcomed us, an outage is a restart: capture
+         * anyway.  The region starts in host memory, uncharged, and the
+         * mover registers it with the next daemon; plain cudaMalloc would
+         * put it in VRAM outside every budget for good. */
+        if (r < 0 && rt && client_was_welcomed())
+                r = 0;
         if (r >= 0) {
                 pthread_mutex_lock(&announce_lock);
                 r = capture(rt, ret_ptr, size, api, rule);

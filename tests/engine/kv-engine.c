@@ -12,6 +12,8 @@
  * With --devices N, region i lives on device i % N (one process driving
  * several GPUs, as tensor-parallel engines do), and --max-vram holds per device;
  * --device D makes the whole pool live on device D.
+ * --alloc-ms M pauses M ms after each region's allocation (an engine that
+ * grows its pool while running).
  * --unmap drops the GPU's mapping of host pages (cudaMemAdvise
  * UnsetAccessedBy), so reads of pages not in VRAM fault: the unified-memory
  * events the CUPTI heat source samples.
@@ -43,7 +45,7 @@ KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 struct opts {
         unsigned regions;
         uint64_t region_bytes, window_bytes, max_vram_bytes;
-        unsigned steps, step_ms, probe_every, devices;
+        unsigned steps, step_ms, probe_every, devices, alloc_ms;
         int device; /* --device: the device to use, -1 = the process's current one */
         uint64_t seed;
         int hint;
@@ -87,6 +89,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "devices", required_argument, NULL, 'D' },
                 { "device", required_argument, NULL, 'd' },
                 { "unmap", no_argument, NULL, 'U' },
+                { "alloc-ms", required_argument, NULL, 'A' },
                 {},
         };
         int c;
@@ -107,6 +110,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'F': o->fork_child = 1; break;
                 case 'I': o->meminfo = 1; break;
                 case 'U': o->unmap = 1; break;
+                case 'A': o->alloc_ms = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'D': o->devices = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'd': o->device = (int)strtol(optarg, NULL, 10); break;
@@ -195,7 +199,7 @@ int main(int argc, char **argv) {
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D] [--unmap]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D] [--unmap] [--alloc-ms MS]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
@@ -229,6 +233,8 @@ int main(int argc, char **argv) {
                         struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
                         (void)cudaMemAdvise(pool[i], o.region_bytes, cudaMemAdviseUnsetAccessedBy, gpu);
                 }
+                if (o.alloc_ms)
+                        sleep_ms(o.alloc_ms);
         }
         if (o.fork_child && (child = fork_child(&o)) < 0) {
                 fprintf(stderr, "kv-engine: fork failed: %s\n", strerror(-child));

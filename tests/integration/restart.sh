@@ -52,5 +52,25 @@ check "pattern intact" grep -q "mismatched words 0" "$TMP/restarts.out"
 check "the shim re-registered in the background" grep -q "Registered 4 captured regions" "$TMP/restarts.out"
 check_le "peak VRAM by the fake CUDA's own counters within the budget" \
         "$(stat_of restarts managed_resident_peak_bytes)" $BUDGET
+
+# An engine that allocates while the daemon is away: what it captures then
+# lands in host memory, uncharged, and is registered when a daemon is back,
+# so the budget holds across the restart.  (Plain cudaMalloc, as before a
+# daemon was ever reached, would put it in VRAM outside the budget.)
+ENGINE_ENV="KVTIER_LOG=info" run_engine grows --regions 4 --region-size 64M --window 32M --steps 150 \
+        --step-ms 20 --alloc-ms 400 --hint &
+engine=$!
+check "growing engine: the daemon lists its first region" wait_regions 1
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
+sleep 1
+check "growing engine: kvtierd starts again" start_daemon
+check "growing engine: all 4 regions registered with the new daemon, those allocated while it was away too" \
+        wait_regions 4
+wait $engine; rc=$?
+check "growing engine exits 0, pattern intact" [ $rc -eq 0 ] && grep -q "mismatched words 0" "$TMP/grows.out"
+check "growing engine: all 4 regions are managed memory, none plain cudaMalloc" \
+        [ "$(stat_of grows managed_allocs)" -eq 4 ]
+check_le "growing engine: peak VRAM by the fake CUDA's own counters within the budget" \
+        "$(stat_of grows managed_resident_peak_bytes)" $BUDGET
 check "kvtierd stops cleanly" stop_daemon
 done_testing
