@@ -18,13 +18,19 @@ dealt out round-robin over sessions: every 2 MiB chunk holds blocks of many).
 --hint: tell kvtier (kvtier_hint via ctypes) which sessions a turn starts and
 ends, as an engine that knows its scheduler would; only under libkvtier.so.
 
-Prints one JSON line last: tokens/s, step time, and a digest of all outputs
-(identical across pools when placement does not change results).
+Prints one JSON line last: tokens/s, step time, a digest of all outputs (the
+sum of the attention outputs: not bitwise repeatable even all-VRAM, attention
+kernels differ in reduction order run to run) and pool_sum, an exact integer
+checksum of every K/V pool after the run (seeded data and deterministic
+writes: equal across pools and runs unless some KV byte was lost).  Phase
+marks (wall-clock time.time()) go to stderr, to line up with a kvtierctl
+timeline.
 """
 import argparse
 import ctypes
 import json
 import random
+import sys
 import time
 
 import torch
@@ -74,6 +80,23 @@ def alloc_pool(kind, shape, dtype):
     return t
 
 
+def pool_checksum(pools):
+    """Exact: sum over every 16-bit word w_i of the pools of w_i * (i % 65521 + 1)."""
+    acc, span = 0, 1 << 26
+    for kv in pools:
+        for t in kv:
+            flat = t.view(-1).view(torch.int16)
+            for i in range(0, flat.numel(), span):
+                x = flat[i:i + span].to(torch.int64)
+                w = torch.arange(i, i + x.numel(), device="cuda", dtype=torch.int64) % 65521 + 1
+                acc += int((x * w).sum().item())  # < 2^15 * 2^16 * 2^26: no overflow
+    return acc
+
+
+def mark(what):
+    print(f"paged_kv: {what} at {time.time():.3f}", file=sys.stderr, flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pool", choices=["torch", "managed", "zerocopy"], default="torch")
@@ -108,6 +131,7 @@ def main():
             kv.append(t)
         pools.append(kv)
     torch.cuda.synchronize()
+    mark("pools filled")
     pool_bytes = 2 * a.layers * pools[0][0].numel() * 2
 
     # block tables
@@ -190,18 +214,22 @@ def main():
                     hint_session(old, HINT_COLD)
                     hint_session(s, HINT_HOT)
 
+    mark("warm-up starts")
     run_turns(a.warmup_turns)
     torch.cuda.synchronize()
+    mark("measured turns start")
     t0 = time.perf_counter()
     run_turns(a.turns)
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    mark("measured turns end")
+    pool_sum = pool_checksum(pools)
     steps = a.turns * a.turn
     print(json.dumps({
         "pool": a.pool, "layout": a.layout, "hint": a.hint, "pool_bytes": pool_bytes,
         "working_set_bytes": a.batch * a.blocks_per_session * block_bytes * 2 * a.layers,
         "steps": steps, "step_ms": dt / steps * 1e3, "tok_s": a.batch * steps / dt,
-        "digest": repr(digest.item()),
+        "digest": repr(digest.item()), "pool_sum": pool_sum,
     }))
 
 

@@ -31,6 +31,8 @@ python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/de
 
 start_daemon() {
         printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
+        # KVT_DAEMON_EXTRA: more of kvtierd.conf, e.g. '[policy]\nevict_to = host\n'
+        printf '%b' "${KVT_DAEMON_EXTRA:-}" >>"$T/kvtierd.conf"
         "$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
         DPID=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
@@ -104,12 +106,14 @@ echo "== 3. PyTorch decode with KVTIER_TRACE, budget 1G"
 start_daemon 1G || exit 1
 python3 "$C/torch_decode.py" >"$OUT/torch-plain.txt" 2>&1
 shim KVTIER_HEAT=launch,cupti KVTIER_TRACE=$OUT/torch-decode.trace KVTIER_HEAT_STATS=$OUT/torch.json \
-        python3 "$C/torch_decode.py" >"$OUT/torch-shim.txt" 2>&1
+        python3 "$C/torch_decode.py" >"$OUT/torch-shim.txt" 2>&1 &
+epid=$!; poll $epid "$OUT/torch-shim.poll"; wait $epid
 shim KVTIER_HEAT=launch,unmap KVTIER_CUPTI_DUTY=10 KVTIER_TRACE=$OUT/torch-unmap.trace KVTIER_HEAT_STATS=$OUT/torch-unmap.json \
         python3 "$C/torch_decode.py" >"$OUT/torch-unmap.txt" 2>&1
 stop_daemon
 tail -n 2 "$OUT"/torch-*.txt
 res "torch decode ms/step plain / shim" "$(kv "$OUT/torch-plain.txt" ms_per_step) / $(kv "$OUT/torch-shim.txt" ms_per_step)"
+res "torch shim: near the end: daemon heat / VRAM MiB per region" "$(tail -n 3 "$OUT/torch-shim.poll" | head -n 1)"
 res "torch checksum plain / shim" "$(kv "$OUT/torch-plain.txt" checksum) / $(kv "$OUT/torch-shim.txt" checksum)"
 res "torch trace: bytes / R / A / F lines" "$(wc -c <"$OUT/torch-decode.trace") / $(grep -c '^R' "$OUT/torch-decode.trace") / $(grep -c '^A' "$OUT/torch-decode.trace") / $(grep -c '^F' "$OUT/torch-decode.trace")"
 res "torch stats: heat_touches gpu_fault htod launches/scanned/fns/unknown/ptrs" "$(kv "$OUT/torch.json" heat_touches gpu_fault htod launches launches_scanned functions functions_unknown launch_pointers)"

@@ -27,7 +27,8 @@ for pol in ${KVT_DIAG_POLICIES:-hybrid lru}; do
         dpid=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
         env LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=notice \
-                KVTIER_HEAT_STATS="$RET/heat-$pol.json" timeout 150 $P --pool torch --hint >"$RET/kv-$pol.txt" 2>&1 &
+                KVTIER_HEAT_STATS="$RET/heat-$pol.json" KVTIER_TRACE="$RET/trace-$pol.txt" \
+                timeout 150 $P --pool torch --hint >"$RET/kv-$pol.txt" 2>&1 &
         epid=$!
         : >"$RET/timeline-$pol.jsonl"
         while kill -0 $epid 2>/dev/null; do
@@ -41,6 +42,9 @@ print(json.dumps({"t": time.time(), "vram": g.get("vram_bytes", 0), "charged": g
         done
         wait $epid
         echo "kvtier $pol (rc $?): $(tail -n 1 "$RET/kv-$pol.txt")"
+        grep "^paged_kv:" "$RET/kv-$pol.txt"
+        python3 -c 'import json,sys; a,b=(json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:3]); print("  pool_sum", "EQUAL" if a["pool_sum"]==b["pool_sum"] else "DIFFERS", a["pool_sum"], b["pool_sum"])' \
+                "$RET/kv-vram.txt" "$RET/kv-$pol.txt" 2>&1
         "$CTL" -s "$SOCK" status >"$RET/status-$pol.txt" 2>&1
         kill $dpid; wait $dpid
         python3 - "$RET/timeline-$pol.jsonl" <<'PY'
@@ -63,4 +67,4 @@ for r in rows[1:]:
         last = r
 PY
 done
-cd "$RET" && tar czf diag.tgz ./*.txt ./*.jsonl ./*.json ./*.log 2>/dev/null && ls -la "$RET" | head
+cd "$RET" && tar czf diag.tgz ./*.txt ./*.jsonl ./*.json ./*.log 2>/dev/null && rm -f ./trace-*.txt && ls -la "$RET" | head
