@@ -67,6 +67,12 @@ static pthread_t sampler;
 static bool started; /* the sampler thread was started */
 static bool loaded;  /* CUPTI found, configured and enabled */
 
+/* The sampler's life: at exit it is stopped before the CUDA runtime tears
+ * down (cupti_stop), never left calling CUPTI into a dead runtime. */
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t run_cond = PTHREAD_COND_INITIALIZER;
+static bool stopping, sampler_running, stats_dumped;
+
 static char *stats_path;
 
 static unsigned env_uint(const char *name, unsigned def, unsigned min, unsigned max) {
@@ -93,8 +99,12 @@ void cupti_load_env(void) {
                 stats_path = strdup(v);
 }
 
+/* Shared-library destructors run after every atexit handler, the CUDA
+ * runtime's teardown included: no CUPTI call here, only the statistics of
+ * a process whose sampler never started. */
 __attribute__((destructor)) static void cupti_at_exit(void) {
-        if (stats_path)
+        __atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
+        if (stats_path && !stats_dumped)
                 cupti_dump_stats(stats_path);
 }
 
@@ -211,11 +221,24 @@ static int load(void) {
         return 0;
 }
 
-static void sleep_ns(uint64_t ns) {
-        struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
+/* Sleeps ns, or less if the process is exiting; returns false then. */
+static bool nap(uint64_t ns) {
+        struct timespec until;
+        bool go;
 
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+        until.tv_sec += (time_t)(ns / 1000000000ull);
+        until.tv_nsec += (long)(ns % 1000000000ull);
+        if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&run_lock);
+        while (!stopping && pthread_cond_timedwait(&run_cond, &run_lock, &until) != ETIMEDOUT)
                 ;
+        go = !stopping;
+        pthread_mutex_unlock(&run_lock);
+        return go;
 }
 
 /* Unmap sampling: drops the GPU's mappings of every captured region, so
@@ -249,23 +272,66 @@ static void *sampler_main(void *arg) {
         uint64_t period_ns = (uint64_t)period_ms * 1000000ull;
         uint64_t on_ns = period_ns * duty_percent / 100;
 
-        for (;;) {
+        bool go = true;
+
+        while (go) {
                 uint64_t t0 = now_ns();
 
-                if (duty_percent < 100 &&
-                    cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER))
+                if (!nap(0) || (duty_percent < 100 &&
+                                cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)))
                         break;
                 if (heat_sources & HEAT_SRC_UNMAP)
                         unmap_regions();
-                sleep_ns(on_ns);
+                go = nap(on_ns);
                 if (duty_percent < 100)
                         cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
                 __atomic_fetch_add(&stats.enabled_ns, now_ns() - t0, __ATOMIC_RELAXED);
                 cupti.cuptiActivityFlushAll(0);
-                if (period_ns > on_ns)
-                        sleep_ns(period_ns - on_ns);
+                if (go && period_ns > on_ns)
+                        go = nap(period_ns - on_ns);
         }
+        pthread_mutex_lock(&run_lock);
+        sampler_running = false;
+        pthread_cond_broadcast(&run_cond);
+        pthread_mutex_unlock(&run_lock);
         return arg;
+}
+
+/* atexit: registered once the runtime is up, so it runs before the
+ * runtime's own teardown handler.  Stops the sampler (it finishes the CUPTI
+ * call it is in, then disables the counters and flushes), takes the last
+ * records while CUDA still stands, and writes the statistics.  On the H200
+ * an engine whose sampler was left running died with SIGSEGV at exit. */
+static void cupti_stop(void) {
+        const struct kvt_cudart *rt = real_cudart();
+        struct timespec until;
+        int dev;
+
+        clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+        until.tv_sec += 2; /* a CUPTI call that hangs must not hang exit() */
+        pthread_mutex_lock(&run_lock);
+        __atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&run_cond);
+        while (sampler_running && pthread_cond_timedwait(&run_cond, &run_lock, &until) != ETIMEDOUT)
+                ;
+        pthread_mutex_unlock(&run_lock);
+        /* A runtime already unloading (another order of exit handlers) is
+         * left alone: the records since the last flush are lost. */
+        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE) && rt && rt->cudaGetDevice(&dev) != cudaErrorCudartUnloading) {
+                cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+                cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+        }
+        if (stats_path) {
+                cupti_dump_stats(stats_path);
+                stats_dumped = true;
+        }
+}
+
+/* A fork child has no sampler: its exit must not wait for one. */
+static void atfork_child(void) {
+        pthread_mutex_init(&run_lock, NULL);
+        pthread_cond_init(&run_cond, NULL);
+        sampler_running = false;
 }
 
 static const char *result_string(CUptiResult r) {
@@ -357,14 +423,20 @@ int cupti_start(void) {
         r = setup();
         if (r < 0)
                 return r;
+        sampler_running = true;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         r = -pthread_create(&sampler, NULL, sampler_main, NULL);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (r < 0)
+        if (r < 0) {
+                sampler_running = false;
                 return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.",
                                          strerror(-r));
+        }
         pthread_detach(sampler);
+        pthread_atfork(NULL, NULL, atfork_child);
+        if (atexit(cupti_stop) != 0)
+                log_warning("Failed to register the CUPTI sampler's exit handler, ignoring.");
         return 0;
 }
 
@@ -376,7 +448,9 @@ void cupti_dump_stats(const char *path) {
         struct cupti_stats s;
         FILE *f;
 
-        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
+        /* Flushed here only while the sampler runs: at exit cupti_stop
+         * has flushed, and later CUDA may be gone. */
+        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE) && !__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
                 cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
         cupti_get_stats(&s);
         launch_get_stats(&l);

@@ -135,7 +135,18 @@ CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemo
         return CUPTI_SUCCESS;
 }
 
+/* CUPTI's activity API used after the runtime's teardown: undefined with the
+ * real libraries (an H200 run of the shim died with SIGSEGV at exit that
+ * way), so the fake stops the process loudly. */
+static void check_alive(const char *fn) {
+        if (!fakecuda_torn_down())
+                return;
+        fprintf(stderr, "fakecupti: %s called after the CUDA runtime's teardown\n", fn);
+        abort();
+}
+
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+        check_alive(__func__);
         if (kind != CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
                 return CUPTI_ERROR_INVALID_KIND;
         pthread_mutex_lock(&c.lock);
@@ -152,6 +163,7 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
 }
 
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
+        check_alive(__func__);
         if (kind != CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
                 return CUPTI_ERROR_INVALID_KIND;
         pthread_mutex_lock(&c.lock);
@@ -165,6 +177,7 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
         CUpti_BuffersCallbackCompleteFunc done;
         size_t n;
 
+        check_alive(__func__);
         pthread_mutex_lock(&c.lock);
         memcpy(out, c.pending, c.n_pending * sizeof(*out));
         n = c.n_pending;

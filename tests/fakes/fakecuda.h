@@ -34,6 +34,7 @@
  *                                 runtime does
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -92,6 +93,9 @@ void fakecuda_read_kernel(const void *ptr, size_t len);
  * runs with the model's lock held: it must not call back into CUDA. */
 typedef void (*fakecuda_um_hook)(int kind, uintptr_t addr, uint64_t value, int dev);
 void fakecuda_set_um_hook(fakecuda_um_hook hook);
+
+/* Whether the runtime's exit-time teardown has run (CUDA is gone). */
+bool fakecuda_torn_down(void);
 
 /* Copies the counters of device dev into *ret. */
 int fakecuda_get_stats(int dev, struct fakecuda_stats *ret);

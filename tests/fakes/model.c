@@ -71,6 +71,7 @@ static struct {
         pthread_mutex_t lock;
         bool forked; /* this is the child of a fork() after CUDA was initialized */
         pthread_once_t once;
+        bool torn_down; /* the runtime's atexit teardown ran */
         bool initialized;
         int n_devices;
         int n_numa;
@@ -187,8 +188,20 @@ static void atfork_child(void) {
         m.forked = true;
 }
 
+/* The real runtime tears its contexts down in an atexit handler registered
+ * when it initializes: after it has run, CUDA (and CUPTI with it) is gone,
+ * although shared-library destructors still run later. */
+static void teardown(void) {
+        __atomic_store_n(&m.torn_down, true, __ATOMIC_RELEASE);
+}
+
+bool fakecuda_torn_down(void) {
+        return __atomic_load_n(&m.torn_down, __ATOMIC_ACQUIRE);
+}
+
 static void init_once(void) {
         pthread_atfork(NULL, NULL, atfork_child);
+        atexit(teardown);
         const char *s;
         uint64_t total = DEFAULT_DEVICE_BYTES;
 

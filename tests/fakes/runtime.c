@@ -67,6 +67,7 @@ static _Thread_local cudaError_t last_error;
         X(cudaErrorInvalidValue, "invalid argument")                                                        \
         X(cudaErrorMemoryAllocation, "out of memory")                                                       \
         X(cudaErrorInitializationError, "initialization error")                                             \
+        X(cudaErrorCudartUnloading, "driver shutting down")                                                 \
         X(cudaErrorInvalidDevicePointer, "invalid device pointer")                                          \
         X(cudaErrorInvalidDevice, "invalid device ordinal")                                                 \
         X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                        \
@@ -93,6 +94,13 @@ static cudaError_t fail(cudaError_t e) {
         if (e != cudaSuccess)
                 last_error = e;
         return e;
+}
+
+/* Why a call cannot enter: the runtime unloading (its exit-time teardown
+ * ran: every later call says so, as the real one does), or the model
+ * unusable (a fork child). */
+static cudaError_t entry_error(void) {
+        return fakecuda_torn_down() ? cudaErrorCudartUnloading : cudaErrorInitializationError;
 }
 
 static cudaError_t fail_errno(int r) {
@@ -224,8 +232,8 @@ static bool via_driver(void) {
 }
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!devPtr)
                 return fail(cudaErrorInvalidValue);
         if (via_driver()) {
@@ -244,8 +252,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 cudaError_t cudaFree(void *devPtr) {
         unsigned delay_us;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!devPtr)
                 return cudaSuccess;
         delay_us = model_free_delay_us();
@@ -257,8 +265,8 @@ cudaError_t cudaFree(void *devPtr) {
 }
 
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!stream_valid(hStream))
                 return fail(cudaErrorInvalidResourceHandle);
         return cudaMalloc(devPtr, size);
@@ -272,8 +280,8 @@ cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPo
 
 /* Work runs at call time, so the free is done when the stream gets here. */
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!stream_valid(hStream))
                 return fail(cudaErrorInvalidResourceHandle);
         return fail_errno(model_free(devPtr));
@@ -287,8 +295,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         void *h;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!symbol || !funcPtr)
                 return fail(cudaErrorInvalidValue);
         h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -308,8 +316,8 @@ cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned
 }
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != FAKE_MEM_ATTACH_HOST))
                 return fail(cudaErrorInvalidValue);
         if (model_fail_now(MODEL_FAIL_MALLOC_MANAGED))
@@ -321,8 +329,8 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
                           struct cudaMemLocation location) {
         int loc = MODEL_LOC_NONE, r;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (model_fail_now(MODEL_FAIL_ADVISE))
                 return fail(cudaErrorInvalidValue);
         /* read-mostly and unset-preferred ignore the location */
@@ -346,8 +354,8 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
         unsigned delay_us;
         int loc, r;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (model_fail_now(MODEL_FAIL_PREFETCH))
                 return fail(cudaErrorInvalidValue);
         if (flags != 0 || count == 0)
@@ -375,8 +383,8 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
 static cudaError_t stream_create(cudaStream_t *pStream, unsigned int flags) {
         struct CUstream_st *s;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking) != 0)
                 return fail(cudaErrorInvalidValue);
         s = calloc(1, sizeof(*s));
@@ -404,8 +412,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
         struct CUstream_st *found = NULL;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         pthread_mutex_lock(&streams_lock);
         for (struct CUstream_st **i = &streams; *i; i = &(*i)->next)
                 if (*i == stream) {
@@ -429,8 +437,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
         struct CUstream_st *st;
         uint64_t until = 0;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!stream_valid(stream))
                 return fail(cudaErrorInvalidResourceHandle);
         if (is_user_stream(stream)) {
@@ -454,8 +462,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 int fakecuda_stream_hold(cudaStream_t stream, int hold) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!is_user_stream(stream) || !stream_valid(stream))
                 return fail(cudaErrorInvalidResourceHandle);
         pthread_mutex_lock(&streams_lock);
@@ -471,8 +479,8 @@ int fakecuda_stream_hold(cudaStream_t stream, int hold) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
         cudaEvent_t e;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidValue);
         e = calloc(1, sizeof(*e));
@@ -484,8 +492,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
         if (!stream_valid(stream))
@@ -511,8 +519,8 @@ static bool event_hold_done(cudaEvent_t e) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
         bool done;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
         pthread_mutex_lock(&streams_lock);
@@ -522,8 +530,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
         pthread_mutex_lock(&streams_lock);
@@ -535,8 +543,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
         free(event);
@@ -544,20 +552,20 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         return stream_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!device)
                 return fail(cudaErrorInvalidValue);
         *device = model_current_device();
@@ -565,8 +573,8 @@ cudaError_t cudaGetDevice(int *device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!device_valid(device))
                 return fail(cudaErrorInvalidDevice);
         model_set_current_device(device);
@@ -574,8 +582,8 @@ cudaError_t cudaSetDevice(int device) {
 }
 
 cudaError_t cudaGetDeviceCount(int *count) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!count)
                 return fail(cudaErrorInvalidValue);
         *count = model_device_count();
@@ -587,8 +595,8 @@ cudaError_t cudaGetDeviceCount(int *count) {
  * node is FAKECUDA_HOST_NUMA_ID (default the last node, so a test can tell
  * it from node 0).  Others read 0. */
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!value)
                 return fail(cudaErrorInvalidValue);
         if (!device_valid(device))
@@ -634,8 +642,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
         uint64_t at;
         int r;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!fn)
                 return fail(cudaErrorInvalidValue);
         if (!stream_valid(stream))
@@ -672,8 +680,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
         size_t f, t;
 
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!free || !total)
                 return fail(cudaErrorInvalidValue);
         (void)model_mem_info(model_current_device(), &f, &t);
@@ -683,8 +691,8 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
 }
 
 static cudaError_t memcpy_any(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if ((int)kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
                 return fail(cudaErrorInvalidValue);
         if (count == 0)
@@ -706,8 +714,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 }
 
 static cudaError_t memset_any(void *devPtr, int value, size_t count) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (count == 0)
                 return cudaSuccess;
         return fail_errno(model_set(devPtr, value, count));
@@ -811,8 +819,8 @@ int fakecuda_launch(const void *func, void **args) {
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                              cudaStream_t stream) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!gridDim.x || !gridDim.y || !gridDim.z || !blockDim.x || !blockDim.y || !blockDim.z)
                 return fail(cudaErrorInvalidValue);
         return fakecuda_launch(func, args);
@@ -826,8 +834,8 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
                                cudaStream_t stream);
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                                cudaStream_t stream) {
-        if (!model_enter())
-                return fail(cudaErrorInitializationError);
+        if (!model_enter() || fakecuda_torn_down())
+                return fail(entry_error());
         if (!gridDim.x || !gridDim.y || !gridDim.z || !blockDim.x || !blockDim.y || !blockDim.z)
                 return fail(cudaErrorInvalidValue);
         return fakecuda_launch((const void *)kernel, args);
