@@ -440,8 +440,12 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
                         ch->last_use = ch->heat = 0;
                 if (hint->kind == KVT_HINT_PINNED)
                         ch->flags |= CHUNK_PINNED;
+                else if (hint->kind == KVT_HINT_HOT)
+                        ch->flags |= CHUNK_HOT;
+                else if (hint->kind == KVT_HINT_COLD)
+                        ch->flags &= (uint8_t)~CHUNK_HOT;
                 else if (hint->kind == KVT_HINT_DONE)
-                        ch->flags &= (uint8_t)~CHUNK_PINNED;
+                        ch->flags &= (uint8_t)~(CHUNK_PINNED | CHUNK_HOT);
         }
         return 0;
 }

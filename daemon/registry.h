@@ -35,6 +35,7 @@ struct client;
 struct region;
 
 #define CHUNK_PINNED POLICY_CHUNK_PINNED
+#define CHUNK_HOT    POLICY_CHUNK_HOT
 
 /* Per-chunk state is the policy's view itself (policy.h): 16 bytes, so 1 M
  * chunks (2 TiB) cost 16 MiB and a tick's snapshot copies nothing. */
@@ -97,9 +98,10 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
 /* Deletes a region: uncharges it, forgets its orders.  Returns 0 or -ENOENT. */
 int registry_region_del(struct registry *r, struct client *c, uint32_t region_id);
 
-/* Applies a HINT: HOT and WILL_NEED count one access now; PINNED does too
- * and sets CHUNK_PINNED (never evicted); COLD sets last_use and heat to 0;
- * DONE does too and clears CHUNK_PINNED.  Returns 0, -ENOENT (no
+/* Applies a HINT: HOT, WILL_NEED and PINNED count one access now; HOT also
+ * sets CHUNK_HOT (kept above unhinted chunks until COLD or DONE), PINNED
+ * sets CHUNK_PINNED (never evicted); COLD sets last_use and heat to 0 and
+ * clears CHUNK_HOT; DONE does too and clears CHUNK_PINNED.  Returns 0, -ENOENT (no
  * such region) or -ERANGE (chunks outside it). */
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint);
 

@@ -26,7 +26,8 @@ extern "C" {
 #endif
 
 enum kvtier_hint {
-        KVTIER_HINT_HOT = 1,       /* the range is in use now: keep it in VRAM */
+        KVTIER_HINT_HOT = 1,       /* the range is in use now: keep it in VRAM, ahead of what kvtier
+                                    * saw itself, until COLD or DONE */
         KVTIER_HINT_COLD = 2,      /* the range will not be used soon: evict it first */
         KVTIER_HINT_PINNED = 3,    /* keep it in VRAM and never evict it, until DONE */
         KVTIER_HINT_WILL_NEED = 4, /* about to be used: bring it into VRAM now */

@@ -13,6 +13,7 @@
 
 /* Rank layout below the priority bits (29..31; pinned is all ones). */
 #define RANK_PRIORITY_SHIFT 29
+#define RANK_HOT            (1u << 27) /* hinted HOT: above all the engine did not say */
 #define RANK_PREFETCH       (1u << 26) /* needed within a few ticks: above the window */
 #define RANK_WINDOW         (1u << 25)
 #define RANK_CLASS_SHIFT    21
@@ -92,6 +93,8 @@ static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *
 
         if (f & PLAN_PINNED)
                 return UINT32_MAX;
+        if (c->flags & POLICY_CHUNK_HOT)
+                rank |= RANK_HOT;
         if (pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID) {
                 unsigned cls = heat_class(plan_heat(x, c->heat, age));
 

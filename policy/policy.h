@@ -48,6 +48,10 @@ enum policy_kind {
 };
 
 #define POLICY_CHUNK_PINNED 0x01u
+/* Hinted HOT: ranks above any heat, window or prefetch of its priority,
+ * until a COLD or DONE hint; evictable, unlike PINNED, when the hot
+ * chunks outgrow the budget. */
+#define POLICY_CHUNK_HOT 0x02u
 
 /* One chunk: also the daemon's per-chunk state (16 bytes), so that the
  * snapshot is the registry itself. */

@@ -102,8 +102,9 @@ stop_daemon
 fi
 
 if want 3; then
-echo "== 3. PyTorch decode with KVTIER_TRACE, budget 1G"
-start_daemon 1G || exit 1
+TB=${KVT_TORCH_BUDGET:-1G} # under the caches' 512 MiB, e.g. 128M, to see which chunks the daemon keeps
+echo "== 3. PyTorch decode with KVTIER_TRACE, budget $TB"
+start_daemon "$TB" || exit 1
 python3 "$C/torch_decode.py" >"$OUT/torch-plain.txt" 2>&1
 shim KVTIER_HEAT=launch,cupti KVTIER_TRACE=$OUT/torch-decode.trace KVTIER_HEAT_STATS=$OUT/torch.json \
         python3 "$C/torch_decode.py" >"$OUT/torch-shim.txt" 2>&1 &

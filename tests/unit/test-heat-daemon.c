@@ -215,6 +215,14 @@ static void test_hints(void) {
         TAP_EQ_INT(hint(9, 2, 2, KVT_HINT_WILL_NEED), 0, "WILL_NEED applied");
         TAP_OK(ch[3].last_use == registry_tick(reg) && !(ch[3].flags & CHUNK_PINNED),
                "WILL_NEED makes them hot");
+        TAP_OK(!(ch[3].flags & CHUNK_HOT), "WILL_NEED is a touch, not a standing HOT");
+        TAP_EQ_INT(hint(9, 0, 3, KVT_HINT_HOT), 0, "HOT applied");
+        TAP_OK((ch[0].flags & CHUNK_HOT) && (ch[2].flags & CHUNK_HOT) && !(ch[3].flags & CHUNK_HOT),
+               "HOT sets CHUNK_HOT on its chunks only");
+        TAP_EQ_INT(hint(9, 0, 1, KVT_HINT_COLD), 0, "COLD after HOT applied");
+        TAP_OK(!(ch[0].flags & CHUNK_HOT) && (ch[1].flags & CHUNK_HOT), "COLD clears CHUNK_HOT on its chunks");
+        TAP_EQ_INT(hint(9, 1, 1, KVT_HINT_DONE), 0, "DONE after HOT applied");
+        TAP_OK(!(ch[1].flags & CHUNK_HOT) && (ch[2].flags & CHUNK_HOT), "DONE clears CHUNK_HOT on its chunks");
         TAP_EQ_INT(hint(9, 3, 2, KVT_HINT_PINNED), -ERANGE, "a hint past the region is refused");
         TAP_EQ_INT(registry_region_del(reg, cl, 9), 0, "region 9 deleted");
 }

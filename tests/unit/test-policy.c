@@ -85,6 +85,32 @@ static void test_heat_vs_lru(void) {
         policy_plan_clear(&p);
 }
 
+/* A chunk hinted HOT long ago outranks a hotter, more recent chunk the
+ * engine did not hint, under every policy; PINNED still outranks it. */
+static void test_hinted_hot(void) {
+        for (enum policy_kind k = 0; k < _POLICY_KIND_MAX; k++) {
+                struct policy_chunk c[3] = {0};
+                struct policy_region reg = {.chunks = c, .n_chunks = 3};
+                struct policy_input in = input1(&reg, 500, 1, 0);
+                struct policy_params pp = params(k);
+                struct policy_plan p;
+
+                c[0].tier = c[1].tier = c[2].tier = M;
+                policy_chunk_touch(&c[0], 1, 1, pp.heat_half_life_ticks); /* hinted at tick 1, not seen since */
+                c[0].flags = POLICY_CHUNK_HOT;
+                policy_chunk_touch(&c[1], 500, 64, pp.heat_half_life_ticks); /* hot and recent */
+                TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "hinted HOT, %s: plans", policy_kind_name(k));
+                TAP_OK(moved(&p, 0, 0, V) && !moved(&p, 0, 1, V), "hinted HOT, %s: the hinted chunk gets the budget",
+                       policy_kind_name(k));
+                policy_plan_clear(&p);
+                c[2].flags = POLICY_CHUNK_PINNED;
+                TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "hinted HOT and PINNED, %s: plans", policy_kind_name(k));
+                TAP_OK(moved(&p, 0, 2, V) && !moved(&p, 0, 0, V), "hinted HOT, %s: PINNED still comes first",
+                       policy_kind_name(k));
+                policy_plan_clear(&p);
+        }
+}
+
 /* Two chunks of equal heat alternate being touched, budget one: once their
  * heat has built up (moves counted after tick 20), heat keeps the resident;
  * plain lru swaps every tick. */
@@ -398,6 +424,7 @@ int main(void) {
         test_names();
         test_heat_decay();
         test_heat_vs_lru();
+        test_hinted_hot();
         test_hysteresis();
         test_frozen();
         test_window();
