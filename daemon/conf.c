@@ -52,7 +52,6 @@ struct conf {
         unsigned hysteresis_ticks;
         unsigned heat_half_life_ticks;
         uint64_t window_bytes;
-        uint64_t headroom_bytes;
         unsigned prefetch; /* 0 none, 1 sequential */
         unsigned prefetch_depth;
         unsigned evict_unmapped; /* [policy] evict_to = host */
@@ -118,10 +117,6 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, prefetch)},
         {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
          offsetof(struct conf, prefetch_depth)},
-        {"policy", "headroom", CONF_BYTES, 0, 16 * TIB, "0",
-         "VRAM of each GPU's budget kept free, so that chunks that become wanted are promoted at once "
-         "instead of after evictions (at most half the budget)",
-         offsetof(struct conf, headroom_bytes)},
         {"policy", "evict_to", CONF_EVICT, 0, 0, "host-mapped",
          "Where evicted chunks go: host-mapped (the GPU reads them over the link, unseen by CUPTI) or "
          "host (unmapped: the GPU's next touch faults once and maps it, an access sample)",
@@ -610,7 +605,6 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         ret->window_chunks = (uint32_t)MIN(c->window_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
         ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
         ret->evict_tier = c->evict_unmapped ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
-        ret->headroom_chunks = (uint32_t)MIN(c->headroom_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
         /* Keys that a policy does not use stay out of its decisions. */
         if (kind == POLICY_LRU || kind == POLICY_WINDOW)
                 ret->hysteresis_ticks = 0;

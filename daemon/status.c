@@ -97,7 +97,6 @@ static json_object *policy_params_json(const struct conf *conf) {
         json_object_object_add(o, "window_bytes", json_u64((uint64_t)pp.window_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "prefetch_depth", json_u64(pp.prefetch_depth));
         json_object_object_add(o, "max_migration_rate", json_u64(conf_max_migration_rate(conf)));
-        json_object_object_add(o, "headroom_bytes", json_u64((uint64_t)pp.headroom_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "evict_to", json_object_new_string(kvt_tier_name(pp.evict_tier)));
         return o;
 }

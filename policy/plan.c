@@ -370,9 +370,7 @@ static unsigned is_promote_candidate(uint16_t f, uint64_t key, uint64_t want_min
 static void plan_select(struct plan_ctx *x, struct selection *s) {
         const struct policy_input *in = x->in;
         size_t n = x->n, n_ev = 0, n_pr = 0;
-        uint64_t headroom = x->pp->headroom_chunks < in->budget_chunks / 2 ? x->pp->headroom_chunks
-                                                                           : in->budget_chunks / 2;
-        uint64_t budget = in->budget_chunks - headroom < n ? in->budget_chunks - headroom : n;
+        uint64_t budget = in->budget_chunks < n ? in->budget_chunks : n;
         uint64_t room = in->budget_chunks > in->charged_chunks ? in->budget_chunks - in->charged_chunks : 0;
         uint64_t rate = in->max_move_chunks;
         struct subset all = {.client = SIZE_MAX, .hist_hi = x->hist},

@@ -89,9 +89,6 @@ struct policy_params {
         uint32_t evict_tier;           /* where evictions go: KVT_TIER_HOST_MAPPED (0 means it too)
                                         * or KVT_TIER_HOST, unmapped, where the GPU's next touch
                                         * faults and so is an access sample */
-        uint32_t headroom_chunks;      /* VRAM kept free (at most half the budget): the wanted set
-                                        * is the top (budget - headroom), so that chunks that become
-                                        * wanted are promoted at once instead of after evictions */
 };
 
 /* 512 chunks = 1 GiB: long enough for full-speed prefetch (DESIGN.md: 256 MiB+

@@ -34,13 +34,6 @@ check "set policy.window reaches the hybrid policy" [ "$(jqs .policy_params.wind
 "$KVTIERCTL" -s "$SOCK" set policy.prefetch sometimes >/dev/null 2>&1; rc=$?
 check "a bad policy.prefetch exits 1" [ $rc -eq 1 ]
 check "prefetch unchanged" [ "$(jqs .policy_params.prefetch_depth)" = 4 ]
-check "headroom is 0 by default" [ "$(jqs .policy_params.headroom_bytes)" = 0 ]
-"$KVTIERCTL" -s "$SOCK" set policy.headroom 16M
-check "set policy.headroom reaches the policy" [ "$(jqs .policy_params.headroom_bytes)" = $((16 << 20)) ]
-"$KVTIERCTL" -s "$SOCK" set policy.headroom lots >/dev/null 2>&1; rc=$?
-check "a bad policy.headroom exits 1, headroom unchanged" \
-        [ $rc -eq 1 ] && [ "$(jqs .policy_params.headroom_bytes)" = $((16 << 20)) ]
-"$KVTIERCTL" -s "$SOCK" set policy.headroom 0
 
 "$KVTIERCTL" -s "$SOCK" set vram_budget 0 32M; rc=$?
 check "set vram_budget 0 32M exits 0" [ $rc -eq 0 ]

@@ -111,43 +111,6 @@ static void test_hinted_hot(void) {
         }
 }
 
-/* headroom: the budget's top (budget - headroom) are wanted, so a chunk that
- * becomes wanted is promoted in the same tick as the evictions it causes;
- * with a full budget it waits for them. */
-static void test_headroom(void) {
-        struct policy_chunk c[6] = {0};
-        struct policy_region reg = {.chunks = c, .n_chunks = 6};
-        struct policy_params pp = params(POLICY_LRU);
-        struct policy_plan p;
-
-        for (uint32_t i = 0; i < 6; i++)
-                policy_chunk_touch(&c[i], 10 + i, 1, pp.heat_half_life_ticks); /* c5 newest */
-        c[0].tier = c[1].tier = c[2].tier = c[3].tier = V;
-        c[4].tier = c[5].tier = M;
-        /* Full budget of 4, no headroom: wants c2..c5; evicts c0, c1; c4, c5 wait for room. */
-        struct policy_input in = input1(&reg, 20, 4, 4);
-        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "headroom 0: plans");
-        TAP_OK(moved(&p, 0, 0, M) && moved(&p, 0, 1, M) && !moved(&p, 0, 5, V),
-               "headroom 0: evicts the two oldest, promotes nothing until they are out");
-        policy_plan_clear(&p);
-        /* Headroom 2 with two chunks free: wants only c4, c5 and promotes both at once. */
-        pp.headroom_chunks = 2;
-        c[0].tier = c[1].tier = M;
-        in = input1(&reg, 20, 4, 2);
-        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "headroom 2: plans");
-        TAP_OK(moved(&p, 0, 4, V) && moved(&p, 0, 5, V), "headroom 2: the newly wanted are promoted at once");
-        TAP_OK(moved(&p, 0, 2, M) && moved(&p, 0, 3, M), "headroom 2: the rest is evicted to restore the headroom");
-        policy_plan_clear(&p);
-        /* Headroom past half the budget is held to half. */
-        pp.headroom_chunks = 100;
-        c[2].tier = c[3].tier = M;
-        c[4].tier = c[5].tier = V;
-        in = input1(&reg, 20, 4, 2);
-        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "headroom 100 of 4: plans");
-        TAP_EQ_U64(p.n_moves, 0, "headroom is at most half the budget: the two resident stay wanted");
-        policy_plan_clear(&p);
-}
-
 /* Two chunks of equal heat alternate being touched, budget one: once their
  * heat has built up (moves counted after tick 20), heat keeps the resident;
  * plain lru swaps every tick. */
@@ -462,7 +425,6 @@ int main(void) {
         test_heat_decay();
         test_heat_vs_lru();
         test_hinted_hot();
-        test_headroom();
         test_hysteresis();
         test_frozen();
         test_window();
