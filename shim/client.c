@@ -21,6 +21,7 @@
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
+#include "vmm.h"
 #include "shim.h"
 #include "standalone.h"
 #include "trace.h"
@@ -111,6 +112,7 @@ static void drop_locked(int err) {
         next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
         outage_logged = true;
         regions_forget_registration();
+        vmm_forget_registration();
 }
 
 /* The HELLO of this process: learnt from CUDA once, on an allocating thread. */
@@ -319,7 +321,7 @@ int client_next_connection(void) {
                         break;
                 }
                 regions_count(&n, &bytes);
-                if (n == 0) {
+                if (n == 0 && vmm_count() == 0) {
                         mover_running = false; /* the next capture starts a new one */
                         break;
                 }

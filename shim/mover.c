@@ -17,6 +17,7 @@
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
+#include "vmm.h"
 #include "util.h"
 
 #define MAX_BATCH 64
@@ -107,6 +108,9 @@ static void register_regions(struct mover *mv) {
         }
         if (n)
                 log_notice("Registered %u captured regions with kvtierd.", n);
+        int v = vmm_register(mv->fd);
+        if (v > 0)
+                log_notice("Registered %d untiered VMM mappings with kvtierd.", v);
 }
 
 /* Reads the orders queued on the socket, up to a batch: orders that arrive

@@ -8,8 +8,7 @@
  *
  * Tracked ranges are kept apart from the captured regions (regions.c): the
  * mover must never try to move them.  They are registered when mapped, on
- * the connection of that moment; after a daemon restart they are not
- * registered again.
+ * the connection of that moment, and by the mover with each new daemon.
  */
 #include "config.h"
 
@@ -26,6 +25,7 @@
 #include "real.h"
 #include "shim.h"
 #include "util.h"
+#include "vmm.h"
 
 /* Region ids of tracked ranges: the upper half, apart from regions.c's. */
 #define VMM_ID_BASE 0x80000000u
@@ -36,6 +36,7 @@ struct vmm_range {
         uintptr_t ptr;
         size_t size;
         uint32_t id;
+        int device; /* current when mapped */
         bool registered;
 };
 
@@ -64,24 +65,29 @@ static int current_device(void) {
         return dev;
 }
 
-static void announce(uint32_t id, uintptr_t ptr, size_t size, bool *ret_registered) {
-        uintptr_t base = ptr & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
-        struct kvt_region_add add = {
-                .region_id = id,
-                .device = current_device(),
+static struct kvt_region_add region_add_of(const struct vmm_range *r) {
+        uintptr_t base = r->ptr & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
+
+        return (struct kvt_region_add){
+                .region_id = r->id,
+                .device = r->device,
                 .base = base,
-                .size_bytes = MIN(ALIGN_UP(ptr + size, KVT_CHUNK_BYTES) - base, KVT_MAX_REGION_BYTES),
+                .size_bytes = MIN(ALIGN_UP(r->ptr + r->size, KVT_CHUNK_BYTES) - base, KVT_MAX_REGION_BYTES),
                 .api = KVT_API_CU_MEM_MAP,
                 .tier = KVT_TIER_NONE,
                 .rule = KVT_RULE_VMM,
                 .flags = KVT_REGION_UNTIERED,
         };
+}
+
+static void announce(const struct vmm_range *r, bool *ret_registered) {
+        struct kvt_region_add add = region_add_of(r);
 
         *ret_registered = client_ensure() >= 0 && client_send(KVT_MSG_REGION_ADD, &add, sizeof(add)) >= 0;
 }
 
 static void track(uintptr_t ptr, size_t size) {
-        struct vmm_range r = { .ptr = ptr, .size = size };
+        struct vmm_range r = { .ptr = ptr, .size = size, .device = current_device() };
 
         pthread_mutex_lock(&lock);
         if (n_ranges == cap_ranges) {
@@ -100,7 +106,7 @@ static void track(uintptr_t ptr, size_t size) {
         ranges[n_ranges++] = r;
         pthread_mutex_unlock(&lock);
         /* Sent outside the lock: the send may wait up to the timeout. */
-        announce(r.id, ptr, size, &r.registered);
+        announce(&r, &r.registered);
         pthread_mutex_lock(&lock);
         for (size_t i = 0; i < n_ranges; i++)
                 if (ranges[i].id == r.id)
@@ -129,6 +135,57 @@ static void untrack(uintptr_t ptr, size_t size) {
                 if (registered)
                         client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
         }
+}
+
+size_t vmm_count(void) {
+        size_t n;
+
+        pthread_mutex_lock(&lock);
+        n = n_ranges;
+        pthread_mutex_unlock(&lock);
+        return n;
+}
+
+void vmm_forget_registration(void) {
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_ranges; i++)
+                ranges[i].registered = false;
+        pthread_mutex_unlock(&lock);
+}
+
+/* Runs on the mover thread.  The announce lock keeps cuMemMap/cuMemUnmap
+ * (which track and untrack under it) out while it works, so that no range
+ * is announced after its unmap; the table's lock is never held across a
+ * send (a failed send drops the connection, which takes it). */
+int vmm_register(int fd) {
+        int n = 0, r = 0;
+
+        shim_announce_lock();
+        for (size_t i = 0;; i++) {
+                struct kvt_region_add add;
+                bool found = false;
+
+                pthread_mutex_lock(&lock);
+                for (; i < n_ranges; i++)
+                        if (!ranges[i].registered) {
+                                add = region_add_of(&ranges[i]);
+                                found = true;
+                                break;
+                        }
+                pthread_mutex_unlock(&lock);
+                if (!found)
+                        break;
+                r = client_send_on(fd, KVT_MSG_REGION_ADD, &add, sizeof(add));
+                if (r < 0)
+                        break;
+                pthread_mutex_lock(&lock);
+                if (i < n_ranges && ranges[i].id == add.region_id)
+                        ranges[i].registered = true;
+                pthread_mutex_unlock(&lock);
+                n++;
+        }
+        shim_announce_unlock();
+        return r < 0 ? r : n;
 }
 
 static bool tracking(void) {

@@ -81,6 +81,19 @@ status_json >"$TMP/after-vmm.json"
 check "vmm: unmapped ranges are gone from kvtierctl" \
         [ "$(jq '[.clients[].regions[]] | length' "$TMP/after-vmm.json")" -eq 0 ]
 
+# A daemon restart under VMM mappings (a process with nothing else: the
+# shim must stay connected for them alone): the new daemon lists them again.
+ENGINE_ENV="KVTIER_LOG=info" hold restart-vmm --mode vmm --regions 2 --size 4M
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
+check "vmm restart: kvtierd starts again" start_daemon
+vmm_listed() { status_json | jq -c '[.clients[].regions[] | "\(.api)/\(.untiered)"]'; }
+for _ in $(seq 100); do [ "$(vmm_listed)" = '["cuMemMap/true","cuMemMap/true"]' ] && break; sleep 0.05; done
+check "vmm restart: the new daemon lists both mappings, untiered, once each" \
+        [ "$(vmm_listed)" = '["cuMemMap/true","cuMemMap/true"]' ]
+release restart-vmm; rc=$?
+check "vmm restart: engine exits 0, data intact" [ $rc -eq 0 ] && intact restart-vmm
+check "vmm restart: the shim said so" grep -q "Registered 2 untiered VMM mappings" "$TMP/restart-vmm.out"
+
 # KVTIER_CAPTURE_APIS.
 ENGINE_ENV="KVTIER_CAPTURE_APIS=runtime" run_engine apis-driver --mode procaddr --regions 2 --size 64M
 check "KVTIER_CAPTURE_APIS=runtime: driver allocations stay plain" [ "$(captured apis-driver)" -eq 0 ]
