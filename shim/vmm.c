@@ -132,7 +132,7 @@ static void untrack(uintptr_t ptr, size_t size) {
 }
 
 static bool tracking(void) {
-        return !shim_cfg.disabled && !hook_busy() && (shim_cfg.rules.apis & CLASSIFY_API_VMM);
+        return !shim_cfg.disabled && !hook_busy() && (shim_cfg.rules.apis & KVT_API_FAMILY_VMM);
 }
 
 CUresult kvt_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
