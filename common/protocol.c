@@ -185,7 +185,10 @@ static int payload_check(const struct kvt_msg *m) {
         case KVT_MSG_ORDER_DONE:
                 return m->u.order_done.status <= 0 ? 0 : -EBADMSG;
         case KVT_MSG_WELCOME:
-                return m->u.welcome.capture_min_size > 0 ? 0 : -EBADMSG;
+                if (m->u.welcome.capture_min_size == 0 ||
+                    (m->u.welcome.capture_apis & ~(uint32_t)KVT_API_FAMILY_ALL))
+                        return -EBADMSG;
+                return 0;
         case KVT_MSG_DEVICE:
                 return m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS ? 0 : -EBADMSG;
         case KVT_MSG_CTL_SET:

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 2u
+#define KVT_PROTO_VERSION 3u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -139,7 +139,10 @@ struct kvt_welcome {
         uint64_t capture_min_size; /* >= 1 */
         uint64_t capture_after;
         uint64_t max_captured; /* 0 = no limit */
+        uint32_t capture_apis; /* KVT_API_FAMILY_* captured ([capture] apis; KVTIER_CAPTURE_APIS wins) */
+        uint32_t reserved;
 };
+_Static_assert(sizeof(struct kvt_welcome) == 56, "WELCOME is 56 bytes on the wire, without padding");
 
 /* A captured allocation.  region_id is chosen by the shim, unique within its
  * connection; the daemon keys regions by (connection, region_id). */

@@ -28,13 +28,19 @@ uint32_t classify_api_family(uint32_t api) {
 }
 
 void classify_rules_apply(struct classify_rules *rules, unsigned env_set, uint64_t min_size, uint64_t capture_after,
-                          uint64_t max_captured) {
+                          uint64_t max_captured, uint32_t apis) {
         if (!(env_set & CLASSIFY_ENV_MIN_SIZE) && min_size > 0)
                 __atomic_store_n(&rules->min_size, min_size, __ATOMIC_RELAXED);
         if (!(env_set & CLASSIFY_ENV_CAPTURE_AFTER))
                 __atomic_store_n(&rules->capture_after, capture_after, __ATOMIC_RELAXED);
         if (!(env_set & CLASSIFY_ENV_MAX_CAPTURED))
                 __atomic_store_n(&rules->max_captured, max_captured, __ATOMIC_RELAXED);
+        if (!(env_set & CLASSIFY_ENV_APIS))
+                __atomic_store_n(&rules->apis, apis & KVT_API_FAMILY_ALL, __ATOMIC_RELAXED);
+}
+
+uint32_t classify_rules_apis(const struct classify_rules *rules) {
+        return __atomic_load_n(&rules->apis, __ATOMIC_RELAXED);
 }
 
 uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t size) {
@@ -44,7 +50,7 @@ uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t 
         uint64_t max = __atomic_load_n(&rules->max_captured, __ATOMIC_RELAXED);
         uint64_t cur;
 
-        if (!(classify_api_family(api) & rules->apis) || size < min_size || before < after)
+        if (!(classify_api_family(api) & classify_rules_apis(rules)) || size < min_size || before < after)
                 return KVT_RULE_NONE;
         cur = atomic_load(&captured_bytes);
         do {

@@ -20,12 +20,17 @@ enum {
         CLASSIFY_ENV_MIN_SIZE = 1u << 0,
         CLASSIFY_ENV_CAPTURE_AFTER = 1u << 1,
         CLASSIFY_ENV_MAX_CAPTURED = 1u << 2,
+        CLASSIFY_ENV_APIS = 1u << 3,
 };
 
 /* Takes the daemon's rules (its WELCOME) for each rule not in env_set.
  * Safe while other threads classify.  min_size 0 is ignored. */
 void classify_rules_apply(struct classify_rules *rules, unsigned env_set, uint64_t min_size, uint64_t capture_after,
-                          uint64_t max_captured);
+                          uint64_t max_captured, uint32_t apis);
+
+/* The KVT_API_FAMILY_* mask rules capture now.  Safe against
+ * classify_rules_apply(). */
+uint32_t classify_rules_apis(const struct classify_rules *rules);
 
 /* The KVT_API_FAMILY_* family of an enum kvt_alloc_api value (0 if none). */
 uint32_t classify_api_family(uint32_t api);

@@ -55,8 +55,30 @@ static void test_take(void) {
         classify_release(64 * MIB);
 }
 
+/* The daemon's rules (WELCOME) replace each rule the environment did not set. */
+static void test_apply(void) {
+        struct classify_rules r = { .min_size = 64 * MIB, .apis = KVT_API_FAMILY_ALL };
+
+        classify_rules_apply(&r, 0, 32 * MIB, 0, 0, KVT_API_FAMILY_RUNTIME);
+        TAP_EQ_U64(r.min_size, 32 * MIB, "apply: the daemon's min_size taken");
+        TAP_EQ_INT(classify_rules_apis(&r), KVT_API_FAMILY_RUNTIME, "apply: the daemon's apis taken");
+        TAP_EQ_INT(classify_take(&r, KVT_API_CU_MEM_ALLOC, 64 * MIB), KVT_RULE_NONE,
+                   "apply: driver excluded by the daemon: plain");
+        TAP_EQ_INT(classify_take(&r, KVT_API_CUDA_MALLOC, 64 * MIB), KVT_RULE_MIN_SIZE,
+                   "apply: runtime still captured");
+        classify_release(64 * MIB);
+        classify_rules_apply(&r, CLASSIFY_ENV_APIS, 32 * MIB, 0, 0, KVT_API_FAMILY_DRIVER);
+        TAP_EQ_INT(classify_rules_apis(&r), KVT_API_FAMILY_RUNTIME, "apply: apis from the environment win");
+        classify_rules_apply(&r, CLASSIFY_ENV_MIN_SIZE, 16 * MIB, 0, 0, 0);
+        TAP_EQ_INT(classify_rules_apis(&r), 0, "apply: apis none from the daemon taken");
+        TAP_EQ_U64(r.min_size, 32 * MIB, "apply: min_size from the environment wins");
+        classify_rules_apply(&r, 0, 32 * MIB, 0, 0, ~0u);
+        TAP_EQ_INT(classify_rules_apis(&r), KVT_API_FAMILY_ALL, "apply: unknown family bits dropped");
+}
+
 int main(void) {
         test_families();
         test_take();
+        test_apply();
         return tap_done();
 }

@@ -100,9 +100,21 @@ static void test_rejects(int a, int b) {
         n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
         TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown tier");
         {
-                struct kvt_welcome w = { .client_id = 1, .tick_ms = 10, .capture_min_size = 64 << 20 };
+                struct kvt_welcome w = { .client_id = 1, .tick_ms = 10, .capture_min_size = 64 << 20,
+                                         .capture_apis = KVT_API_FAMILY_RUNTIME | KVT_API_FAMILY_VMM };
                 n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "WELCOME with capture rules accepted");
+                TAP_EQ_INT(m.u.welcome.capture_apis, KVT_API_FAMILY_RUNTIME | KVT_API_FAMILY_VMM,
+                           "WELCOME carries the capture APIs");
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w) - 8);
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG,
+                           "WELCOME of the old length (no capture APIs)");
+                w.capture_apis = KVT_API_FAMILY_ALL + 1;
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "WELCOME with an unknown API family");
+                w.capture_apis = 0;
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "WELCOME capturing no API accepted");
                 w.capture_min_size = 0;
                 n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "WELCOME with a zero capture min_size");
@@ -222,6 +234,7 @@ int main(void) {
         TAP_EQ_STR(kvt_api_name(_KVT_API_MAX), "?", "unknown API name");
         TAP_EQ_STR(kvt_rule_name(KVT_RULE_CAPTURE_AFTER), "capture-after", "rule names");
         TAP_EQ_INT((int)(sizeof(struct kvt_region_add) % 8), 0, "REGION_ADD keeps 8-byte alignment");
+        TAP_EQ_INT((int)(sizeof(struct kvt_welcome) % 8), 0, "WELCOME keeps 8-byte alignment");
         TAP_EQ_STR(kvt_tier_name(KVT_TIER_HOST_MAPPED), "host-mapped", "tier names");
         close(sv[1]);
         TAP_EQ_INT(kvt_msg_send(sv[0], KVT_MSG_CTL_STATUS, 1, NULL, 0), -EPIPE, "send to a closed peer");
