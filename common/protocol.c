@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -11,6 +12,7 @@
 
 #include "heat-table.h"
 #include "protocol.h"
+#include "util.h"
 
 static const struct {
         uint16_t type;
@@ -61,6 +63,58 @@ const char *kvt_api_name(uint32_t api) {
         };
 
         return api < _KVT_API_MAX && names[api] ? names[api] : "?";
+}
+
+static const struct {
+        const char *name;
+        uint32_t families;
+} api_family_names[] = {
+        { "runtime", KVT_API_FAMILY_RUNTIME }, { "driver", KVT_API_FAMILY_DRIVER },
+        { "async", KVT_API_FAMILY_ASYNC },     { "vmm", KVT_API_FAMILY_VMM },
+        { "all", KVT_API_FAMILY_ALL },         { "none", 0 },
+};
+
+int kvt_api_families_parse(const char *s, uint32_t *ret) {
+        uint32_t families = 0;
+
+        for (const char *p = s;;) {
+                size_t len = strcspn(p, ",");
+                size_t i;
+
+                for (i = 0; i < ELEMENTSOF(api_family_names); i++)
+                        if (strlen(api_family_names[i].name) == len &&
+                            strncmp(p, api_family_names[i].name, len) == 0)
+                                break;
+                if (i == ELEMENTSOF(api_family_names))
+                        return -EINVAL;
+                families |= api_family_names[i].families;
+                if (!p[len])
+                        break;
+                p += len + 1;
+        }
+        *ret = families;
+        return 0;
+}
+
+void kvt_api_families_format(uint32_t families, char *buf, size_t len) {
+        size_t off = 0;
+
+        if (len == 0)
+                return;
+        families &= KVT_API_FAMILY_ALL;
+        buf[0] = '\0';
+        if (families == KVT_API_FAMILY_ALL || families == 0) {
+                snprintf(buf, len, "%s", families ? "all" : "none");
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(api_family_names) && off < len; i++) {
+                const char *name = api_family_names[i].name;
+                uint32_t f = api_family_names[i].families;
+
+                if (f == KVT_API_FAMILY_ALL || !(families & f))
+                        continue;
+                off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "", name);
+        }
 }
 
 const char *kvt_rule_name(uint32_t rule) {
@@ -131,7 +185,10 @@ static int payload_check(const struct kvt_msg *m) {
         case KVT_MSG_ORDER_DONE:
                 return m->u.order_done.status <= 0 ? 0 : -EBADMSG;
         case KVT_MSG_WELCOME:
-                return m->u.welcome.capture_min_size > 0 ? 0 : -EBADMSG;
+                if (m->u.welcome.capture_min_size == 0 ||
+                    (m->u.welcome.capture_apis & ~(uint32_t)KVT_API_FAMILY_ALL))
+                        return -EBADMSG;
+                return 0;
         case KVT_MSG_DEVICE:
                 return m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS ? 0 : -EBADMSG;
         case KVT_MSG_CTL_SET:

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 2u
+#define KVT_PROTO_VERSION 3u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -87,6 +87,16 @@ enum kvt_alloc_api {
         _KVT_API_MAX,
 };
 
+/* Families of allocation APIs, as a mask: which ones shims capture
+ * (KVTIER_CAPTURE_APIS, kvtierd.conf [capture] apis). */
+enum {
+        KVT_API_FAMILY_RUNTIME = 1u << 0, /* cudaMalloc */
+        KVT_API_FAMILY_DRIVER = 1u << 1,  /* cuMemAlloc_v2 */
+        KVT_API_FAMILY_ASYNC = 1u << 2,   /* cudaMalloc(FromPool)Async, cuMemAlloc(FromPool)Async */
+        KVT_API_FAMILY_VMM = 1u << 3,     /* cuMemMap: tracked, never tiered */
+        KVT_API_FAMILY_ALL = (1u << 4) - 1,
+};
+
 /* Which classification rule made the shim take a region. */
 enum kvt_capture_rule {
         KVT_RULE_NONE = 0,          /* not said (an older shim) */
@@ -129,7 +139,10 @@ struct kvt_welcome {
         uint64_t capture_min_size; /* >= 1 */
         uint64_t capture_after;
         uint64_t max_captured; /* 0 = no limit */
+        uint32_t capture_apis; /* KVT_API_FAMILY_* captured ([capture] apis; KVTIER_CAPTURE_APIS wins) */
+        uint32_t reserved;
 };
+_Static_assert(sizeof(struct kvt_welcome) == 56, "WELCOME is 56 bytes on the wire, without padding");
 
 /* A captured allocation.  region_id is chosen by the shim, unique within its
  * connection; the daemon keys regions by (connection, region_id). */
@@ -230,6 +243,15 @@ const char *kvt_msg_type_name(uint16_t type);
 
 /* Name of an allocation API ("cudaMalloc", "cuMemMap"), "?" if unknown. */
 const char *kvt_api_name(uint32_t api);
+
+/* Parses a list of API families ("runtime,driver,async,vmm", or "all", or
+ * "none") into a KVT_API_FAMILY_* mask in *ret.  Returns 0, or -EINVAL and
+ * *ret untouched. */
+int kvt_api_families_parse(const char *s, uint32_t *ret);
+
+/* Writes the mask families as kvt_api_families_parse() reads it ("all",
+ * "none", "runtime,async") into buf of len bytes, truncating. */
+void kvt_api_families_format(uint32_t families, char *buf, size_t len);
 
 /* Name of a capture rule ("min-size", "capture-after", "vmm"), "?" if unknown. */
 const char *kvt_rule_name(uint32_t rule);

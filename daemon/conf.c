@@ -26,6 +26,7 @@ enum conf_type {
         CONF_POLICY, /* policy name */
         CONF_PREFETCH, /* "none" or "sequential" (covers strided streams) */
         CONF_EVICT,    /* "host-mapped" or "host" */
+        CONF_APIS,     /* API families: a list of runtime, driver, async, vmm; or all, none */
 };
 
 /* A [client.NAME] section: NAME is the process name a shim reports (comm). */
@@ -49,6 +50,7 @@ struct conf {
         uint64_t max_migration_rate;
         uint64_t host_budget;
         uint64_t capture_min_size, capture_after, max_captured;
+        uint32_t capture_apis; /* KVT_API_FAMILY_* */
         unsigned hysteresis_ticks;
         unsigned heat_half_life_ticks;
         uint64_t window_bytes;
@@ -101,6 +103,11 @@ static const struct conf_key conf_table[] = {
         {"capture", "max_captured", CONF_BYTES, 0, 16 * TIB, "0",
          "At most this many bytes captured per process at once; 0 = no limit (KVTIER_MAX_CAPTURED overrides)",
          offsetof(struct conf, max_captured)},
+        {"capture", "apis", CONF_APIS, 0, 0, "all",
+         "Allocation APIs shims capture: a list of runtime (cudaMalloc), driver (cuMemAlloc), async "
+         "(cudaMallocAsync, cuMemAllocAsync and their pool forms), vmm (tracking of cuMemMap); or all, none "
+         "(KVTIER_CAPTURE_APIS overrides)",
+         offsetof(struct conf, capture_apis)},
         {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
          "Bytes per second over all GPUs, both directions together; 0 = unlimited",
          offsetof(struct conf, max_migration_rate)},
@@ -254,6 +261,8 @@ static int key_store(struct conf *c, void *base, const struct conf_key *k, int g
                         return -EINVAL;
                 *(unsigned *)p = strcmp(v, "host") == 0;
                 return 0;
+        case CONF_APIS:
+                return kvt_api_families_parse(v, p);
         }
         return -EINVAL;
 }
@@ -276,6 +285,8 @@ static const char *type_hint(const struct conf_key *k) {
                 return "none or sequential";
         case CONF_EVICT:
                 return "host-mapped or host";
+        case CONF_APIS:
+                return "a comma list of runtime, driver, async, vmm; or all, or none";
         }
         return "?";
 }
@@ -501,6 +512,9 @@ static void key_format(const void *base, const struct conf_key *k, int gpu, char
         case CONF_EVICT:
                 snprintf(buf, len, "%s", *(const unsigned *)p ? "host" : "host-mapped");
                 break;
+        case CONF_APIS:
+                kvt_api_families_format(*(const uint32_t *)p, buf, len);
+                break;
         }
 }
 
@@ -582,6 +596,10 @@ void conf_capture(const struct conf *c, uint64_t *ret_min_size, uint64_t *ret_af
         *ret_min_size = c->capture_min_size;
         *ret_after = c->capture_after;
         *ret_max = c->max_captured;
+}
+
+uint32_t conf_capture_apis(const struct conf *c) {
+        return c->capture_apis;
 }
 
 uint64_t conf_max_migration_rate(const struct conf *c) {

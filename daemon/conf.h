@@ -59,6 +59,9 @@ size_t conf_n_clients(const struct conf *c);
 
 /* The [capture] rules a shim applies where its environment sets none. */
 void conf_capture(const struct conf *c, uint64_t *ret_min_size, uint64_t *ret_after, uint64_t *ret_max);
+/* [capture] apis: the KVT_API_FAMILY_* mask shims capture where their
+ * environment sets no KVTIER_CAPTURE_APIS. */
+uint32_t conf_capture_apis(const struct conf *c);
 
 /* Bytes per second, both directions together; 0 = unlimited. */
 uint64_t conf_max_migration_rate(const struct conf *c);

@@ -165,6 +165,7 @@ static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
                 w.host_grant_bytes = conf_host_budget(s->conf);
         }
         conf_capture(s->conf, &w.capture_min_size, &w.capture_after, &w.max_captured);
+        w.capture_apis = conf_capture_apis(s->conf);
         log_info("Client %u connected: pid %d, uid %u, \"%s\", GPU %d.", w.client_id, (int)p->pid,
                  (unsigned)p->uid, h->name, h->device);
         return peer_send(p, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));

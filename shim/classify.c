@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "config.h"
 
-#include <errno.h>
 #include <stdatomic.h>
-#include <string.h>
 
 #include "classify.h"
 #include "protocol.h"
@@ -11,61 +9,38 @@
 static _Atomic uint64_t allocated_bytes; /* everything asked of the hooked allocators */
 static _Atomic uint64_t captured_bytes;
 
-unsigned classify_api_family(uint32_t api) {
+uint32_t classify_api_family(uint32_t api) {
         switch (api) {
         case KVT_API_CUDA_MALLOC:
-                return CLASSIFY_API_RUNTIME;
+                return KVT_API_FAMILY_RUNTIME;
         case KVT_API_CU_MEM_ALLOC:
-                return CLASSIFY_API_DRIVER;
+                return KVT_API_FAMILY_DRIVER;
         case KVT_API_CUDA_MALLOC_ASYNC:
         case KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC:
         case KVT_API_CU_MEM_ALLOC_ASYNC:
         case KVT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC:
-                return CLASSIFY_API_ASYNC;
+                return KVT_API_FAMILY_ASYNC;
         case KVT_API_CU_MEM_MAP:
-                return CLASSIFY_API_VMM;
+                return KVT_API_FAMILY_VMM;
         default:
                 return 0;
         }
 }
 
-int classify_parse_apis(const char *s, unsigned *ret) {
-        static const struct {
-                const char *name;
-                unsigned bits;
-        } words[] = {
-                { "runtime", CLASSIFY_API_RUNTIME }, { "driver", CLASSIFY_API_DRIVER },
-                { "async", CLASSIFY_API_ASYNC },     { "vmm", CLASSIFY_API_VMM },
-                { "all", CLASSIFY_API_ALL },         { "none", 0 },
-        };
-        unsigned bits = 0;
-
-        for (const char *p = s;;) {
-                size_t len = strcspn(p, ",");
-                size_t i;
-
-                for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-                        if (strlen(words[i].name) == len && strncmp(p, words[i].name, len) == 0)
-                                break;
-                if (i == sizeof(words) / sizeof(words[0]))
-                        return -EINVAL;
-                bits |= words[i].bits;
-                if (!p[len])
-                        break;
-                p += len + 1;
-        }
-        *ret = bits;
-        return 0;
-}
-
 void classify_rules_apply(struct classify_rules *rules, unsigned env_set, uint64_t min_size, uint64_t capture_after,
-                          uint64_t max_captured) {
+                          uint64_t max_captured, uint32_t apis) {
         if (!(env_set & CLASSIFY_ENV_MIN_SIZE) && min_size > 0)
                 __atomic_store_n(&rules->min_size, min_size, __ATOMIC_RELAXED);
         if (!(env_set & CLASSIFY_ENV_CAPTURE_AFTER))
                 __atomic_store_n(&rules->capture_after, capture_after, __ATOMIC_RELAXED);
         if (!(env_set & CLASSIFY_ENV_MAX_CAPTURED))
                 __atomic_store_n(&rules->max_captured, max_captured, __ATOMIC_RELAXED);
+        if (!(env_set & CLASSIFY_ENV_APIS))
+                __atomic_store_n(&rules->apis, apis & KVT_API_FAMILY_ALL, __ATOMIC_RELAXED);
+}
+
+uint32_t classify_rules_apis(const struct classify_rules *rules) {
+        return __atomic_load_n(&rules->apis, __ATOMIC_RELAXED);
 }
 
 uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t size) {
@@ -75,7 +50,7 @@ uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t 
         uint64_t max = __atomic_load_n(&rules->max_captured, __ATOMIC_RELAXED);
         uint64_t cur;
 
-        if (!(classify_api_family(api) & rules->apis) || size < min_size || before < after)
+        if (!(classify_api_family(api) & classify_rules_apis(rules)) || size < min_size || before < after)
                 return KVT_RULE_NONE;
         cur = atomic_load(&captured_bytes);
         do {

@@ -5,21 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Families of allocation APIs, for KVTIER_CAPTURE_APIS. */
-enum {
-        CLASSIFY_API_RUNTIME = 1u << 0, /* cudaMalloc */
-        CLASSIFY_API_DRIVER = 1u << 1,  /* cuMemAlloc_v2 */
-        CLASSIFY_API_ASYNC = 1u << 2,   /* cudaMalloc(FromPool)Async, cuMemAlloc(FromPool)Async */
-        CLASSIFY_API_VMM = 1u << 3,     /* cuMemMap: tracked, never tiered */
-        CLASSIFY_API_ALL = (1u << 4) - 1,
-};
+#include "protocol.h"
 
 /* Which allocations the shim captures (all sizes in bytes; 0 = no limit). */
 struct classify_rules {
         uint64_t min_size;      /* KVTIER_MIN_SIZE: smaller ones stay plain */
         uint64_t capture_after; /* KVTIER_CAPTURE_AFTER: the first N bytes allocated stay plain */
         uint64_t max_captured;  /* KVTIER_MAX_CAPTURED: at most this many bytes captured at once */
-        unsigned apis;          /* KVTIER_CAPTURE_APIS: CLASSIFY_API_* families captured */
+        uint32_t apis;          /* KVTIER_CAPTURE_APIS: KVT_API_FAMILY_* families captured */
 };
 
 /* Which rules the environment set (they win over the daemon's). */
@@ -27,19 +20,20 @@ enum {
         CLASSIFY_ENV_MIN_SIZE = 1u << 0,
         CLASSIFY_ENV_CAPTURE_AFTER = 1u << 1,
         CLASSIFY_ENV_MAX_CAPTURED = 1u << 2,
+        CLASSIFY_ENV_APIS = 1u << 3,
 };
 
 /* Takes the daemon's rules (its WELCOME) for each rule not in env_set.
  * Safe while other threads classify.  min_size 0 is ignored. */
 void classify_rules_apply(struct classify_rules *rules, unsigned env_set, uint64_t min_size, uint64_t capture_after,
-                          uint64_t max_captured);
+                          uint64_t max_captured, uint32_t apis);
 
-/* The CLASSIFY_API_* family of an enum kvt_alloc_api value. */
-unsigned classify_api_family(uint32_t api);
+/* The KVT_API_FAMILY_* mask rules capture now.  Safe against
+ * classify_rules_apply(). */
+uint32_t classify_rules_apis(const struct classify_rules *rules);
 
-/* Parses a KVTIER_CAPTURE_APIS list ("runtime,driver,async,vmm", or "all",
- * or "none") into *ret.  Returns 0 or -EINVAL (and *ret untouched). */
-int classify_parse_apis(const char *s, unsigned *ret);
+/* The KVT_API_FAMILY_* family of an enum kvt_alloc_api value (0 if none). */
+uint32_t classify_api_family(uint32_t api);
 
 /* Decides whether an allocation of size bytes through api (enum
  * kvt_alloc_api) is captured.  Returns the enum kvt_capture_rule that takes

@@ -44,7 +44,7 @@ void shim_announce_unlock(void) {
 struct shim_config shim_cfg = {
         .socket_path = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
         .rules.min_size = DEFAULT_MIN_SIZE_BYTES,
-        .rules.apis = CLASSIFY_API_ALL,
+        .rules.apis = KVT_API_FAMILY_ALL,
         .timeout_ms = DEFAULT_TIMEOUT_MS,
 };
 
@@ -101,9 +101,14 @@ __attribute__((constructor)) static void shim_load(void) {
                 shim_cfg.capacity_auto = true;
         else
                 env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
-        if ((v = getenv("KVTIER_CAPTURE_APIS")) && classify_parse_apis(v, &shim_cfg.rules.apis) < 0)
-                log_warning("Invalid KVTIER_CAPTURE_APIS=%s (a list of runtime, driver, async, vmm; or all, none), ignoring.",
-                            v);
+        if ((v = getenv("KVTIER_CAPTURE_APIS"))) {
+                if (kvt_api_families_parse(v, &shim_cfg.rules.apis) < 0)
+                        log_warning("Invalid KVTIER_CAPTURE_APIS=%s (a list of runtime, driver, async, vmm; "
+                                    "or all, none), ignoring.",
+                                    v);
+                else
+                        shim_cfg.rules_from_env |= CLASSIFY_ENV_APIS;
+        }
         if ((v = getenv("KVTIER_TIMEOUT_MS"))) {
                 char *end;
                 long ms = strtol(v, &end, 10);
@@ -208,8 +213,8 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         /* Memory asked of the driver is still managed and moved through the
          * runtime, loaded here if the engine never loaded it (only for sizes
          * that can be captured). */
-        rt = size < KVT_CHUNK_BYTES || !(classify_api_family(api) & shim_cfg.rules.apis) ||
-                             classify_api_family(api) == CLASSIFY_API_RUNTIME
+        rt = size < KVT_CHUNK_BYTES || !(classify_api_family(api) & classify_rules_apis(&shim_cfg.rules)) ||
+                             classify_api_family(api) == KVT_API_FAMILY_RUNTIME
                      ? real_cudart()
                      : real_cudart_load();
         /* Connected before classifying, so that the daemon's [capture] rules

@@ -14,7 +14,8 @@ struct shim_config {
         bool disabled;                 /* KVTIER_DISABLE=1: every hook passes through */
         char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* KVTIER_SOCKET */
         struct classify_rules rules;   /* KVTIER_MIN_SIZE, _CAPTURE_AFTER, _MAX_CAPTURED, _CAPTURE_APIS,
-                                        * then the daemon's [capture] rules for those not set */
+                                        * then the daemon's [capture] rules (min_size, capture_after,
+                                        * max_captured, apis) for those not set */
         unsigned rules_from_env;       /* CLASSIFY_ENV_*: rules the environment set */
         uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
         bool capacity_auto;            /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */

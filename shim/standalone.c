@@ -136,7 +136,8 @@ static int dispatch(struct registry *reg, struct peer *p, const struct kvt_msg *
                 struct kvt_welcome w = { .tick_ms = STANDALONE_TICK_MS,
                                          .capture_min_size = shim_cfg.rules.min_size,
                                          .capture_after = shim_cfg.rules.capture_after,
-                                         .max_captured = shim_cfg.rules.max_captured };
+                                         .max_captured = shim_cfg.rules.max_captured,
+                                         .capture_apis = classify_rules_apis(&shim_cfg.rules) };
                 const struct gpu_stats *g;
                 int r;
 

@@ -45,6 +45,7 @@ static struct vmm_range *ranges;
 static size_t n_ranges, cap_ranges;
 static uint32_t next_id = VMM_ID_BASE;
 static atomic_flag warned = ATOMIC_FLAG_INIT;
+static atomic_bool ever_tracked; /* some mapping was tracked: unmaps must look */
 
 #define REAL(name) ({ const struct kvt_cuda *_d = real_cuda(); _d ? _d->name : NULL; })
 
@@ -100,6 +101,7 @@ static void track(uintptr_t ptr, size_t size) {
                 ranges = a;
                 cap_ranges = cap;
         }
+        atomic_store(&ever_tracked, true);
         r.id = next_id++;
         if (next_id == 0)
                 next_id = VMM_ID_BASE;
@@ -188,8 +190,22 @@ int vmm_register(int fd) {
         return r < 0 ? r : n;
 }
 
-static bool tracking(void) {
-        return !shim_cfg.disabled && !hook_busy() && (shim_cfg.rules.apis & CLASSIFY_API_VMM);
+/* Whether a new mapping is tracked.  Connects first, so that the daemon's
+ * [capture] apis hold from the first mapping on. */
+static bool tracking_map(void) {
+        if (shim_cfg.disabled || hook_busy() || !(classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM))
+                return false;
+        hook_enter();
+        (void)client_ensure();
+        hook_leave();
+        return classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM;
+}
+
+/* Whether an unmap looks for tracked ranges: also when a later daemon's
+ * [capture] apis left vmm out, for the ranges tracked before. */
+static bool tracking_unmap(void) {
+        return !shim_cfg.disabled && !hook_busy() &&
+               ((classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM) || atomic_load(&ever_tracked));
 }
 
 CUresult kvt_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
@@ -212,7 +228,7 @@ CUresult kvt_hook_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGen
                            unsigned long long flags) {
         CUresult (*real)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) =
                 REAL(cuMemMap);
-        bool track_it = tracking();
+        bool track_it = tracking_map();
         CUresult e;
 
         if (!real)
@@ -234,7 +250,7 @@ KVT_HOOK_EXPORT(cuMemMap)
 
 CUresult kvt_hook_cuMemUnmap(CUdeviceptr ptr, size_t size) {
         CUresult (*real)(CUdeviceptr, size_t) = REAL(cuMemUnmap);
-        bool track_it = tracking();
+        bool track_it = tracking_unmap();
         CUresult e;
 
         if (!real)

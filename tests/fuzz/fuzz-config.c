@@ -39,6 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 fuzz_fail("accepted budget %u%% / %llu bytes", b.percent,
                                           (unsigned long long)b.bytes);
                 }
+                if (conf_capture_apis(c) & ~(uint32_t)KVT_API_FAMILY_ALL)
+                        fuzz_fail("accepted [capture] apis 0x%x", conf_capture_apis(c));
                 if (!conf_socket(c) || conf_socket(c)[0] != '/')
                         fuzz_fail("accepted a relative socket path");
         }

@@ -41,6 +41,11 @@ static void check_accepted(const struct kvt_msg *m) {
                 if (!memchr(m->u.hello.name, 0, sizeof(m->u.hello.name)))
                         fuzz_fail("accepted an unterminated HELLO name");
                 break;
+        case KVT_MSG_WELCOME:
+                if (m->u.welcome.capture_min_size == 0 ||
+                    (m->u.welcome.capture_apis & ~(uint32_t)KVT_API_FAMILY_ALL))
+                        fuzz_fail("accepted a bad WELCOME");
+                break;
         case KVT_MSG_ORDER:
                 if (m->u.order.n_chunks == 0 || m->u.order.tier == KVT_TIER_NONE || m->u.order.tier >= _KVT_TIER_MAX)
                         fuzz_fail("accepted a bad ORDER");

@@ -390,7 +390,8 @@ int main(int argc, char **argv) {
 
         fd = conn();
         {
-                struct kvt_welcome w = { .client_id = 1, .tick_ms = 1, .capture_min_size = 64 << 20 };
+                struct kvt_welcome w = { .client_id = 1, .tick_ms = 1, .capture_min_size = 64 << 20,
+                                         .capture_apis = KVT_API_FAMILY_ALL };
                 send_msg(fd, KVT_MSG_WELCOME, &w, sizeof(w));
         }
         TAP_OK(dropped(fd), "a daemon-to-shim message type from a peer drops it");

@@ -3,8 +3,8 @@
 # reaches it (linked symbol, dlsym, cuGetProcAddress, cudaGetDriverEntryPoint):
 # captured, shown by kvtierctl with its API and rule, data intact; stream-
 # ordered frees wait for the stream; VMM mappings tracked as untiered;
-# KVTIER_CAPTURE_APIS filters.  api-engine (tests/integration/api-engine.c)
-# plays the engines.
+# KVTIER_CAPTURE_APIS and kvtierd.conf's [capture] apis filter.  api-engine
+# (tests/integration/api-engine.c) plays the engines.
 . "$(dirname "$0")/lib.sh"
 ENGINE="$top_builddir/tests/integration/api-engine"
 
@@ -138,6 +138,40 @@ check "no engine was dropped by the daemon (no overlapping or duplicate REGION_A
         bash -c "! grep -q 'Disconnecting peer' '$TMP/kvtierd.log'"
 check "no region left registered after the engines exit" \
         [ "$(jq '[.clients[].regions[]] | length' "$TMP/end.json")" -eq 0 ]
-
 check "kvtierd stops cleanly" stop_daemon
+
+# [capture] apis: the daemon's list holds where KVTIER_CAPTURE_APIS is not
+# set, from the first allocation on; the environment wins where it is.
+write_config 256M "[capture]" "apis = runtime"
+check "kvtierd with [capture] apis = runtime starts" start_daemon
+run_engine conf-driver --mode driver --regions 2 --size 64M; rc=$?
+check "[capture] apis = runtime: cuMemAlloc stays plain" [ "$(captured conf-driver)" -eq 0 ]
+check "[capture] apis = runtime: driver engine exits 0, data intact" [ $rc -eq 0 ] && intact conf-driver
+run_engine conf-procaddr --mode procaddr --regions 2 --size 64M
+check "[capture] apis = runtime: cuMemAlloc through cuGetProcAddress stays plain" \
+        [ "$(captured conf-procaddr)" -eq 0 ]
+run_engine conf-async --mode driver-async --regions 2 --size 64M
+check "[capture] apis = runtime: cuMemAllocAsync stays plain" [ "$(captured conf-async)" -eq 0 ]
+run_engine conf-runtime --mode runtime --regions 2 --size 64M; rc=$?
+check "[capture] apis = runtime: cudaMalloc captured" [ "$(captured conf-runtime)" -eq 2 ]
+check "[capture] apis = runtime: runtime engine exits 0, data intact" [ $rc -eq 0 ] && intact conf-runtime
+hold conf-vmm --mode vmm --regions 2 --size 4M
+check "[capture] apis = runtime: not even the first VMM mapping is tracked" \
+        [ "$(regions_of conf-vmm .api)" = "[]" ]
+release conf-vmm
+ENGINE_ENV="KVTIER_CAPTURE_APIS=driver" run_engine env-driver --mode driver --regions 2 --size 64M
+check "KVTIER_CAPTURE_APIS=driver beats [capture] apis = runtime: cuMemAlloc captured" \
+        [ "$(captured env-driver)" -eq 2 ]
+ENGINE_ENV="KVTIER_CAPTURE_APIS=driver" run_engine env-runtime --mode runtime --regions 2 --size 64M
+check "KVTIER_CAPTURE_APIS=driver beats [capture] apis = runtime: cudaMalloc stays plain" \
+        [ "$(captured env-runtime)" -eq 0 ]
+ENGINE_ENV="KVTIER_CAPTURE_APIS=driver,bogus" run_engine env-bad --mode driver --regions 2 --size 64M
+check "a bad KVTIER_CAPTURE_APIS leaves [capture] apis in force" [ "$(captured env-bad)" -eq 0 ]
+check "kvtierd with [capture] apis stops cleanly" stop_daemon
+
+printf '[capture]\napis = runtime,bogus\n' >"$TMP/bad-apis.conf"
+"$KVTIERD" -c "$TMP/bad-apis.conf" -s "$TMP/bad-apis.sock" >"$TMP/bad-apis.log" 2>&1; rc=$?
+check "[capture] apis = runtime,bogus is a configuration error (exit 2)" [ $rc -eq 2 ]
+check "and says which key and what it expects" \
+        grep -q "bad-apis.conf:2: invalid \[capture\] apis = runtime,bogus: expected" "$TMP/bad-apis.log"
 done_testing

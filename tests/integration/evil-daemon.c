@@ -49,7 +49,9 @@ static void serve(int fd, const char *mode) {
                         if (strcmp(mode, "garbage-welcome") == 0)
                                 garbage(fd);
                         else {
-                                struct kvt_welcome w = { .client_id = 1, .tick_ms = 50, .capture_min_size = 64 << 20 };
+                                struct kvt_welcome w = { .client_id = 1, .tick_ms = 50,
+                                                         .capture_min_size = 64 << 20,
+                                                         .capture_apis = KVT_API_FAMILY_ALL };
                                 kvt_msg_send(fd, KVT_MSG_WELCOME, m.hdr.seq, &w, sizeof(w));
                         }
                         break;

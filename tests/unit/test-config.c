@@ -7,6 +7,7 @@
 
 #include "conf.h"
 #include "policy.h"
+#include "protocol.h"
 #include "log.h"
 #include "tap.h"
 #include "util.h"
@@ -37,6 +38,7 @@ static void test_defaults(void) {
         conf_gpu_budget(c, 3, &b, &set);
         TAP_EQ_INT(b.percent, 80, "defaults: vram_budget 80%%");
         TAP_EQ_INT(set, 0, "defaults: no [gpu.N]");
+        TAP_EQ_INT(conf_capture_apis(c), KVT_API_FAMILY_ALL, "defaults: [capture] apis all");
         TAP_EQ_INT(conf_load(c, "/nonexistent/kvtierd.conf", false), 0, "missing optional file is fine");
         TAP_EQ_INT(conf_load(c, "/nonexistent/kvtierd.conf", true), -ENOENT, "missing required file fails");
         conf_free(c);
@@ -63,6 +65,44 @@ static void test_values(void) {
         TAP_EQ_INT(b.percent, 50, "values: [gpu.2] 50%%");
         TAP_EQ_INT(set, 1, "values: [gpu.2] configured");
         conf_free(c);
+}
+
+/* [capture] apis: the KVTIER_CAPTURE_APIS syntax, validated at load, printed back. */
+static void test_capture_apis(void) {
+        static const char *const bad[] = {
+                "[capture]\napis = bogus\n",   "[capture]\napis = runtime,bogus\n",
+                "[capture]\napis = runtime,\n", "[capture]\napis =\n",
+                "[capture]\napis = Runtime\n", "[capture]\napis = runtime, driver\n",
+        };
+        struct conf *c = NULL;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        TAP_EQ_INT(load("[capture]\napis = runtime,async  # comment\n", &c), 0, "apis: a list loads");
+        TAP_EQ_INT(conf_capture_apis(c), KVT_API_FAMILY_RUNTIME | KVT_API_FAMILY_ASYNC,
+                   "apis: runtime,async");
+        f = open_memstream(&buf, &len);
+        conf_print(c, f);
+        fclose(f);
+        TAP_OK(strstr(buf, "[capture]\n") && strstr(buf, "\napis = runtime,async\n"),
+               "apis: printed as a list");
+        free(buf);
+        c = conf_free(c);
+        TAP_EQ_INT(load("[capture]\napis = none\n", &c), 0, "apis: none loads");
+        TAP_EQ_INT(conf_capture_apis(c), 0, "apis: none is no family");
+        TAP_EQ_INT(conf_set(c, "capture", "apis", "driver,vmm", "test"), 0, "apis: set driver,vmm");
+        TAP_EQ_INT(conf_capture_apis(c), KVT_API_FAMILY_DRIVER | KVT_API_FAMILY_VMM, "apis: driver,vmm");
+        TAP_EQ_INT(conf_set(c, "capture", "apis", "drivers", "test"), -EINVAL, "apis: set a bad list fails");
+        TAP_EQ_INT(conf_capture_apis(c), KVT_API_FAMILY_DRIVER | KVT_API_FAMILY_VMM,
+                   "apis: a bad list leaves the old value");
+        TAP_EQ_INT(conf_set(c, "capture", "apis", "all", "test"), 0, "apis: set all");
+        TAP_EQ_INT(conf_capture_apis(c), KVT_API_FAMILY_ALL, "apis: all is every family");
+        c = conf_free(c);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                TAP_EQ_INT(load(bad[i], &c), -EINVAL, "apis: bad config %zu rejected", i);
+                c = conf_free(c);
+        }
 }
 
 static void test_errors(void) {
@@ -172,6 +212,7 @@ int main(void) {
         test_defaults();
         test_values();
         test_errors();
+        test_capture_apis();
         test_policy_params();
         test_clients();
         test_print();

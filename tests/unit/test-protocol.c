@@ -100,9 +100,21 @@ static void test_rejects(int a, int b) {
         n = build(buf, KVT_MSG_REGION_ADD, &r, sizeof(r));
         TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "unknown tier");
         {
-                struct kvt_welcome w = { .client_id = 1, .tick_ms = 10, .capture_min_size = 64 << 20 };
+                struct kvt_welcome w = { .client_id = 1, .tick_ms = 10, .capture_min_size = 64 << 20,
+                                         .capture_apis = KVT_API_FAMILY_RUNTIME | KVT_API_FAMILY_VMM };
                 n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "WELCOME with capture rules accepted");
+                TAP_EQ_INT(m.u.welcome.capture_apis, KVT_API_FAMILY_RUNTIME | KVT_API_FAMILY_VMM,
+                           "WELCOME carries the capture APIs");
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w) - 8);
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG,
+                           "WELCOME of the old length (no capture APIs)");
+                w.capture_apis = KVT_API_FAMILY_ALL + 1;
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "WELCOME with an unknown API family");
+                w.capture_apis = 0;
+                n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "WELCOME capturing no API accepted");
                 w.capture_min_size = 0;
                 n = build(buf, KVT_MSG_WELCOME, &w, sizeof(w));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "WELCOME with a zero capture min_size");
@@ -176,6 +188,38 @@ static void test_ctl_set(int a, int b) {
         TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_CTL_SET), "CTL_SET", "CTL_SET has a name");
 }
 
+/* API family lists: KVTIER_CAPTURE_APIS and [capture] apis, both ways. */
+static void test_api_families(void) {
+        uint32_t f = 0xdead;
+        char buf[64];
+
+        TAP_EQ_INT(kvt_api_families_parse("runtime", &f), 0, "runtime parses");
+        TAP_EQ_INT(f, KVT_API_FAMILY_RUNTIME, "runtime alone");
+        TAP_EQ_INT(kvt_api_families_parse("driver,async,vmm", &f), 0, "a list parses");
+        TAP_EQ_INT(f, KVT_API_FAMILY_DRIVER | KVT_API_FAMILY_ASYNC | KVT_API_FAMILY_VMM,
+                   "a list ORs its families");
+        TAP_EQ_INT(kvt_api_families_parse("all", &f), 0, "all parses");
+        TAP_EQ_INT(f, KVT_API_FAMILY_ALL, "all is every family");
+        TAP_EQ_INT(kvt_api_families_parse("none", &f), 0, "none parses");
+        TAP_EQ_INT(f, 0, "none is no family");
+        f = 7;
+        TAP_EQ_INT(kvt_api_families_parse("runtime,bogus", &f), -EINVAL, "an unknown word is refused");
+        TAP_EQ_INT(f, 7, "and leaves the value alone");
+        TAP_EQ_INT(kvt_api_families_parse("", &f), -EINVAL, "empty is refused");
+        TAP_EQ_INT(kvt_api_families_parse("runtime,", &f), -EINVAL, "a trailing comma is refused");
+        TAP_EQ_INT(kvt_api_families_parse("runtimes", &f), -EINVAL, "no prefix matching");
+        kvt_api_families_format(KVT_API_FAMILY_ALL, buf, sizeof(buf));
+        TAP_EQ_STR(buf, "all", "every family formats as all");
+        kvt_api_families_format(0, buf, sizeof(buf));
+        TAP_EQ_STR(buf, "none", "no family formats as none");
+        kvt_api_families_format(KVT_API_FAMILY_DRIVER | KVT_API_FAMILY_VMM, buf, sizeof(buf));
+        TAP_EQ_STR(buf, "driver,vmm", "a mask formats as a list");
+        TAP_OK(kvt_api_families_parse(buf, &f) == 0 && f == (KVT_API_FAMILY_DRIVER | KVT_API_FAMILY_VMM),
+               "and parses back");
+        kvt_api_families_format(KVT_API_FAMILY_RUNTIME | KVT_API_FAMILY_ASYNC, buf, 9);
+        TAP_EQ_STR(buf, "runtime,", "a short buffer truncates");
+}
+
 int main(void) {
         int sv[2];
 
@@ -184,11 +228,13 @@ int main(void) {
         test_roundtrip(sv[0], sv[1]);
         test_rejects(sv[0], sv[1]);
         test_ctl_set(sv[0], sv[1]);
+        test_api_families();
         TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_ORDER_DONE), "ORDER_DONE", "type names");
         TAP_EQ_STR(kvt_api_name(KVT_API_CU_MEM_ALLOC_ASYNC), "cuMemAllocAsync", "API names");
         TAP_EQ_STR(kvt_api_name(_KVT_API_MAX), "?", "unknown API name");
         TAP_EQ_STR(kvt_rule_name(KVT_RULE_CAPTURE_AFTER), "capture-after", "rule names");
         TAP_EQ_INT((int)(sizeof(struct kvt_region_add) % 8), 0, "REGION_ADD keeps 8-byte alignment");
+        TAP_EQ_INT((int)(sizeof(struct kvt_welcome) % 8), 0, "WELCOME keeps 8-byte alignment");
         TAP_EQ_STR(kvt_tier_name(KVT_TIER_HOST_MAPPED), "host-mapped", "tier names");
         close(sv[1]);
         TAP_EQ_INT(kvt_msg_send(sv[0], KVT_MSG_CTL_STATUS, 1, NULL, 0), -EPIPE, "send to a closed peer");
