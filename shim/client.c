@@ -143,6 +143,7 @@ static const struct kvt_hello *hello_locked(void) {
 
 /* VRAM budget plus host grant from the last WELCOME; 0 before any. */
 static _Atomic uint64_t granted_bytes;
+
 /* Set by this process's first WELCOME: a daemon serves this host. */
 static atomic_bool welcomed;
 
@@ -265,6 +266,14 @@ static void note_attempt_locked(int r) {
         }
 }
 
+void client_kick_mover(void) {
+        pthread_mutex_lock(&lock);
+        /* Never welcomed: no daemon serves this host, nothing to wait for. */
+        if (!mover_running && atomic_load(&welcomed) && mover_start() == 0)
+                mover_running = true;
+        pthread_mutex_unlock(&lock);
+}
+
 int client_ensure(void) {
         int r = 0;
 
@@ -284,8 +293,10 @@ out:
         return r;
 }
 
-/* Sends on fd, or on whatever connection is current when fd is -1. */
-static int send_checked(int fd, uint16_t type, const void *payload, size_t len) {
+/* Sends on fd, or on whatever connection is current when fd is -1; after a
+ * successful send, calls mark(id) with the lock still held, so that no lost
+ * connection can come between the send and what the caller records of it. */
+static int send_checked(int fd, uint16_t type, const void *payload, size_t len, void (*mark)(uint32_t), uint32_t id) {
         int r;
 
         pthread_mutex_lock(&lock);
@@ -295,17 +306,23 @@ static int send_checked(int fd, uint16_t type, const void *payload, size_t len) 
                 r = send_locked(conn_fd, type, payload, len);
                 if (r < 0)
                         drop_locked(r);
+                else if (mark)
+                        mark(id);
         }
         pthread_mutex_unlock(&lock);
         return r;
 }
 
 int client_send(uint16_t type, const void *payload, size_t len) {
-        return send_checked(-1, type, payload, len);
+        return send_checked(-1, type, payload, len, NULL, 0);
 }
 
 int client_send_on(int fd, uint16_t type, const void *payload, size_t len) {
-        return send_checked(fd, type, payload, len);
+        return send_checked(fd, type, payload, len, NULL, 0);
+}
+
+int client_register(int fd, const struct kvt_region_add *add, void (*mark)(uint32_t region_id)) {
+        return send_checked(fd, KVT_MSG_REGION_ADD, add, sizeof(*add), mark, add->region_id);
 }
 
 int client_next_connection(void) {

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct kvt_region_add;
+
 /* Makes sure a daemon connection exists, connecting (HELLO, WELCOME, the
  * mover thread started or woken) when none does and the back-off has passed.
  * Never waits longer than shim_cfg.timeout_ms.  Returns 0 when connected,
@@ -19,6 +21,12 @@ int client_send(uint16_t type, const void *payload, size_t len);
 /* As client_send(), but only if fd is still the current connection (the
  * mover replies on the connection its order came from). */
 int client_send_on(int fd, uint16_t type, const void *payload, size_t len);
+/* Sends a REGION_ADD on fd (-1: the current connection); once it is sent,
+ * calls mark(region_id) before any lost connection can be noticed, so the
+ * caller's "registered" flag is never left set for a daemon that is gone.
+ * mark runs with the client's lock held: it may take only its own table's
+ * lock. */
+int client_register(int fd, const struct kvt_region_add *add, void (*mark)(uint32_t region_id));
 
 /* For the mover: waits for a connection and returns its fd, connecting in
  * the background (once per back-off period) while captured regions exist.
@@ -42,6 +50,11 @@ int client_capacity(uint64_t *ret_bytes);
 /* Whether a daemon has welcomed this process: once it has, an outage is
  * the daemon restarting, not kvtier being absent. */
 bool client_was_welcomed(void);
+
+/* Starts the mover if none runs and a daemon has welcomed this process:
+ * something was captured or mapped while no daemon answered, and only the
+ * mover registers it with the next one. */
+void client_kick_mover(void);
 
 /* Sets up fork handling; called once from the constructor. */
 void client_init(void);

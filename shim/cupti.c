@@ -297,8 +297,8 @@ static void *sampler_main(void *arg) {
         return arg;
 }
 
-/* atexit: registered once the runtime is up, so it runs before the
- * runtime's own teardown handler.  Stops the sampler (it finishes the CUPTI
+/* atexit: registered once the runtime is up (cupti_start's caller makes
+ * sure), so it runs before the runtime's own teardown handler.  Stops the sampler (it finishes the CUPTI
  * call it is in, then disables the counters and flushes), takes the last
  * records while CUDA still stands, and writes the statistics.  On the H200
  * an engine whose sampler was left running died with SIGSEGV at exit. */
@@ -317,7 +317,7 @@ static void cupti_stop(void) {
         pthread_mutex_unlock(&run_lock);
         /* A runtime already unloading (another order of exit handlers) is
          * left alone: the records since the last flush are lost. */
-        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE) && rt && rt->cudaGetDevice(&dev) != cudaErrorCudartUnloading) {
+        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE) && rt && rt->cudaGetDevice(&dev) == cudaSuccess) {
                 cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
                 cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
         }
@@ -327,11 +327,15 @@ static void cupti_stop(void) {
         }
 }
 
-/* A fork child has no sampler: its exit must not wait for one. */
+/* A fork child has no sampler, and its copy of CUPTI has no worker (its
+ * locks may have been copied held): its exit neither waits for a sampler
+ * nor calls CUPTI, and the statistics are the parent's to write. */
 static void atfork_child(void) {
         pthread_mutex_init(&run_lock, NULL);
         pthread_cond_init(&run_cond, NULL);
         sampler_running = false;
+        __atomic_store_n(&loaded, false, __ATOMIC_RELEASE);
+        stats_dumped = true;
 }
 
 static const char *result_string(CUptiResult r) {
@@ -408,11 +412,12 @@ static int setup(void) {
         return 0;
 }
 
-/* CUPTI is set up on the calling thread, before it returns to the
- * allocation that made the first heat table: on the H200, with the setup
- * moved to the sampler thread, no record arrived for managed memory
- * allocated while it ran (the counters' cost stayed), so it must be done
- * before kvtier's own cudaMallocManaged. */
+/* CUPTI is set up on the calling thread, by the first capture before its
+ * cudaMallocManaged (under the shim's announce lock: called once at a
+ * time): on the H200, with the setup moved to the sampler thread, no record
+ * arrived for managed memory allocated while it ran (the counters' cost
+ * stayed).  The caller has initialized the CUDA runtime, so that the
+ * atexit handler registered here runs before the runtime's teardown. */
 int cupti_start(void) {
         sigset_t all, old;
         int r;

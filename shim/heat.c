@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "heat-table.h"
-#include "cupti.h"
 #include "heat.h"
 #include "log.h"
 #include "regions.h"
@@ -116,8 +115,6 @@ static int table_create_locked(void) {
         if (shim_cfg.trace_path && (r = trace_start(shim_cfg.trace_path)) < 0)
                 log_warning_errno(r, "Failed to record a trace to %s: %s, ignoring.", shim_cfg.trace_path,
                                   strerror(-r));
-        if (heat_sources & HEAT_SRC_CUPTI)
-                cupti_start(); /* fails soft, logged */
         table_fd = fd;
         table_map = map;
         file_bytes = HEAT_INITIAL_BYTES;

@@ -17,6 +17,7 @@
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
+#include "shim.h"
 #include "vmm.h"
 #include "util.h"
 
@@ -77,13 +78,17 @@ static void submit(struct mover *mv, size_t n) {
 /* Registers the regions the daemon of this connection does not know.  Its
  * books start every chunk host-mapped, so each region is first returned
  * there: chunks left in VRAM from before a daemon restart would otherwise
- * sit outside the budget.  A region that cannot be moved stays untiered. */
+ * sit outside the budget.  A region that cannot be moved stays untiered.
+ * Under the announce lock: a capture in progress registers its region
+ * itself, never both. */
 static void register_regions(struct mover *mv) {
         const struct kvt_cudart *rt = real_cudart();
         struct shim_region reg;
         uint32_t after = 0;
         unsigned n = 0;
+        int v;
 
+        shim_announce_lock();
         while (rt && mover_pipe(mv) && regions_acquire_unregistered(after, &reg) == 0) {
                 struct kvt_region_add add;
                 cudaError_t e;
@@ -98,17 +103,16 @@ static void register_regions(struct mover *mv) {
                         continue;
                 }
                 regions_add_msg(&reg, &add);
-                r = client_send_on(mv->fd, KVT_MSG_REGION_ADD, &add, sizeof(add));
-                if (r == 0)
-                        regions_set_registered(reg.id, true);
+                r = client_register(mv->fd, &add, regions_mark_registered);
                 regions_release(reg.id);
                 if (r < 0)
-                        return;
+                        break;
                 n++;
         }
+        shim_announce_unlock();
         if (n)
                 log_notice("Registered %u captured regions with kvtierd.", n);
-        int v = vmm_register(mv->fd);
+        v = vmm_register(mv->fd);
         if (v > 0)
                 log_notice("Registered %d untiered VMM mappings with kvtierd.", v);
 }

@@ -172,6 +172,10 @@ void regions_set_registered(uint32_t id, bool registered) {
         pthread_mutex_unlock(&lock);
 }
 
+void regions_mark_registered(uint32_t id) {
+        regions_set_registered(id, true);
+}
+
 void regions_forget_registration(void) {
         pthread_mutex_lock(&lock);
         for (size_t i = 0; i < n_slots; i++)

@@ -48,6 +48,8 @@ void regions_set_registered(uint32_t id, bool registered);
 int regions_acquire_unregistered(uint32_t after_id, struct shim_region *ret);
 
 /* Marks every region unregistered (the daemon connection was lost). */
+/* regions_set_registered(id, true), in the shape client_register() calls. */
+void regions_mark_registered(uint32_t id);
 void regions_forget_registration(void);
 
 /* Number of regions of this process (inherited ones not counted) and their bytes. */

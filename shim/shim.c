@@ -173,6 +173,15 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
                         total_bytes = 0;
                 client_note_device(r.device, total_bytes);
         }
+        /* CUPTI starts with the first capture, before its cudaMallocManaged
+         * (on the H200 no record arrived for managed memory allocated while
+         * the setup ran elsewhere), and after the runtime is up: cudaFree(NULL)
+         * initializes it, so the runtime's exit-time teardown is registered
+         * before the sampler's stop handler and runs after it. */
+        if (heat_sources & HEAT_SRC_CUPTI) {
+                (void)rt->cudaFree(NULL);
+                cupti_start(); /* once; fails soft, logged */
+        }
         e = managed_alloc_aligned(rt, r.span_bytes, &r.alloc_ptr, &r.base);
         if (e != cudaSuccess)
                 return log_warning_errno(ENOMEM, "Failed to allocate %zu bytes of managed memory: %s, using plain cudaMalloc.",
@@ -185,19 +194,19 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
                 return log_warning_errno(EIO, "Failed to advise managed memory: %s, using plain cudaMalloc.",
                                          rt->cudaGetErrorString(e));
         }
-        /* Marked registered before it is visible, so the mover's
-         * re-registration pass cannot announce it a second time. */
-        r.registered = true;
+        /* Registered once the ADD is sent (client_register); the mover's
+         * registration pass, which takes the announce lock held here,
+         * cannot announce it a second time meanwhile. */
+        r.registered = false;
         if (regions_add(&r) < 0) {
                 rt->cudaFree(r.alloc_ptr);
                 return -ENOMEM;
         }
         heat_region_add(&r); /* without a slot the region is tiered without heat */
         regions_add_msg(&r, &add);
-        /* A lost daemon leaves the region captured and host-mapped; the
-         * mover registers it once a daemon is back. */
-        if (client_send(KVT_MSG_REGION_ADD, &add, sizeof(add)) < 0)
-                regions_set_registered(r.id, false);
+        /* A lost daemon leaves the region captured, host-mapped and
+         * unregistered; the mover registers it once a daemon is back. */
+        (void)client_register(-1, &add, regions_mark_registered);
         *ret_ptr = (void *)r.base;
         log_debug("Captured %zu bytes at %p on device %d as region %u.", size, *ret_ptr, r.device, r.id);
         return 0;
@@ -233,13 +242,18 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
          * anyway.  The region starts in host memory, uncharged, and the
          * mover registers it with the next daemon; plain cudaMalloc would
          * put it in VRAM outside every budget for good. */
-        if (r < 0 && rt && client_was_welcomed())
+        bool outage = r < 0 && rt && client_was_welcomed();
+        if (outage)
                 r = 0;
         if (r >= 0) {
                 pthread_mutex_lock(&announce_lock);
                 r = capture(rt, ret_ptr, size, api, rule);
                 pthread_mutex_unlock(&announce_lock);
         }
+        /* The mover may have ended with nothing left to tier: only it
+         * registers this region with the next daemon. */
+        if (r >= 0 && outage)
+                client_kick_mover();
         hook_leave();
         if (r < 0)
                 classify_release(size);

@@ -81,10 +81,21 @@ static struct kvt_region_add region_add_of(const struct vmm_range *r) {
         };
 }
 
-static void announce(const struct vmm_range *r, bool *ret_registered) {
+/* Called by client_register() with the client's lock held, once the ADD
+ * of range id is sent. */
+static void mark_registered(uint32_t id) {
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_ranges; i++)
+                if (ranges[i].id == id)
+                        ranges[i].registered = true;
+        pthread_mutex_unlock(&lock);
+}
+
+/* Returns whether the range is registered now. */
+static bool announce(const struct vmm_range *r) {
         struct kvt_region_add add = region_add_of(r);
 
-        *ret_registered = client_ensure() >= 0 && client_send(KVT_MSG_REGION_ADD, &add, sizeof(add)) >= 0;
+        return client_ensure() >= 0 && client_register(-1, &add, mark_registered) >= 0;
 }
 
 static void track(uintptr_t ptr, size_t size) {
@@ -107,13 +118,11 @@ static void track(uintptr_t ptr, size_t size) {
                 next_id = VMM_ID_BASE;
         ranges[n_ranges++] = r;
         pthread_mutex_unlock(&lock);
-        /* Sent outside the lock: the send may wait up to the timeout. */
-        announce(&r, &r.registered);
-        pthread_mutex_lock(&lock);
-        for (size_t i = 0; i < n_ranges; i++)
-                if (ranges[i].id == r.id)
-                        ranges[i].registered = r.registered;
-        pthread_mutex_unlock(&lock);
+        /* Sent outside the lock: the send may wait up to the timeout.
+         * Unsent (no daemon), it waits for the mover, which may have ended
+         * with nothing left to register. */
+        if (!announce(&r))
+                client_kick_mover();
 }
 
 /* Forgets every tracked range starting in [ptr, ptr + size). */
@@ -177,13 +186,9 @@ int vmm_register(int fd) {
                 pthread_mutex_unlock(&lock);
                 if (!found)
                         break;
-                r = client_send_on(fd, KVT_MSG_REGION_ADD, &add, sizeof(add));
+                r = client_register(fd, &add, mark_registered);
                 if (r < 0)
                         break;
-                pthread_mutex_lock(&lock);
-                if (i < n_ranges && ranges[i].id == add.region_id)
-                        ranges[i].registered = true;
-                pthread_mutex_unlock(&lock);
                 n++;
         }
         shim_announce_unlock();

@@ -158,16 +158,20 @@ static int read_window(char **pool, const struct opts *o, uint64_t start, uint64
  * fork-safe): its large cudaMalloc must fail with an initialization error,
  * under the shim as without it, and the shim in the child must not speak
  * for the parent's regions.  The child lingers so a registration would be
- * seen.  Returns the child's pid or -errno. */
+ * seen, then ends with exit(), running the exit handlers it inherited, as
+ * a helper process of a real engine would.  Returns the child's pid or
+ * -errno. */
 static pid_t fork_child(const struct opts *o) {
-        pid_t pid = fork();
+        pid_t pid;
 
+        fflush(NULL); /* the child's exit() must not print the parent's output again */
+        pid = fork();
         if (pid == 0) {
                 void *p = NULL;
                 cudaError_t e = cudaMalloc(&p, o->region_bytes);
 
                 sleep_ms(600);
-                _exit(e == cudaErrorInitializationError ? 0 : EXIT_CUDA);
+                exit(e == cudaErrorInitializationError ? 0 : EXIT_CUDA);
         }
         return pid < 0 ? -errno : pid;
 }

@@ -47,7 +47,13 @@ static struct {
         struct buf pending[MAX_PENDING];
         size_t n_pending;
         uint64_t made, dropped;
+        bool forked; /* this is a fork child of the process that registered */
 } c = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void atfork_child(void) {
+        pthread_mutex_init(&c.lock, NULL);
+        c.forked = true;
+}
 
 static uint64_t now_ns(void) {
         struct timespec ts;
@@ -110,6 +116,8 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc func
         if (!funcBufferRequested || !funcBufferCompleted)
                 return CUPTI_ERROR_INVALID_PARAMETER;
         pthread_mutex_lock(&c.lock);
+        if (!c.requested)
+                pthread_atfork(NULL, NULL, atfork_child);
         c.requested = funcBufferRequested;
         c.completed = funcBufferCompleted;
         pthread_mutex_unlock(&c.lock);
@@ -135,10 +143,16 @@ CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemo
         return CUPTI_SUCCESS;
 }
 
-/* CUPTI's activity API used after the runtime's teardown: undefined with the
- * real libraries (an H200 run of the shim died with SIGSEGV at exit that
- * way), so the fake stops the process loudly. */
+/* CUPTI's activity API used after the runtime's teardown, or in a fork
+ * child of the process that set it up (its worker thread is not there, its
+ * locks may have been copied held): undefined with the real libraries (an
+ * H200 run of the shim died with SIGSEGV at exit the first way), so the
+ * fake stops the process loudly. */
 static void check_alive(const char *fn) {
+        if (c.forked) {
+                fprintf(stderr, "fakecupti: %s called in a fork child\n", fn);
+                abort();
+        }
         if (!fakecuda_torn_down())
                 return;
         fprintf(stderr, "fakecupti: %s called after the CUDA runtime's teardown\n", fn);

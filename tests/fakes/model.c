@@ -199,9 +199,20 @@ bool fakecuda_torn_down(void) {
         return __atomic_load_n(&m.torn_down, __ATOMIC_ACQUIRE);
 }
 
+static void register_teardown(void) {
+        atexit(teardown);
+}
+
+/* The runtime's first call: it registers its teardown then, as the real one
+ * does when it initializes (the driver API alone registers none). */
+void model_runtime_started(void) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+        pthread_once(&once, register_teardown);
+}
+
 static void init_once(void) {
         pthread_atfork(NULL, NULL, atfork_child);
-        atexit(teardown);
         const char *s;
         uint64_t total = DEFAULT_DEVICE_BYTES;
 

@@ -47,6 +47,9 @@ void model_init(void);
 /* Initializes the model; false in the child of a fork() made after that,
  * where CUDA calls must fail as they do for real. */
 bool model_enter(void);
+/* Called by every runtime entry point: registers the runtime's exit-time
+ * teardown on the first. */
+void model_runtime_started(void);
 
 /* Whether model_init() ran: any runtime call or cuInit initializes CUDA. */
 bool model_initialized(void);

@@ -96,6 +96,12 @@ static cudaError_t fail(cudaError_t e) {
         return e;
 }
 
+/* Every runtime entry point: false when the call cannot proceed. */
+static bool runtime_enter(void) {
+        model_runtime_started();
+        return model_enter() && !fakecuda_torn_down();
+}
+
 /* Why a call cannot enter: the runtime unloading (its exit-time teardown
  * ran: every later call says so, as the real one does), or the model
  * unusable (a fork child). */
@@ -232,7 +238,7 @@ static bool via_driver(void) {
 }
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!devPtr)
                 return fail(cudaErrorInvalidValue);
@@ -252,7 +258,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 cudaError_t cudaFree(void *devPtr) {
         unsigned delay_us;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!devPtr)
                 return cudaSuccess;
@@ -265,7 +271,7 @@ cudaError_t cudaFree(void *devPtr) {
 }
 
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!stream_valid(hStream))
                 return fail(cudaErrorInvalidResourceHandle);
@@ -280,7 +286,7 @@ cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPo
 
 /* Work runs at call time, so the free is done when the stream gets here. */
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!stream_valid(hStream))
                 return fail(cudaErrorInvalidResourceHandle);
@@ -295,7 +301,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         void *h;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!symbol || !funcPtr)
                 return fail(cudaErrorInvalidValue);
@@ -316,7 +322,7 @@ cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned
 }
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != FAKE_MEM_ATTACH_HOST))
                 return fail(cudaErrorInvalidValue);
@@ -329,7 +335,7 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
                           struct cudaMemLocation location) {
         int loc = MODEL_LOC_NONE, r;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (model_fail_now(MODEL_FAIL_ADVISE))
                 return fail(cudaErrorInvalidValue);
@@ -354,7 +360,7 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
         unsigned delay_us;
         int loc, r;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (model_fail_now(MODEL_FAIL_PREFETCH))
                 return fail(cudaErrorInvalidValue);
@@ -383,7 +389,7 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
 static cudaError_t stream_create(cudaStream_t *pStream, unsigned int flags) {
         struct CUstream_st *s;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking) != 0)
                 return fail(cudaErrorInvalidValue);
@@ -412,7 +418,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
         struct CUstream_st *found = NULL;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         pthread_mutex_lock(&streams_lock);
         for (struct CUstream_st **i = &streams; *i; i = &(*i)->next)
@@ -437,7 +443,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
         struct CUstream_st *st;
         uint64_t until = 0;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!stream_valid(stream))
                 return fail(cudaErrorInvalidResourceHandle);
@@ -462,7 +468,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 int fakecuda_stream_hold(cudaStream_t stream, int hold) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!is_user_stream(stream) || !stream_valid(stream))
                 return fail(cudaErrorInvalidResourceHandle);
@@ -479,7 +485,7 @@ int fakecuda_stream_hold(cudaStream_t stream, int hold) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
         cudaEvent_t e;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidValue);
@@ -492,7 +498,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
@@ -519,7 +525,7 @@ static bool event_hold_done(cudaEvent_t e) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
         bool done;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
@@ -530,7 +536,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
@@ -543,7 +549,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
@@ -552,19 +558,19 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         return stream_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!device)
                 return fail(cudaErrorInvalidValue);
@@ -573,7 +579,7 @@ cudaError_t cudaGetDevice(int *device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!device_valid(device))
                 return fail(cudaErrorInvalidDevice);
@@ -582,7 +588,7 @@ cudaError_t cudaSetDevice(int device) {
 }
 
 cudaError_t cudaGetDeviceCount(int *count) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!count)
                 return fail(cudaErrorInvalidValue);
@@ -595,7 +601,7 @@ cudaError_t cudaGetDeviceCount(int *count) {
  * node is FAKECUDA_HOST_NUMA_ID (default the last node, so a test can tell
  * it from node 0).  Others read 0. */
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!value)
                 return fail(cudaErrorInvalidValue);
@@ -642,7 +648,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
         uint64_t at;
         int r;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!fn)
                 return fail(cudaErrorInvalidValue);
@@ -680,7 +686,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
         size_t f, t;
 
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!free || !total)
                 return fail(cudaErrorInvalidValue);
@@ -691,7 +697,7 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
 }
 
 static cudaError_t memcpy_any(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if ((int)kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
                 return fail(cudaErrorInvalidValue);
@@ -714,7 +720,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 }
 
 static cudaError_t memset_any(void *devPtr, int value, size_t count) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (count == 0)
                 return cudaSuccess;
@@ -819,7 +825,7 @@ int fakecuda_launch(const void *func, void **args) {
 
 cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                              cudaStream_t stream) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!gridDim.x || !gridDim.y || !gridDim.z || !blockDim.x || !blockDim.y || !blockDim.z)
                 return fail(cudaErrorInvalidValue);
@@ -834,7 +840,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
                                cudaStream_t stream);
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
                                cudaStream_t stream) {
-        if (!model_enter() || fakecuda_torn_down())
+        if (!runtime_enter())
                 return fail(entry_error());
         if (!gridDim.x || !gridDim.y || !gridDim.z || !blockDim.x || !blockDim.y || !blockDim.z)
                 return fail(cudaErrorInvalidValue);

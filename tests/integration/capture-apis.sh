@@ -29,7 +29,7 @@ check "kvtierd starts" start_daemon
 
 for mode in runtime driver dlsym procaddr entrypoint async pool driver-async; do
         run_engine "$mode" --mode "$mode" --regions 2 --size 64M; rc=$?
-        check "$mode: engine exits 0, data intact" [ $rc -eq 0 ] && intact "$mode"
+        check "$mode: engine exits 0, data intact" rc_and $rc intact "$mode"
         check "$mode: both 64 MiB allocations captured" [ "$(captured "$mode")" -eq 2 ]
         case $mode in
         *async|pool) ;; # freed by the shim's thread after the stream: may be pending at exit
@@ -74,7 +74,7 @@ check "vmm: no chunk of them in VRAM or host tiers" \
 "$KVTIERCTL" -s "$SOCK" status >"$TMP/show-vmm.txt"
 check "kvtierctl status says untiered" grep -Eq "cuMemMap +vmm +untiered" "$TMP/show-vmm.txt"
 release show-vmm; rc=$?
-check "vmm: engine exits 0, data intact" [ $rc -eq 0 ] && intact show-vmm
+check "vmm: engine exits 0, data intact" rc_and $rc intact show-vmm
 check "vmm: warned once, with the PyTorch setting" \
         [ "$(grep -c "expandable_segments:False" "$TMP/show-vmm.out")" -eq 1 ]
 status_json >"$TMP/after-vmm.json"
@@ -91,7 +91,7 @@ for _ in $(seq 100); do [ "$(vmm_listed)" = '["cuMemMap/true","cuMemMap/true"]' 
 check "vmm restart: the new daemon lists both mappings, untiered, once each" \
         [ "$(vmm_listed)" = '["cuMemMap/true","cuMemMap/true"]' ]
 release restart-vmm; rc=$?
-check "vmm restart: engine exits 0, data intact" [ $rc -eq 0 ] && intact restart-vmm
+check "vmm restart: engine exits 0, data intact" rc_and $rc intact restart-vmm
 check "vmm restart: the shim said so" grep -q "Registered 2 untiered VMM mappings" "$TMP/restart-vmm.out"
 
 # KVTIER_CAPTURE_APIS.
@@ -117,7 +117,7 @@ ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1" hold via-driver --mode runtime --regi
 check "runtime over the driver: regions show as cudaMalloc only" \
         [ "$(regions_of via-driver .api)" = '["cudaMalloc","cudaMalloc"]' ]
 release via-driver; rc=$?
-check "runtime over the driver: engine exits 0, data intact" [ $rc -eq 0 ] && intact via-driver
+check "runtime over the driver: engine exits 0, data intact" rc_and $rc intact via-driver
 check "runtime over the driver: two captures, not four" [ "$(captured via-driver)" -eq 2 ]
 check "runtime over the driver: everything freed" [ "$(stat_of via-driver managed_alloc_bytes)" -eq 0 ]
 ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1 KVTIER_CAPTURE_APIS=driver" run_engine via-driver-excluded \
@@ -130,7 +130,7 @@ check "runtime over the driver, KVTIER_CAPTURE_APIS=driver: engine intact" intac
 for mode in runtime procaddr async; do
         ENGINE_ENV="KVTIER_MIN_SIZE=2M FAKECUDA_RUNTIME_VIA_DRIVER=1" run_engine "threads-$mode" --mode "$mode" --threads 8 --iterations 10 \
                 --regions 2 --size 4M; rc=$?
-        check "$mode: 8 threads x 10 passes, engine exits 0, data intact" [ $rc -eq 0 ] && intact "threads-$mode"
+        check "$mode: 8 threads x 10 passes, engine exits 0, data intact" rc_and $rc intact "threads-$mode"
         check "$mode: all 160 allocations captured" [ "$(captured "threads-$mode")" -eq 160 ]
 done
 status_json >"$TMP/end.json"
@@ -146,7 +146,7 @@ write_config 256M "[capture]" "apis = runtime"
 check "kvtierd with [capture] apis = runtime starts" start_daemon
 run_engine conf-driver --mode driver --regions 2 --size 64M; rc=$?
 check "[capture] apis = runtime: cuMemAlloc stays plain" [ "$(captured conf-driver)" -eq 0 ]
-check "[capture] apis = runtime: driver engine exits 0, data intact" [ $rc -eq 0 ] && intact conf-driver
+check "[capture] apis = runtime: driver engine exits 0, data intact" rc_and $rc intact conf-driver
 run_engine conf-procaddr --mode procaddr --regions 2 --size 64M
 check "[capture] apis = runtime: cuMemAlloc through cuGetProcAddress stays plain" \
         [ "$(captured conf-procaddr)" -eq 0 ]
@@ -154,7 +154,7 @@ run_engine conf-async --mode driver-async --regions 2 --size 64M
 check "[capture] apis = runtime: cuMemAllocAsync stays plain" [ "$(captured conf-async)" -eq 0 ]
 run_engine conf-runtime --mode runtime --regions 2 --size 64M; rc=$?
 check "[capture] apis = runtime: cudaMalloc captured" [ "$(captured conf-runtime)" -eq 2 ]
-check "[capture] apis = runtime: runtime engine exits 0, data intact" [ $rc -eq 0 ] && intact conf-runtime
+check "[capture] apis = runtime: runtime engine exits 0, data intact" rc_and $rc intact conf-runtime
 hold conf-vmm --mode vmm --regions 2 --size 4M
 check "[capture] apis = runtime: not even the first VMM mapping is tracked" \
         [ "$(regions_of conf-vmm .api)" = "[]" ]

@@ -46,6 +46,14 @@ check() {
         if "$@"; then ok "$desc"; else not_ok "$desc"; fi
 }
 
+# rc_and RC COMMAND...: RC is 0 and COMMAND succeeds.  For check, so that
+# both halves are one reported result: `check D [ $rc -eq 0 ] && cmd`
+# would leave cmd outside the check.
+rc_and() {
+        local rc="$1"; shift
+        [ "$rc" -eq 0 ] && "$@"
+}
+
 # check_le DESCRIPTION A B: A <= B (integers), both printed on failure.
 check_le() {
         if [ "$2" -le "$3" ]; then ok "$1 ($2 <= $3)"; else not_ok "$1"; diag "got $2, limit $3"; fi

@@ -30,8 +30,8 @@ while kill -0 $e0 2>/dev/null || kill -0 $e1 2>/dev/null; do
 done
 wait $e0; rc0=$?
 wait $e1; rc1=$?
-check "engine on GPU 0 exits 0, pattern intact" [ $rc0 -eq 0 ] && grep -q "mismatched words 0" "$TMP/gpu0.out"
-check "engine on GPU 1 exits 0, pattern intact" [ $rc1 -eq 0 ] && grep -q "mismatched words 0" "$TMP/gpu1.out"
+check "engine on GPU 0 exits 0, pattern intact" rc_and $rc0 grep -q "mismatched words 0" "$TMP/gpu0.out"
+check "engine on GPU 1 exits 0, pattern intact" rc_and $rc1 grep -q "mismatched words 0" "$TMP/gpu1.out"
 [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || diag "$(cat "$TMP/gpu0.out" "$TMP/gpu1.out")"
 check "kvtierctl showed one client per GPU" [ $both -eq 1 ]
 check_le "GPU 0: VRAM by kvtierctl within its 64M budget" $max0 $B0
@@ -61,7 +61,7 @@ while kill -0 $e 2>/dev/null; do
         sleep 0.02
 done
 wait $e; rc=$?
-check "two-GPU engine exits 0, pattern intact" [ $rc -eq 0 ] && grep -q "mismatched words 0" "$TMP/both.out"
+check "two-GPU engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/both.out"
 [ $rc -eq 0 ] || diag "$(cat "$TMP/both.out")"
 check "kvtierctl placed the client's regions per GPU (3 + 3)" [ $regs -eq 1 ]
 check "kvtierctl status lists both GPUs for the client" [ $gpus -eq 1 ]

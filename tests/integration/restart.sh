@@ -67,10 +67,27 @@ check "growing engine: kvtierd starts again" start_daemon
 check "growing engine: all 4 regions registered with the new daemon, those allocated while it was away too" \
         wait_regions 4
 wait $engine; rc=$?
-check "growing engine exits 0, pattern intact" [ $rc -eq 0 ] && grep -q "mismatched words 0" "$TMP/grows.out"
+check "growing engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/grows.out"
 check "growing engine: all 4 regions are managed memory, none plain cudaMalloc" \
         [ "$(stat_of grows managed_allocs)" -eq 4 ]
 check_le "growing engine: peak VRAM by the fake CUDA's own counters within the budget" \
         "$(stat_of grows managed_resident_peak_bytes)" $BUDGET
+
+# A daemon lost while the process has nothing captured (its first 64 MiB
+# stay plain by KVTIER_CAPTURE_AFTER): the mover ends, then the next
+# allocation is captured in the outage; nothing else is allocated after it,
+# so only a mover started for it can register it with the next daemon.
+ENGINE_ENV="KVTIER_LOG=info KVTIER_CAPTURE_AFTER=64M" run_engine late --regions 2 --region-size 64M \
+        --window 32M --steps 150 --step-ms 20 --alloc-ms 700 &
+engine=$!
+engine_connected() { [ "$(status_json | jq '[.clients[] | select(.name == "kv-engine")] | length')" -ge 1 ]; }
+for _ in $(seq 100); do engine_connected 2>/dev/null && break; sleep 0.02; done
+check "late capture: the engine connected, nothing captured yet" [ "$(regions_of_engine)" = 0 ]
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
+sleep 1.2
+check "late capture: kvtierd starts again after the capture" start_daemon
+check "late capture: the region captured in the outage is registered with the new daemon" wait_regions 1
+wait $engine; rc=$?
+check "late capture: engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/late.out"
 check "kvtierd stops cleanly" stop_daemon
 done_testing

@@ -32,7 +32,7 @@ fi
 env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" FAKECUDA_STATS="$TMP/exec.stats" \
         sh -c 'echo "preload=$LD_PRELOAD"; exec "$0" "$@"' "$ENGINE" --mode driver $ARGS >"$TMP/exec.out" 2>&1
 rc=$?
-check "exec: engine exits 0, data intact" [ $rc -eq 0 ] && intact exec
+check "exec: engine exits 0, data intact" rc_and $rc intact exec
 check "exec: LD_PRELOAD seen by the child unchanged" grep -qxF "preload=$PRELOAD" "$TMP/exec.out"
 check "exec: the exec'd engine is captured" [ "$(stat_of exec managed_allocs)" -eq 2 ]
 
@@ -44,7 +44,7 @@ engine=$!
 for _ in $(seq 200); do [ "$(grep -c holding "$TMP/forked.out" 2>/dev/null)" -ge 2 ] && break; sleep 0.05; done
 status_json >"$TMP/forked.json"
 touch "$TMP/go"; wait $engine; rc=$?
-check "fork: parent and child exit 0, data intact" [ $rc -eq 0 ] && [ "$(grep -c "mismatched words 0" "$TMP/forked.out")" -eq 2 ]
+check "fork: parent and child exit 0, data intact" rc_and $rc [ "$(grep -c "mismatched words 0" "$TMP/forked.out")" -eq 2 ]
 check "fork: two clients (parent and child), two regions each" \
         [ "$(jq -c '[.clients[] | select(.name == "api-engine") | (.regions | length)]' "$TMP/forked.json")" = "[2,2]" ]
 check "fork: parent and child are different pids" \
@@ -57,7 +57,7 @@ start=$(date +%s%N)
 ENGINE_ENV="KVTIER_TIMEOUT_MS=300 KVTIER_MIN_SIZE=2M" run_engine stopped --mode procaddr --regions 8 --size 2M; rc=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 kill -CONT "$DAEMON_PID"
-check "daemon stopped, driver path: engine exits 0, data intact" [ $rc -eq 0 ] && intact stopped
+check "daemon stopped, driver path: engine exits 0, data intact" rc_and $rc intact stopped
 check "daemon stopped, driver path: nothing captured" [ "$(stat_of stopped managed_allocs)" -eq 0 ]
 # 8 allocations; one 300 ms wait, then the shim backs off.  5 s catches a
 # shim that waits on the daemon for every allocation.
@@ -77,7 +77,7 @@ for round in 1 2 3; do
         check "restart $round: 2 cuMemAlloc regions registered again, once each" wait_regions 2
 done
 touch "$TMP/go"; wait $engine; rc=$?
-check "restarts: engine exits 0, data intact" [ $rc -eq 0 ] && intact restarts
+check "restarts: engine exits 0, data intact" rc_and $rc intact restarts
 
 check "kvtierd stops cleanly" stop_daemon
 done_testing

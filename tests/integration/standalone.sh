@@ -9,7 +9,7 @@ intact() { grep -q "mismatched words 0" "$TMP/$1.out" || { diag "$(cat "$TMP/$1.
 # No daemon anywhere: KVTIER_SOCKET points at nothing.
 ENGINE_ENV="KVTIER_STANDALONE=1 KVTIER_VRAM_BUDGET=64M KVTIER_SOCKET=$TMP/none.sock" \
         run_engine standalone $ARGS --max-vram $BUDGET; rc=$?
-check "standalone: engine exits 0 (pattern intact, VRAM within --max-vram)" [ $rc -eq 0 ] && intact standalone
+check "standalone: engine exits 0 (pattern intact, VRAM within --max-vram)" rc_and $rc intact standalone
 check "standalone: all four regions captured" [ "$(stat_of standalone managed_allocs)" -eq 4 ]
 check_le "standalone: peak managed VRAM by the fake's counters within the budget" \
         "$(stat_of standalone managed_resident_peak_bytes)" $BUDGET
@@ -31,5 +31,5 @@ check "standalone, driver API: both regions captured" [ "$(stat_of standalone-dr
 ENGINE_ENV="KVTIER_STANDALONE=1 KVTIER_VRAM_BUDGET=lots KVTIER_SOCKET=$TMP/none.sock" \
         run_engine bad-budget $ARGS; rc=$?
 check "a bad KVTIER_VRAM_BUDGET warns" grep -q "Invalid KVTIER_VRAM_BUDGET=lots" "$TMP/bad-budget.out"
-check "a bad KVTIER_VRAM_BUDGET: engine exits 0, pattern intact" [ $rc -eq 0 ] && intact bad-budget
+check "a bad KVTIER_VRAM_BUDGET: engine exits 0, pattern intact" rc_and $rc intact bad-budget
 done_testing
