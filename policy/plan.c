@@ -22,6 +22,7 @@
 #define HIST_PINNED 65536u
 #define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
+#define DECAY_AGES          4096u            /* ages in the decay table, ticks */
 
 struct plan_ctx {
         const struct policy_params *pp;
@@ -40,7 +41,7 @@ struct plan_ctx {
         uint32_t *hist;      /* 4 x HIST_N counters: all, scratch, evict and promote candidates */
         uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
-        uint32_t decay[4096]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
+        uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
 };
 
 struct selection {
@@ -50,12 +51,19 @@ struct selection {
         uint64_t n_evict, n_promote;
 };
 
+/* What the rank pass needs, copied out of the context into locals that the
+ * stores to the side arrays cannot alias, so that they stay in registers. */
+struct rank_env {
+        uint32_t now, hysteresis_ticks, half_life_ticks;
+        bool heat; /* heat classes count (heat, hybrid) */
+        const uint32_t *decay;
+};
+
 /* Flags that come from the chunk itself, and hysteresis (branch-free: tiers
  * are as good as random from one chunk to the next). */
-static uint16_t chunk_state(const struct plan_ctx *x, const struct policy_chunk *c) {
-        uint32_t h = x->pp->hysteresis_ticks;
+static uint16_t chunk_state(const struct rank_env *e, const struct policy_chunk *c) {
         bool vram = c->tier == KVT_TIER_VRAM, pinned = c->flags & POLICY_CHUNK_PINNED;
-        bool frozen = !pinned && c->last_move && x->in->now - c->last_move < h;
+        bool frozen = !pinned && c->last_move && e->now - c->last_move < e->hysteresis_ticks;
 
         return (uint16_t)(vram * (PLAN_IN_VRAM | PLAN_CHARGED) | (c->pending != 0) * PLAN_PENDING |
                           (c->pending == KVT_TIER_VRAM) * PLAN_CHARGED | pinned * PLAN_PINNED |
@@ -76,31 +84,31 @@ static void plan_decay_init(struct plan_ctx *x) {
 }
 
 /* heat_decay() by table for the ages it holds. */
-static uint32_t plan_heat(const struct plan_ctx *x, uint32_t heat, uint32_t age) {
+static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age) {
         uint32_t d;
 
-        if (age >= ELEMENTS(x->decay))
-                return heat_decay(heat, age, x->pp->heat_half_life_ticks);
-        d = x->decay[age];
+        if (age >= DECAY_AGES)
+                return heat_decay(heat, age, e->half_life_ticks);
+        d = e->decay[age];
         return (uint32_t)(((uint64_t)(heat >> (d >> 24)) * (d & 0xffffff)) >> 16);
 }
 
-/* The rank before window and prefetch boosts. */
-static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *c, uint16_t f, uint32_t prio) {
-        const struct policy_params *pp = x->pp;
-        uint32_t age = x->in->now > c->last_use ? x->in->now - c->last_use : 0;
+/* The rank before window and prefetch boosts: UINT32_MAX for pinned chunks
+ * and only for them (bit 28 is never set otherwise). */
+static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, uint32_t prio) {
+        uint32_t age = e->now > c->last_use ? e->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
 
         if (f & PLAN_PINNED)
                 return UINT32_MAX;
         if (c->flags & POLICY_CHUNK_HOT)
                 rank |= RANK_HOT;
-        if (pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID) {
-                unsigned cls = heat_class(plan_heat(x, c->heat, age));
+        if (e->heat) {
+                unsigned cls = heat_class(plan_heat(e, c->heat, age));
 
-                /* A resident counts one class hotter: displacing it takes a clearly hotter chunk. */
-                if ((f & PLAN_CHARGED) && cls < 15)
-                        cls++;
+                /* A resident counts one class hotter: displacing it takes a clearly
+                 * hotter chunk.  Branch-free: residency is as good as random. */
+                cls += (unsigned)(!!(f & PLAN_CHARGED) & (cls < 15));
                 rank |= (uint32_t)cls << RANK_CLASS_SHIFT;
         }
         return rank;
@@ -146,12 +154,18 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
 /* One pass over every chunk: state flags, rank, what predicts the next
  * use; then the boosts. */
 static void plan_rank(struct plan_ctx *x) {
+        const struct policy_params *pp = x->pp;
         const struct policy_input *in = x->in;
-        bool streams = x->pp->prefetch_depth > 0;
-        bool predict = streams || x->pp->kind == POLICY_WINDOW || x->pp->kind == POLICY_HYBRID;
-
-        x->rmin = UINT32_MAX;
-        x->rmax = 0;
+        const struct rank_env env = {
+                .now = in->now,
+                .hysteresis_ticks = pp->hysteresis_ticks,
+                .half_life_ticks = pp->heat_half_life_ticks,
+                .heat = pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID,
+                .decay = x->decay,
+        };
+        bool streams = pp->prefetch_depth > 0;
+        bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
+        uint32_t rmin = UINT32_MAX, rmax = 0;
 
         for (size_t r = 0; r < in->n_regions; r++) {
                 const struct policy_region *reg = &in->regions[r];
@@ -163,20 +177,25 @@ static void plan_rank(struct plan_ctx *x) {
                 predict_init(&st);
                 for (uint32_t i = 0; i < reg->n_chunks; i++) {
                         const struct policy_chunk *c = &reg->chunks[i];
-                        uint16_t f = chunk_state(x, c);
+                        uint16_t f = chunk_state(&env, c);
+                        uint32_t rk = chunk_rank(&env, c, f, prio);
 
                         flags[i] = f;
-                        rank[i] = chunk_rank(x, c, f, prio);
-                        if (!(f & PLAN_PINNED)) {
-                                x->rmin = rank[i] < x->rmin ? rank[i] : x->rmin;
-                                x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;
-                        }
+                        rank[i] = rk;
+                        /* Of unpinned chunks; a pinned rank, UINT32_MAX, leaves the minimum be. */
+                        rmin = rk < rmin ? rk : rmin;
+                        rmax = rk > rmax && rk != UINT32_MAX ? rk : rmax;
                         if (predict)
                                 predict_add(&st, i, c->last_use, streams);
                 }
-                if (predict)
+                if (predict) {
+                        x->rmax = rmax; /* boosts raise it */
                         plan_predict(x, r, &st);
+                        rmax = x->rmax;
+                }
         }
+        x->rmin = rmin;
+        x->rmax = rmax;
 }
 
 static uint64_t key_of(const struct plan_ctx *x, size_t i) {
