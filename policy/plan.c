@@ -38,7 +38,7 @@ struct plan_ctx {
         uint32_t *cand;      /* flat indices: eviction candidates from the front (ascending),
                               * promotion candidates from the back (descending) */
         size_t n_ev, n_pr;
-        uint32_t *hist;      /* 4 x HIST_N counters: all, scratch, evict and promote candidates */
+        uint32_t *hist;      /* 2 x HIST_N counters: all chunks, scratch */
         uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
         uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
@@ -261,7 +261,8 @@ static uint32_t hist_find(const uint32_t *hist, uint32_t n, uint64_t k, uint64_t
  * collects its chunks and histograms the rest of the rank; the tie on the
  * last rank goes to the highest flat indices. */
 static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t k) {
-        uint32_t *hist = x->hist + HIST_N, b, want_rank;
+        const uint32_t *rank = x->rank;
+        uint32_t *hist = x->hist + HIST_N, *bucket = x->bucket, b, want_rank;
         uint64_t acc = 0;
         size_t m = 0, n = subset_size(x, q);
 
@@ -271,7 +272,7 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
                         size_t i = subset_at(x, q, j);
 
                         if (q->list || in_subset(x, q, i))
-                                hist[bucket_of(x, x->rank[i])]++;
+                                hist[bucket_of(x, rank[i])]++;
                 }
         }
         b = hist_find(q->hist_hi ? q->hist_hi : hist, HIST_N, k, &acc);
@@ -280,38 +281,35 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
         else {
                 uint32_t mask = (1u << x->shift) - 1, base = x->rmin + (b << x->shift);
 
-                memset(hist, 0, (mask + 1) * sizeof(*hist));
-                /* rank - base < mask + 1: in bucket b (pinned ranks are far above any bucket) */
+                /* rank - base < mask + 1: in bucket b (pinned ranks are far above
+                 * any bucket).  Over all chunks branch-free (whether a chunk is in
+                 * the bucket is as good as random), bucket[m] being free. */
                 if (!q->list && q->mask == 0 && q->client == SIZE_MAX)
                         for (size_t i = 0; i < n; i++) {
-                                uint32_t d = x->rank[i] - base;
-
-                                if (d <= mask) {
-                                        hist[d]++;
-                                        x->bucket[m++] = (uint32_t)i; /* ascending */
-                                }
+                                bucket[m] = (uint32_t)i; /* ascending */
+                                m += rank[i] - base <= mask;
                         }
                 else
                         for (size_t j = 0; j < n; j++) {
                                 size_t i = subset_at(x, q, j);
-                                uint32_t d = x->rank[i] - base;
 
-                                if (d <= mask && (q->list || in_subset(x, q, i))) {
-                                        hist[d]++;
-                                        x->bucket[m++] = (uint32_t)i; /* ascending */
-                                }
+                                if (rank[i] - base <= mask && (q->list || in_subset(x, q, i)))
+                                        bucket[m++] = (uint32_t)i; /* ascending */
                         }
-                want_rank = x->rmin + (b << x->shift) + hist_find(hist, mask + 1, k, &acc);
+                memset(hist, 0, (mask + 1) * sizeof(*hist));
+                for (size_t j = 0; j < m; j++)
+                        hist[rank[bucket[j]] - base]++;
+                want_rank = base + hist_find(hist, mask + 1, k, &acc);
                 while (m-- > 0)
-                        if (x->rank[x->bucket[m]] == want_rank && ++acc == k)
-                                return key_of(x, x->bucket[m]);
+                        if (rank[bucket[m]] == want_rank && ++acc == k)
+                                return key_of(x, bucket[m]);
                 return 0; /* not reached for k <= the subset's size */
         }
         /* One rank per bucket: the tie is among the highest indices of that rank. */
         for (size_t j = n; j-- > 0;) {
                 size_t i = subset_at(x, q, j);
 
-                if (x->rank[i] == want_rank && (q->list || in_subset(x, q, i)) && ++acc == k)
+                if (rank[i] == want_rank && (q->list || in_subset(x, q, i)) && ++acc == k)
                         return key_of(x, i);
         }
         return 0; /* not reached for k <= the subset's size */
@@ -391,30 +389,33 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
         size_t n = x->n, n_ev = 0, n_pr = 0;
         uint64_t budget = in->budget_chunks < n ? in->budget_chunks : n;
         uint64_t room = in->budget_chunks > in->charged_chunks ? in->budget_chunks - in->charged_chunks : 0;
-        uint64_t rate = in->max_move_chunks;
+        uint64_t rate = in->max_move_chunks, want_min;
+        const uint16_t *flags = x->flags;
+        const uint32_t *rank = x->rank;
+        uint32_t *cand = x->cand;
         struct subset all = {.client = SIZE_MAX, .hist_hi = x->hist},
-                      ev = {.client = SIZE_MAX, .hist_hi = x->hist + 2 * HIST_N, .list = x->cand, .step = 1},
-                      pr = {.client = SIZE_MAX, .hist_hi = x->hist + 3 * HIST_N, .list = x->cand + n - 1, .step = -1};
+                      ev = {.client = SIZE_MAX, .list = x->cand, .step = 1},
+                      pr = {.client = SIZE_MAX, .list = x->cand + n - 1, .step = -1};
 
         if (budget == 0)
                 s->want_min = UINT64_MAX; /* no key reaches it: positions < UINT32_MAX */
         else
                 s->want_min = budget == n ? 0 : plan_top_k(x, &all, budget);
+        want_min = s->want_min;
 
         /* Branch-free: which chunks are candidates is as good as random.  The
          * gap between the two lists keeps a free slot for chunk at (fewer
-         * than at candidates so far), so both stores may always happen. */
+         * than at candidates so far), so both stores may always happen.  The
+         * thresholds below histogram the lists themselves, and only where the
+         * rate limit or the room cuts them. */
         for (size_t at = 0; at < n; at++) {
-                uint16_t f = x->flags[at];
-                uint64_t key = key_of(x, at);
-                uint32_t bk = bucket_of(x, x->rank[at]);
-                unsigned e = is_evict_candidate(f, key, s->want_min);
-                unsigned p = (e ^ 1u) & is_promote_candidate(f, key, s->want_min);
+                uint16_t f = flags[at];
+                uint64_t key = (uint64_t)rank[at] << 32 | at;
+                unsigned e = is_evict_candidate(f, key, want_min);
+                unsigned p = (e ^ 1u) & is_promote_candidate(f, key, want_min);
 
-                ev.hist_hi[bk] += e;
-                pr.hist_hi[bk] += p;
-                x->cand[n_ev] = (uint32_t)at;
-                x->cand[n - 1 - n_pr] = (uint32_t)at;
+                cand[n_ev] = (uint32_t)at;
+                cand[n - 1 - n_pr] = (uint32_t)at;
                 n_ev += e;
                 n_pr += p;
         }
@@ -544,7 +545,7 @@ static int ctx_init(struct plan_ctx *x) {
         x->rank = malloc(x->n * sizeof(*x->rank));
         x->bucket = malloc(x->n * sizeof(*x->bucket));
         x->cand = malloc(x->n * sizeof(*x->cand));
-        x->hist = calloc(4 * HIST_N, sizeof(*x->hist));
+        x->hist = calloc(2 * HIST_N, sizeof(*x->hist));
         if (!x->start || !x->flags || !x->rank || !x->bucket || !x->cand || !x->hist) {
                 ctx_free(x);
                 return -ENOMEM;
