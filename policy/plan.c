@@ -529,27 +529,31 @@ static int plan_check(const struct policy_params *pp, const struct policy_input 
 
 static void ctx_free(struct plan_ctx *x) {
         free(x->start);
-        free(x->flags);
-        free(x->rank);
+        free(x->rank); /* and the other per-chunk arrays */
         free(x->region_of);
         free(x->held);
         free(x->quota_cut);
-        free(x->bucket);
-        free(x->cand);
         free(x->hist);
 }
 
+/* The per-chunk arrays are one block: glibc serves a block this large by
+ * mmap, and freeing it raises the mmap and trim thresholds above its size,
+ * so from the second tick on it comes from the heap and its pages stay.
+ * Four blocks of 2-4 MiB would be trimmed and faulted in again every tick
+ * (1M chunks: some 2000 page faults, 3-8 ms of system time per tick). */
 static int ctx_init(struct plan_ctx *x) {
+        size_t n = x->n;
+
         x->start = malloc((x->in->n_regions + 1) * sizeof(*x->start));
-        x->flags = malloc(x->n * sizeof(*x->flags));
-        x->rank = malloc(x->n * sizeof(*x->rank));
-        x->bucket = malloc(x->n * sizeof(*x->bucket));
-        x->cand = malloc(x->n * sizeof(*x->cand));
+        x->rank = malloc(n * (sizeof(*x->rank) + sizeof(*x->bucket) + sizeof(*x->cand) + sizeof(*x->flags)));
         x->hist = calloc(2 * HIST_N, sizeof(*x->hist));
-        if (!x->start || !x->flags || !x->rank || !x->bucket || !x->cand || !x->hist) {
+        if (!x->start || !x->rank || !x->hist) {
                 ctx_free(x);
                 return -ENOMEM;
         }
+        x->bucket = x->rank + n;
+        x->cand = x->bucket + n;
+        x->flags = (uint16_t *)(x->cand + n); /* last: the uint32_t arrays stay aligned */
         x->start[0] = 0;
         for (size_t r = 0; r < x->in->n_regions; r++)
                 x->start[r + 1] = x->start[r] + x->in->regions[r].n_chunks;
