@@ -108,8 +108,8 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
 
                 /* A resident counts one class hotter: displacing it takes a clearly
                  * hotter chunk.  Branch-free: residency is as good as random. */
-                cls += (unsigned)(!!(f & PLAN_CHARGED) & (cls < 15));
-                rank |= (uint32_t)cls << RANK_CLASS_SHIFT;
+                cls += !!(f & PLAN_CHARGED);
+                rank |= (uint32_t)(cls < 15 ? cls : 15) << RANK_CLASS_SHIFT;
         }
         return rank;
 }
@@ -169,14 +169,15 @@ static void plan_rank(struct plan_ctx *x) {
 
         for (size_t r = 0; r < in->n_regions; r++) {
                 const struct policy_region *reg = &in->regions[r];
-                uint32_t prio = region_priority(x, reg);
+                const struct policy_chunk *chunks = reg->chunks;
+                uint32_t prio = region_priority(x, reg), n = reg->n_chunks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 struct predict_state st;
 
                 predict_init(&st);
-                for (uint32_t i = 0; i < reg->n_chunks; i++) {
-                        const struct policy_chunk *c = &reg->chunks[i];
+                for (uint32_t i = 0; i < n; i++) {
+                        const struct policy_chunk *c = &chunks[i];
                         uint16_t f = chunk_state(&env, c);
                         uint32_t rk = chunk_rank(&env, c, f, prio);
 
@@ -185,10 +186,11 @@ static void plan_rank(struct plan_ctx *x) {
                         /* Of unpinned chunks; a pinned rank, UINT32_MAX, leaves the minimum be. */
                         rmin = rk < rmin ? rk : rmin;
                         rmax = rk > rmax && rk != UINT32_MAX ? rk : rmax;
-                        if (predict)
-                                predict_add(&st, i, c->last_use, streams);
+                        if (streams)
+                                predict_stream_add(&st, i, c->last_use);
                 }
                 if (predict) {
+                        predict_frontier(&st, chunks, n);
                         x->rmax = rmax; /* boosts raise it */
                         plan_predict(x, r, &st);
                         rmax = x->rmax;
