@@ -23,8 +23,9 @@ static inline uint32_t heat_decay(uint32_t heat, uint32_t age, uint32_t half_lif
 
 /* See policy_heat_class(). */
 static inline unsigned heat_class(uint32_t heat) {
-        uint32_t acc = heat >> 8; /* POLICY_HEAT_ONE = 256 */
-        unsigned cls = (32u - (unsigned)__builtin_clz(acc | 1)) * (acc != 0); /* 1: 1, 2-3: 2, 4-7: 3 */
+        /* The bit length of heat / 256 (POLICY_HEAT_ONE): 1: 1, 2-3: 2, 4-7: 3; the
+         * low bit or'ed in below bit 8 makes 0 come out 0 without a test. */
+        unsigned cls = 31u - (unsigned)__builtin_clz(heat >> 7 | 1);
 
         return cls > 15 ? 15 : cls;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Reference oracle for tests/unit/test-plan-equiv: policy/plan.c as of
- * 445b903, before the tick was made faster.  Test code only: do not fix or
- * speed up; the planner must keep producing exactly these plans.
+ * 445b903, before the tick was made faster, with its own copy of that
+ * version's heat_class().  Test code only: do not fix or speed up; the
+ * planner must keep producing exactly these plans.
  */
 #include "config.h"
 
@@ -14,6 +15,7 @@
 #include "plan-ref.h"
 #include "policy.h"
 #include "heat-decay.h"
+#define heat_class ref_heat_class /* the one of 445b903, below */
 #include "predict.h"
 #include "protocol.h"
 
@@ -55,6 +57,13 @@ struct selection {
         uint64_t promote_min; /* promotion candidates with key >= this are promoted */
         uint64_t n_evict, n_promote;
 };
+
+static inline unsigned ref_heat_class(uint32_t heat) {
+        uint32_t acc = heat >> 8; /* POLICY_HEAT_ONE = 256 */
+        unsigned cls = (32u - (unsigned)__builtin_clz(acc | 1)) * (acc != 0); /* 1: 1, 2-3: 2, 4-7: 3 */
+
+        return cls > 15 ? 15 : cls;
+}
 
 /* Flags that come from the chunk itself, and hysteresis (branch-free: tiers
  * are as good as random from one chunk to the next). */
