@@ -225,10 +225,10 @@ int main(int argc, char **argv) {
         uint64_t seed0 = argc > 2 ? strtoull(argv[2], NULL, 0) : 0x6b7674696572ull;
 
         for (int k = 0; k < _POLICY_KIND_MAX; k++) {
-                unsigned failed = 0, n_large = 0;
+                unsigned failed = 0, n_large = 0, i;
                 struct coverage cov = {0};
 
-                for (unsigned i = 0; i < cases && failed < 3; i++) {
+                for (i = 0; i < cases && failed < 3; i++) { /* three diagnoses are plenty */
                         uint64_t seed = seed0 + (uint64_t)k * cases + i;
                         bool large = seed % 50 == 0;
 
@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
                          policy_kind_name((enum policy_kind)k), cov.moved, cov.evicted, cov.prefetched,
                          cov.quotas);
                 TAP_OK(failed == 0, "%s: %u random snapshots (%u large) plan as the reference does",
-                       policy_kind_name((enum policy_kind)k), cases, n_large);
+                       policy_kind_name((enum policy_kind)k), i, n_large);
         }
         return tap_done();
 }
