@@ -317,10 +317,24 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
         return 0; /* not reached for k <= the subset's size */
 }
 
-/* The histogram of all ranks, after the quotas. */
+/* The histogram of all ranks, after the quotas.  Odd chunks count into the
+ * scratch half first: neighbours often share a bucket (most chunks are
+ * cold), and one counter bumped back to back waits for its own store. */
 static void plan_hist_all(struct plan_ctx *x) {
-        for (size_t i = 0; i < x->n; i++)
-                x->hist[bucket_of(x, x->rank[i])]++;
+        const uint32_t *rank = x->rank;
+        uint32_t *even = x->hist, *odd = x->hist + HIST_N, rmin = x->rmin;
+        unsigned shift = x->shift;
+        size_t i;
+
+        memset(odd, 0, HIST_N * sizeof(*odd));
+        for (i = 0; i + 1 < x->n; i += 2) {
+                even[rank[i] == UINT32_MAX ? HIST_PINNED : (rank[i] - rmin) >> shift]++;
+                odd[rank[i + 1] == UINT32_MAX ? HIST_PINNED : (rank[i + 1] - rmin) >> shift]++;
+        }
+        if (i < x->n)
+                even[bucket_of(x, rank[i])]++;
+        for (uint32_t b = 0; b < HIST_N; b++)
+                even[b] += odd[b];
 }
 
 /* Marks a client's chunks beyond its quota (lowest ranks first) excluded. */
