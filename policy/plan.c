@@ -22,6 +22,7 @@
 #define HIST_PINNED 65536u
 #define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
+#define DECAY_AGES          4096u            /* ages in the decay table, ticks */
 
 struct plan_ctx {
         const struct policy_params *pp;
@@ -37,10 +38,10 @@ struct plan_ctx {
         uint32_t *cand;      /* flat indices: eviction candidates from the front (ascending),
                               * promotion candidates from the back (descending) */
         size_t n_ev, n_pr;
-        uint32_t *hist;      /* 4 x HIST_N counters: all, scratch, evict and promote candidates */
+        uint32_t *hist;      /* 2 x HIST_N counters: all chunks, scratch */
         uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
-        uint32_t decay[4096]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
+        uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
 };
 
 struct selection {
@@ -50,12 +51,19 @@ struct selection {
         uint64_t n_evict, n_promote;
 };
 
+/* What the rank pass needs, copied out of the context into locals that the
+ * stores to the side arrays cannot alias, so that they stay in registers. */
+struct rank_env {
+        uint32_t now, hysteresis_ticks, half_life_ticks;
+        bool heat; /* heat classes count (heat, hybrid) */
+        const uint32_t *decay;
+};
+
 /* Flags that come from the chunk itself, and hysteresis (branch-free: tiers
  * are as good as random from one chunk to the next). */
-static uint16_t chunk_state(const struct plan_ctx *x, const struct policy_chunk *c) {
-        uint32_t h = x->pp->hysteresis_ticks;
+static uint16_t chunk_state(const struct rank_env *e, const struct policy_chunk *c) {
         bool vram = c->tier == KVT_TIER_VRAM, pinned = c->flags & POLICY_CHUNK_PINNED;
-        bool frozen = !pinned && c->last_move && x->in->now - c->last_move < h;
+        bool frozen = !pinned && c->last_move && e->now - c->last_move < e->hysteresis_ticks;
 
         return (uint16_t)(vram * (PLAN_IN_VRAM | PLAN_CHARGED) | (c->pending != 0) * PLAN_PENDING |
                           (c->pending == KVT_TIER_VRAM) * PLAN_CHARGED | pinned * PLAN_PINNED |
@@ -76,32 +84,32 @@ static void plan_decay_init(struct plan_ctx *x) {
 }
 
 /* heat_decay() by table for the ages it holds. */
-static uint32_t plan_heat(const struct plan_ctx *x, uint32_t heat, uint32_t age) {
+static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age) {
         uint32_t d;
 
-        if (age >= ELEMENTS(x->decay))
-                return heat_decay(heat, age, x->pp->heat_half_life_ticks);
-        d = x->decay[age];
+        if (age >= DECAY_AGES)
+                return heat_decay(heat, age, e->half_life_ticks);
+        d = e->decay[age];
         return (uint32_t)(((uint64_t)(heat >> (d >> 24)) * (d & 0xffffff)) >> 16);
 }
 
-/* The rank before window and prefetch boosts. */
-static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *c, uint16_t f, uint32_t prio) {
-        const struct policy_params *pp = x->pp;
-        uint32_t age = x->in->now > c->last_use ? x->in->now - c->last_use : 0;
+/* The rank before window and prefetch boosts: UINT32_MAX for pinned chunks
+ * and only for them (bit 28 is never set otherwise). */
+static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, uint32_t prio) {
+        uint32_t age = e->now > c->last_use ? e->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
 
         if (f & PLAN_PINNED)
                 return UINT32_MAX;
         if (c->flags & POLICY_CHUNK_HOT)
                 rank |= RANK_HOT;
-        if (pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID) {
-                unsigned cls = heat_class(plan_heat(x, c->heat, age));
+        if (e->heat) {
+                unsigned cls = heat_class(plan_heat(e, c->heat, age));
 
-                /* A resident counts one class hotter: displacing it takes a clearly hotter chunk. */
-                if ((f & PLAN_CHARGED) && cls < 15)
-                        cls++;
-                rank |= (uint32_t)cls << RANK_CLASS_SHIFT;
+                /* A resident counts one class hotter: displacing it takes a clearly
+                 * hotter chunk.  Branch-free: residency is as good as random. */
+                cls += !!(f & PLAN_CHARGED);
+                rank |= (uint32_t)(cls < 15 ? cls : 15) << RANK_CLASS_SHIFT;
         }
         return rank;
 }
@@ -146,37 +154,50 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
 /* One pass over every chunk: state flags, rank, what predicts the next
  * use; then the boosts. */
 static void plan_rank(struct plan_ctx *x) {
+        const struct policy_params *pp = x->pp;
         const struct policy_input *in = x->in;
-        bool streams = x->pp->prefetch_depth > 0;
-        bool predict = streams || x->pp->kind == POLICY_WINDOW || x->pp->kind == POLICY_HYBRID;
-
-        x->rmin = UINT32_MAX;
-        x->rmax = 0;
+        const struct rank_env env = {
+                .now = in->now,
+                .hysteresis_ticks = pp->hysteresis_ticks,
+                .half_life_ticks = pp->heat_half_life_ticks,
+                .heat = pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID,
+                .decay = x->decay,
+        };
+        bool streams = pp->prefetch_depth > 0;
+        bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
+        uint32_t rmin = UINT32_MAX, rmax = 0;
 
         for (size_t r = 0; r < in->n_regions; r++) {
                 const struct policy_region *reg = &in->regions[r];
-                uint32_t prio = region_priority(x, reg);
+                const struct policy_chunk *chunks = reg->chunks;
+                uint32_t prio = region_priority(x, reg), n = reg->n_chunks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 struct predict_state st;
 
                 predict_init(&st);
-                for (uint32_t i = 0; i < reg->n_chunks; i++) {
-                        const struct policy_chunk *c = &reg->chunks[i];
-                        uint16_t f = chunk_state(x, c);
+                for (uint32_t i = 0; i < n; i++) {
+                        const struct policy_chunk *c = &chunks[i];
+                        uint16_t f = chunk_state(&env, c);
+                        uint32_t rk = chunk_rank(&env, c, f, prio);
 
                         flags[i] = f;
-                        rank[i] = chunk_rank(x, c, f, prio);
-                        if (!(f & PLAN_PINNED)) {
-                                x->rmin = rank[i] < x->rmin ? rank[i] : x->rmin;
-                                x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;
-                        }
-                        if (predict)
-                                predict_add(&st, i, c->last_use, streams);
+                        rank[i] = rk;
+                        /* Of unpinned chunks; a pinned rank, UINT32_MAX, leaves the minimum be. */
+                        rmin = rk < rmin ? rk : rmin;
+                        rmax = rk > rmax && rk != UINT32_MAX ? rk : rmax;
+                        if (streams)
+                                predict_stream_add(&st, i, c->last_use);
                 }
-                if (predict)
+                if (predict) {
+                        predict_frontier(&st, chunks, n);
+                        x->rmax = rmax; /* boosts raise it */
                         plan_predict(x, r, &st);
+                        rmax = x->rmax;
+                }
         }
+        x->rmin = rmin;
+        x->rmax = rmax;
 }
 
 static uint64_t key_of(const struct plan_ctx *x, size_t i) {
@@ -242,7 +263,8 @@ static uint32_t hist_find(const uint32_t *hist, uint32_t n, uint64_t k, uint64_t
  * collects its chunks and histograms the rest of the rank; the tie on the
  * last rank goes to the highest flat indices. */
 static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t k) {
-        uint32_t *hist = x->hist + HIST_N, b, want_rank;
+        const uint32_t *rank = x->rank;
+        uint32_t *hist = x->hist + HIST_N, *bucket = x->bucket, b, want_rank;
         uint64_t acc = 0;
         size_t m = 0, n = subset_size(x, q);
 
@@ -252,7 +274,7 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
                         size_t i = subset_at(x, q, j);
 
                         if (q->list || in_subset(x, q, i))
-                                hist[bucket_of(x, x->rank[i])]++;
+                                hist[bucket_of(x, rank[i])]++;
                 }
         }
         b = hist_find(q->hist_hi ? q->hist_hi : hist, HIST_N, k, &acc);
@@ -261,47 +283,58 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
         else {
                 uint32_t mask = (1u << x->shift) - 1, base = x->rmin + (b << x->shift);
 
-                memset(hist, 0, (mask + 1) * sizeof(*hist));
-                /* rank - base < mask + 1: in bucket b (pinned ranks are far above any bucket) */
+                /* rank - base < mask + 1: in bucket b (pinned ranks are far above
+                 * any bucket).  Over all chunks branch-free (whether a chunk is in
+                 * the bucket is as good as random), bucket[m] being free. */
                 if (!q->list && q->mask == 0 && q->client == SIZE_MAX)
                         for (size_t i = 0; i < n; i++) {
-                                uint32_t d = x->rank[i] - base;
-
-                                if (d <= mask) {
-                                        hist[d]++;
-                                        x->bucket[m++] = (uint32_t)i; /* ascending */
-                                }
+                                bucket[m] = (uint32_t)i; /* ascending */
+                                m += rank[i] - base <= mask;
                         }
                 else
                         for (size_t j = 0; j < n; j++) {
                                 size_t i = subset_at(x, q, j);
-                                uint32_t d = x->rank[i] - base;
 
-                                if (d <= mask && (q->list || in_subset(x, q, i))) {
-                                        hist[d]++;
-                                        x->bucket[m++] = (uint32_t)i; /* ascending */
-                                }
+                                if (rank[i] - base <= mask && (q->list || in_subset(x, q, i)))
+                                        bucket[m++] = (uint32_t)i; /* ascending */
                         }
-                want_rank = x->rmin + (b << x->shift) + hist_find(hist, mask + 1, k, &acc);
+                memset(hist, 0, (mask + 1) * sizeof(*hist));
+                for (size_t j = 0; j < m; j++)
+                        hist[rank[bucket[j]] - base]++;
+                want_rank = base + hist_find(hist, mask + 1, k, &acc);
                 while (m-- > 0)
-                        if (x->rank[x->bucket[m]] == want_rank && ++acc == k)
-                                return key_of(x, x->bucket[m]);
+                        if (rank[bucket[m]] == want_rank && ++acc == k)
+                                return key_of(x, bucket[m]);
                 return 0; /* not reached for k <= the subset's size */
         }
         /* One rank per bucket: the tie is among the highest indices of that rank. */
         for (size_t j = n; j-- > 0;) {
                 size_t i = subset_at(x, q, j);
 
-                if (x->rank[i] == want_rank && (q->list || in_subset(x, q, i)) && ++acc == k)
+                if (rank[i] == want_rank && (q->list || in_subset(x, q, i)) && ++acc == k)
                         return key_of(x, i);
         }
         return 0; /* not reached for k <= the subset's size */
 }
 
-/* The histogram of all ranks, after the quotas. */
+/* The histogram of all ranks, after the quotas.  Odd chunks count into the
+ * scratch half first: neighbours often share a bucket (most chunks are
+ * cold), and one counter bumped back to back waits for its own store. */
 static void plan_hist_all(struct plan_ctx *x) {
-        for (size_t i = 0; i < x->n; i++)
-                x->hist[bucket_of(x, x->rank[i])]++;
+        const uint32_t *rank = x->rank;
+        uint32_t *even = x->hist, *odd = x->hist + HIST_N, rmin = x->rmin;
+        unsigned shift = x->shift;
+        size_t i;
+
+        memset(odd, 0, HIST_N * sizeof(*odd));
+        for (i = 0; i + 1 < x->n; i += 2) {
+                even[rank[i] == UINT32_MAX ? HIST_PINNED : (rank[i] - rmin) >> shift]++;
+                odd[rank[i + 1] == UINT32_MAX ? HIST_PINNED : (rank[i + 1] - rmin) >> shift]++;
+        }
+        if (i < x->n)
+                even[bucket_of(x, rank[i])]++;
+        for (uint32_t b = 0; b < HIST_N; b++)
+                even[b] += odd[b];
 }
 
 /* Marks a client's chunks beyond its quota (lowest ranks first) excluded. */
@@ -372,30 +405,33 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
         size_t n = x->n, n_ev = 0, n_pr = 0;
         uint64_t budget = in->budget_chunks < n ? in->budget_chunks : n;
         uint64_t room = in->budget_chunks > in->charged_chunks ? in->budget_chunks - in->charged_chunks : 0;
-        uint64_t rate = in->max_move_chunks;
+        uint64_t rate = in->max_move_chunks, want_min;
+        const uint16_t *flags = x->flags;
+        const uint32_t *rank = x->rank;
+        uint32_t *cand = x->cand;
         struct subset all = {.client = SIZE_MAX, .hist_hi = x->hist},
-                      ev = {.client = SIZE_MAX, .hist_hi = x->hist + 2 * HIST_N, .list = x->cand, .step = 1},
-                      pr = {.client = SIZE_MAX, .hist_hi = x->hist + 3 * HIST_N, .list = x->cand + n - 1, .step = -1};
+                      ev = {.client = SIZE_MAX, .list = x->cand, .step = 1},
+                      pr = {.client = SIZE_MAX, .list = x->cand + n - 1, .step = -1};
 
         if (budget == 0)
                 s->want_min = UINT64_MAX; /* no key reaches it: positions < UINT32_MAX */
         else
                 s->want_min = budget == n ? 0 : plan_top_k(x, &all, budget);
+        want_min = s->want_min;
 
         /* Branch-free: which chunks are candidates is as good as random.  The
          * gap between the two lists keeps a free slot for chunk at (fewer
-         * than at candidates so far), so both stores may always happen. */
+         * than at candidates so far), so both stores may always happen.  The
+         * thresholds below histogram the lists themselves, and only where the
+         * rate limit or the room cuts them. */
         for (size_t at = 0; at < n; at++) {
-                uint16_t f = x->flags[at];
-                uint64_t key = key_of(x, at);
-                uint32_t bk = bucket_of(x, x->rank[at]);
-                unsigned e = is_evict_candidate(f, key, s->want_min);
-                unsigned p = (e ^ 1u) & is_promote_candidate(f, key, s->want_min);
+                uint16_t f = flags[at];
+                uint64_t key = (uint64_t)rank[at] << 32 | at;
+                unsigned e = is_evict_candidate(f, key, want_min);
+                unsigned p = (e ^ 1u) & is_promote_candidate(f, key, want_min);
 
-                ev.hist_hi[bk] += e;
-                pr.hist_hi[bk] += p;
-                x->cand[n_ev] = (uint32_t)at;
-                x->cand[n - 1 - n_pr] = (uint32_t)at;
+                cand[n_ev] = (uint32_t)at;
+                cand[n - 1 - n_pr] = (uint32_t)at;
                 n_ev += e;
                 n_pr += p;
         }
@@ -509,27 +545,31 @@ static int plan_check(const struct policy_params *pp, const struct policy_input 
 
 static void ctx_free(struct plan_ctx *x) {
         free(x->start);
-        free(x->flags);
-        free(x->rank);
+        free(x->rank); /* and the other per-chunk arrays */
         free(x->region_of);
         free(x->held);
         free(x->quota_cut);
-        free(x->bucket);
-        free(x->cand);
         free(x->hist);
 }
 
+/* The per-chunk arrays are one block: glibc serves a block this large by
+ * mmap, and freeing it raises the mmap and trim thresholds above its size,
+ * so from the second tick on it comes from the heap and its pages stay.
+ * Four blocks of 2-4 MiB would be trimmed and faulted in again every tick
+ * (1M chunks: some 2000 page faults, 3-8 ms of system time per tick). */
 static int ctx_init(struct plan_ctx *x) {
+        size_t n = x->n;
+
         x->start = malloc((x->in->n_regions + 1) * sizeof(*x->start));
-        x->flags = malloc(x->n * sizeof(*x->flags));
-        x->rank = malloc(x->n * sizeof(*x->rank));
-        x->bucket = malloc(x->n * sizeof(*x->bucket));
-        x->cand = malloc(x->n * sizeof(*x->cand));
-        x->hist = calloc(4 * HIST_N, sizeof(*x->hist));
-        if (!x->start || !x->flags || !x->rank || !x->bucket || !x->cand || !x->hist) {
+        x->rank = malloc(n * (sizeof(*x->rank) + sizeof(*x->bucket) + sizeof(*x->cand) + sizeof(*x->flags)));
+        x->hist = calloc(2 * HIST_N, sizeof(*x->hist));
+        if (!x->start || !x->rank || !x->hist) {
                 ctx_free(x);
                 return -ENOMEM;
         }
+        x->bucket = x->rank + n;
+        x->cand = x->bucket + n;
+        x->flags = (uint16_t *)(x->cand + n); /* last: the uint32_t arrays stay aligned */
         x->start[0] = 0;
         for (size_t r = 0; r < x->in->n_regions; r++)
                 x->start[r + 1] = x->start[r] + x->in->regions[r].n_chunks;

@@ -7,6 +7,15 @@ void predict_init(struct predict_state *st) {
         *st = (struct predict_state){.frontier = -1};
 }
 
+void predict_frontier(struct predict_state *st, const struct policy_chunk *c, uint32_t n) {
+        for (uint32_t i = n; i-- > 0;)
+                if (c[i].last_use != 0) {
+                        st->frontier = i;
+                        st->frontier_use = c[i].last_use;
+                        return;
+                }
+}
+
 bool predict_window(const struct predict_state *st, uint32_t now, uint32_t window_chunks,
                     uint32_t active_ticks, struct predict_range *ret) {
         int64_t f = st->frontier;
