@@ -505,6 +505,17 @@ static int plan_quota_room(struct plan_ctx *x, const struct selection *s) {
         return 0;
 }
 
+/* Whether promoting chunk at would take its client past its quota.  A
+ * region whose client index is out of range has no client: no quota. */
+static bool over_quota(const struct plan_ctx *x, size_t at) {
+        uint32_t c;
+
+        if (!x->quota_cut) /* no quotas: no region_of either */
+                return false;
+        c = x->in->regions[x->region_of[at]].client;
+        return c < x->in->n_clients && key_of(x, at) < x->quota_cut[c];
+}
+
 static void plan_emit(struct plan_ctx *x, const struct selection *s, struct policy_plan *p) {
         size_t r = 0;
 
@@ -516,8 +527,7 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
         for (size_t j = 0; s->n_promote && j < x->n_pr; j++) {
                 size_t at = x->cand[x->n - 1 - j];
 
-                if (key_of(x, at) >= s->promote_min &&
-                    !(x->quota_cut && key_of(x, at) < x->quota_cut[x->in->regions[x->region_of[at]].client])) {
+                if (key_of(x, at) >= s->promote_min && !over_quota(x, at)) {
                         plan_append(x, at, KVT_TIER_VRAM, &r, p);
                         p->promote_chunks++;
                         p->prefetch_chunks += (x->flags[at] & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;

@@ -303,6 +303,19 @@ static void test_clients(void) {
                (unsigned long long)na, (unsigned long long)nb);
         policy_plan_clear(&p);
 
+        /* A region whose client index is out of range has no client: no
+         * quota (it was read past the quotas' end; the sanitizer build
+         * catches that). */
+        regs[1].client = 7;
+        na = nb = 0;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "quota, a region of no client: plans");
+        for (uint32_t i = 0; i < 8; i++)
+                na += moved(&p, 0, i, V), nb += moved(&p, 1, i, V);
+        TAP_OK(na == 3 && nb == 5, "quota, a region of no client: it takes the rest (%llu, %llu)",
+               (unsigned long long)na, (unsigned long long)nb);
+        policy_plan_clear(&p);
+        regs[1].client = 1;
+
         /* Over quota while resident: evicted, even with budget to spare. */
         for (int i = 0; i < 8; i++)
                 a[i].tier = V, b[i].tier = M, b[i].last_use = 0;
