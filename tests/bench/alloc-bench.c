@@ -10,25 +10,13 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench-time.h"
 #include "cuda-abi.h"
 
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 
 #define ROUNDS 5
-
-static double now_s(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp(const void *a, const void *b) {
-        double x = *(const double *)a, y = *(const double *)b;
-        return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
         long pairs = argc > 1 ? atol(argv[1]) : 200000;
@@ -41,14 +29,14 @@ int main(int argc, char **argv) {
         if (cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(p) != cudaSuccess) /* warm up */
                 return 3;
         for (int r = 0; r < ROUNDS; r++) {
-                double t0 = now_s();
+                double t0 = bench_now_s();
                 for (long i = 0; i < pairs; i++) {
                         if (cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(p) != cudaSuccess)
                                 return 3;
                 }
-                ns[r] = (now_s() - t0) * 1e9 / (double)pairs;
+                ns[r] = (bench_now_s() - t0) * 1e9 / (double)pairs;
         }
-        qsort(ns, ROUNDS, sizeof(ns[0]), cmp);
+        qsort(ns, ROUNDS, sizeof(ns[0]), bench_cmp_double);
         printf("%.1f\n", ns[ROUNDS / 2]);
         return 0;
 }

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench-time.h"
 #include "cuda-abi.h"
 #include "fakecuda.h"
 
@@ -22,18 +22,6 @@ KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
 
 #define ROUNDS 5
-
-static double now_s(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp(const void *a, const void *b) {
-        double x = *(const double *)a, y = *(const double *)b;
-        return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
         long n = argc > 1 ? atol(argv[1]) : 200000;
@@ -44,7 +32,7 @@ int main(int argc, char **argv) {
         if (n <= 0 || cudaMalloc((void **)&base, 64 << 20) != cudaSuccess)
                 return 2;
         for (int r = 0; r < ROUNDS; r++) {
-                double t0 = now_s();
+                double t0 = bench_now_s();
 
                 for (long i = 0; i < n; i++) {
                         const void *p = base + (size_t)(i % 32) * (2u << 20);
@@ -55,9 +43,9 @@ int main(int argc, char **argv) {
                             cudaSuccess)
                                 return 3;
                 }
-                t[r] = (now_s() - t0) / (double)n * 1e9;
+                t[r] = (bench_now_s() - t0) / (double)n * 1e9;
         }
-        qsort(t, ROUNDS, sizeof(t[0]), cmp);
+        qsort(t, ROUNDS, sizeof(t[0]), bench_cmp_double);
         printf("%.1f\n", t[ROUNDS / 2]);
         cudaFree(base);
         return 0;
