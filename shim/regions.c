@@ -162,18 +162,14 @@ void regions_release(uint32_t id) {
         pthread_mutex_unlock(&lock);
 }
 
-void regions_set_registered(uint32_t id, bool registered) {
+void regions_mark_registered(uint32_t id) {
         struct slot *s;
 
         pthread_mutex_lock(&lock);
         s = find_id(id);
         if (s)
-                s->r.registered = registered;
+                s->r.registered = true;
         pthread_mutex_unlock(&lock);
-}
-
-void regions_mark_registered(uint32_t id) {
-        regions_set_registered(id, true);
 }
 
 void regions_forget_registration(void) {

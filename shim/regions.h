@@ -40,16 +40,15 @@ struct kvt_region_add;
 /* Fills the REGION_ADD that registers r with the daemon, host-mapped. */
 void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
 
-/* Marks region id registered (or not) with the daemon. */
-void regions_set_registered(uint32_t id, bool registered);
+/* Marks region id registered with the daemon (client_register() calls it
+ * once the REGION_ADD is sent). */
+void regions_mark_registered(uint32_t id);
 
 /* Pins and copies to *ret the unregistered region with the lowest id above
  * after_id (0 to start).  Pair with regions_release().  Returns 0 or -ENOENT. */
 int regions_acquire_unregistered(uint32_t after_id, struct shim_region *ret);
 
 /* Marks every region unregistered (the daemon connection was lost). */
-/* regions_set_registered(id, true), in the shape client_register() calls. */
-void regions_mark_registered(uint32_t id);
 void regions_forget_registration(void);
 
 /* Number of regions of this process (inherited ones not counted) and their bytes. */
