@@ -21,10 +21,7 @@ T=$(mktemp -d)
 OUT=$T/out
 mkdir -p "$RET" "$OUT"
 export PYTHONUNBUFFERED=1
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
-chmod +x "$T/kvtierctl" "$T/kvtierd"
-CTL=$T/kvtierctl SOCK=$T/kvtierd.sock
+CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 only=${KVT_ONLY:-}
 want() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }
 results=()
@@ -64,7 +61,7 @@ fi
 
 start_daemon() {
         printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
-        "$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
+        "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
         DPID=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
         return 1

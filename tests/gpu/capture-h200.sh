@@ -10,10 +10,7 @@ C=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/kvtier-out}
 mkdir -p "$OUT"
 T=$(mktemp -d)
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
-chmod +x "$T/kvtierctl" "$T/kvtierd"
-CTL=$T/kvtierctl SOCK=$T/kvtierd.sock
+CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 results=()
 res() { results+=("$(printf '%-20s %s' "$1" "$2")"); }
 
@@ -22,7 +19,7 @@ mkdir -p "$E"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 echo "binaries from commit $(cat "$C/COMMIT")"
 printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = 1G\n' "$SOCK" >"$T/kvtierd.conf"
-"$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
+"$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
 DPID=$!
 for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
 

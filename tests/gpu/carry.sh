@@ -22,6 +22,15 @@ carry_kvtier() {
                 case "$(basename "$dep")" in libc.so*|libm.so*|ld-linux*) ;; *) cp -L "$dep" "$out/lib/" ;; esac
         done
         git describe --always --dirty >"$out/COMMIT"
+        # DIR/bin/kvtierd, DIR/bin/kvtierctl: run with the carried libraries,
+        # wherever DIR lands (nothing else gets them: the image's Python must
+        # keep its own liblzma and friends).
+        mkdir -p "$out/bin"
+        for p in kvtierd kvtierctl; do
+                printf '#!/bin/sh\nd=$(cd "$(dirname "$0")/.." && pwd)\nLD_LIBRARY_PATH="$d/lib" exec "$d/%s" "$@"\n' \
+                        "$p" >"$out/bin/$p"
+                chmod +x "$out/bin/$p"
+        done
 }
 
 # carry_engine DIR: the test engine against real CUDA (tests/gpu/backend-cuda.cu)

@@ -14,10 +14,7 @@ C=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/kvtier-heat-out}
 mkdir -p "$OUT"
 T=$(mktemp -d)
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
-chmod +x "$T/kvtierctl" "$T/kvtierd"
-CTL=$T/kvtierctl SOCK=$T/kvtierd.sock
+CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 results=()
 res() { results+=("$(printf '%-62s %s' "$1" "$2")"); }
 only=${KVT_ONLY:-}
@@ -33,7 +30,7 @@ start_daemon() {
         printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
         # KVT_DAEMON_EXTRA: more of kvtierd.conf, e.g. '[policy]\nevict_to = host\n'
         printf '%b' "${KVT_DAEMON_EXTRA:-}" >>"$T/kvtierd.conf"
-        "$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
+        "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
         DPID=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
         echo "kvtierd did not start"; tail "$OUT/kvtierd.log"; return 1

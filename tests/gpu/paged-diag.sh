@@ -11,10 +11,7 @@ RET=${OUT:-/tmp/kvtier-out}
 T=$(mktemp -d)
 mkdir -p "$RET"
 export PYTHONUNBUFFERED=1
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
-chmod +x "$T/kvtierctl" "$T/kvtierd"
-CTL=$T/kvtierctl SOCK=$T/kvtierd.sock
+CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 P="python3 tests/bench/paged_kv.py --layout contiguous --turns 3"
 echo "commit $(cat "$C/COMMIT"), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u)"
 
@@ -23,7 +20,7 @@ echo "all-VRAM: $(tail -n 1 "$RET/kv-vram.txt")"
 
 for pol in ${KVT_DIAG_POLICIES:-hybrid lru}; do
         printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = 2G\n[policy]\nname = %s\n' "$SOCK" "$pol" >"$T/kvtierd.conf"
-        "$T/kvtierd" -c "$T/kvtierd.conf" >"$RET/kvtierd-$pol.log" 2>&1 &
+        "$C/bin/kvtierd" -c "$T/kvtierd.conf" >"$RET/kvtierd-$pol.log" 2>&1 &
         dpid=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
         env LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=notice \

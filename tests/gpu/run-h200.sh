@@ -14,12 +14,7 @@ C=$PWD/.carry
 OUT=${OUT:-/tmp/kvtier-out}
 mkdir -p "$OUT"
 T=$(mktemp -d)
-# kvtierd and kvtierctl need the carried libraries; nothing else gets them
-# (the image's Python must keep its own liblzma and friends).
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierctl "$@"\n' "$C" "$C" >"$T/kvtierctl"
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/kvtierd "$@"\n' "$C" "$C" >"$T/kvtierd"
-chmod +x "$T/kvtierctl" "$T/kvtierd"
-CTL=$T/kvtierctl
+CTL=$C/bin/kvtierctl
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 SOCK=$T/kvtierd.sock
 BUDGET=2G BUDGET_BYTES=$((2 << 30))
@@ -35,7 +30,7 @@ echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)"
 
 start_daemon() {
         printf '[daemon]\nsocket = %s\ntick_ms = 20\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
-        "$T/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
+        "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$OUT/kvtierd.log" 2>&1 &
         DPID=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
         echo "kvtierd did not start"; cat "$OUT/kvtierd.log"; return 1
