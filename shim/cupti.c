@@ -297,8 +297,8 @@ static void *sampler_main(void *arg) {
         return arg;
 }
 
-/* atexit: registered once the runtime is up (cupti_start's caller makes
- * sure), so it runs before the runtime's own teardown handler.  Stops the sampler (it finishes the CUPTI
+/* atexit: registered once the runtime is up (cupti_start makes sure), so
+ * it runs before the runtime's own teardown handler.  Stops the sampler (it finishes the CUPTI
  * call it is in, then disables the counters and flushes), takes the last
  * records while CUDA still stands, and writes the statistics.  On the H200
  * an engine whose sampler was left running died with SIGSEGV at exit. */
@@ -416,15 +416,20 @@ static int setup(void) {
  * cudaMallocManaged (under the shim's announce lock: called once at a
  * time): on the H200, with the setup moved to the sampler thread, no record
  * arrived for managed memory allocated while it ran (the counters' cost
- * stayed).  The caller has initialized the CUDA runtime, so that the
- * atexit handler registered here runs before the runtime's teardown. */
+ * stayed). */
 int cupti_start(void) {
+        const struct kvt_cudart *rt = real_cudart();
         sigset_t all, old;
         int r;
 
         if (started)
                 return 0;
         started = true;
+        /* The runtime up first (cudaFree(NULL) initializes it): its exit-time
+         * teardown is then registered before the atexit handler below, and
+         * runs after it. */
+        if (rt)
+                (void)rt->cudaFree(NULL);
         r = setup();
         if (r < 0)
                 return r;

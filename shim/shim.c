@@ -175,13 +175,9 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         }
         /* CUPTI starts with the first capture, before its cudaMallocManaged
          * (on the H200 no record arrived for managed memory allocated while
-         * the setup ran elsewhere), and after the runtime is up: cudaFree(NULL)
-         * initializes it, so the runtime's exit-time teardown is registered
-         * before the sampler's stop handler and runs after it. */
-        if (heat_sources & HEAT_SRC_CUPTI) {
-                (void)rt->cudaFree(NULL);
+         * the setup ran elsewhere). */
+        if (heat_sources & HEAT_SRC_CUPTI)
                 cupti_start(); /* once; fails soft, logged */
-        }
         e = managed_alloc_aligned(rt, r.span_bytes, &r.alloc_ptr, &r.base);
         if (e != cudaSuccess)
                 return log_warning_errno(ENOMEM, "Failed to allocate %zu bytes of managed memory: %s, using plain cudaMalloc.",
