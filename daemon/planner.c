@@ -155,6 +155,8 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
                           m->first_chunk, m->n_chunks, kvt_tier_name(m->tier), strerror(-ret));
                 return ret == -ENOMEM ? ret : 0;
         }
+        log_debug("Order %llu: region %u chunks %u+%u to %s.", (unsigned long long)o.order_id, region_id(reg),
+                  m->first_chunk, m->n_chunks, kvt_tier_name(m->tier));
         ops->send_order(c, &o, userdata);
         return 1;
 }

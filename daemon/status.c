@@ -36,10 +36,58 @@ static json_object *gpu_json(const struct gpu_stats *g) {
         return o;
 }
 
+/* Runs of a chunk map before it is cut short: a region whose tiers change
+ * more often than this is summed up by its byte counts anyway. */
+#define CHUNK_MAP_MAX_RUNS 1024
+
+/* The region's chunks by tier, run-length coded in chunk order: "V16 M240
+ * -256" is 16 chunks in VRAM, 240 host-mapped, then 256 never placed (V, M,
+ * H for VRAM, host-mapped, host; '-' none), so that a reader can see where in
+ * a region the daemon keeps what.  A letter in lower case is a chunk with an
+ * order in flight.  NULL when out of memory; *truncated when cut short. */
+static char *chunk_map(const struct region *reg, bool *truncated) {
+        static const char letter[_KVT_TIER_MAX] = {'-', 'V', 'M', 'H'};
+        const struct policy_chunk *c = region_chunks(reg);
+        uint32_t n = region_n_chunks(reg), runs = 0;
+        size_t cap = 64, len = 0;
+        char *s = malloc(cap);
+
+        *truncated = false;
+        for (uint32_t i = 0; s && i < n;) {
+                uint32_t j = i;
+                char l = c[i].tier < _KVT_TIER_MAX ? letter[c[i].tier] : '?';
+
+                if (c[i].pending)
+                        l = (char)(l | 0x20);
+                while (j < n && c[j].tier == c[i].tier && !c[j].pending == !c[i].pending)
+                        j++;
+                if (runs++ == CHUNK_MAP_MAX_RUNS) {
+                        *truncated = true;
+                        break;
+                }
+                if (cap - len < 16) {
+                        char *t = realloc(s, cap * 2);
+
+                        if (!t) {
+                                free(s);
+                                return NULL;
+                        }
+                        s = t;
+                        cap *= 2;
+                }
+                len += (size_t)snprintf(s + len, cap - len, "%s%c%u", len ? " " : "", l, j - i);
+                i = j;
+        }
+        if (s)
+                s[len] = '\0';
+        return s;
+}
+
 static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER_MAX]) {
         json_object *o = json_object_new_object();
         uint64_t chunks[_KVT_TIER_MAX];
-        char base[32];
+        bool truncated;
+        char base[32], *map;
 
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++) {
                 chunks[t] = region_tier_chunks(reg, t);
@@ -54,6 +102,13 @@ static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER
         json_object_object_add(o, "rule", json_object_new_string(kvt_rule_name(region_rule(reg))));
         json_object_object_add(o, "untiered", json_object_new_boolean(region_untiered(reg)));
         add_tiers(o, chunks);
+        map = chunk_map(reg, &truncated);
+        if (map) {
+                json_object_object_add(o, "chunk_map", json_object_new_string(map));
+                if (truncated)
+                        json_object_object_add(o, "chunk_map_truncated", json_object_new_boolean(true));
+                free(map);
+        }
         return o;
 }
 

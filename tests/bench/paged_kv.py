@@ -114,6 +114,8 @@ def main():
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--hint", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--step-log", help="diagnosis: wait for every step and write its wall time (ms) to this "
+                    "file, one line per step: turn, step, ms, end time (changes what it measures)")
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
@@ -199,10 +201,19 @@ def main():
         for i in range(a.batch):
             pos[i] = (pos[i] + 1) % tokens_per_session
 
+    log = open(a.step_log, "w") if a.step_log else None
+    turn_no = 0
+
     def run_turns(n):
+        nonlocal turn_no
         for _ in range(n):
-            for _ in range(a.turn):
+            for j in range(a.turn):
+                t0 = time.perf_counter()
                 step()
+                if log:
+                    torch.cuda.synchronize()
+                    log.write("%d %d %.3f %.3f\n" % (turn_no, j, (time.perf_counter() - t0) * 1e3, time.time()))
+            turn_no += 1
             # every slot ends its turn; the next sessions come by Zipf
             for i in range(a.batch):
                 old = slots[i]

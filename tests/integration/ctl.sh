@@ -36,6 +36,22 @@ captured=$(grep '^kvtier_client_tier_bytes{' "$TMP/metrics.txt" | awk '{ s += $2
 check "client bytes over all tiers add up to its regions" \
         [ "$captured" = "$(jq '[.clients[0].regions[].size_bytes] | add' "$TMP/status.json")" ]
 check "orders counter present" grep -q '^kvtier_orders_total{result="sent"} [0-9]' "$TMP/metrics.txt"
+# The chunk map ("V16 m4 M12": runs of chunks by tier, lower case while an
+# order is in flight) covers each region and agrees with its byte counts.
+map_sum() { # REGION-INDEX LETTERS: bytes in the runs whose letter is one of LETTERS
+        jq -r ".clients[0].regions[$1].chunk_map" "$TMP/status.json" |
+                tr ' ' '\n' | awk -v l="$2" 'index(l, substr($0, 1, 1)) { s += substr($0, 2) } END { print s * 2097152 }'
+}
+for i in 0 1; do
+        check "region $i: the chunk map covers the region" \
+                [ "$(map_sum $i VvMmHh-)" = "$(jq ".clients[0].regions[$i].size_bytes" "$TMP/status.json")" ]
+        check "region $i: VRAM runs in the chunk map = vram_bytes" \
+                [ "$(map_sum $i Vv)" = "$(jq ".clients[0].regions[$i].vram_bytes" "$TMP/status.json")" ]
+        check "region $i: host-mapped runs = host_mapped_bytes" \
+                [ "$(map_sum $i Mm)" = "$(jq ".clients[0].regions[$i].host_mapped_bytes" "$TMP/status.json")" ]
+done
+check "the engine's regions hold both VRAM and host-mapped chunks (the map is not all one run)" \
+        [ "$(jq -r '[.clients[0].regions[].chunk_map] | join(" ")' "$TMP/status.json" | grep -o '[VvMm][0-9]' | cut -c1 | tr a-z A-Z | sort -u | tr -d '\n')" = MV ]
 
 start=$(date +%s%N)
 "$KVTIERCTL" -s "$SOCK" top -n 3 -d 0.2 >"$TMP/top.txt"; rc=$?

@@ -1,0 +1,80 @@
+#!/bin/bash
+# Issue 4 on a real GPU: does kvtierd, fed by the shim's samples, keep the hot
+# window of a real decode in VRAM under a small budget?  The decode is
+# tests/gpu/window_decode.py (PyTorch, sliding-window attention, 16 caches of
+# 256 MiB, window 32 MiB of each: 512 MiB hot of 4 GiB).  Each variant runs
+# it under a fresh kvtierd with `vram_budget = $KVT_WINDOW_BUDGET` (1G), next
+# to the same decode all in VRAM, and prints ms per step (the physical
+# answer: a window left in host memory is read across PCIe every step) and,
+# from kvtierd's chunk maps at the end, how many of the window's chunks are
+# in VRAM.  One device call; carry the folder tests/gpu/package-window.sh
+# fills, run this script from there.
+#   KVT_WINDOW_VARIANTS: names of the variants below to run (default: all).
+set -u
+C=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-/tmp/kvtier-window-out}
+mkdir -p "$OUT"
+T=$(mktemp -d)
+CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
+BUDGET=${KVT_WINDOW_BUDGET:-1G}
+DEC="python3 $C/window_decode.py --max-seconds ${KVT_WINDOW_SECONDS:-25} ${KVT_WINDOW_ARGS:-}"
+export PYTHONUNBUFFERED=1
+results=()
+res() { results+=("$(printf '%-44s %s' "$1" "$2")"); }
+
+echo "binaries from commit $(cat "$C/COMMIT"), $(date -u)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+
+# name | kvtierd.conf lines after [policy] (\n-separated) | the engine's environment
+variants=(
+        "heat-off||KVTIER_HEAT=off"
+        "defaults||"
+        "launch||KVTIER_HEAT=launch"
+        "cupti100||KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
+        "cupti100-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
+        "cupti10-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10"
+        "cupti100-lru-evict-host|name = lru\nevict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
+)
+want() { [ -z "${KVT_WINDOW_VARIANTS:-}" ] || [[ " $KVT_WINDOW_VARIANTS " == *" $1 "* ]]; }
+field() { python3 -c 'import json,sys
+try: d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+except Exception: sys.exit(print("-"))
+for k in sys.argv[2:]:
+    for p in k.split("."): d = d.get(p, "-") if isinstance(d, dict) else "-"
+    print(round(d, 2) if isinstance(d, float) else d, end=" ")
+print()' "$@"; }
+
+$DEC >"$OUT/vram.txt" 2>&1
+echo "all-VRAM: $(tail -n 1 "$OUT/vram.txt" | cut -c1-200)"
+ref=$(field "$OUT/vram.txt" ms_per_step_last_quarter)
+res "all-VRAM: steps, ms/step (all, last quarter)" "$(field "$OUT/vram.txt" steps ms_per_step ms_per_step_last_quarter)"
+
+for v in "${variants[@]}"; do
+        IFS='|' read -r name pol envs <<<"$v"
+        want "$name" || continue
+        printf '[daemon]\nsocket = %s\nlog_level = debug\n[gpu]\nvram_budget = %s\n[policy]\n%b\n' \
+                "$SOCK" "$BUDGET" "$pol" >"$T/kvtierd.conf"
+        "$C/bin/kvtierd" -c "$T/kvtierd.conf" >"$OUT/kvtierd-$name.log" 2>&1 &
+        dpid=$!
+        for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
+        env $envs LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=notice \
+                KVTIER_HEAT_STATS="$OUT/heat-$name.json" \
+                $DEC --kvtierctl "$CTL -s $SOCK status --json" >"$OUT/$name.txt" 2>&1
+        rc=$?
+        "$CTL" -s "$SOCK" status >"$OUT/status-$name.txt" 2>&1
+        kill $dpid; wait $dpid
+        echo "$name (rc $rc): $(tail -n 1 "$OUT/$name.txt" | cut -c1-300)"
+        ms=$(field "$OUT/$name.txt" ms_per_step_last_quarter)
+        res "$name: rc, steps, ms/step all / last quarter" "$rc $(field "$OUT/$name.txt" steps ms_per_step) $ms (ratio to all-VRAM $(python3 -c "print(round($ref/$ms, 3))" 2>/dev/null))"
+        res "  window chunks in VRAM / of; other VRAM; budget" "$(field "$OUT/$name.txt" books.window_chunks_vram books.window_chunks books.other_chunks_vram books.budget_chunks)"
+        res "  gpu_fault/attributed heat_touches launch_ptrs" "$(field "$OUT/heat-$name.json" gpu_fault gpu_fault_attributed heat_touches launch_pointers)"
+        if [ "$(field "$OUT/$name.txt" steps)" != "$(field "$OUT/vram.txt" steps)" ]; then
+                res "  checksum" "not compared (stopped early)"
+        elif [ "$(field "$OUT/$name.txt" checksum)" = "$(field "$OUT/vram.txt" checksum)" ]; then
+                res "  checksum" "same as all-VRAM"
+        else
+                res "  checksum" "DIFFERS: $(field "$OUT/$name.txt" checksum) against $(field "$OUT/vram.txt" checksum)"
+        fi
+done
+echo; echo "== window results"
+printf '%s\n' "${results[@]}" | tee "$OUT/window-summary.txt"
