@@ -262,6 +262,11 @@ static const struct {
         { "evict gpu: pH aB fH", "pHuRfGpG", "pHaBfH" },
         { "evict gpu: pN aB fN", "pNuRfGpG", "pNaBfN" },
         { "evict gpu: fH only", "pHuRfGpG", "fH" },
+        { "evict gpu: pH aB fN (the mover's default)", "pHuRfGpG", "pHaBfN" },
+        { "evict gpu: pH uA fN (evict_to = host)", "pHuRfGpG", "pHuAfN" },
+        { "evict gpu: pH uA fH", "pHuRfGpG", "pHuAfH" },
+        { "evict gpu: fN pH aB (advice after)", "pHuRfGpG", "fNpHaB" },
+        { "evict gpu: fH pH aB (advice after)", "pHuRfGpG", "fHpHaB" },
         { "promote host: fG pG", "pHuRfH", "fGpG" },
         { "promote numa host: fG pG", "pNuRfN", "fGpG" },
         { "promote host: sR fG pG", "pHuRfH", "sRfGpG" },
@@ -288,6 +293,8 @@ static cudaError_t explore_steps(struct bench *b, const char *steps, char *p, si
                         e = rt->cudaMemAdvise(p, len, cudaMemAdviseUnsetReadMostly, gpu);
                 else if (!strncmp(c, "aB", 2))
                         e = rt->cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, gpu);
+                else if (!strncmp(c, "uA", 2))
+                        e = rt->cudaMemAdvise(p, len, cudaMemAdviseUnsetAccessedBy, gpu);
                 else if (!strncmp(c, "fH", 2))
                         e = rt->cudaMemPrefetchAsync(p, len, host, 0, s);
                 else if (!strncmp(c, "fN", 2))

@@ -25,7 +25,8 @@ res() { results+=("$(printf '%-44s %s' "$1" "$2")"); }
 echo "binaries from commit $(cat "$C/COMMIT"), $(date -u)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
 
-# name | kvtierd.conf lines after [policy] (\n-separated) | the engine's environment
+# name | kvtierd.conf lines after [policy] (\n-separated) | the engine's environment | budget
+# (default $BUDGET; a budget that holds everything shows what the sampling costs)
 variants=(
         "heat-off||KVTIER_HEAT=off"
         "defaults||"
@@ -34,26 +35,37 @@ variants=(
         "cupti100-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
         "cupti10-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10"
         "cupti100-lru-evict-host|name = lru\nevict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
+        "cupti100-launch-evict-host|evict_to = host|KVTIER_HEAT=cupti,launch KVTIER_CUPTI_DUTY=100"
+        "fits-heat-off||KVTIER_HEAT=off|8G"
+        "fits-cupti100-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100|8G"
 )
 want() { [ -z "${KVT_WINDOW_VARIANTS:-}" ] || [[ " $KVT_WINDOW_VARIANTS " == *" $1 "* ]]; }
 field() { python3 -c 'import json,sys
 try: d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 except Exception: sys.exit(print("-"))
+out = []
 for k in sys.argv[2:]:
-    for p in k.split("."): d = d.get(p, "-") if isinstance(d, dict) else "-"
-    print(round(d, 2) if isinstance(d, float) else d, end=" ")
-print()' "$@"; }
+    v = d
+    for p in k.split("."): v = v.get(p, "-") if isinstance(v, dict) else "-"
+    out.append(str(round(v, 3) if isinstance(v, float) else v))
+print(" ".join(out))' "$@"; }
 
-$DEC >"$OUT/vram.txt" 2>&1
-echo "all-VRAM: $(tail -n 1 "$OUT/vram.txt" | cut -c1-200)"
+for i in 1 2; do
+        $DEC >"$OUT/vram$i.txt" 2>&1
+        echo "all-VRAM $i: $(tail -n 1 "$OUT/vram$i.txt" | cut -c1-200)"
+        res "all-VRAM $i: steps, ms/step all / last quarter" "$(field "$OUT/vram$i.txt" steps ms_per_step ms_per_step_last_quarter)"
+done
+cp "$OUT/vram1.txt" "$OUT/vram.txt"
 ref=$(field "$OUT/vram.txt" ms_per_step_last_quarter)
-res "all-VRAM: steps, ms/step (all, last quarter)" "$(field "$OUT/vram.txt" steps ms_per_step ms_per_step_last_quarter)"
+same() { [ "$(field "$1" "$3")" = "$(field "$2" "$3")" ] && echo same || echo DIFFERS; }
+res "all-VRAM 1 vs 2: checksum / prefill_sum / cache_sum" \
+        "$(same "$OUT/vram1.txt" "$OUT/vram2.txt" checksum) / $(same "$OUT/vram1.txt" "$OUT/vram2.txt" prefill_sum) / $(same "$OUT/vram1.txt" "$OUT/vram2.txt" cache_sum)"
 
 for v in "${variants[@]}"; do
-        IFS='|' read -r name pol envs <<<"$v"
+        IFS='|' read -r name pol envs budget <<<"$v"
         want "$name" || continue
         printf '[daemon]\nsocket = %s\nlog_level = debug\n[gpu]\nvram_budget = %s\n[policy]\n%b\n' \
-                "$SOCK" "$BUDGET" "$pol" >"$T/kvtierd.conf"
+                "$SOCK" "${budget:-$BUDGET}" "$pol" >"$T/kvtierd.conf"
         "$C/bin/kvtierd" -c "$T/kvtierd.conf" >"$OUT/kvtierd-$name.log" 2>&1 &
         dpid=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
@@ -69,11 +81,10 @@ for v in "${variants[@]}"; do
         res "  window chunks in VRAM / of; other VRAM; budget" "$(field "$OUT/$name.txt" books.window_chunks_vram books.window_chunks books.other_chunks_vram books.budget_chunks)"
         res "  gpu_fault/attributed heat_touches launch_ptrs" "$(field "$OUT/heat-$name.json" gpu_fault gpu_fault_attributed heat_touches launch_pointers)"
         if [ "$(field "$OUT/$name.txt" steps)" != "$(field "$OUT/vram.txt" steps)" ]; then
-                res "  checksum" "not compared (stopped early)"
-        elif [ "$(field "$OUT/$name.txt" checksum)" = "$(field "$OUT/vram.txt" checksum)" ]; then
-                res "  checksum" "same as all-VRAM"
+                res "  against all-VRAM" "prefill_sum $(same "$OUT/$name.txt" "$OUT/vram.txt" prefill_sum) (stopped early: no other sums)"
         else
-                res "  checksum" "DIFFERS: $(field "$OUT/$name.txt" checksum) against $(field "$OUT/vram.txt" checksum)"
+                res "  against all-VRAM: checksum / prefill_sum / cache_sum" \
+                        "$(same "$OUT/$name.txt" "$OUT/vram.txt" checksum) / $(same "$OUT/$name.txt" "$OUT/vram.txt" prefill_sum) / $(same "$OUT/$name.txt" "$OUT/vram.txt" cache_sum)"
         fi
 done
 echo; echo "== window results"

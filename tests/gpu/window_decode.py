@@ -80,13 +80,19 @@ def main():
         if time.perf_counter() - t_start > a.max_seconds:
             break
     total = time.perf_counter() - t_start
+    torch.cuda.synchronize()
+    # Exact checksums: of the prefill (seeded data nothing rewrites: equal in
+    # every run unless kvtier lost a byte) and of everything written.
+    prefill_sum = sum(word_sum(t[: a.prefill]) for kv in caches for t in kv)
+    cache_sum = sum(word_sum(t[:pos]) for kv in caches for t in kv)
     books = residency(a.kvtierctl, caches, pos, a.window, a.heads * a.head_dim * 2) if a.kvtierctl else None
     n = len(times)
     tail = times[n - max(1, n // 4):]
     token_bytes = a.heads * a.head_dim * 2
     print(json.dumps({
         "steps": n, "ms_per_step": total / n * 1e3, "ms_per_step_last_quarter": sum(tail) / len(tail) * 1e3,
-        "checksum": repr(acc.item()), "token_bytes": token_bytes,
+        "checksum": repr(acc.item()), "prefill_sum": prefill_sum, "cache_sum": cache_sum,
+        "token_bytes": token_bytes,
         "window_bytes": a.window * token_bytes, "cache_bytes": a.max_seq * token_bytes,
         "caches": [{"base": t.data_ptr(), "window_lo": (pos - a.window) * token_bytes,
                     "window_hi": pos * token_bytes} for kv in caches for t in kv],
@@ -95,6 +101,17 @@ def main():
 
 
 CHUNK = 2 << 20
+
+
+def word_sum(t):
+    """Exact: sum of the 16-bit words of t times (index % 65521 + 1)."""
+    flat = t.reshape(-1).view(torch.int16)
+    acc, span = 0, 1 << 26
+    for i in range(0, flat.numel(), span):
+        x = flat[i:i + span].to(torch.int64)
+        w = torch.arange(i, i + x.numel(), device=x.device, dtype=torch.int64) % 65521 + 1
+        acc += int((x * w).sum().item())
+    return acc
 
 
 def chunk_tiers(chunk_map):
