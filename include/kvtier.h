@@ -15,8 +15,9 @@
  *     HOT, COLD, PINNED, WILL_NEED, DONE = 1, 2, 3, 4, 5
  *     hint(t.data_ptr(), t.numel() * t.element_size(), PINNED)  # a torch tensor
  *
- * HOT and WILL_NEED are counted as accesses in the shared heat table (no
- * message); COLD, PINNED and DONE change the daemon's books at once.
+ * WILL_NEED is counted as an access in the shared heat table (no message);
+ * HOT, COLD, PINNED and DONE change the daemon's books at once (one message
+ * each: hint what a scheduler decides, not every use).
  */
 
 #include <stddef.h>

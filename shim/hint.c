@@ -24,9 +24,10 @@ KVT_EXPORT int kvtier_hint(const void *ptr, size_t len, int hint) {
         end = start + len;
         if (end > r.base + r.span_bytes)
                 return -EINVAL; /* the range runs past the allocation */
-        /* Heat goes through the shared table, never one message per use. */
-        if ((hint == KVTIER_HINT_HOT || hint == KVTIER_HINT_WILL_NEED) && (heat_sources & HEAT_SRC_HINT) &&
-            heat_touch(start, len, 1) > 0)
+        /* A use goes through the shared heat table, never one message per
+         * use.  HOT is not a use but a standing order (until COLD or DONE)
+         * that only the daemon's books can hold: it is a message. */
+        if (hint == KVTIER_HINT_WILL_NEED && (heat_sources & HEAT_SRC_HINT) && heat_touch(start, len, 1) > 0)
                 return 0;
         if (!r.registered)
                 return -ENOTCONN;

@@ -17,6 +17,7 @@
  * --unmap drops the GPU's mapping of host pages (cudaMemAdvise
  * UnsetAccessedBy), so reads of pages not in VRAM fault: the unified-memory
  * events the CUPTI heat source samples.
+ * --hot-region N hints region N HOT (kvtier_hint) once after allocation.
  *
  * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
  * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed
@@ -52,6 +53,7 @@ struct opts {
         int fork_child;
         int meminfo;
         int unmap;
+        int hot_region; /* --hot-region: hinted HOT once, whole, after allocation; -1 = none */
 };
 
 typedef int (*hint_fn)(const void *, size_t, int);
@@ -90,12 +92,14 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "device", required_argument, NULL, 'd' },
                 { "unmap", no_argument, NULL, 'U' },
                 { "alloc-ms", required_argument, NULL, 'A' },
+                { "hot-region", required_argument, NULL, 'O' },
                 {},
         };
         int c;
 
         *o = (struct opts){ .regions = 4, .region_bytes = 64 << 20, .window_bytes = 32 << 20,
-                            .steps = 32, .step_ms = 20, .seed = 42, .devices = 1, .device = -1 };
+                            .steps = 32, .step_ms = 20, .seed = 42, .devices = 1, .device = -1,
+                            .hot_region = -1 };
         while ((c = getopt_long(argc, argv, "", lo, NULL)) >= 0) {
                 int r = 0;
                 switch (c) {
@@ -111,6 +115,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'I': o->meminfo = 1; break;
                 case 'U': o->unmap = 1; break;
                 case 'A': o->alloc_ms = (unsigned)strtoul(optarg, NULL, 10); break;
+                case 'O': o->hot_region = (int)strtol(optarg, NULL, 10); break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'D': o->devices = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'd': o->device = (int)strtol(optarg, NULL, 10); break;
@@ -121,7 +126,8 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
         }
         if (o->regions == 0 || o->regions > 1024 || o->devices == 0 || o->devices > 64 ||
             o->device < -1 || o->device >= 64 || (o->device >= 0 && o->devices > 1) || o->region_bytes % 8 || o->window_bytes % 8 ||
-            o->window_bytes > o->region_bytes * o->regions)
+            o->window_bytes > o->region_bytes * o->regions || o->hot_region < -1 ||
+            o->hot_region >= (int)o->regions)
                 return -EINVAL;
         return 0;
 }
@@ -203,7 +209,7 @@ int main(int argc, char **argv) {
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D] [--unmap] [--alloc-ms MS]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D] [--unmap] [--alloc-ms MS] [--hot-region N]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
@@ -239,6 +245,15 @@ int main(int argc, char **argv) {
                 }
                 if (o.alloc_ms)
                         sleep_ms(o.alloc_ms);
+        }
+        /* --hot-region: as an engine that knows what it will use says so once,
+         * and then leaves kvtier to keep it (kvtier.h: HOT stands until COLD). */
+        if (o.hot_region >= 0) {
+                hint_fn h = (hint_fn)dlsym(RTLD_DEFAULT, "kvtier_hint");
+                int r = h ? h(pool[o.hot_region], o.region_bytes, 1 /* KVTIER_HINT_HOT */) : -ENOSYS;
+
+                if (r < 0)
+                        fprintf(stderr, "kv-engine: kvtier_hint(HOT) of region %d: %s\n", o.hot_region, strerror(-r));
         }
         if (o.fork_child && (child = fork_child(&o)) < 0) {
                 fprintf(stderr, "kv-engine: fork failed: %s\n", strerror(-child));

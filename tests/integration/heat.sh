@@ -61,6 +61,18 @@ check_gt "and the shim saw its launches" "$(jq -s 'map(.launches // 0) | max' "$
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=stub" run_polled stub)
 check_gt "__cudaLaunchKernel (CUDA 13 nvcc stubs) heat: the window is in VRAM at the end" "$hot" $((8 << 20))
 
+# A HOT hint stands until COLD or DONE (kvtier.h): the newest region, hinted
+# once, keeps the whole budget while launch heat pulls at the window; not
+# hinted, it loses VRAM to the window.  (A HOT hint that went to the heat
+# table counted as one access, decayed within a half-life and lost.)
+ARGS="$ARGS --hot-region 3"
+hot=$(ENGINE_ENV="KVTIER_HEAT=launch,hint" run_polled hot-hint 3)
+ARGS="${ARGS% --hot-region 3}"
+check "HOT hint: pattern intact" grep -q "mismatched words 0" "$TMP/hot-hint.out"
+check "HOT hint: the hinted region holds the budget at the end (bytes in VRAM)" [ "$hot" -eq $((64 << 20)) ]
+hot=$(ENGINE_ENV="KVTIER_HEAT=launch,hint" run_polled hot-none 3)
+check "no hint: the same region lost VRAM to the window" [ "$hot" -lt $((64 << 20)) ]
+
 cold=$(ENGINE_ENV="KVTIER_HEAT=off" run_polled off)
 check_le "without heat the window is out of VRAM at the end (newer regions rank first)" "$cold" 0
 
