@@ -253,6 +253,12 @@ static int bench_coalesced(struct bench *b) {
 static const struct {
         const char *name, *setup, *action;
 } EXPLORE[] = {
+        { "evict gpu: fH only", "uApHuRfGpG", "fH" },
+        { "evict gpu: pH aB fN (the mover's default)", "uApHuRfGpG", "pHaBfN" },
+        { "evict gpu: pH uA fN (evict_to = host)", "uApHuRfGpG", "pHuAfN" },
+        { "evict gpu: pH uA fH", "uApHuRfGpG", "pHuAfH" },
+        { "evict gpu: fN pH aB (advice after)", "uApHuRfGpG", "fNpHaB" },
+        { "evict gpu: fH pH aB (advice after)", "uApHuRfGpG", "fHpHaB" },
         { "evict dup: pH uR", "pHsRfGpG", "pHuR" },
         { "evict dup: pH uR aB", "pHsRfGpG", "pHuRaB" },
         { "evict dup: pH aB uR (mover <= 9b1b984)", "pHsRfGpG", "pHaBuR" },
@@ -261,12 +267,6 @@ static const struct {
         { "evict dup, written: pH uR aB fH", "pHsRfGpGwG", "pHuRaBfH" },
         { "evict gpu: pH aB fH", "pHuRfGpG", "pHaBfH" },
         { "evict gpu: pN aB fN", "pNuRfGpG", "pNaBfN" },
-        { "evict gpu: fH only", "pHuRfGpG", "fH" },
-        { "evict gpu: pH aB fN (the mover's default)", "pHuRfGpG", "pHaBfN" },
-        { "evict gpu: pH uA fN (evict_to = host)", "pHuRfGpG", "pHuAfN" },
-        { "evict gpu: pH uA fH", "pHuRfGpG", "pHuAfH" },
-        { "evict gpu: fN pH aB (advice after)", "pHuRfGpG", "fNpHaB" },
-        { "evict gpu: fH pH aB (advice after)", "pHuRfGpG", "fHpHaB" },
         { "promote host: fG pG", "pHuRfH", "fGpG" },
         { "promote numa host: fG pG", "pNuRfN", "fGpG" },
         { "promote host: sR fG pG", "pHuRfH", "sRfGpG" },

@@ -9,7 +9,9 @@
 # from kvtierd's chunk maps at the end, how many of the window's chunks are
 # in VRAM.  One device call; carry the folder tests/gpu/package-window.sh
 # fills, run this script from there.
-#   KVT_WINDOW_VARIANTS: names of the variants below to run (default: all).
+#   KVT_WINDOW_VARIANTS: names of the variants below to run (default: all);
+#   KVT_WINDOW_REFS: all-VRAM runs before them (default 2); KVT_WINDOW_ARGS:
+#   more window_decode.py arguments (e.g. --steps 4096).
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/kvtier-window-out}
@@ -35,6 +37,7 @@ variants=(
         "cupti100-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
         "cupti10-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10"
         "cupti100-lru-evict-host|name = lru\nevict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
+        "cupti100-noprefetch-evict-host|prefetch = none\nevict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
         "cupti100-launch-evict-host|evict_to = host|KVTIER_HEAT=cupti,launch KVTIER_CUPTI_DUTY=100"
         "fits-heat-off||KVTIER_HEAT=off|8G"
         "fits-cupti100-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100|8G"
@@ -50,12 +53,13 @@ for k in sys.argv[2:]:
     out.append(str(round(v, 3) if isinstance(v, float) else v))
 print(" ".join(out))' "$@"; }
 
-for i in 1 2; do
+# KVT_WINDOW_REFS: all-VRAM runs first (default 2: they show how repeatable the sums are)
+for i in $(seq "${KVT_WINDOW_REFS:-2}"); do
         $DEC >"$OUT/vram$i.txt" 2>&1
         echo "all-VRAM $i: $(tail -n 1 "$OUT/vram$i.txt" | cut -c1-200)"
         res "all-VRAM $i: steps, ms/step all / last quarter" "$(field "$OUT/vram$i.txt" steps ms_per_step ms_per_step_last_quarter)"
 done
-cp "$OUT/vram1.txt" "$OUT/vram.txt"
+[ -e "$OUT/vram1.txt" ] && cp "$OUT/vram1.txt" "$OUT/vram.txt"
 ref=$(field "$OUT/vram.txt" ms_per_step_last_quarter)
 same() { [ "$(field "$1" "$3")" = "$(field "$2" "$3")" ] && echo same || echo DIFFERS; }
 res "all-VRAM 1 vs 2: checksum / prefill_sum / cache_sum" \

@@ -80,12 +80,13 @@ def main():
         if time.perf_counter() - t_start > a.max_seconds:
             break
     total = time.perf_counter() - t_start
-    torch.cuda.synchronize()
+    # kvtierd's books first: the checksums below read every cache, and the
+    # daemon would move chunks for them.
+    books = residency(a.kvtierctl, caches, pos, a.window, a.heads * a.head_dim * 2) if a.kvtierctl else None
     # Exact checksums: of the prefill (seeded data nothing rewrites: equal in
     # every run unless kvtier lost a byte) and of everything written.
     prefill_sum = sum(word_sum(t[: a.prefill]) for kv in caches for t in kv)
     cache_sum = sum(word_sum(t[:pos]) for kv in caches for t in kv)
-    books = residency(a.kvtierctl, caches, pos, a.window, a.heads * a.head_dim * 2) if a.kvtierctl else None
     n = len(times)
     tail = times[n - max(1, n // 4):]
     token_bytes = a.heads * a.head_dim * 2
