@@ -173,7 +173,8 @@ static int payload_check(const struct kvt_msg *m) {
                 if (m->u.order.n_chunks == 0 || m->u.order.tier == KVT_TIER_NONE ||
                     m->u.order.tier >= _KVT_TIER_MAX ||
                     (uint64_t)m->u.order.first_chunk + m->u.order.n_chunks >
-                            (KVT_MAX_REGION_BYTES >> KVT_CHUNK_SHIFT))
+                            (KVT_MAX_REGION_BYTES >> KVT_CHUNK_SHIFT) ||
+                    m->u.order.host_node < -1 || m->u.order.host_node >= KVT_MAX_NODES)
                         return -EBADMSG;
                 return 0;
         case KVT_MSG_HINT:
@@ -190,7 +191,10 @@ static int payload_check(const struct kvt_msg *m) {
                         return -EBADMSG;
                 return 0;
         case KVT_MSG_DEVICE:
-                return m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS ? 0 : -EBADMSG;
+                if (m->u.device.device < 0 || m->u.device.device >= KVT_MAX_GPUS ||
+                    m->u.device.host_node < -1 || m->u.device.host_node >= KVT_MAX_NODES)
+                        return -EBADMSG;
+                return 0;
         case KVT_MSG_CTL_SET:
                 /* One NUL, at the end: "key=value" and nothing after it. */
                 if (m->hdr.length < 2 || m->hdr.length > KVT_CTL_SET_MAX ||

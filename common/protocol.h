@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 3u
+#define KVT_PROTO_VERSION 4u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -32,6 +32,7 @@
 
 /* Bounds that make every count in a message checkable. */
 #define KVT_MAX_GPUS         64
+#define KVT_MAX_NODES        64 /* host NUMA nodes 0..63 */
 #define KVT_MAX_REGION_BYTES (1ull << 44) /* 16 TiB: 8 M chunks */
 #define KVT_NAME_MAX         64
 
@@ -120,14 +121,15 @@ struct kvt_hello {
         char name[KVT_NAME_MAX];       /* comm of the process, NUL-terminated */
 };
 
-/* A GPU the process uses besides the HELLO's device, sent once per
- * connection before the first REGION_ADD on it, so that a percentage budget
- * of that GPU can be resolved. */
+/* A GPU the process uses, sent once per connection before the first
+ * REGION_ADD on it (the HELLO's device included), so that a percentage
+ * budget of that GPU can be resolved and its host tier booked on its node. */
 struct kvt_device {
         int32_t device;
-        uint32_t reserved;
+        int32_t host_node;    /* the GPU's home host NUMA node (cudaDevAttrHostNumaId), -1 = unknown */
         uint64_t total_bytes; /* from cudaMemGetInfo on that device; 0 = unknown */
 };
+_Static_assert(sizeof(struct kvt_device) == 16, "DEVICE is 16 bytes on the wire, without padding");
 
 struct kvt_welcome {
         uint32_t client_id;
@@ -168,8 +170,12 @@ struct kvt_order {
         uint32_t region_id;
         uint32_t first_chunk;
         uint32_t n_chunks;
-        uint32_t tier; /* enum kvt_tier: VRAM, HOST_MAPPED or HOST */
+        uint32_t tier;      /* enum kvt_tier: VRAM, HOST_MAPPED or HOST */
+        int32_t host_node;  /* host tiers: the NUMA node the chunks go to; -1 = the GPU's home
+                             * node as the shim finds it (also for VRAM) */
+        uint32_t reserved;
 };
+_Static_assert(sizeof(struct kvt_order) == 32, "ORDER is 32 bytes on the wire, without padding");
 
 struct kvt_order_done {
         uint64_t order_id;

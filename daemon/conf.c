@@ -27,6 +27,7 @@ enum conf_type {
         CONF_PREFETCH, /* "none" or "sequential" (covers strided streams) */
         CONF_EVICT,    /* "host-mapped" or "host" */
         CONF_APIS,     /* API families: a list of runtime, driver, async, vmm; or all, none */
+        CONF_NODE_BUDGET, /* as CONF_BUDGET, or "none" */
 };
 
 /* A [client.NAME] section: NAME is the process name a shim reports (comm). */
@@ -46,6 +47,8 @@ struct conf {
         struct budget_spec vram_budget;
         struct budget_spec gpu_vram_budget[KVT_MAX_GPUS];
         uint64_t gpu_configured; /* bit N: a [gpu.N] section set a key */
+        struct budget_spec node_host_budget[KVT_MAX_NODES];
+        uint64_t node_limited; /* bit N: [numa.N] host_budget is set, and not to none */
         char policy[16];
         uint64_t max_migration_rate;
         uint64_t host_budget;
@@ -62,13 +65,13 @@ struct conf {
 };
 
 struct conf_key {
-        const char *section; /* "gpu.N" matches [gpu.0] .. [gpu.63] */
+        const char *section; /* "gpu.N" matches [gpu.0] .. [gpu.63], "numa.N" [numa.0] .. [numa.63] */
         const char *key;
         enum conf_type type;
         uint64_t min, max;
         const char *def;
         const char *help;
-        size_t offset; /* of the value in struct conf; for gpu.N, of element 0 */
+        size_t offset; /* of the value in struct conf; for gpu.N and numa.N, of element 0 */
 };
 
 #define GIB (1ull << 30)
@@ -93,6 +96,11 @@ static const struct conf_key conf_table[] = {
         {"host", "host_budget", CONF_BYTES, 0, 1024 * TIB, "0",
          "Host memory a shim may count on for KVTIER_CAPACITY=auto (VRAM budget plus this); 0 = half of RAM",
          offsetof(struct conf, host_budget)},
+        {"numa.N", "host_budget", CONF_NODE_BUDGET, 0, 1024 * TIB, NULL,
+         "Host memory of NUMA node N (0..63) that evicted chunks may hold: bytes, a percentage of the "
+         "node's MemTotal, or none (no limit, the default).  Evictions go to the GPU's home node while it "
+         "has room, else to the nearest node with room, else they wait",
+         offsetof(struct conf, node_host_budget)},
         {"capture", "min_size", CONF_BYTES, 1, 16 * TIB, "64M",
          "Shims capture allocations of at least this many bytes (KVTIER_MIN_SIZE overrides)",
          offsetof(struct conf, capture_min_size)},
@@ -135,25 +143,27 @@ static const struct conf_key conf_table[] = {
          "Processes named NAME: most VRAM their chunks may hold, each GPU", offsetof(struct client_conf, quota_bytes)},
 };
 
-/* Parses "gpu.N": N, or -ENOENT if section is not of that form, or -ERANGE. */
-static int gpu_section_index(const char *section) {
+/* Parses "PREFIX.N" (prefix "gpu." or "numa."): N, or -ENOENT if section
+ * is not of that form, or -ERANGE when N is not below max. */
+static int section_index(const char *section, const char *prefix, unsigned max) {
+        size_t len = strlen(prefix);
         char *end;
         unsigned long n;
 
-        if (strncmp(section, "gpu.", 4) != 0)
+        if (strncmp(section, prefix, len) != 0)
                 return -ENOENT;
-        if (!isdigit((unsigned char)section[4]))
+        if (!isdigit((unsigned char)section[len]))
                 return -ERANGE;
         errno = 0;
-        n = strtoul(section + 4, &end, 10);
-        if (errno || *end || n >= KVT_MAX_GPUS)
+        n = strtoul(section + len, &end, 10);
+        if (errno || *end || n >= max)
                 return -ERANGE;
         return (int)n;
 }
 
-static const struct conf_key *key_find(const char *section, const char *key, int gpu) {
-        if (gpu >= 0)
-                section = "gpu.N";
+static const struct conf_key *key_find(const char *section, const char *key, int index) {
+        if (index >= 0)
+                section = strncmp(section, "gpu.", 4) == 0 ? "gpu.N" : "numa.N";
         else if (strncmp(section, "client.", 7) == 0)
                 section = "client.NAME";
         for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
@@ -210,8 +220,9 @@ static int parse_budget(const struct conf_key *k, const char *v, struct budget_s
         return 0;
 }
 
-/* Parses v for key k and stores it at base + offset; returns 0 or -EINVAL / -ERANGE. */
-static int key_store(struct conf *c, void *base, const struct conf_key *k, int gpu, const char *v) {
+/* Parses v for key k and stores it at base + offset (element index of a
+ * gpu.N or numa.N key); returns 0 or -EINVAL / -ERANGE. */
+static int key_store(struct conf *c, void *base, const struct conf_key *k, int index, const char *v) {
         void *p = (char *)base + k->offset;
         uint64_t u;
         int r;
@@ -243,8 +254,15 @@ static int key_store(struct conf *c, void *base, const struct conf_key *k, int g
                 *(uint64_t *)p = u;
                 return 0;
         case CONF_BUDGET:
-                if (gpu >= 0)
-                        p = &((struct budget_spec *)p)[gpu];
+                if (index >= 0)
+                        p = &((struct budget_spec *)p)[index];
+                return parse_budget(k, v, p);
+        case CONF_NODE_BUDGET:
+                p = &((struct budget_spec *)p)[index];
+                if (strcmp(v, "none") == 0) {
+                        *(struct budget_spec *)p = (struct budget_spec){0};
+                        return 0;
+                }
                 return parse_budget(k, v, p);
         case CONF_POLICY:
                 if (policy_kind_from_name(v) < 0)
@@ -279,6 +297,8 @@ static const char *type_hint(const struct conf_key *k) {
                 return "a byte count (64M, 8G, 1.5G) in range";
         case CONF_BUDGET:
                 return "a byte count (64M, 8G, 1.5G) in range or a percentage (1%..100%)";
+        case CONF_NODE_BUDGET:
+                return "a byte count (64M, 8G, 1.5G) in range, a percentage (1%..100%) or none";
         case CONF_POLICY:
                 return "one of: lru, heat, window, hybrid";
         case CONF_PREFETCH:
@@ -321,22 +341,26 @@ static int client_store(struct conf *c, const char *name, const struct conf_key 
 
 int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why) {
         const struct conf_key *k;
-        int gpu, r;
+        int gpu, node, r;
 
-        gpu = gpu_section_index(section);
+        gpu = section_index(section, "gpu.", KVT_MAX_GPUS);
         if (gpu == -ERANGE)
                 return log_error_errno(ERANGE, "%s: invalid section [%s]: GPU index must be 0..%d.", why, section,
                                        KVT_MAX_GPUS - 1);
-        k = key_find(section, key, gpu);
+        node = section_index(section, "numa.", KVT_MAX_NODES);
+        if (node == -ERANGE)
+                return log_error_errno(ERANGE, "%s: invalid section [%s]: NUMA node must be 0..%d.", why, section,
+                                       KVT_MAX_NODES - 1);
+        k = key_find(section, key, gpu >= 0 ? gpu : node);
         if (!k)
                 return -ENOENT;
         if (strcmp(k->section, "client.NAME") == 0)
                 r = client_store(c, section + 7, k, value);
         else
-                r = key_store(c, c, k, gpu, value);
+                r = key_store(c, c, k, gpu >= 0 ? gpu : node, value);
         if (r < 0) {
-                if (r == -ERANGE &&
-                    (k->type == CONF_UINT || k->type == CONF_BYTES || k->type == CONF_BUDGET))
+                if (r == -ERANGE && (k->type == CONF_UINT || k->type == CONF_BYTES || k->type == CONF_BUDGET ||
+                                     k->type == CONF_NODE_BUDGET))
                         return log_error_errno(r,
                                                "%s: [%s] %s = %s is out of range %" PRIu64 "..%" PRIu64 ".",
                                                why, section, key, value, k->min, k->max);
@@ -348,6 +372,10 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
         }
         if (gpu >= 0)
                 c->gpu_configured |= 1ull << gpu;
+        if (node >= 0 && strcmp(value, "none") == 0)
+                c->node_limited &= ~(1ull << node);
+        else if (node >= 0)
+                c->node_limited |= 1ull << node;
         return 0;
 }
 
@@ -485,7 +513,7 @@ static void format_budget(char *buf, size_t len, const struct budget_spec *b) {
                 format_bytes_exact(buf, len, b->bytes);
 }
 
-static void key_format(const void *base, const struct conf_key *k, int gpu, char *buf, size_t len) {
+static void key_format(const void *base, const struct conf_key *k, int index, char *buf, size_t len) {
         const void *p = (const char *)base + k->offset;
         static const char *const levels[] = {"err", "warning", "notice", "info", "debug"};
 
@@ -504,7 +532,8 @@ static void key_format(const void *base, const struct conf_key *k, int gpu, char
                 format_bytes_exact(buf, len, *(const uint64_t *)p);
                 break;
         case CONF_BUDGET:
-                format_budget(buf, len, gpu >= 0 ? &((const struct budget_spec *)p)[gpu] : p);
+        case CONF_NODE_BUDGET:
+                format_budget(buf, len, index >= 0 ? &((const struct budget_spec *)p)[index] : p);
                 break;
         case CONF_PREFETCH:
                 snprintf(buf, len, "%s", *(const unsigned *)p ? "sequential" : "none");
@@ -518,14 +547,14 @@ static void key_format(const void *base, const struct conf_key *k, int gpu, char
         }
 }
 
-static void key_print(const void *base, const struct conf_key *k, int gpu, FILE *f) {
+static void key_print(const void *base, const struct conf_key *k, int index, FILE *f) {
         char value[256], lo[32], hi[32];
 
-        key_format(base, k, gpu, value, sizeof(value));
+        key_format(base, k, index, value, sizeof(value));
         fprintf(f, "# %s.", k->help);
         if (k->type == CONF_UINT)
                 fprintf(f, " Range %" PRIu64 "..%" PRIu64 ".", k->min, k->max);
-        else if (k->type == CONF_BYTES || k->type == CONF_BUDGET) {
+        else if (k->type == CONF_BYTES || k->type == CONF_BUDGET || k->type == CONF_NODE_BUDGET) {
                 format_bytes_exact(lo, sizeof(lo), k->min);
                 format_bytes_exact(hi, sizeof(hi), k->max);
                 fprintf(f, " Range %s..%s.", lo, hi);
@@ -552,11 +581,17 @@ void conf_print(const struct conf *c, FILE *f) {
                         section = NULL;
                         continue;
                 }
-                if (strcmp(k->section, "gpu.N") == 0) {
-                        for (int g = 0; g < KVT_MAX_GPUS; g++)
-                                if (c->gpu_configured & (1ull << g)) {
-                                        fprintf(f, "\n[gpu.%d]\n", g);
-                                        key_print(c, k, g, f);
+                if (strcmp(k->section, "gpu.N") == 0 || strcmp(k->section, "numa.N") == 0) {
+                        bool gpu = k->section[0] == 'g';
+                        uint64_t set = gpu ? c->gpu_configured : c->node_limited;
+
+                        /* Unset [numa.N] means no limit: say that the key exists. */
+                        if (!gpu)
+                                fprintf(f, "\n# [numa.N] %s: %s.\n", k->key, k->help);
+                        for (int n = 0; n < 64; n++)
+                                if (set & (1ull << n)) {
+                                        fprintf(f, "\n[%s.%d]\n", gpu ? "gpu" : "numa", n);
+                                        key_print(c, k, n, f);
                                 }
                         section = NULL;
                         continue;
@@ -604,6 +639,17 @@ uint32_t conf_capture_apis(const struct conf *c) {
 
 uint64_t conf_max_migration_rate(const struct conf *c) {
         return c->max_migration_rate;
+}
+
+bool conf_node_budget(const struct conf *c, int node, struct budget_spec *ret) {
+        bool set = node >= 0 && node < KVT_MAX_NODES && (c->node_limited & (1ull << node));
+
+        *ret = set ? c->node_host_budget[node] : (struct budget_spec){0};
+        return set;
+}
+
+uint64_t conf_nodes_limited(const struct conf *c) {
+        return c->node_limited;
 }
 
 void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, bool *ret_configured) {

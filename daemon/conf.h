@@ -15,7 +15,8 @@
 struct conf;
 struct policy_params;
 
-/* A VRAM budget: a percentage of the device total (percent != 0) or bytes. */
+/* A VRAM or host budget: a percentage of the device's (node's) total
+ * (percent != 0) or bytes. */
 struct budget_spec {
         unsigned percent;
         uint64_t bytes;
@@ -65,6 +66,13 @@ uint32_t conf_capture_apis(const struct conf *c);
 
 /* Bytes per second, both directions together; 0 = unlimited. */
 uint64_t conf_max_migration_rate(const struct conf *c);
+
+/* [numa.N] host_budget of a host NUMA node: true and the budget (bytes, or
+ * a percentage of the node's MemTotal), or false when the node has no limit
+ * (unset or "none").  node is 0..KVT_MAX_NODES-1. */
+bool conf_node_budget(const struct conf *c, int node, struct budget_spec *ret);
+/* Bit N: node N has a host budget. */
+uint64_t conf_nodes_limited(const struct conf *c);
 
 /* The budget of GPU device ([gpu.N] if set, else [gpu]); *ret_configured
  * says whether a [gpu.N] section names it.  device is 0..KVT_MAX_GPUS-1. */

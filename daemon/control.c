@@ -40,6 +40,40 @@ static int control_set_budget(struct conf *conf, struct registry *r, const char 
         return 0;
 }
 
+/* host_budget.N: the config first (validated there), then the books.  A
+ * percentage needs the node's MemTotal: checked before the config changes. */
+static int control_set_host_budget(struct conf *conf, struct registry *r, const char *suffix, const char *value) {
+        char section[KVT_CTL_SET_MAX + 8];
+        struct budget_spec old;
+        bool had;
+        int node, ret;
+
+        if (*suffix != '.')
+                return -ENOENT; /* a host budget is per node */
+        snprintf(section, sizeof(section), "numa%s", suffix);
+        node = (int)strtol(suffix + 1, NULL, 10);
+        had = conf_node_budget(conf, node, &old);
+        ret = conf_set(conf, section, "host_budget", value, WHY);
+        if (ret < 0)
+                return ret;
+        ret = registry_node_budget_reload(r, node);
+        if (ret < 0) {
+                char buf[32];
+
+                /* put the old value back, so that config and books agree */
+                if (!had)
+                        snprintf(buf, sizeof(buf), "none");
+                else if (old.percent)
+                        snprintf(buf, sizeof(buf), "%u%%", old.percent);
+                else
+                        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)old.bytes);
+                (void)conf_set(conf, section, "host_budget", buf, WHY);
+                return ret;
+        }
+        log_info("%s: host_budget%s = %s.", WHY, suffix, value);
+        return 0;
+}
+
 int control_set(struct conf *conf, struct registry *r, const char *text) {
         char key[KVT_CTL_SET_MAX];
         const char *eq = strchr(text, '='), *value;
@@ -55,6 +89,8 @@ int control_set(struct conf *conf, struct registry *r, const char *text) {
 
         if (strcmp(key, "vram_budget") == 0 || strncmp(key, "vram_budget.", 12) == 0)
                 return control_set_budget(conf, r, key + 11, value);
+        if (strcmp(key, "host_budget") == 0 || strncmp(key, "host_budget.", 12) == 0)
+                return control_set_host_budget(conf, r, key + 11, value);
         if (strcmp(key, "policy") == 0)
                 ret = conf_set(conf, "policy", "name", value, WHY);
         else if (strncmp(key, "policy.", 7) == 0 && strcmp(key + 7, "name") != 0)

@@ -8,6 +8,7 @@
  *   policy.KEY=VALUE            any [policy] key (hysteresis_ticks, window, ...)
  *   vram_budget=BYTES|N%        [gpu] vram_budget, applied to every GPU without [gpu.N]
  *   vram_budget.N=BYTES|N%      [gpu.N] vram_budget
+ *   host_budget.N=BYTES|N%|none [numa.N] host_budget
  * The planner reads the config every tick, so a change acts on the next tick.
  */
 

@@ -24,6 +24,7 @@
 #include "registry.h"
 #include "server.h"
 #include "status.h"
+#include "topology.h"
 #include "util.h"
 
 #define EXIT_RUNTIME 1
@@ -39,6 +40,8 @@ struct daemon {
         sd_event *event;
         sd_event_source *tick;
         struct status_info info;
+        struct topology topology;
+        bool config_error; /* daemon_setup() failed on the configuration: exit 2 */
 };
 
 struct options {
@@ -46,6 +49,7 @@ struct options {
         bool config_given;
         const char *socket;
         const char *log_level;
+        bool print_config;
 };
 
 static void help(void) {
@@ -55,21 +59,24 @@ static void help(void) {
                "                         a missing default file means built-in defaults)\n"
                "  -s, --socket=PATH      Socket path, overrides [daemon] socket\n"
                "      --log-level=LEVEL  err, warning, notice, info or debug; overrides [daemon] log_level\n"
+               "      --print-config     Print every key with its effective value and help, then exit\n"
                "  -h, --help             Show this help\n"
                "      --version          Show the version\n\n"
+               "Host NUMA nodes are read from $KVTIER_SYSFS_ROOT/devices/system/node (default /sys).\n\n"
                "Exit status: 0 clean shutdown, 1 runtime failure, 2 usage or configuration error.\n",
                DEFAULT_CONFIG);
 }
 
 /* Returns 1 to run, 0 to exit successfully, -EINVAL for a usage error. */
 static int parse_argv(int argc, char *argv[], struct options *o) {
-        enum { ARG_LOG_LEVEL = 0x100, ARG_VERSION };
+        enum { ARG_LOG_LEVEL = 0x100, ARG_VERSION, ARG_PRINT_CONFIG };
         static const struct option longopts[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"socket", required_argument, NULL, 's'},
                 {"log-level", required_argument, NULL, ARG_LOG_LEVEL},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION},
+                {"print-config", no_argument, NULL, ARG_PRINT_CONFIG},
                 {},
         };
         int c;
@@ -93,6 +100,9 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
                 case ARG_VERSION:
                         printf("kvtierd %s\n", PACKAGE_VERSION);
                         return 0;
+                case ARG_PRINT_CONFIG:
+                        o->print_config = true;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -117,6 +127,17 @@ static int load_config(struct daemon *d, const struct options *o) {
         if (o->log_level && conf_set(d->conf, "daemon", "log_level", o->log_level, "--log-level") < 0)
                 return -EINVAL;
         kvt_log_setup("kvtierd", conf_log_level(d->conf));
+        return 0;
+}
+
+/* Reads the host's NUMA nodes (KVTIER_SYSFS_ROOT, for tests, or /sys).
+ * Returns 0 or -errno (logged). */
+static int load_topology(struct daemon *d) {
+        const char *root = getenv("KVTIER_SYSFS_ROOT");
+        int r = topology_load(root && *root ? root : "/sys", &d->topology);
+
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the NUMA topology under %s: %s", root, strerror(-r));
         return 0;
 }
 
@@ -166,6 +187,14 @@ static int daemon_setup(struct daemon *d) {
                 r = planner_new(d->conf, &d->planner);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate daemon state: %s", strerror(-r));
+        planner_set_topology(d->planner, &d->topology);
+        /* A host budget that cannot resolve is a configuration error, found
+         * before the socket takes clients. */
+        r = registry_set_topology(d->registry, &d->topology);
+        if (r < 0) {
+                d->config_error = true;
+                return r;
+        }
         d->info = (struct status_info){
                 .conf = d->conf,
                 .tick_ms = conf_tick_ms(d->conf),
@@ -205,8 +234,20 @@ int main(int argc, char *argv[]) {
                 conf_free(d.conf);
                 return EXIT_USAGE;
         }
-        if (daemon_setup(&d) < 0)
+        if (o.print_config) {
+                conf_print(d.conf, stdout);
+                conf_free(d.conf);
+                return EXIT_SUCCESS;
+        }
+        if (load_topology(&d) < 0) {
+                conf_free(d.conf);
+                return EXIT_RUNTIME;
+        }
+        if (daemon_setup(&d) < 0) {
+                if (d.config_error)
+                        ret = EXIT_USAGE;
                 goto finish;
+        }
 
         log_info("Listening on %s: policy %s, tick %u ms.", d.info.socket, conf_policy_name(d.conf), d.info.tick_ms);
         sd_notifyf(false, "READY=1\nSTATUS=Listening on %s, policy %s, tick %u ms", d.info.socket,

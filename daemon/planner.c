@@ -9,6 +9,7 @@
 #include "log.h"
 #include "planner.h"
 #include "policy.h"
+#include "topology.h"
 #include "util.h"
 
 struct planner {
@@ -20,7 +21,13 @@ struct planner {
         struct policy_client *clients; /* the GPU's clients with a [client.NAME] section or not */
         struct client **client_of;     /* policy client index -> registry client */
         size_t n_clients, cap_clients;
+        const struct topology *topo;               /* NULL: no distances */
+        struct policy_node nodes[KVT_MAX_NODES];   /* of the GPU being planned, in order of preference */
 };
+
+void planner_set_topology(struct planner *p, const struct topology *t) {
+        p->topo = t;
+}
 
 int planner_new(const struct conf *conf, struct planner **ret) {
         struct planner *p = calloc(1, sizeof(*p));
@@ -140,6 +147,49 @@ static uint64_t planner_rate_chunks(const struct planner *p) {
         return conf_max_migration_rate(p->conf) == 0 ? UINT64_MAX : p->credit_bytes / KVT_CHUNK_BYTES;
 }
 
+/* Chunks a node can take before its host budget is full. */
+static uint64_t node_room(const struct node_stats *ns) {
+        if (!ns->limited)
+                return UINT64_MAX;
+        return ns->budget_bytes > ns->charged_bytes ? (ns->budget_bytes - ns->charged_bytes) / KVT_CHUNK_BYTES : 0;
+}
+
+/* Sort key of node k for evictions from a GPU whose home node is home:
+ * the home node first, then by distance from it (unknown: last), then by id. */
+static unsigned node_order_key(const struct planner *p, int home, int k) {
+        unsigned d = 256;
+
+        if (k == home)
+                return 0;
+        if (home >= 0 && p->topo && p->topo->distance[home][k])
+                d = p->topo->distance[home][k];
+        return d << 8 | (unsigned)k;
+}
+
+/* Fills p->nodes with the nodes evictions from a GPU may go to, in order
+ * of preference.  A node sysfs shows without memory takes none (unless it
+ * is the home node).  Returns their number. */
+static size_t planner_nodes(struct planner *p, const struct registry *r, int home) {
+        size_t n = 0;
+
+        for (int k = 0; k < KVT_MAX_NODES; k++) {
+                const struct node_stats *ns = registry_node(r, k);
+                size_t at = n;
+
+                if (!ns || (k != home && p->topo && (p->topo->present & (1ull << k)) &&
+                            p->topo->mem_total_bytes[k] == 0))
+                        continue;
+                /* insertion sort: at most 64 nodes */
+                while (at > 0 && node_order_key(p, home, p->nodes[at - 1].id) > node_order_key(p, home, k)) {
+                        p->nodes[at] = p->nodes[at - 1];
+                        at--;
+                }
+                p->nodes[at] = (struct policy_node){.id = k, .room_chunks = node_room(ns)};
+                n++;
+        }
+        return n;
+}
+
 static int planner_issue(struct planner *p, struct registry *r, const struct policy_move *m,
                          const struct planner_ops *ops, void *userdata) {
         struct region *reg = p->regions[m->region];
@@ -149,7 +199,7 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
 
         if (!ops->client_ready(c, userdata))
                 return 0; /* backlogged: the next tick plans again */
-        ret = registry_order_new(r, reg, m->first_chunk, m->n_chunks, m->tier, &o);
+        ret = registry_order_new(r, reg, m->first_chunk, m->n_chunks, m->tier, m->host_node, &o);
         if (ret < 0) {
                 log_debug("Skipping move of region %u chunks %u+%u to %s: %s", region_id(reg),
                           m->first_chunk, m->n_chunks, kvt_tier_name(m->tier), strerror(-ret));
@@ -183,6 +233,11 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.budget_chunks = g->budget_bytes / KVT_CHUNK_BYTES;
         in.charged_chunks = g->charged_bytes / KVT_CHUNK_BYTES;
         in.max_move_chunks = planner_rate_chunks(p);
+        in.home_node = g->host_node;
+        if (conf_nodes_limited(p->conf)) {
+                in.nodes = p->nodes;
+                in.n_nodes = planner_nodes(p, r, g->host_node);
+        }
         ret = policy_plan(&pp, &in, &plan);
         if (ret < 0)
                 return ret;

@@ -4,7 +4,9 @@
 /*
  * The tick: per GPU, a snapshot of the registry's chunks goes to the policy,
  * and the plan comes back as orders (marked pending and charged in the
- * registry, then handed to the caller for sending).
+ * registry, then handed to the caller for sending).  GPUs are planned one
+ * after the other, so the host room one GPU's evictions take is gone for
+ * the next.
  */
 
 #include <stdbool.h>
@@ -26,6 +28,12 @@ int planner_new(const struct conf *conf, struct planner **ret);
 
 /* Frees p.  Accepts NULL; returns NULL. */
 struct planner *planner_free(struct planner *p);
+
+struct topology;
+/* Gives the planner the host's NUMA distances (t must outlive it): where a
+ * GPU's home node is full, evictions spill to the nearest node with room.
+ * Without it, or where a distance is unknown, to the lowest node id. */
+void planner_set_topology(struct planner *p, const struct topology *t);
 
 /* Plans every GPU once.  Returns the number of orders issued, or -ENOMEM. */
 int planner_tick(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata);

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "registry.h"
+#include "topology.h"
 #include "util.h"
 
 struct order {
@@ -60,11 +61,105 @@ struct registry {
         struct gpu_stats gpus[KVT_MAX_GPUS];
         bool gpu_present[KVT_MAX_GPUS];
         uint64_t device_total_bytes[KVT_MAX_GPUS]; /* as the last client reported; for "N%" */
+        struct node_stats nodes[KVT_MAX_NODES];
+        bool node_present[KVT_MAX_NODES];
+        const struct topology *topo; /* NULL: no MemTotal known, so no "N%" host budgets */
         struct migration_stats migrations;
 };
 
 static bool chunk_charged(const struct policy_chunk *ch) {
         return ch->tier == KVT_TIER_VRAM || ch->pending == KVT_TIER_VRAM;
+}
+
+static struct node_stats *node_use(struct registry *r, int node) {
+        r->node_present[node] = true;
+        r->nodes[node].node = node;
+        return &r->nodes[node];
+}
+
+/* The node a chunk's host memory is charged to, or -1: its host copy's node
+ * while it is not in VRAM (a promotion under way included), or the target
+ * of an eviction under way. */
+static int chunk_node(const struct policy_chunk *ch) {
+        bool host = ch->tier != KVT_TIER_VRAM || (ch->pending != KVT_TIER_NONE && ch->pending != KVT_TIER_VRAM);
+
+        return host && ch->node < KVT_MAX_NODES ? ch->node : -1;
+}
+
+/* Adds (add) or takes out a chunk's share of its node's books: around every
+ * change of its tier, pending or node. */
+static void chunk_book(struct registry *r, const struct policy_chunk *ch, bool add) {
+        int node = chunk_node(ch);
+        uint64_t resident = ch->tier != KVT_TIER_VRAM;
+        struct node_stats *ns;
+
+        if (node < 0)
+                return;
+        ns = node_use(r, node);
+        if (add) {
+                ns->charged_bytes += KVT_CHUNK_BYTES;
+                ns->host_chunks += resident;
+                return;
+        }
+        assert(ns->charged_bytes >= KVT_CHUNK_BYTES && ns->host_chunks >= resident);
+        ns->charged_bytes -= KVT_CHUNK_BYTES;
+        ns->host_chunks -= resident;
+}
+
+/* Sets a node's host budget from the config.  A percentage needs the
+ * node's MemTotal: without it, -EINVAL (logged unless quiet) and the budget
+ * stays as it was. */
+static int node_resolve(struct registry *r, int node, bool quiet) {
+        struct node_stats *ns = &r->nodes[node];
+        uint64_t total = r->topo ? r->topo->mem_total_bytes[node] : 0;
+        struct budget_spec spec;
+        char buf[32];
+
+        if (!conf_node_budget(r->conf, node, &spec)) {
+                ns->limited = false;
+                ns->budget_bytes = 0;
+                return 0;
+        }
+        if (spec.percent && total == 0)
+                return quiet ? -EINVAL
+                             : log_error_errno(EINVAL,
+                                               "[numa.%d] host_budget = %u%%: the MemTotal of node %d is unknown "
+                                               "(no such node?).",
+                                               node, spec.percent, node);
+        node_use(r, node);
+        ns->limited = true;
+        ns->budget_bytes = spec.percent ? (uint64_t)((unsigned __int128)total * spec.percent / 100) : spec.bytes;
+        log_info("NUMA node %d: host budget %s.", node, format_bytes(buf, sizeof(buf), ns->budget_bytes));
+        return 0;
+}
+
+int registry_set_topology(struct registry *r, const struct topology *t) {
+        int ret = 0;
+
+        r->topo = t;
+        for (int n = 0; n < KVT_MAX_NODES; n++) {
+                if (t->present & (1ull << n))
+                        node_use(r, n);
+                if (node_resolve(r, n, false) < 0)
+                        ret = -EINVAL;
+        }
+        return ret;
+}
+
+int registry_node_budget_reload(struct registry *r, int node) {
+        const struct node_stats *ns;
+        char buf[32];
+        int ret;
+
+        if (node < 0 || node >= KVT_MAX_NODES)
+                return -EINVAL;
+        ret = node_resolve(r, node, false);
+        ns = &r->nodes[node];
+        if (ret == 0 && ns->limited && ns->charged_bytes > ns->budget_bytes)
+                log_info("NUMA node %d: %s over the new host budget; no eviction goes there until promotions "
+                         "drain it.",
+                         node, format_bytes(buf, sizeof(buf), ns->charged_bytes - ns->budget_bytes));
+        return ret;
 }
 
 static void gpu_charge(struct gpu_stats *g, uint64_t n_chunks) {
@@ -111,7 +206,14 @@ static struct gpu_stats *gpu_use(struct registry *r, int device, uint64_t device
 }
 
 void registry_device_seen(struct registry *r, const struct kvt_device *d) {
-        gpu_use(r, d->device, d->total_bytes);
+        struct gpu_stats *g = gpu_use(r, d->device, d->total_bytes);
+
+        /* -1 (a shim that cannot tell) never hides what another one told */
+        if (d->host_node >= 0 && d->host_node < KVT_MAX_NODES && g->host_node != d->host_node) {
+                g->host_node = d->host_node;
+                node_use(r, d->host_node);
+                log_info("GPU %d: home NUMA node %d.", d->device, d->host_node);
+        }
 }
 
 int registry_new(const struct conf *conf, struct registry **ret) {
@@ -123,6 +225,10 @@ int registry_new(const struct conf *conf, struct registry **ret) {
         r->tick = 1;
         r->next_client_id = 1;
         r->next_order_id = 1;
+        for (int d = 0; d < KVT_MAX_GPUS; d++)
+                r->gpus[d].host_node = -1;
+        for (int n = 0; n < KVT_MAX_NODES; n++)
+                (void)node_resolve(r, n, true); /* percentages wait for registry_set_topology() */
         for (int d = 0; d < KVT_MAX_GPUS; d++) {
                 struct budget_spec spec;
                 bool configured;
@@ -271,14 +377,19 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
         struct gpu_stats *g = &r->gpus[reg->device];
         uint64_t room = g->budget_bytes > g->charged_bytes ? (g->budget_bytes - g->charged_bytes) / KVT_CHUNK_BYTES : 0;
         uint64_t n_vram = tier == KVT_TIER_VRAM ? MIN(room, (uint64_t)reg->n_chunks) : 0;
+        /* Memory kvtier never moved is where the kernel put it: counted on the GPU's home node. */
+        uint8_t node = g->host_node >= 0 ? (uint8_t)g->host_node : POLICY_NODE_NONE;
 
-        for (uint32_t i = 0; i < reg->n_chunks; i++)
+        for (uint32_t i = 0; i < reg->n_chunks; i++) {
                 reg->chunks[i] = (struct policy_chunk){
                         .last_use = r->tick,
                         .tier = (uint8_t)(tier != KVT_TIER_VRAM ? tier
                                           : i < n_vram          ? KVT_TIER_VRAM
                                                                 : KVT_TIER_NONE),
+                        .node = node,
                 };
+                chunk_book(r, &reg->chunks[i], true);
+        }
         if (tier == KVT_TIER_VRAM && n_vram < reg->n_chunks)
                 log_debug("Region %u of client %u: %" PRIu64
                           " of %u chunks reported in VRAM exceed the budget, "
@@ -373,8 +484,10 @@ static void region_release(struct registry *r, struct region *reg) {
         uint64_t charged = 0;
 
         region_forget_orders(r, reg);
-        for (uint32_t i = 0; i < reg->n_chunks; i++)
+        for (uint32_t i = 0; i < reg->n_chunks; i++) {
                 charged += chunk_charged(&reg->chunks[i]);
+                chunk_book(r, &reg->chunks[i], false);
+        }
         gpu_uncharge(g, charged);
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
                 g->tier_chunks[t] -= reg->tier_chunks[t];
@@ -471,34 +584,68 @@ static int client_push_order(struct client *c, const struct order *o) {
         return 0;
 }
 
+/* Whether evicting n_chunks more to node would take it over its host budget. */
+static bool node_over(const struct registry *r, int node, uint64_t n_chunks) {
+        const struct node_stats *ns = node >= 0 ? &r->nodes[node] : NULL;
+
+        return ns && n_chunks && ns->limited && ns->charged_bytes + n_chunks * KVT_CHUNK_BYTES > ns->budget_bytes;
+}
+
+/* Marks chunks [first, first + n) pending to tier; evictions are booked on node. */
+static void chunks_mark_pending(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
+                                int node) {
+        for (uint32_t i = first; i < first + n; i++) {
+                struct policy_chunk *ch = &reg->chunks[i];
+
+                chunk_book(r, ch, false);
+                if (tier != KVT_TIER_VRAM && ch->tier == KVT_TIER_VRAM)
+                        ch->node = node >= 0 ? (uint8_t)node : POLICY_NODE_NONE;
+                ch->pending = (uint8_t)tier;
+                chunk_book(r, ch, true);
+        }
+}
+
 int registry_order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
-                       struct kvt_order *ret) {
+                       int host_node, struct kvt_order *ret) {
         struct gpu_stats *g = &r->gpus[reg->device];
         struct order o = {.id = r->next_order_id, .region = reg, .first = first, .n = n, .tier = tier};
-        uint64_t add = 0;
+        uint64_t add = 0, evict = 0;
         int ret_push;
 
-        if (n == 0 || (uint64_t)first + n > reg->n_chunks || tier == KVT_TIER_NONE || tier >= _KVT_TIER_MAX)
+        if (n == 0 || (uint64_t)first + n > reg->n_chunks || tier == KVT_TIER_NONE || tier >= _KVT_TIER_MAX ||
+            host_node < -1 || host_node >= KVT_MAX_NODES)
                 return -ERANGE;
+        if (tier == KVT_TIER_VRAM)
+                host_node = -1;
         for (uint32_t i = first; i < first + n; i++) {
                 if (reg->chunks[i].pending != KVT_TIER_NONE)
                         return -EBUSY;
                 add += tier == KVT_TIER_VRAM && !chunk_charged(&reg->chunks[i]);
+                evict += tier != KVT_TIER_VRAM && reg->chunks[i].tier == KVT_TIER_VRAM;
         }
         if (add && g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes)
+                return -ENOSPC;
+        if (node_over(r, host_node, evict))
                 return -ENOSPC;
         ret_push = client_push_order(reg->client, &o);
         if (ret_push < 0)
                 return ret_push;
 
-        for (uint32_t i = first; i < first + n; i++)
-                reg->chunks[i].pending = (uint8_t)tier;
+        chunks_mark_pending(r, reg, first, n, tier, host_node);
+        if (host_node >= 0 && evict) {
+                struct node_stats *ns = &r->nodes[host_node];
+                ns->peak_charged_bytes = MAX(ns->peak_charged_bytes, ns->charged_bytes);
+        }
         gpu_charge(g, add);
         g->inflight_orders++;
         r->next_order_id++;
         r->migrations.orders_sent++;
-        *ret = (struct kvt_order){
-                .order_id = o.id, .region_id = reg->id, .first_chunk = first, .n_chunks = n, .tier = tier};
+        *ret = (struct kvt_order){.order_id = o.id,
+                                  .region_id = reg->id,
+                                  .first_chunk = first,
+                                  .n_chunks = n,
+                                  .tier = tier,
+                                  .host_node = host_node};
         return 0;
 }
 
@@ -512,6 +659,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
 
+                chunk_book(r, ch, false);
                 if (ok && ch->tier != o->tier) {
                         reg->tier_chunks[ch->tier]--;
                         g->tier_chunks[ch->tier]--;
@@ -522,6 +670,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         moved++;
                 }
                 ch->pending = KVT_TIER_NONE;
+                chunk_book(r, ch, true);
                 uncharge += was && !chunk_charged(ch);
         }
         gpu_uncharge(g, uncharge);
@@ -592,6 +741,10 @@ struct region *region_next(const struct region *reg) {
 
 const struct gpu_stats *registry_gpu(const struct registry *r, int device) {
         return device >= 0 && device < KVT_MAX_GPUS && r->gpu_present[device] ? &r->gpus[device] : NULL;
+}
+
+const struct node_stats *registry_node(const struct registry *r, int node) {
+        return node >= 0 && node < KVT_MAX_NODES && r->node_present[node] ? &r->nodes[node] : NULL;
 }
 
 const struct migration_stats *registry_migrations(const struct registry *r) {

@@ -12,6 +12,13 @@
  * budget_bytes (asserted); only lowering the budget live can leave it over,
  * until the planner's evictions are done.  peak_charged_bytes records the
  * maximum.
+ *
+ * Host memory is booked per NUMA node: a chunk not in VRAM is charged to
+ * the node of its host copy (chunk.node; chunks kvtier never moved count on
+ * their GPU's home node, as the shim reported it), and an eviction to its
+ * target node from the moment it is ordered until it failed.  An eviction
+ * order never takes a node with a host budget over it (-ENOSPC); regions
+ * registered in host memory may, until the planner's promotions drain it.
  */
 
 #include <assert.h>
@@ -43,12 +50,22 @@ static_assert(sizeof(struct policy_chunk) <= 32, "daemon state per chunk must st
 
 struct gpu_stats {
         int device;
+        int host_node; /* home host NUMA node (the shim's cudaDevAttrHostNumaId); -1 = unknown */
         bool budget_resolved; /* false while a percentage waits for a device total */
         uint64_t budget_bytes;
         uint64_t charged_bytes;
         uint64_t peak_charged_bytes;
         uint64_t tier_chunks[_KVT_TIER_MAX]; /* by confirmed tier */
         uint64_t inflight_orders;
+};
+
+struct node_stats {
+        int node;
+        bool limited;          /* a [numa.N] host_budget applies */
+        uint64_t budget_bytes; /* when limited */
+        uint64_t charged_bytes; /* host copies on the node, and evictions under way to it */
+        uint64_t host_chunks;   /* chunks whose host copy is on the node now */
+        uint64_t peak_charged_bytes; /* most charged right after one of kvtier's own evictions was ordered */
 };
 
 struct migration_stats {
@@ -66,6 +83,18 @@ int registry_new(const struct conf *conf, struct registry **ret);
 
 /* Frees r and everything in it.  Accepts NULL; returns NULL. */
 struct registry *registry_free(struct registry *r);
+
+struct topology;
+/* Gives the registry the host's NUMA nodes (which must outlive it): they
+ * appear in the books, and percentage host budgets resolve from their
+ * MemTotal.  Returns 0, or -EINVAL (logged) when a [numa.N] percentage
+ * names a node whose MemTotal is unknown. */
+int registry_set_topology(struct registry *r, const struct topology *t);
+
+/* Re-reads a node's host budget from the config (after a live change).
+ * Returns 0, or -EINVAL (logged, the old budget kept) for a percentage of
+ * a node whose MemTotal is unknown. */
+int registry_node_budget_reload(struct registry *r, int node);
 
 /* Re-reads a GPU's budget from the config (after a live change) and marks
  * the GPU present.  Chunks charged over a lowered budget stay charged until
@@ -85,9 +114,9 @@ int registry_client_new(struct registry *r, pid_t pid, uid_t uid, const struct k
  * Accepts NULL. */
 void registry_client_free(struct registry *r, struct client *c);
 
-/* Notes a GPU a client uses besides its HELLO's device (DEVICE message):
- * the GPU appears in the books and a percentage budget resolves from its
- * total.  A budget resolved earlier stays as it is. */
+/* Notes a GPU a client uses (DEVICE message): the GPU appears in the
+ * books, a percentage budget resolves from its total (a budget resolved
+ * earlier stays as it is), and a known home node is recorded. */
 void registry_device_seen(struct registry *r, const struct kvt_device *d);
 
 /* Registers a region, its chunks hottest (last_use = now).  Returns 0,
@@ -111,11 +140,14 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
 
 /* Creates an order for chunks [first, first + n) of a region: marks them
- * pending, charges promotions.  Fills *ret for sending.  Returns 0, -EBUSY
- * (a chunk is pending already), -ENOSPC (a promotion would exceed the
- * budget), -ERANGE or -ENOMEM. */
+ * pending, charges promotions to the GPU and evictions to host_node (-1:
+ * the shim's choice, booked nowhere; ignored for VRAM).  Chunks already in
+ * host memory stay on their node.  Fills *ret for sending.  Returns 0,
+ * -EBUSY (a chunk is pending already), -ENOSPC (a promotion would exceed
+ * the VRAM budget, or an eviction the node's host budget), -ERANGE or
+ * -ENOMEM. */
 int registry_order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
-                       struct kvt_order *ret);
+                       int host_node, struct kvt_order *ret);
 
 /* Applies an ORDER_DONE.  Returns 1 if the order had failed, 0 if it is
  * done or was forgotten (its region went away), -ENOENT for an id this
@@ -131,6 +163,9 @@ struct region *region_next(const struct region *reg);
 /* A GPU's books, NULL until a client or region used it or [gpu.N] named it. */
 const struct gpu_stats *registry_gpu(const struct registry *r, int device);
 const struct migration_stats *registry_migrations(const struct registry *r);
+/* A host node's books, NULL unless the topology, a [numa.N] budget, a
+ * GPU's home or a booked chunk named it. */
+const struct node_stats *registry_node(const struct registry *r, int node);
 
 uint32_t client_id(const struct client *c);
 pid_t client_pid(const struct client *c);

@@ -28,6 +28,7 @@ static json_object *gpu_json(const struct gpu_stats *g) {
         json_object *o = json_object_new_object();
 
         json_object_object_add(o, "device", json_object_new_int(g->device));
+        json_object_object_add(o, "host_node", json_object_new_int(g->host_node));
         json_object_object_add(o, "budget_bytes", json_u64(g->budget_bytes));
         json_object_object_add(o, "charged_bytes", json_u64(g->charged_bytes));
         json_object_object_add(o, "peak_charged_bytes", json_u64(g->peak_charged_bytes));
@@ -81,6 +82,19 @@ static char *chunk_map(const struct region *reg, bool *truncated) {
         if (s)
                 s[len] = '\0';
         return s;
+}
+
+/* budget_bytes is null for a node without a host budget. */
+static json_object *node_json(const struct node_stats *ns) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "node", json_object_new_int(ns->node));
+        json_object_object_add(o, "budget_bytes", ns->limited ? json_u64(ns->budget_bytes) : NULL);
+        json_object_object_add(o, "charged_bytes", json_u64(ns->charged_bytes));
+        json_object_object_add(o, "host_bytes", json_u64(ns->host_chunks * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "chunks", json_u64(ns->host_chunks));
+        json_object_object_add(o, "peak_charged_bytes", json_u64(ns->peak_charged_bytes));
+        return o;
 }
 
 static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER_MAX]) {
@@ -170,13 +184,14 @@ static json_object *migrations_json(const struct migration_stats *m) {
 
 int status_json(const struct registry *r, const struct status_info *info, char **ret) {
         json_object *root = json_object_new_object(), *gpus = json_object_new_array(),
-                    *clients = json_object_new_array();
+                    *clients = json_object_new_array(), *nodes = json_object_new_array();
         char *s;
 
-        if (!root || !gpus || !clients) {
+        if (!root || !gpus || !clients || !nodes) {
                 json_object_put(root);
                 json_object_put(gpus);
                 json_object_put(clients);
+                json_object_put(nodes);
                 return -ENOMEM;
         }
         json_object_object_add(root, "version", json_object_new_string(PACKAGE_VERSION));
@@ -190,6 +205,10 @@ int status_json(const struct registry *r, const struct status_info *info, char *
                 if (registry_gpu(r, d))
                         json_object_array_add(gpus, gpu_json(registry_gpu(r, d)));
         json_object_object_add(root, "gpus", gpus);
+        for (int n = 0; n < KVT_MAX_NODES; n++)
+                if (registry_node(r, n))
+                        json_object_array_add(nodes, node_json(registry_node(r, n)));
+        json_object_object_add(root, "nodes", nodes);
         for (const struct client *c = registry_clients(r); c; c = client_next(c))
                 json_object_array_add(clients, client_json(c, info));
         json_object_object_add(root, "clients", clients);

@@ -49,6 +49,10 @@ struct selection {
         uint64_t evict_max;   /* eviction candidates with key <= this are evicted */
         uint64_t promote_min; /* promotion candidates with key >= this are promoted */
         uint64_t n_evict, n_promote;
+        /* With host budgets: evicted chunks with keys >= node_min[k] (and below
+         * node_min[k - 1]) go to node k of the input; n_node_min of them. */
+        uint64_t node_min[POLICY_MAX_NODES];
+        size_t n_node_min;
 };
 
 /* What the rank pass needs, copied out of the context into locals that the
@@ -398,6 +402,15 @@ static unsigned is_promote_candidate(uint16_t f, uint64_t key, uint64_t want_min
         return (key >= want_min) & !(f & (PLAN_EXCLUDED | PLAN_FROZEN | PLAN_IN_VRAM | PLAN_PENDING));
 }
 
+/* Chunks all the host nodes together can take, saturating. */
+static uint64_t plan_nodes_room(const struct policy_input *in) {
+        uint64_t room = 0;
+
+        for (size_t k = 0; k < in->n_nodes; k++)
+                room = in->nodes[k].room_chunks > UINT64_MAX - room ? UINT64_MAX : room + in->nodes[k].room_chunks;
+        return room;
+}
+
 /* Picks thresholds: the wanted set, then the lowest-ranked evictions and the
  * highest-ranked promotions that the rate limit and the free budget allow. */
 static void plan_select(struct plan_ctx *x, struct selection *s) {
@@ -440,6 +453,8 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
 
         /* Evict the lowest n_evict: everything below the top (n_ev - n_evict). */
         s->n_evict = n_ev < rate ? n_ev : rate;
+        if (in->nodes && s->n_evict > plan_nodes_room(in))
+                s->n_evict = plan_nodes_room(in); /* no node may go over its host budget */
         s->evict_max = s->n_evict == 0      ? 0
                        : s->n_evict == n_ev ? UINT64_MAX
                                             : plan_top_k(x, &ev, n_ev - s->n_evict) - 1;
@@ -452,9 +467,43 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
                                                 : plan_top_k(x, &pr, s->n_promote);
 }
 
+/* Splits the evictions over the host nodes in their order: the first node
+ * with room takes the warmest evicted chunks (likeliest to be wanted back
+ * soon, so nearest), the next the warmest of the rest, and so on.  The
+ * evicted chunks are the lowest n_evict of the candidates, so the top c of
+ * them are the top (n_ev - n_evict + c) candidates. */
+static void plan_spill(struct plan_ctx *x, struct selection *s) {
+        struct subset ev = {.client = SIZE_MAX, .list = x->cand, .n_list = x->n_ev, .step = 1};
+        uint64_t taken = 0;
+
+        s->n_node_min = 0;
+        for (size_t k = 0; x->in->nodes && k < x->in->n_nodes && taken < s->n_evict; k++) {
+                uint64_t room = x->in->nodes[k].room_chunks;
+
+                taken = room < s->n_evict - taken ? taken + room : s->n_evict;
+                s->node_min[k] = taken == s->n_evict ? 0
+                                 : taken == 0        ? UINT64_MAX /* no room yet: no key reaches it */
+                                                     : plan_top_k(x, &ev, x->n_ev - s->n_evict + taken);
+                s->n_node_min = k + 1;
+        }
+}
+
+/* Where an evicted chunk with key goes: its node by the thresholds of
+ * plan_spill(), or the home node without host budgets. */
+static int32_t plan_node_of(const struct plan_ctx *x, const struct selection *s, uint64_t key) {
+        size_t k = 0;
+
+        if (!x->in->nodes)
+                return x->in->home_node;
+        while (k + 1 < s->n_node_min && key < s->node_min[k])
+                k++;
+        return x->in->nodes[k].id;
+}
+
 /* Appends a move for flat index at, extending the last run when contiguous.
  * *r walks the regions forward (indices come ascending). */
-static void plan_append(const struct plan_ctx *x, size_t at, uint32_t tier, size_t *r, struct policy_plan *p) {
+static void plan_append(const struct plan_ctx *x, size_t at, uint32_t tier, int32_t node, size_t *r,
+                        struct policy_plan *p) {
         uint32_t cap = x->pp->run_cap ? x->pp->run_cap : POLICY_RUN_CAP_DEFAULT;
         struct policy_move *last = p->n_moves ? &p->moves[p->n_moves - 1] : NULL;
         uint32_t i;
@@ -462,13 +511,14 @@ static void plan_append(const struct plan_ctx *x, size_t at, uint32_t tier, size
         while (at >= x->start[*r + 1])
                 (*r)++;
         i = (uint32_t)(at - x->start[*r]);
-        if (last && last->tier == tier && last->region == *r && last->first_chunk + last->n_chunks == i &&
-            last->n_chunks < cap) {
+        if (last && last->tier == tier && last->host_node == node && last->region == *r &&
+            last->first_chunk + last->n_chunks == i && last->n_chunks < cap) {
                 last->n_chunks++;
                 return;
         }
         p->moves[p->n_moves++] =
-                (struct policy_move){.region = (uint32_t)*r, .first_chunk = i, .n_chunks = 1, .tier = tier};
+                (struct policy_move){.region = (uint32_t)*r, .first_chunk = i, .n_chunks = 1, .tier = tier,
+                                     .host_node = node};
 }
 
 /* Evictions (runs in ascending order), then promotions: coalesced into
@@ -519,16 +569,19 @@ static bool over_quota(const struct plan_ctx *x, size_t at) {
 static void plan_emit(struct plan_ctx *x, const struct selection *s, struct policy_plan *p) {
         size_t r = 0;
 
-        for (size_t j = 0; s->n_evict && j < x->n_ev; j++)
-                if (key_of(x, x->cand[j]) <= s->evict_max)
+        for (size_t j = 0; s->n_evict && j < x->n_ev; j++) {
+                uint64_t key = key_of(x, x->cand[j]);
+
+                if (key <= s->evict_max)
                         plan_append(x, x->cand[j], x->pp->evict_tier == KVT_TIER_HOST ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED,
-                                    &r, p);
+                                    plan_node_of(x, s, key), &r, p);
+        }
         r = 0;
         for (size_t j = 0; s->n_promote && j < x->n_pr; j++) {
                 size_t at = x->cand[x->n - 1 - j];
 
                 if (key_of(x, at) >= s->promote_min && !over_quota(x, at)) {
-                        plan_append(x, at, KVT_TIER_VRAM, &r, p);
+                        plan_append(x, at, KVT_TIER_VRAM, -1, &r, p);
                         p->promote_chunks++;
                         p->prefetch_chunks += (x->flags[at] & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;
                 }
@@ -540,7 +593,7 @@ static int plan_check(const struct policy_params *pp, const struct policy_input 
 
         if ((unsigned)pp->kind >= _POLICY_KIND_MAX || pp->heat_half_life_ticks == 0)
                 return -EINVAL;
-        if (in->n_regions && !in->regions)
+        if ((in->n_regions && !in->regions) || in->n_nodes > (in->nodes ? POLICY_MAX_NODES : 0))
                 return -EINVAL;
         for (size_t r = 0; r < in->n_regions; r++) {
                 if (in->regions[r].n_chunks && !in->regions[r].chunks)
@@ -608,6 +661,7 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         }
         plan_hist_all(&x);
         plan_select(&x, &s);
+        plan_spill(&x, &s);
         r = plan_quota_room(&x, &s);
         if (r < 0) {
                 ctx_free(&x);

@@ -14,6 +14,10 @@
  * budget only once they are done, so never within the same plan.  Pinned
  * chunks rank above everything and are never evicted; chunks with a pending
  * order are left alone; a client's chunks beyond its quota are never wanted.
+ * Host budgets (policy_input.nodes): evictions fill the nodes in their
+ * order, the warmest evicted chunks on the first node with room, the
+ * coldest furthest; evictions no node has room for are not planned, and
+ * the promotions that wait for their budget wait longer.
  * Ties go to the higher region index, then the higher chunk index (the
  * newest allocation and the end of a region are the KV append point).
  *
@@ -53,6 +57,9 @@ enum policy_kind {
  * chunks outgrow the budget. */
 #define POLICY_CHUNK_HOT 0x02u
 
+/* policy_chunk.node of a chunk whose host NUMA node is not known. */
+#define POLICY_NODE_NONE 0xffu
+
 /* One chunk: also the daemon's per-chunk state (16 bytes), so that the
  * snapshot is the registry itself. */
 struct policy_chunk {
@@ -62,7 +69,8 @@ struct policy_chunk {
         uint8_t tier;       /* enum kvt_tier, confirmed */
         uint8_t pending;    /* enum kvt_tier target of an in-flight order; 0 = none */
         uint8_t flags;      /* POLICY_CHUNK_* */
-        uint8_t reserved;
+        uint8_t node;       /* the daemon's books: host NUMA node of the chunk's host copy, or of the
+                             * eviction under way (POLICY_NODE_NONE: not known); planning ignores it */
 };
 
 /* One region, in the caller's order: a higher index is a newer region. */
@@ -71,6 +79,14 @@ struct policy_region {
         uint32_t n_chunks;
         uint32_t client; /* index into policy_input.clients; ignored without clients */
 };
+
+/* A host NUMA node evictions may go to (policy_input.nodes). */
+struct policy_node {
+        int32_t id;           /* 0 .. POLICY_MAX_NODES - 1 */
+        uint64_t room_chunks; /* chunks it takes before its host budget is full; UINT64_MAX = no budget */
+};
+
+#define POLICY_MAX_NODES 64u
 
 struct policy_client {
         uint64_t quota_chunks; /* most chunks wanted in VRAM; UINT64_MAX = no quota */
@@ -104,6 +120,13 @@ struct policy_input {
         uint64_t budget_chunks;   /* VRAM budget of the GPU, in chunks */
         uint64_t charged_chunks;  /* chunks in VRAM or with a pending order to VRAM */
         uint64_t max_move_chunks; /* rate limit for this plan, both directions; UINT64_MAX = none */
+        /* Host NUMA nodes evictions may go to, in order of preference (the
+         * GPU's home node first, then the others nearest first), at most
+         * POLICY_MAX_NODES.  NULL: no host budgets, every eviction goes to
+         * home_node. */
+        const struct policy_node *nodes;
+        size_t n_nodes;
+        int32_t home_node; /* with nodes NULL: where evictions go; -1 = wherever the shim puts them */
 };
 
 /* One order to issue: chunks [first_chunk, first_chunk + n_chunks) of a region. */
@@ -111,7 +134,8 @@ struct policy_move {
         uint32_t region;
         uint32_t first_chunk;
         uint32_t n_chunks;
-        uint32_t tier; /* enum kvt_tier: KVT_TIER_VRAM or KVT_TIER_HOST_MAPPED */
+        uint32_t tier;     /* enum kvt_tier: KVT_TIER_VRAM or KVT_TIER_HOST_MAPPED */
+        int32_t host_node; /* evictions: the host NUMA node they go to (-1: the shim's choice); promotions -1 */
 };
 
 struct policy_plan {

@@ -46,6 +46,7 @@ static bool hello_known;
 /* Totals of the devices regions were captured on, and which of them the
  * current connection has heard of (bit d: device d). */
 static uint64_t device_total[KVT_MAX_GPUS];
+static int device_node[KVT_MAX_GPUS];
 static uint64_t devices_known, devices_announced;
 
 static int wait_writable(int fd, int timeout_ms) {
@@ -64,19 +65,22 @@ static int wait_writable(int fd, int timeout_ms) {
 
 static int send_locked(int fd, uint16_t type, const void *payload, size_t len);
 
-/* A REGION_ADD on a device other than the HELLO's is preceded, once per
- * connection, by a DEVICE message with that device's total. */
+/* A REGION_ADD is preceded, once per connection and device (the HELLO's
+ * too, for its home node), by a DEVICE message with that device's total
+ * and home node.  A device not noted yet (a VMM mapping comes first) is
+ * announced again once it is. */
 static int announce_device_locked(int fd, int dev) {
-        struct kvt_device d = { .device = dev };
+        struct kvt_device d = { .device = dev, .host_node = -1 };
         int r;
 
-        if (dev < 0 || dev >= KVT_MAX_GPUS || (hello_known && dev == hello_cached.device) ||
-            (devices_announced & (1ull << dev)))
+        if (dev < 0 || dev >= KVT_MAX_GPUS || (devices_announced & (1ull << dev)))
                 return 0;
-        if (devices_known & (1ull << dev))
+        if (devices_known & (1ull << dev)) {
                 d.total_bytes = device_total[dev];
+                d.host_node = device_node[dev];
+        }
         r = send_locked(fd, KVT_MSG_DEVICE, &d, sizeof(d));
-        if (r == 0)
+        if (r == 0 && (devices_known & (1ull << dev)))
                 devices_announced |= 1ull << dev;
         return r;
 }
@@ -388,12 +392,13 @@ static void atfork_child(void) {
         trace_atfork_child();
 }
 
-void client_note_device(int dev, uint64_t total_bytes) {
+void client_note_device(int dev, uint64_t total_bytes, int host_node) {
         if (dev < 0 || dev >= KVT_MAX_GPUS)
                 return;
         pthread_mutex_lock(&lock);
         if (!(devices_known & (1ull << dev))) {
                 device_total[dev] = total_bytes;
+                device_node[dev] = host_node >= 0 && host_node < KVT_MAX_NODES ? host_node : -1;
                 devices_known |= 1ull << dev;
         }
         pthread_mutex_unlock(&lock);

@@ -37,10 +37,11 @@ int client_next_connection(void);
 /* The mover saw fd fail or close: drop it if it is still current. */
 void client_lost(int fd, int err);
 
-/* Records the total memory of device dev, learnt on a thread whose current
- * device it is, so that a DEVICE message can announce it.  Call before the
- * first REGION_ADD on dev. */
-void client_note_device(int dev, uint64_t total_bytes);
+/* Records the total memory of device dev and its home host NUMA node (-1:
+ * unknown), learnt on a thread whose current device it is, so that a
+ * DEVICE message can announce them.  Call before the first REGION_ADD on
+ * dev. */
+void client_note_device(int dev, uint64_t total_bytes, int host_node);
 bool client_device_noted(int dev);
 /* For KVTIER_CAPACITY=auto: the VRAM budget plus the host memory the
  * daemon granted, connecting first if needed (at most the timeout).

@@ -26,6 +26,7 @@ struct run {
         uint32_t region_id;
         int device;
         uint32_t tier;
+        int host_node; /* host tiers: the node the daemon named, or -1 */
         void *ptr;
         size_t len;
         cudaStream_t stream;
@@ -38,6 +39,7 @@ struct device_state {
         unsigned next[_DIR_MAX];
         struct cudaMemLocation host; /* where this GPU's host tier lives */
         bool host_known;
+        bool numa_refused; /* the driver refused a NUMA location: plain host from now on */
 };
 
 struct pipeline {
@@ -61,6 +63,10 @@ static bool env_bool(const char *name, bool def) {
         return strcmp(v, "0") != 0 && strcasecmp(v, "no") != 0 && strcasecmp(v, "false") != 0;
 }
 
+bool pipeline_host_numa_from_env(void) {
+        return env_bool("KVTIER_MOVER_HOST_NUMA", true);
+}
+
 void pipeline_config_from_env(struct pipeline_config *ret) {
         const char *v = getenv("KVTIER_MOVER_STREAMS");
 
@@ -79,7 +85,7 @@ void pipeline_config_from_env(struct pipeline_config *ret) {
                         ret->streams_per_dir = (unsigned)n;
         }
         ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
-        ret->host_numa = env_bool("KVTIER_MOVER_HOST_NUMA", ret->host_numa);
+        ret->host_numa = pipeline_host_numa_from_env();
 }
 
 /* Runs on a CUDA thread (or, in the fake, the caller's) once the work queued
@@ -125,16 +131,26 @@ static struct cudaMemLocation host_location(struct pipeline *p, int dev) {
         return d->host;
 }
 
+/* Where a host-tier run of GPU dev goes: the node the daemon named (its
+ * host budgets chose it), else the GPU's own host tier. */
+static struct cudaMemLocation host_target(struct pipeline *p, int dev, int node) {
+        if (node >= 0 && !p->dev[dev].numa_refused)
+                return (struct cudaMemLocation){ cudaMemLocationTypeHostNuma, node };
+        return host_location(p, dev);
+}
+
 /* A NUMA location the driver refuses (no NUMA support, old driver) is
  * given up for plain host memory, for this GPU from now on. */
-static bool host_fallback(struct pipeline *p, int dev, cudaError_t e) {
+static bool host_fallback(struct pipeline *p, int dev, struct cudaMemLocation loc, cudaError_t e) {
         struct device_state *d = &p->dev[dev];
 
-        if (e == cudaSuccess || d->host.type != cudaMemLocationTypeHostNuma)
+        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma)
                 return false;
         log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); using plain host memory.", dev,
-                 d->host.id, (int)e);
+                 loc.id, (int)e);
         d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
+        d->host_known = true;
+        d->numa_refused = true;
         return true;
 }
 
@@ -150,10 +166,11 @@ static cudaError_t advise_host_preferred(struct pipeline *p, void *ptr, size_t l
         return p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 }
 
-static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int dev, cudaStream_t s) {
-        cudaError_t e = p->rt->cudaMemPrefetchAsync(ptr, len, host_location(p, dev), 0, s);
+static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int dev, int node, cudaStream_t s) {
+        struct cudaMemLocation loc = host_target(p, dev, node);
+        cudaError_t e = p->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
 
-        if (host_fallback(p, dev, e))
+        if (host_fallback(p, dev, loc, e))
                 e = p->rt->cudaMemPrefetchAsync(ptr, len, host_location(p, dev), 0, s);
         return e;
 }
@@ -192,7 +209,7 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
         (void)advise_host_preferred(p, r->ptr, r->len);
         if (p->cfg.read_dup)
                 (void)p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseUnsetReadMostly, gpu);
-        if (prefetch_host(p, r->ptr, r->len, r->device, r->stream) == cudaSuccess)
+        if (prefetch_host(p, r->ptr, r->len, r->device, -1, r->stream) == cudaSuccess)
                 (void)p->rt->cudaStreamSynchronize(r->stream);
         return e;
 }
@@ -205,7 +222,8 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
  * only what the GPU holds alone: pages it wrote (a write invalidates the
  * other copies), or pages promoted without read_dup.  A failure leaves
  * pages in VRAM, which the daemon keeps charged. */
-static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int dev, bool mapped, cudaStream_t s) {
+static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int dev, int node, bool mapped,
+                                cudaStream_t s) {
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
         cudaError_t e;
 
@@ -216,7 +234,7 @@ static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int d
         if (e == cudaSuccess && p->cfg.read_dup)
                 e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
         if (e == cudaSuccess)
-                e = prefetch_host(p, ptr, len, dev, s);
+                e = prefetch_host(p, ptr, len, dev, node, s);
         return e;
 }
 
@@ -226,7 +244,8 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                 return promote_issue(p, r->ptr, r->len, r->device, r->stream);
         case KVT_TIER_HOST_MAPPED:
         case KVT_TIER_HOST:
-                return demote_issue(p, r->ptr, r->len, r->device, r->tier == KVT_TIER_HOST_MAPPED, r->stream);
+                return demote_issue(p, r->ptr, r->len, r->device, r->host_node, r->tier == KVT_TIER_HOST_MAPPED,
+                                    r->stream);
         default:
                 return cudaErrorInvalidValue;
         }
@@ -339,7 +358,7 @@ static void run_issue(struct pipeline *p, struct run *r) {
 }
 
 static bool continues(const struct kvt_order *prev, const struct kvt_order *o) {
-        return o->region_id == prev->region_id && o->tier == prev->tier &&
+        return o->region_id == prev->region_id && o->tier == prev->tier && o->host_node == prev->host_node &&
                o->first_chunk == (uint64_t)prev->first_chunk + prev->n_chunks;
 }
 
@@ -370,6 +389,7 @@ void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t 
                 r->n_orders = j - i;
                 r->region_id = orders[i].region_id;
                 r->tier = orders[i].tier;
+                r->host_node = orders[i].tier == KVT_TIER_VRAM ? -1 : orders[i].host_node;
                 r->t0 = now_ns();
                 run_issue(p, r);
         }
@@ -434,7 +454,7 @@ int pipeline_fd(const struct pipeline *p) {
 }
 
 cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int dev, uint32_t tier) {
-        struct run r = { .device = dev, .tier = tier, .ptr = ptr, .len = len };
+        struct run r = { .device = dev, .tier = tier, .host_node = -1, .ptr = ptr, .len = len };
         cudaError_t e;
 
         if (dev < 0 || dev >= KVT_MAX_GPUS)

@@ -29,12 +29,17 @@ struct pipeline_config {
         bool read_dup;            /* promote read-duplicated; evict by dropping the GPU copy
                                    * (off by default: slower overall on the H200, and one
                                    * unexplained output difference under it there) */
-        bool host_numa;           /* host tier on the GPU's NUMA node where CUDA allows */
+        bool host_numa;           /* host tier on the GPU's NUMA node where CUDA allows (orders
+                                   * that name a node go there regardless) */
 };
 
 /* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP and
  * KVTIER_MOVER_HOST_NUMA.  Reads the environment: call once, at start. */
 void pipeline_config_from_env(struct pipeline_config *ret);
+
+/* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the
+ * GPU's NUMA node where an order names none. */
+bool pipeline_host_numa_from_env(void);
 
 typedef void (*pipeline_done_fn)(const struct kvt_order_done *done, void *userdata);
 

@@ -12,6 +12,7 @@
 #include "cupti.h"
 #include "heat.h"
 #include "log.h"
+#include "pipeline.h"
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
@@ -84,6 +85,7 @@ __attribute__((constructor)) static void shim_load(void) {
         }
         shim_cfg.disabled = env_true(getenv("KVTIER_DISABLE"));
         shim_cfg.standalone = env_true(getenv("KVTIER_STANDALONE"));
+        shim_cfg.host_numa = pipeline_host_numa_from_env();
         if ((v = getenv("KVTIER_SOCKET"))) {
                 if (*v != '/' || strlen(v) >= sizeof(shim_cfg.socket_path))
                         log_warning("Invalid KVTIER_SOCKET=%s (an absolute path of at most %zu bytes), ignoring.",
@@ -169,9 +171,16 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         gpu.id = r.device;
         if (!client_device_noted(r.device)) {
                 size_t free_bytes = 0, total_bytes = 0;
+                int node = -1;
+
                 if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
                         total_bytes = 0;
-                client_note_device(r.device, total_bytes);
+                /* The daemon books the host tier on this node; KVTIER_MOVER_HOST_NUMA=0
+                 * leaves it to the kernel, so the node is not known. */
+                if (!shim_cfg.host_numa ||
+                    rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, r.device) != cudaSuccess)
+                        node = -1;
+                client_note_device(r.device, total_bytes, node);
         }
         /* CUPTI starts with the first capture, before its cudaMallocManaged
          * (on the H200 no record arrived for managed memory allocated while

@@ -22,6 +22,7 @@ struct shim_config {
         bool standalone;               /* KVTIER_STANDALONE=1: the policy runs in this process */
         int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
         char *trace_path;              /* KVTIER_TRACE: record sampled accesses there */
+        bool host_numa;                /* KVTIER_MOVER_HOST_NUMA: the host tier on the GPU's node */
 };
 
 extern struct shim_config shim_cfg;

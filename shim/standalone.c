@@ -67,6 +67,18 @@ unsigned conf_heat_half_life_ticks(const struct conf *c) {
         return c->policy.heat_half_life_ticks;
 }
 
+/* No host budgets: evictions go to the GPU's home node. */
+bool conf_node_budget(const struct conf *c, int node, struct budget_spec *ret) {
+        (void)c, (void)node;
+        *ret = (struct budget_spec){0};
+        return false;
+}
+
+uint64_t conf_nodes_limited(const struct conf *c) {
+        (void)c;
+        return 0;
+}
+
 /* One process: no [client.NAME] sections. */
 size_t conf_n_clients(const struct conf *c) {
         (void)c;

@@ -44,6 +44,8 @@ static void help(void) {
                "                    window, prefetch, prefetch_depth, max_migration_rate\n"
                "  set vram_budget [GPU] BYTES\n"
                "                    VRAM budget (8G, 50%%) of one GPU or of all\n"
+               "  set host_budget NODE BYTES\n"
+               "                    host budget (64G, 50%% of its MemTotal, none) of a NUMA node\n"
                "                    (set needs root)\n\n"
                "Options:\n"
                "  -s, --socket PATH daemon socket (default $KVTIER_SOCKET or %s)\n"
@@ -154,6 +156,29 @@ static void print_gpus(struct json_object *st) {
         }
 }
 
+static bool jnull(struct json_object *o, const char *key) {
+        struct json_object *v = NULL;
+
+        return !json_object_object_get_ex(o, key, &v) || v == NULL;
+}
+
+/* Host NUMA nodes: their budget, what kvtier's chunks hold there. */
+static void print_nodes(struct json_object *st) {
+        struct json_object *nodes = jarr(st, "nodes");
+        char b[4][32];
+
+        if (!nodes || json_object_array_length(nodes) == 0)
+                return;
+        printf("\n%-4s %10s %10s %10s %10s %8s\n", "NODE", "BUDGET", "CHARGED", "PEAK", "HOST", "CHUNKS");
+        for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+                struct json_object *n = json_object_array_get_idx(nodes, i);
+
+                printf("%-4" PRId64 " %10s %10s %10s %10s %8" PRId64 "\n", jint(n, "node"),
+                       jnull(n, "budget_bytes") ? "none" : B(b[0], n, "budget_bytes"), B(b[1], n, "charged_bytes"),
+                       B(b[2], n, "peak_charged_bytes"), B(b[3], n, "host_bytes"), jint(n, "chunks"));
+        }
+}
+
 /* The GPUs a client's regions live on ("0", "0,1"); its HELLO's device
  * while it has no regions. */
 static const char *client_gpus(struct json_object *c, char *buf, size_t size) {
@@ -239,6 +264,7 @@ static void print_status(struct json_object *st) {
         printf("kvtierd %s, pid %" PRId64 ", policy %s, tick %" PRId64 " ms, up %.1f s\n\n", jstr(st, "version"),
                jint(st, "pid"), jstr(st, "policy"), jint(st, "tick_ms"), (double)jint(st, "uptime_ms") / 1000.0);
         print_gpus(st);
+        print_nodes(st);
         print_clients(st);
         print_regions(st);
         json_object_object_get_ex(st, "migrations", &mig);
@@ -315,8 +341,8 @@ static int set_text(int n, char **w, char *buf, size_t len) {
 
         if (n == 2)
                 k = snprintf(buf, len, "%s=%s", w[0], w[1]);
-        else if (n == 3 && strcmp(w[0], "vram_budget") == 0)
-                k = snprintf(buf, len, "vram_budget.%s=%s", w[1], w[2]);
+        else if (n == 3 && (strcmp(w[0], "vram_budget") == 0 || strcmp(w[0], "host_budget") == 0))
+                k = snprintf(buf, len, "%s.%s=%s", w[0], w[1], w[2]);
         else
                 return -EINVAL;
         if (k < 0 || (size_t)k >= len || strchr(w[0], '='))
@@ -405,7 +431,8 @@ int main(int argc, char **argv) {
                         run = commands[i].run;
         if (strcmp(cmd, "set") == 0) {
                 if (set_text(argc - optind - 1, argv + optind + 1, set, sizeof(set)) < 0) {
-                        fprintf(stderr, "kvtierctl: usage: set KEY VALUE or set vram_budget [GPU] BYTES\n");
+                        fprintf(stderr, "kvtierctl: usage: set KEY VALUE, set vram_budget [GPU] BYTES or "
+                                        "set host_budget NODE BYTES\n");
                         return EXIT_USAGE;
                 }
         } else if (!run) {

@@ -70,6 +70,30 @@ static void print_gpus(FILE *f, struct json_object *gpus) {
         }
 }
 
+/* One gauge per host NUMA node for a key of the node objects; nodes whose
+ * value is null (no budget) are left out. */
+static void node_gauge(FILE *f, struct json_object *nodes, const char *name, const char *key, const char *help) {
+        header(f, name, "gauge", help);
+        for (size_t i = 0; nodes && i < json_object_array_length(nodes); i++) {
+                struct json_object *n = json_object_array_get_idx(nodes, i), *v = NULL;
+
+                if (!json_object_object_get_ex(n, key, &v) || !v)
+                        continue;
+                fprintf(f, "%s{node=\"%" PRId64 "\"} %" PRId64 "\n", name, num(n, "node"), num(n, key));
+        }
+}
+
+static void print_nodes(FILE *f, struct json_object *nodes) {
+        node_gauge(f, nodes, "kvtier_node_budget_bytes", "budget_bytes",
+                   "Host budget of the NUMA node for evicted chunks (nodes without one are left out).");
+        node_gauge(f, nodes, "kvtier_node_charged_bytes", "charged_bytes",
+                   "Host memory of the node charged to its budget: chunks there or on their way there.");
+        node_gauge(f, nodes, "kvtier_node_peak_charged_bytes", "peak_charged_bytes",
+                   "Most charged to the node right after one of kvtier's evictions was ordered.");
+        node_gauge(f, nodes, "kvtier_node_host_bytes", "host_bytes", "Captured bytes whose host copy is on the node.");
+        node_gauge(f, nodes, "kvtier_node_chunks", "chunks", "Captured 2 MiB chunks whose host copy is on the node.");
+}
+
 static void print_clients(FILE *f, struct json_object *clients) {
         size_t n = clients ? json_object_array_length(clients) : 0;
 
@@ -112,6 +136,7 @@ void metrics_print(FILE *f, struct json_object *st) {
         header(f, "kvtier_uptime_seconds", "gauge", "Seconds since kvtierd started.");
         fprintf(f, "kvtier_uptime_seconds %.3f\n", (double)num(st, "uptime_ms") / 1000.0);
         print_gpus(f, array(st, "gpus"));
+        print_nodes(f, array(st, "nodes"));
         print_clients(f, array(st, "clients"));
         if (json_object_object_get_ex(st, "migrations", &mig))
                 print_migrations(f, mig);

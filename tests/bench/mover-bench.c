@@ -102,6 +102,7 @@ static double move_all(struct bench *b, uint32_t tier, uint32_t run_chunks, unsi
                         .first_chunk = c,
                         .n_chunks = c + run_chunks <= n_chunks ? run_chunks : n_chunks - c,
                         .tier = tier,
+                        .host_node = -1, /* the GPU's home node, as the pipeline finds it */
                 };
                 expected++;
                 if (n == batch || c + run_chunks >= n_chunks) {

@@ -14,8 +14,9 @@
  *   FAKECUDA_DEVICES=N            devices (1..16, default 1)
  *   FAKECUDA_MEM=BYTES            memory per device, K/M/G/T suffixes (default 16G)
  *   FAKECUDA_NUMA_NODES=N         host NUMA nodes accepted as locations (default 1)
- *   FAKECUDA_HOST_NUMA_ID=N       cudaDevAttrHostNumaId of every device (default
- *                                 the last node; may be one not accepted, or -1)
+ *   FAKECUDA_HOST_NUMA_ID=N[,N..] cudaDevAttrHostNumaId of every device, or one per
+ *                                 device (the last repeats); default the last node;
+ *                                 may be one not accepted, or -1
  *   FAKECUDA_MANAGED_MISALIGN=1   cudaMallocManaged returns 2 MiB boundary + 64 KiB
  *   FAKECUDA_FAIL=KIND:N[+],...   the Nth call of KIND fails (N+: from the Nth on);
  *                                 KIND: malloc, malloc_managed, prefetch, advise
@@ -28,7 +29,9 @@
  *                                 everything completes at once, host functions inline)
  *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
  *                                 (the real one synchronizes the device first)
- *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device
+ *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device, and one
+ *                                 per host NUMA node: bytes a prefetch naming it put
+ *                                 there, now and at the peak
  *   FAKECUDA_RUNTIME_VIA_DRIVER=1 cudaMalloc/cudaFree call cuMemAlloc/cuMemFree,
  *                                 found through cuGetProcAddress as the real
  *                                 runtime does

@@ -40,6 +40,7 @@ struct page {
         int8_t dup;           /* device with a read-only copy while loc is host, or -1 */
         int8_t preferred;     /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
         bool preferred_numa;  /* preferred is the host, named as a NUMA node: never mapped remotely */
+        int8_t numa;          /* host NUMA node a prefetch named for the host copy, or -1 (the kernel's) */
         bool read_mostly;
 };
 
@@ -75,7 +76,9 @@ static struct {
         bool initialized;
         int n_devices;
         int n_numa;
-        int host_numa_id;
+        int host_numa_id[MODEL_MAX_DEVICES];
+        uint64_t numa_bytes[MODEL_MAX_NUMA];      /* host copies placed on each node by a prefetch naming it */
+        uint64_t numa_peak_bytes[MODEL_MAX_NUMA];
         bool misalign;
         unsigned delay_us;
         unsigned free_delay_us;
@@ -211,6 +214,30 @@ void model_runtime_started(void) {
         pthread_once(&once, register_teardown);
 }
 
+/* FAKECUDA_HOST_NUMA_ID: one id for every device, or a comma list, one per
+ * device (the last one repeats); default the last node. */
+static void parse_host_numa_ids(const char *s) {
+        long id = m.n_numa - 1;
+        int d = 0;
+
+        while (s && *s && d < MODEL_MAX_DEVICES) {
+                char *end;
+
+                errno = 0;
+                id = strtol(s, &end, 10);
+                if (errno || end == s || (*end && *end != ',') || id < -1 || id > 1024) {
+                        fprintf(stderr, "fakecuda: invalid FAKECUDA_HOST_NUMA_ID=%s, ignoring.\n", s);
+                        id = m.n_numa - 1;
+                        d = 0;
+                        break;
+                }
+                m.host_numa_id[d++] = (int)id;
+                s = *end ? end + 1 : end;
+        }
+        for (; d < MODEL_MAX_DEVICES; d++)
+                m.host_numa_id[d] = (int)id;
+}
+
 static void init_once(void) {
         pthread_atfork(NULL, NULL, atfork_child);
         const char *s;
@@ -218,7 +245,7 @@ static void init_once(void) {
 
         m.n_devices = (int)env_long("FAKECUDA_DEVICES", 1, 1, MODEL_MAX_DEVICES);
         m.n_numa = (int)env_long("FAKECUDA_NUMA_NODES", 1, 1, 1024);
-        m.host_numa_id = (int)env_long("FAKECUDA_HOST_NUMA_ID", m.n_numa - 1, -1, 1024);
+        parse_host_numa_ids(getenv("FAKECUDA_HOST_NUMA_ID"));
         m.delay_us = (unsigned)env_long("FAKECUDA_PREFETCH_DELAY_US", 0, 0, 10000000);
         m.free_delay_us = (unsigned)env_long("FAKECUDA_FREE_DELAY_US", 0, 0, 10000000);
         m.event_delay_us = (unsigned)env_long("FAKECUDA_EVENT_DELAY_US", 0, 0, 10000000);
@@ -271,9 +298,21 @@ int model_numa_nodes(void) {
         return m.n_numa;
 }
 
-int model_host_numa_id(void) {
+int model_host_numa_id(int dev) {
         model_init();
-        return m.host_numa_id;
+        return dev >= 0 && dev < MODEL_MAX_DEVICES ? m.host_numa_id[dev] : -1;
+}
+
+/* Moves a page's host copy to node numa (-1: the kernel's node) in the gauges. */
+static void page_set_numa(struct page *p, int numa) {
+        if (p->numa >= 0 && p->numa < MODEL_MAX_NUMA)
+                m.numa_bytes[p->numa] -= MODEL_PAGE_BYTES;
+        p->numa = (int8_t)(numa < MODEL_MAX_NUMA ? numa : -1);
+        if (p->numa >= 0) {
+                m.numa_bytes[p->numa] += MODEL_PAGE_BYTES;
+                if (m.numa_bytes[p->numa] > m.numa_peak_bytes[p->numa])
+                        m.numa_peak_bytes[p->numa] = m.numa_bytes[p->numa];
+        }
 }
 
 void model_count_numa_location(int caller) {
@@ -494,6 +533,7 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
         } else {
                 p->loc = (int8_t)dev;
                 memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
+                page_set_numa(p, -1);
         }
         resident_inc(dev);
         return 0;
@@ -574,7 +614,7 @@ int model_malloc_managed(int dev, size_t size, void **ret) {
         a->managed = true;
         a->dev = dev;
         for (size_t i = 0; i < a->n_pages; i++)
-                a->pages[i] = (struct page){.loc = MODEL_LOC_NONE, .dup = -1, .preferred = MODEL_LOC_NONE};
+                a->pages[i] = (struct page){.loc = MODEL_LOC_NONE, .dup = -1, .preferred = MODEL_LOC_NONE, .numa = -1};
         m.stats[dev].managed_alloc_bytes += size;
         m.stats[dev].managed_allocs++;
         *ret = (void *)a->base;
@@ -597,6 +637,7 @@ int model_free(void *ptr) {
                 for (size_t i = 0; i < a->n_pages; i++) {
                         struct page *p = &a->pages[i];
                         page_drop_dup(p);
+                        page_set_numa(p, -1);
                         if (p->loc >= 0) {
                                 resident_dec(p->loc);
                                 free(p->devcopy);
@@ -710,7 +751,7 @@ static bool page_prefetch_host(struct alloc *a, size_t i) {
         return true;
 }
 
-int model_prefetch(int caller, const void *ptr, size_t count, int loc, size_t *ret_pages_moved) {
+int model_prefetch(int caller, const void *ptr, size_t count, int loc, int numa, size_t *ret_pages_moved) {
         struct alloc *a;
         size_t first, last, moved = 0;
         int r = -EINVAL;
@@ -725,7 +766,12 @@ int model_prefetch(int caller, const void *ptr, size_t count, int loc, size_t *r
                 struct page *p = &a->pages[i];
 
                 if (loc == MODEL_LOC_HOST) {
-                        moved += page_prefetch_host(a, i);
+                        bool was_moved = page_prefetch_host(a, i);
+
+                        moved += was_moved;
+                        /* a named node takes the host copy; plain host leaves it where it is */
+                        if (numa >= 0 || was_moved)
+                                page_set_numa(p, numa);
                         continue;
                 }
                 if (!page_on(p, loc)) {
@@ -1026,6 +1072,15 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
                                  s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)
+                        fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
+        }
+        for (int n = 0; n < m.n_numa && n < MODEL_MAX_NUMA; n++) {
+                char line[256];
+                int k = snprintf(line, sizeof(line),
+                                 "{\"pid\":%d,\"numa_node\":%d,\"host_bytes\":%" PRIu64 ",\"host_peak_bytes\":%" PRIu64
+                                 "}\n",
+                                 (int)getpid(), n, m.numa_bytes[n], m.numa_peak_bytes[n]);
+                if (k > 0 && write(fd, line, (size_t)k) != k)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
         }
         pthread_mutex_unlock(&m.lock);

@@ -19,6 +19,7 @@
 
 #define MODEL_PAGE_BYTES  FAKECUDA_PAGE_BYTES
 #define MODEL_MAX_DEVICES 16
+#define MODEL_MAX_NUMA    64 /* host NUMA nodes the gauges follow */
 #define MODEL_LOC_HOST    FAKECUDA_LOC_HOST
 #define MODEL_LOC_NONE    FAKECUDA_LOC_NONE
 /* Only as the location of SetPreferredLocation: a host NUMA node.  Measured
@@ -60,9 +61,9 @@ int model_device_count(void);
 /* Host NUMA nodes accepted as locations. */
 int model_numa_nodes(void);
 
-/* The host NUMA node closest to every device (FAKECUDA_HOST_NUMA_ID,
- * default the last node; may name one that is not accepted, or -1). */
-int model_host_numa_id(void);
+/* The host NUMA node closest to device dev (FAKECUDA_HOST_NUMA_ID, default
+ * the last node; may name one that is not accepted, or -1). */
+int model_host_numa_id(int dev);
 
 /* Counts a successful advice or prefetch that named a host NUMA node. */
 void model_count_numa_location(int caller);
@@ -100,8 +101,10 @@ int model_mem_info(int dev, size_t *ret_free, size_t *ret_total);
  * range; caller is the calling thread's device, for the call counter. */
 int model_advise(int caller, const void *ptr, size_t count, int advice, int loc);
 
-/* Moves a managed range to loc; *ret_pages_moved counts pages copied. */
-int model_prefetch(int caller, const void *ptr, size_t count, int loc, size_t *ret_pages_moved);
+/* Moves a managed range to loc; to the host, onto NUMA node numa where it
+ * is >= 0 (the gauges of FAKECUDA_STATS follow it).  *ret_pages_moved
+ * counts pages copied. */
+int model_prefetch(int caller, const void *ptr, size_t count, int loc, int numa, size_t *ret_pages_moved);
 
 /* Host-side copy and set: each side resolves to host memory, device memory,
  * or a managed page's current copy; nothing migrates. */

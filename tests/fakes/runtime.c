@@ -371,7 +371,8 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
         r = location_to_model(location, &loc);
         if (r < 0)
                 return fail_errno(r);
-        r = model_prefetch(model_current_device(), devPtr, count, loc, &moved);
+        r = model_prefetch(model_current_device(), devPtr, count, loc,
+                           location.type == cudaMemLocationTypeHostNuma ? location.id : -1, &moved);
         if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
                 model_count_numa_location(model_current_device());
         /* the link's time, spent outside the model's lock */
@@ -608,7 +609,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
         if (!device_valid(device))
                 return fail(cudaErrorInvalidDevice);
         if (attr == cudaDevAttrHostNumaId)
-                *value = model_host_numa_id();
+                *value = model_host_numa_id(device);
         else
                 *value = attr == cudaDevAttrManagedMemory || attr == cudaDevAttrConcurrentManagedAccess;
         return cudaSuccess;

@@ -6,7 +6,9 @@
  * status, in any order).  Every message goes through kvt_msg_check() first,
  * as the server does.  After each operation the books are recomputed from
  * the chunks and compared with the registry's own: charged bytes equal the
- * chunks in VRAM or on their way there, never above the budget.
+ * chunks in VRAM or on their way there, never above the budget; each host
+ * node's charge equals the chunks whose host copy is there or on its way
+ * there, and no eviction ever took a node over its host budget.
  *
  * Built as a libFuzzer target (LLVMFuzzerTestOneInput) and, for make check,
  * with tests/fuzz/driver.c, which replays files and random programs.
@@ -81,10 +83,35 @@ static void ops_send(struct client *c, const struct kvt_order *o, void *userdata
 
 static const struct planner_ops ops = { .client_ready = ops_ready, .send_order = ops_send };
 
+/* The per-node books recomputed from the chunks must match the registry's. */
+static void check_nodes(const struct state *s) {
+        uint64_t charged[KVT_MAX_NODES] = { 0 };
+
+        for (struct region *reg = registry_regions(s->reg); reg; reg = region_next(reg)) {
+                const struct policy_chunk *ch = region_chunks(reg);
+                for (uint32_t i = 0; i < region_n_chunks(reg); i++) {
+                        bool host = ch[i].tier != KVT_TIER_VRAM ||
+                                    (ch[i].pending != KVT_TIER_NONE && ch[i].pending != KVT_TIER_VRAM);
+                        if (host && ch[i].node < KVT_MAX_NODES)
+                                charged[ch[i].node] += KVT_CHUNK_BYTES;
+                }
+        }
+        for (int n = 0; n < KVT_MAX_NODES; n++) {
+                const struct node_stats *ns = registry_node(s->reg, n);
+                uint64_t have = ns ? ns->charged_bytes : 0;
+                if (have != charged[n] || (ns && ns->limited && ns->peak_charged_bytes > ns->budget_bytes))
+                        fuzz_fail("node %d: charged %llu, chunks say %llu, peak %llu, budget %llu", n,
+                                  (unsigned long long)have, (unsigned long long)charged[n],
+                                  (unsigned long long)(ns ? ns->peak_charged_bytes : 0),
+                                  (unsigned long long)(ns ? ns->budget_bytes : 0));
+        }
+}
+
 /* The books recomputed from the chunks must match the registry's. */
 static void check_books(const struct state *s) {
         uint64_t charged[KVT_MAX_GPUS] = { 0 };
 
+        check_nodes(s);
         for (struct region *reg = registry_regions(s->reg); reg; reg = region_next(reg)) {
                 const struct policy_chunk *ch = region_chunks(reg);
                 for (uint32_t i = 0; i < region_n_chunks(reg); i++)
@@ -113,6 +140,15 @@ static void op_hello(struct state *s) {
                 return;
         if (registry_client_new(s->reg, 1000 + i, 0, &h, NULL, &s->clients[i]) < 0)
                 s->clients[i] = NULL;
+}
+
+/* A DEVICE message: a GPU's total and home node (-1 .. 2). */
+static void op_device(struct state *s) {
+        struct kvt_device d = { .device = next(s) % 3, .host_node = next(s) % 4 - 1,
+                                .total_bytes = (uint64_t)next(s) << 24 };
+
+        if (valid(KVT_MSG_DEVICE, &d, sizeof(d)))
+                registry_device_seen(s->reg, &d);
 }
 
 static void op_bye(struct state *s) {
@@ -178,6 +214,7 @@ static void run(struct state *s) {
                                 (void)registry_region_del(s->reg, c, next(s) % 8);
                         break;
                 case 4: if (c) op_hint(s, c); break;
+                case 6: op_device(s); break;
                 case 5:
                         registry_advance_tick(s->reg);
                         n_ticks++;
@@ -198,7 +235,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 kvt_log_setup("fuzz-daemon", KVT_LOG_ERR);
                 if (conf_new(&conf) < 0 ||
                     conf_set(conf, "gpu", "vram_budget", "16M", "fuzz") < 0 ||
-                    conf_set(conf, "gpu.1", "vram_budget", "50%", "fuzz") < 0)
+                    conf_set(conf, "gpu.1", "vram_budget", "50%", "fuzz") < 0 ||
+                    conf_set(conf, "numa.0", "host_budget", "8M", "fuzz") < 0 ||
+                    conf_set(conf, "numa.1", "host_budget", "0", "fuzz") < 0)
                         fuzz_fail("config setup failed");
         }
         if (registry_new(conf, &s.reg) < 0 || planner_new(conf, &s.planner) < 0)

@@ -35,7 +35,7 @@ static void garbage(int fd) {
 
 static void order(int fd, uint64_t id, uint32_t region, uint32_t first, uint32_t n, uint32_t tier) {
         struct kvt_order o = { .order_id = id, .region_id = region, .first_chunk = first, .n_chunks = n,
-                               .tier = tier };
+                               .tier = tier, .host_node = -1 };
 
         kvt_msg_send(fd, KVT_MSG_ORDER, 0, &o, sizeof(o));
 }

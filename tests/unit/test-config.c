@@ -185,6 +185,54 @@ static void test_clients(void) {
         conf_free(c);
 }
 
+/* [numa.N] host_budget: bytes, a percentage or none; unset means no limit. */
+static void test_numa(void) {
+        static const char *const bad[] = {
+                "[numa.64]\nhost_budget = 1G\n",
+                "[numa.x]\nhost_budget = 1G\n",
+                "[numa.0]\nhost_budget = 0%\n",
+                "[numa.0]\nhost_budget = 101%\n",
+                "[numa.0]\nhost_budget = 12Q\n",
+                "[numa.0]\nhost_budget = 2000T\n",
+                "[numa.0]\nhost_budget = unlimited\n",
+        };
+        struct budget_spec b;
+        struct conf *c = NULL;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        TAP_EQ_INT(conf_new(&c), 0, "numa: defaults");
+        TAP_OK(!conf_node_budget(c, 0, &b) && conf_nodes_limited(c) == 0, "numa: no node has a budget by default");
+        c = conf_free(c);
+        TAP_EQ_INT(load("[numa.0]\nhost_budget = 64G\n[numa.3]\nhost_budget = 50%  # of MemTotal\n"
+                        "[numa.63]\nhost_budget = 0\n",
+                        &c),
+                   0, "numa: loads");
+        TAP_OK(conf_node_budget(c, 0, &b) && b.bytes == 64ull << 30 && b.percent == 0, "numa: node 0 64G");
+        TAP_OK(conf_node_budget(c, 3, &b) && b.percent == 50, "numa: node 3 50%%");
+        TAP_OK(conf_node_budget(c, 63, &b) && b.bytes == 0, "numa: node 63 0 bytes is a budget (nothing goes there)");
+        TAP_OK(!conf_node_budget(c, 1, &b), "numa: node 1 unset, no limit");
+        TAP_EQ_U64(conf_nodes_limited(c), 1ull << 0 | 1ull << 3 | 1ull << 63, "numa: the limited nodes as a mask");
+        f = open_memstream(&buf, &len);
+        conf_print(c, f);
+        fclose(f);
+        TAP_OK(strstr(buf, "[numa.0]\n") && strstr(buf, "host_budget = 64G\n"), "numa: [numa.0] printed");
+        TAP_OK(strstr(buf, "[numa.3]\n") && strstr(buf, "host_budget = 50%\n"), "numa: [numa.3] printed");
+        TAP_OK(strstr(buf, "# [numa.N] host_budget: ") != NULL, "numa: the key is documented in the print");
+        free(buf);
+        TAP_EQ_INT(conf_set(c, "numa.3", "host_budget", "none", "test"), 0, "numa: set none");
+        TAP_OK(!conf_node_budget(c, 3, &b), "numa: none lifts the limit");
+        TAP_EQ_INT(conf_set(c, "numa.3", "host_budget", "lots", "test"), -EINVAL, "numa: set a bad value fails");
+        TAP_OK(!conf_node_budget(c, 3, &b), "numa: and changes nothing");
+        TAP_EQ_INT(conf_set(c, "numa.70", "host_budget", "1G", "test"), -ERANGE, "numa: node 70 out of range");
+        c = conf_free(c);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                TAP_EQ_INT(load(bad[i], &c), -EINVAL, "numa: bad config %zu rejected", i);
+                c = conf_free(c);
+        }
+}
+
 static void test_print(void) {
         struct conf *c = NULL;
         char *buf = NULL;
@@ -216,6 +264,7 @@ int main(void) {
         test_policy_params();
         test_clients();
         test_print();
+        test_numa();
         unlink(path);
         return tap_done();
 }

@@ -129,6 +129,27 @@ static void test_rejects(int a, int b) {
                 d.device = -1;
                 n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "DEVICE negative");
+                d = (struct kvt_device){ .device = 0, .host_node = -1 };
+                n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "DEVICE with an unknown home node accepted");
+                d.host_node = KVT_MAX_NODES;
+                n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "DEVICE with a home node out of range");
+                d.host_node = -2;
+                n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "DEVICE with a home node below -1");
+        }
+        {
+                struct kvt_order ho = { .order_id = 1, .region_id = 1, .n_chunks = 1, .tier = KVT_TIER_HOST_MAPPED,
+                                       .host_node = KVT_MAX_NODES - 1 };
+                n = build(buf, KVT_MSG_ORDER, &ho, sizeof(ho));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "ORDER to the last host node accepted");
+                ho.host_node = KVT_MAX_NODES;
+                n = build(buf, KVT_MSG_ORDER, &ho, sizeof(ho));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "ORDER to a host node out of range");
+                ho.host_node = -2;
+                n = build(buf, KVT_MSG_ORDER, &ho, sizeof(ho));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "ORDER to a host node below -1");
         }
         r = good_region();
         r.rule = _KVT_RULE_MAX;

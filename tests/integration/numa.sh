@@ -1,0 +1,103 @@
+#!/bin/bash
+# Host budgets per NUMA node, under the fake CUDA with two host nodes and a
+# sysfs fixture: evictions from GPU 0 go to its home node 0 while node 0
+# has room, then spill to node 1; no eviction ever takes a node over its
+# budget; with no room anywhere nothing is evicted, until a live
+# `kvtierctl set host_budget` makes room.  Oracles: kvtierctl status
+# --json, and the fake CUDA's own bytes per node (FAKECUDA_STATS).
+. "$(dirname "$0")/lib.sh"
+
+ARGS="--regions 4 --region-size 64M --window 32M --steps 40 --step-ms 15 --hint"
+NODE0=$((224 << 20))
+export FAKECUDA_NUMA_NODES=2 FAKECUDA_HOST_NUMA_ID=0 KVTIER_MIN_SIZE=16M
+
+# Two nodes of 1 GiB, 20 apart.
+sys="$TMP/sys"
+for n in 0 1; do
+        mkdir -p "$sys/devices/system/node/node$n"
+        printf 'Node %d MemTotal:        1048576 kB\n' $n >"$sys/devices/system/node/node$n/meminfo"
+done
+echo "10 20" >"$sys/devices/system/node/node0/distance"
+echo "20 10" >"$sys/devices/system/node/node1/distance"
+export KVTIER_SYSFS_ROOT="$sys"
+
+node() { jq ".nodes[] | select(.node == $2) | .$3" <<<"$1"; }
+# numa_stat NAME NODE KEY: the fake CUDA's gauge of a host node from a run's stats.
+numa_stat() { jq -s "map(select(.numa_node == $2)) | last | .$3 // 0" "$TMP/$1.stats"; }
+
+# 256 MiB of KV start on node 0 (over its 224 MiB); 64 MiB go to VRAM, so
+# node 0 has 32 MiB of room for evictions, and the rest spills to node 1.
+write_config 64M "[numa.0]" "host_budget = 224M"
+check "kvtierd starts" start_daemon
+s=$(status_json)
+check "status lists both nodes of the fixture" [ "$(jq '[.nodes[].node] | sort' -c <<<"$s")" = "[0,1]" ]
+check "node 0's budget as configured" [ "$(node "$s" 0 budget_bytes)" -eq $NODE0 ]
+check "node 1 has no budget (null)" [ "$(node "$s" 1 budget_bytes)" = null ]
+run_engine spill $ARGS; rc=$?
+check "engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/spill.out"
+[ $rc -eq 0 ] || diag "$(cat "$TMP/spill.out")"
+s=$(status_json)
+check "the daemon learnt GPU 0's home node from the shim" [ "$(jq '.gpus[] | select(.device == 0) | .host_node' <<<"$s")" -eq 0 ]
+check_gt "evictions went to the home node while it had room" "$(node "$s" 0 peak_charged_bytes)" 0
+check_le "node 0 never over its budget after one of kvtier's evictions" "$(node "$s" 0 peak_charged_bytes)" $NODE0
+check_gt "evictions spilled to node 1" "$(node "$s" 1 peak_charged_bytes)" 0
+check_gt "the fake CUDA placed host copies on node 1" "$(numa_stat spill 1 host_peak_bytes)" 0
+check_le "the fake CUDA's node 0 within the budget" "$(numa_stat spill 0 host_peak_bytes)" $NODE0
+check "the region is gone from the books with the engine" [ "$(node "$s" 0 charged_bytes)" -eq 0 ]
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/metrics"
+check "metrics: node 0's budget gauge" grep -q "^kvtier_node_budget_bytes{node=\"0\"} $NODE0\$" "$TMP/metrics"
+check "metrics: no budget gauge for node 1" bash -c "! grep -q '^kvtier_node_budget_bytes{node=\"1\"}' '$TMP/metrics'"
+check "metrics: node 1's chunks" grep -q '^kvtier_node_chunks{node="1"} ' "$TMP/metrics"
+check "status table has a NODE section" bash -c "'$KVTIERCTL' -s '$SOCK' status | grep -q '^NODE'"
+check "stopped" stop_daemon
+
+# No room on any node: nothing is evicted, and VRAM keeps what came first.
+write_config 64M "[numa.0]" "host_budget = 64M" "[numa.1]" "host_budget = 0"
+check "kvtierd restarts with both nodes full" start_daemon
+run_engine full $ARGS --steps 120 --step-ms 20 & engine=$!
+sleep 1
+s=$(status_json)
+check "all full: no eviction while the engine runs" [ "$(jq .migrations.bytes_to_host <<<"$s")" -eq 0 ]
+check_gt "all full: promotions into free VRAM still went" "$(jq .migrations.bytes_to_vram <<<"$s")" 0
+if [ "$(id -u)" -eq 0 ]; then
+        "$KVTIERCTL" -s "$SOCK" set host_budget 1 1G; rc=$?
+        check "set host_budget 1 1G exits 0" [ $rc -eq 0 ]
+        check "status shows node 1's new budget" [ "$(node "$(status_json)" 1 budget_bytes)" -eq $((1 << 30)) ]
+fi
+wait $engine; rc=$?
+check "all full: engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/full.out"
+s=$(status_json)
+if [ "$(id -u)" -eq 0 ]; then
+        check_gt "room made live: evictions went to node 1" "$(node "$s" 1 peak_charged_bytes)" 0
+        check_le "and node 1 within its new budget" "$(node "$s" 1 peak_charged_bytes)" $((1 << 30))
+fi
+# (node 0 drains as its chunks are promoted, and takes evictions again below 64M)
+check_le "node 0 never over its 64M after an eviction" "$(node "$s" 0 peak_charged_bytes)" $((64 << 20))
+"$KVTIERCTL" -s "$SOCK" set host_budget 1 12Q >/dev/null 2>&1; rc=$?
+check "set host_budget with a bad value fails" [ $rc -ne 0 ]
+"$KVTIERCTL" -s "$SOCK" set host_budget 5 10% >/dev/null 2>&1; rc=$?
+check "set host_budget N% of a node sysfs does not show fails" [ $rc -ne 0 ]
+check "stopped" stop_daemon
+
+# A percentage resolves from the node's MemTotal; one of a missing node is a configuration error.
+write_config 64M "[numa.1]" "host_budget = 25%"
+check "kvtierd starts with a percentage" start_daemon
+check "25% of node 1's 1 GiB" [ "$(node "$(status_json)" 1 budget_bytes)" -eq $((256 << 20)) ]
+check "stopped" stop_daemon
+write_config 64M "[numa.7]" "host_budget = 25%"
+"$KVTIERD" -c "$TMP/kvtierd.conf" >"$TMP/bad.out" 2>&1; rc=$?
+check "a percentage of a node without MemTotal exits 2" [ $rc -eq 2 ]
+check "and says which node" grep -q "numa.7" "$TMP/bad.out"
+"$KVTIERD" -c "$TMP/kvtierd.conf" --print-config >"$TMP/print.out" 2>&1; rc=$?
+check "--print-config shows [numa.7]" rc_and $rc grep -q "^\[numa.7\]" "$TMP/print.out"
+
+# Two GPUs on two nodes: each GPU's home node comes from its own device.
+write_config 64M "[numa.0]" "host_budget = 1G"
+check "kvtierd restarts" start_daemon
+ENGINE_ENV="FAKECUDA_DEVICES=2 FAKECUDA_HOST_NUMA_ID=0,1" run_engine two $ARGS --devices 2; rc=$?
+check "two-GPU engine exits 0" [ $rc -eq 0 ]
+s=$(status_json)
+check "GPU 0's home is node 0" [ "$(jq '.gpus[] | select(.device == 0) | .host_node' <<<"$s")" -eq 0 ]
+check "GPU 1's home is node 1" [ "$(jq '.gpus[] | select(.device == 1) | .host_node' <<<"$s")" -eq 1 ]
+check "stopped" stop_daemon
+done_testing

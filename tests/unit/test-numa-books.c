@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host budgets per NUMA node in the daemon: the topology read from a sysfs
+ * fixture, the per-node books of the registry, and the planner's choice of
+ * node: the GPU's home node while it has room, then the nearest node by
+ * the sysfs distances (not the lowest id), never over a budget.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "log.h"
+#include "planner.h"
+#include "registry.h"
+#include "tap.h"
+#include "topology.h"
+
+#define CHUNK   KVT_CHUNK_BYTES
+#define MAX_ORD 64
+
+static char root[] = "/tmp/test-numa-XXXXXX";
+static struct kvt_order sent[MAX_ORD];
+static size_t n_sent;
+
+static bool ready(struct client *c, void *userdata) {
+        (void)c, (void)userdata;
+        return true;
+}
+
+static void send_order(struct client *c, const struct kvt_order *o, void *userdata) {
+        (void)c, (void)userdata;
+        if (n_sent < MAX_ORD)
+                sent[n_sent++] = *o;
+}
+
+static const struct planner_ops ops = {.client_ready = ready, .send_order = send_order};
+
+static void write_file(const char *path, const char *text) {
+        FILE *f = fopen(path, "w");
+
+        if (f) {
+                fputs(text, f);
+                fclose(f);
+        }
+}
+
+/* Three nodes: 0 (1 GiB), 1 (2 GiB), 2 (512 MiB); node 2 is nearer to node 0 than node 1 is. */
+static void make_fixture(void) {
+        static const char *const dist[] = {"10 30 20\n", "30 10 30\n", "20 30 10\n"};
+        static const unsigned long long kib[] = {1048576, 2097152, 524288};
+        char path[256], text[128];
+
+        if (!mkdtemp(root))
+                abort();
+        snprintf(path, sizeof(path), "%s/devices", root);
+        mkdir(path, 0755);
+        snprintf(path, sizeof(path), "%s/devices/system", root);
+        mkdir(path, 0755);
+        snprintf(path, sizeof(path), "%s/devices/system/node", root);
+        mkdir(path, 0755);
+        for (int n = 0; n < 3; n++) {
+                snprintf(path, sizeof(path), "%s/devices/system/node/node%d", root, n);
+                mkdir(path, 0755);
+                snprintf(path, sizeof(path), "%s/devices/system/node/node%d/distance", root, n);
+                write_file(path, dist[n]);
+                snprintf(path, sizeof(path), "%s/devices/system/node/node%d/meminfo", root, n);
+                snprintf(text, sizeof(text), "Node %d MemTotal:       %llu kB\nNode %d MemFree:        1 kB\n", n,
+                         kib[n], n);
+                write_file(path, text);
+        }
+}
+
+static void remove_fixture(void) {
+        char cmd[300];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+        if (system(cmd) != 0)
+                fprintf(stderr, "# could not remove %s\n", root);
+}
+
+static void test_topology(struct topology *t) {
+        TAP_EQ_INT(topology_load(root, t), 0, "topology: loads");
+        TAP_EQ_U64(t->present, 7, "topology: nodes 0, 1, 2");
+        TAP_EQ_U64(t->mem_total_bytes[1], 2ull << 30, "topology: node 1 MemTotal 2 GiB");
+        TAP_EQ_INT(t->distance[0][2], 20, "topology: node 0 to 2 is 20");
+        TAP_EQ_INT(t->distance[0][1], 30, "topology: node 0 to 1 is 30");
+        TAP_EQ_INT(t->distance[2][2], 10, "topology: local is 10");
+}
+
+static struct conf *config(const char *const *kv) {
+        struct conf *c = NULL;
+
+        if (conf_new(&c) < 0)
+                abort();
+        for (; kv[0]; kv += 3)
+                if (conf_set(c, kv[0], kv[1], kv[2], "test") < 0)
+                        abort();
+        return c;
+}
+
+/* A client on GPU 0 (home node 0) with one region of n chunks in host memory. */
+static struct region *add_region(struct registry *r, struct client **ret_client, uint32_t n) {
+        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
+                              .name = "test"};
+        struct kvt_device d = {.device = 0, .host_node = 0, .total_bytes = 1ull << 30};
+        struct kvt_region_add a = {.region_id = 1, .device = 0, .base = 1ull << 30, .size_bytes = (uint64_t)n * CHUNK,
+                                   .api = KVT_API_CUDA_MALLOC, .tier = KVT_TIER_HOST_MAPPED};
+
+        if (registry_client_new(r, 100, 0, &h, NULL, ret_client) < 0)
+                abort();
+        registry_device_seen(r, &d);
+        if (registry_region_add(r, *ret_client, &a) < 0)
+                abort();
+        return registry_regions(r);
+}
+
+static void complete_all(struct registry *r, struct client *c, int status) {
+        for (size_t i = 0; i < n_sent; i++) {
+                struct kvt_order_done done = {.order_id = sent[i].order_id, .status = status};
+                (void)registry_order_done(r, c, &done);
+        }
+        n_sent = 0;
+}
+
+/* Chunks [first, first + n) used now, the others not. */
+static void use(struct registry *r, struct region *reg, uint32_t first, uint32_t n) {
+        registry_advance_tick(r);
+        for (uint32_t i = first; i < first + n; i++)
+                registry_chunk_touch(r, reg, i, 4);
+}
+
+/* The node an order of the last tick sent chunk i to, -2 for none. */
+static int sent_to(uint32_t i) {
+        for (size_t k = 0; k < n_sent; k++)
+                if (sent[k].tier != KVT_TIER_VRAM && i >= sent[k].first_chunk &&
+                    i < sent[k].first_chunk + sent[k].n_chunks)
+                        return sent[k].host_node;
+        return -2;
+}
+
+static void test_books_and_spill(const struct topology *t) {
+        static const char *const kv[] = {"gpu", "vram_budget", "8M", "policy", "name", "lru",
+                                         "policy", "max_migration_rate", "0", "numa.0", "host_budget", "12M",
+                                         "numa.2", "host_budget", "1%", NULL};
+        struct conf *c = config(kv);
+        struct registry *r = NULL;
+        struct planner *p = NULL;
+        struct client *cl;
+        struct region *reg;
+        const struct node_stats *n0, *n1, *n2;
+
+        TAP_OK(registry_new(c, &r) == 0 && planner_new(c, &p) == 0, "books: registry and planner");
+        planner_set_topology(p, t);
+        TAP_EQ_INT(registry_set_topology(r, t), 0, "books: budgets resolve");
+        n0 = registry_node(r, 0), n1 = registry_node(r, 1), n2 = registry_node(r, 2);
+        TAP_OK(n0 && n1 && n2, "books: every node of the topology appears");
+        TAP_EQ_U64(n2->budget_bytes, (512ull << 20) / 100, "books: node 2's 1%% of 512 MiB");
+        TAP_OK(!n1->limited, "books: node 1 has no budget");
+
+        reg = add_region(r, &cl, 16);
+        TAP_EQ_INT(registry_gpu(r, 0)->host_node, 0, "books: GPU 0's home node from DEVICE");
+        TAP_EQ_U64(n0->charged_bytes, 16 * CHUNK, "books: a region never moved counts on the home node");
+        TAP_EQ_U64(n0->host_chunks, 16, "books: 16 chunks there");
+
+        /* The first 4 chunks come into VRAM: node 0 keeps 12 chunks (24M, over its 12M). */
+        use(r, reg, 0, 4);
+        TAP_EQ_INT(planner_tick(p, r, &ops, NULL), 1, "books: one order promotes chunks 0..3");
+        complete_all(r, cl, 0);
+        TAP_EQ_U64(n0->charged_bytes, 12 * CHUNK, "books: promoted chunks leave node 0");
+        TAP_EQ_U64(registry_gpu(r, 0)->charged_bytes, 4 * CHUNK, "books: and charge the GPU");
+
+        /* Now chunks 4..7 are wanted: node 0 is over its budget, node 2 (distance
+         * 20) takes 2, node 1 (distance 30, no budget) the rest. */
+        use(r, reg, 4, 4);
+        planner_tick(p, r, &ops, NULL);
+        TAP_EQ_INT(sent_to(0) == -2 && sent_to(1) == -2 ? 1 : 0, 0, "books: the cold VRAM chunks are evicted");
+        TAP_EQ_INT(sent_to(3), 2, "books: the warmest evicted to the nearest node with room (2, not 1)");
+        TAP_EQ_INT(sent_to(2), 2, "books: node 2 takes two");
+        TAP_EQ_INT(sent_to(1), 1, "books: then node 1");
+        TAP_EQ_INT(sent_to(0), 1, "books: the coldest to node 1 too");
+        TAP_EQ_U64(n2->charged_bytes, 2 * CHUNK, "books: node 2 charged as ordered");
+        TAP_OK(n2->charged_bytes <= n2->budget_bytes, "books: node 2 within its budget");
+        TAP_EQ_U64(n2->host_chunks, 0, "books: not on node 2 until done");
+        TAP_EQ_U64(n0->charged_bytes, 12 * CHUNK, "books: nothing went to the full home node");
+        TAP_EQ_U64(n0->peak_charged_bytes, 0, "books: no eviction ever went to node 0");
+
+        complete_all(r, cl, 0);
+        TAP_EQ_U64(n2->host_chunks, 2, "books: done: two chunks on node 2");
+        TAP_EQ_U64(n1->host_chunks, 2, "books: done: two on node 1");
+        TAP_EQ_U64(n2->peak_charged_bytes, 2 * CHUNK, "books: node 2's peak is its budget's worth");
+
+        registry_client_free(r, cl);
+        TAP_EQ_U64(n0->charged_bytes + n1->charged_bytes + n2->charged_bytes, 0, "books: a client gone uncharges");
+        planner_free(p);
+        registry_free(r);
+        conf_free(c);
+}
+
+/* Orders to a full node are refused; a failed eviction gives its room back. */
+static void test_orders(const struct topology *t) {
+        static const char *const kv[] = {"gpu", "vram_budget", "8M", "numa.1", "host_budget", "2M", NULL};
+        struct conf *c = config(kv);
+        struct registry *r = NULL;
+        struct client *cl;
+        struct region *reg;
+        struct kvt_order o;
+        struct kvt_order_done done = {.status = -EIO};
+        const struct node_stats *n1;
+
+        TAP_EQ_INT(registry_new(c, &r), 0, "orders: registry");
+        TAP_EQ_INT(registry_set_topology(r, t), 0, "orders: topology");
+        reg = add_region(r, &cl, 4);
+        n1 = registry_node(r, 1);
+        TAP_EQ_INT(registry_order_new(r, reg, 0, 3, KVT_TIER_VRAM, -1, &o), 0, "orders: promote 3");
+        TAP_EQ_INT(o.host_node, -1, "orders: a promotion names no node");
+        done = (struct kvt_order_done){.order_id = o.order_id};
+        registry_order_done(r, cl, &done);
+        TAP_EQ_INT(registry_order_new(r, reg, 0, 2, KVT_TIER_HOST_MAPPED, 1, &o), -ENOSPC,
+                   "orders: 2 chunks to node 1's 1-chunk budget refused");
+        TAP_EQ_INT(registry_order_new(r, reg, 0, 1, KVT_TIER_HOST_MAPPED, 1, &o), 0, "orders: 1 chunk fits");
+        TAP_EQ_INT(o.host_node, 1, "orders: the order names node 1");
+        TAP_EQ_U64(n1->charged_bytes, CHUNK, "orders: node 1 charged at once");
+        done = (struct kvt_order_done){.order_id = o.order_id, .status = -EIO};
+        TAP_EQ_INT(registry_order_new(r, reg, 1, 1, KVT_TIER_HOST_MAPPED, 1, &o), -ENOSPC,
+                   "orders: node 1 full now");
+        TAP_EQ_INT(registry_order_done(r, cl, &done), 1, "orders: the eviction failed");
+        TAP_EQ_U64(n1->charged_bytes, 0, "orders: a failed eviction gives the room back");
+        TAP_EQ_INT(registry_order_new(r, reg, 1, 1, KVT_TIER_HOST_MAPPED, 7, &o), 0,
+                   "orders: a node with no budget takes any");
+        TAP_OK(registry_node(r, 7) && registry_node(r, 7)->charged_bytes == CHUNK, "orders: and appears in the books");
+        TAP_EQ_INT(registry_order_new(r, reg, 2, 1, KVT_TIER_HOST_MAPPED, KVT_MAX_NODES, &o), -ERANGE,
+                   "orders: a node out of range");
+
+        /* Live changes: a percentage of a node with a MemTotal resolves, of one without is refused. */
+        TAP_EQ_INT(conf_set(c, "numa.1", "host_budget", "50%", "test"), 0, "live: [numa.1] 50%%");
+        TAP_EQ_INT(registry_node_budget_reload(r, 1), 0, "live: resolves");
+        TAP_EQ_U64(n1->budget_bytes, 1ull << 30, "live: 50%% of 2 GiB");
+        TAP_EQ_INT(conf_set(c, "numa.5", "host_budget", "10%", "test"), 0, "live: [numa.5] 10%%");
+        TAP_EQ_INT(registry_node_budget_reload(r, 5), -EINVAL, "live: node 5 has no MemTotal: refused");
+        TAP_EQ_INT(conf_set(c, "numa.1", "host_budget", "none", "test"), 0, "live: [numa.1] none");
+        TAP_EQ_INT(registry_node_budget_reload(r, 1), 0, "live: resolves");
+        TAP_OK(!n1->limited, "live: node 1 has no budget any more");
+        registry_free(r);
+        conf_free(c);
+}
+
+/* Without host budgets, evictions name the home node and nothing is refused. */
+static void test_no_budgets(const struct topology *t) {
+        static const char *const kv[] = {"gpu", "vram_budget", "4M", "policy", "name", "lru", NULL};
+        struct conf *c = config(kv);
+        struct registry *r = NULL;
+        struct planner *p = NULL;
+        struct client *cl;
+        struct region *reg;
+
+        TAP_OK(registry_new(c, &r) == 0 && planner_new(c, &p) == 0, "no budgets: registry and planner");
+        planner_set_topology(p, t);
+        TAP_EQ_INT(registry_set_topology(r, t), 0, "no budgets: topology");
+        reg = add_region(r, &cl, 4);
+        use(r, reg, 0, 2);
+        planner_tick(p, r, &ops, NULL);
+        complete_all(r, cl, 0);
+        use(r, reg, 2, 2);
+        planner_tick(p, r, &ops, NULL);
+        TAP_EQ_INT(sent_to(0), 0, "no budgets: evicted to the home node");
+        TAP_EQ_INT(sent_to(1), 0, "no budgets: both");
+        complete_all(r, cl, 0);
+        TAP_EQ_U64(registry_node(r, 0)->host_chunks, 4, "no budgets: all four on node 0 again");
+        planner_free(p);
+        registry_free(r);
+        conf_free(c);
+}
+
+int main(void) {
+        struct topology t;
+
+        kvt_log_setup("test-numa-books", KVT_LOG_ERR);
+        make_fixture();
+        test_topology(&t);
+        test_books_and_spill(&t);
+        test_orders(&t);
+        test_no_budgets(&t);
+        remove_fixture();
+        return tap_done();
+}
