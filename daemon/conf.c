@@ -132,9 +132,9 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, prefetch)},
         {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
          offsetof(struct conf, prefetch_depth)},
-        {"policy", "evict_to", CONF_EVICT, 0, 0, "host-mapped",
-         "Where evicted chunks go: host-mapped (the GPU reads them over the link, unseen by CUPTI) or "
-         "host (unmapped: the GPU's next touch faults once and maps it, an access sample)",
+        {"policy", "evict_to", CONF_EVICT, 0, 0, "host",
+         "Where evicted chunks go: host (unmapped: the GPU's next touch faults once and maps it, an "
+         "access sample) or host-mapped (the GPU reads them over the link, unseen by CUPTI)",
          offsetof(struct conf, evict_unmapped)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
          "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",

@@ -12,10 +12,15 @@
  * extras/CUPTI/lib64, or PyTorch's nvidia/cuda_cupti wheel).
  *
  * Cost: with the counters on, fault-driven migration ran at 5 GB/s instead
- * of 7-9 on the H200 (DESIGN.md).  The sampler thread therefore keeps them
- * on for a duty share of each period (KVTIER_CUPTI_DUTY=percent, default
- * 10, of KVTIER_CUPTI_PERIOD_MS, default 100) and flushes the records at
- * the end of each window.
+ * of 7-9 on the H200 (DESIGN.md); a decode that does not fault showed no
+ * cost above run-to-run noise (tests/bench/RESULTS.md).  Faults are the
+ * signal: the daemon evicts to unmapped host memory, and the GPU's first
+ * touch of an evicted chunk faults once and maps it, so a fault missed
+ * while the counters are off is never seen again (on the H200, a 10% duty
+ * cycle left 8 of a decode's 272 window chunks in VRAM, always on 255 of
+ * 256).  So the counters are on all the time by default; KVTIER_CUPTI_DUTY
+ * (percent of KVTIER_CUPTI_PERIOD_MS, default 100) trades samples for the
+ * cost of fault storms.  Records are flushed at the end of each period.
  */
 #include "config.h"
 
@@ -62,7 +67,7 @@ static const char *const cupti_names[] = {
 };
 
 static struct cupti_stats stats;
-static unsigned duty_percent = 10, period_ms = 100;
+static unsigned duty_percent = 100, period_ms = 100;
 static pthread_t sampler;
 static bool started; /* the sampler thread was started */
 static bool loaded;  /* CUPTI found, configured and enabled */

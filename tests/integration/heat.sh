@@ -34,7 +34,10 @@ run_polled() {
 # shows directly which touches the sampler delivered; how the other policies
 # weigh them (and what prefetch adds) is tests/unit/test-policy's and
 # tests/traces/sim.sh's business.
-write_config 64M "[policy]" "name = lru" "prefetch = none"
+# Host-mapped eviction (not the default): the checks below are about which
+# touches the sampler delivers, and a chunk evicted unmapped faults on its
+# next touch (the evict_to checks at the end set that live).
+write_config 64M "[policy]" "name = lru" "prefetch = none" "evict_to = host-mapped"
 check "kvtierd starts" start_daemon
 
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch" run_polled launch)
