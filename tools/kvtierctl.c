@@ -228,7 +228,46 @@ static bool jbool(struct json_object *o, const char *key) {
         return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
 }
 
-/* One line per region: which API it came through and which rule took it. */
+#define MAP_CELLS 32
+
+/* The region's chunk map ("V16 H240 -256", see daemon/status.c) drawn in
+ * MAP_CELLS cells, each a slice of the region in address order: '#' all of
+ * it in VRAM, '+' some, '.' none; "-" when the map is missing or cut short. */
+static void map_bar(struct json_object *r, char bar[MAP_CELLS + 1]) {
+        uint64_t n = (uint64_t)jint(r, "size_bytes") / KVT_CHUNK_BYTES, at = 0;
+        uint64_t vram[MAP_CELLS] = {0}, all[MAP_CELLS] = {0};
+        const char *m = jstr(r, "chunk_map");
+
+        strcpy(bar, "-");
+        if (n == 0 || !m || !*m || jbool(r, "chunk_map_truncated"))
+                return;
+        while (*m) {
+                char *end;
+                char tier = *m++;
+                unsigned long long len = strtoull(m, &end, 10);
+
+                if (end == m || len == 0 || len > n - at)
+                        return; /* not a map this tool knows */
+                for (uint64_t i = at; i < at + len; i++) {
+                        unsigned cell = (unsigned)(i * MAP_CELLS / n);
+
+                        all[cell]++;
+                        vram[cell] += tier == 'V' || tier == 'v';
+                }
+                at += len;
+                m = end;
+                while (*m == ' ')
+                        m++;
+        }
+        if (at != n)
+                return;
+        for (unsigned c = 0; c < MAP_CELLS; c++)
+                bar[c] = !all[c] ? ' ' : vram[c] == all[c] ? '#' : vram[c] ? '+' : '.';
+        bar[MAP_CELLS] = '\0';
+}
+
+/* One line per region: which API it came through, which rule took it, and
+ * where in it the chunks in VRAM are. */
 static void print_regions(struct json_object *st) {
         struct json_object *clients = jarr(st, "clients");
         char b[4][32];
@@ -241,18 +280,23 @@ static void print_regions(struct json_object *st) {
                 for (size_t k = 0; regions && k < json_object_array_length(regions); k++) {
                         struct json_object *r = json_object_array_get_idx(regions, k);
 
+                        char bar[MAP_CELLS + 1];
+
                         if (!header)
-                                printf("\n%-8s %-8s %-16s %10s %-24s %-14s %10s %12s %10s\n", "CLIENT", "REGION",
-                                       "BASE", "SIZE", "API", "RULE", "VRAM", "HOST-MAPPED", "HOST");
+                                printf("\n%-8s %-8s %-16s %10s %-24s %-14s %10s %12s %10s  %s\n", "CLIENT", "REGION",
+                                       "BASE", "SIZE", "API", "RULE", "VRAM", "HOST-MAPPED", "HOST",
+                                       "IN VRAM (#: all, +: some, .: none)");
                         header = true;
                         printf("%-8" PRId64 " %-8" PRId64 " %-16s %10s %-24s %-14s", jint(c, "client_id"),
                                jint(r, "region_id"), jstr(r, "base"), B(b[0], r, "size_bytes"), jstr(r, "api"),
                                jstr(r, "rule"));
                         if (jbool(r, "untiered"))
                                 printf(" %10s\n", "untiered");
-                        else
-                                printf(" %10s %12s %10s\n", B(b[1], r, "vram_bytes"), B(b[2], r, "host_mapped_bytes"),
-                                       B(b[3], r, "host_bytes"));
+                        else {
+                                map_bar(r, bar);
+                                printf(" %10s %12s %10s  %s\n", B(b[1], r, "vram_bytes"), B(b[2], r, "host_mapped_bytes"),
+                                       B(b[3], r, "host_bytes"), bar);
+                        }
                 }
         }
 }

@@ -50,8 +50,15 @@ for i in 0 1; do
         check "region $i: host-mapped runs = host_mapped_bytes" \
                 [ "$(map_sum $i Mm)" = "$(jq ".clients[0].regions[$i].host_mapped_bytes" "$TMP/status.json")" ]
 done
-letters=$(jq -r '[.clients[0].regions[].chunk_map] | join(" ")' "$TMP/status.json" | grep -o '[-A-Za-z][0-9]' | cut -c1 |
-        tr a-z A-Z | sort -u | tr -d '\n')
+# While the engine runs, its two regions (twice the budget) hold chunks in
+# VRAM and chunks elsewhere: the map has more than one kind of run.
+letters=
+for _ in $(seq 100); do
+        letters=$(status_json | jq -r '[.clients[0].regions[].chunk_map] | join(" ")' 2>/dev/null |
+                grep -o '[-A-Za-z][0-9]' | cut -c1 | tr a-z A-Z | sort -u | tr -d '\n')
+        [[ $letters == *V* ]] && [ ${#letters} -ge 2 ] && break
+        sleep 0.05
+done
 check "the engine's regions hold VRAM and other chunks under a budget of half their size (map: $letters)" \
         bash -c "[[ '$letters' == *V* ]] && [ ${#letters} -ge 2 ]"
 
@@ -70,6 +77,54 @@ check "top -n x is a usage error" [ $rc -eq 2 ]
 check "unknown command is a usage error" [ $rc -eq 2 ]
 wait $engine
 check "engine exits 0" [ $? -eq 0 ]
+
+# The status table draws each region's chunk map as a bar of 32 cells in
+# address order ('#' all in VRAM, '+' some, '.' none).  An engine holds two
+# 64 MiB regions under the 64M budget; once the daemon is done placing them,
+# each bar must be what the chunk map in the JSON says.
+rm -f "$TMP/go"
+ENGINE="$top_builddir/tests/integration/api-engine" run_engine held --mode runtime --regions 2 --size 64M \
+        --hold "$TMP/go" &
+held=$!
+same=0 last=
+for _ in $(seq 200); do # settled: the same maps, nothing in flight, in 5 polls running
+        status_json >"$TMP/held.json" 2>/dev/null
+        now=$(jq -c '[.gpus[0].inflight_orders, [.clients[].regions[].chunk_map]]' "$TMP/held.json")
+        if [ "$now" = "$last" ] && [ "$(jq '[.clients[].regions[]] | length' "$TMP/held.json")" = 2 ] &&
+                [ "$(jq '.gpus[0].inflight_orders' "$TMP/held.json")" = 0 ]; then
+                same=$((same + 1))
+                [ $same -ge 5 ] && break
+        else
+                same=0
+        fi
+        last=$now
+        sleep 0.05
+done
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/held.txt"
+status_json >"$TMP/held2.json"
+check "the placement held still while the table was read" \
+        [ "$(jq -c '[.clients[].regions[].chunk_map]' "$TMP/held.json")" = "$(jq -c '[.clients[].regions[].chunk_map]' "$TMP/held2.json")" ]
+# expected_bar MAP CHUNKS: the bar kvtierctl should draw for a chunk map.
+expected_bar() {
+        echo "$1" | tr ' ' '\n' | awk -v n="$2" '
+                { t = substr($0, 1, 1); len = substr($0, 2) + 0
+                  for (i = at; i < at + len; i++) { c = int(i * 32 / n); all[c]++; if (t == "V" || t == "v") v[c]++ }
+                  at += len }
+                END { for (c = 0; c < 32; c++) printf "%s", !all[c] ? " " : v[c] == all[c] ? "#" : v[c] ? "+" : "."; print "" }'
+}
+bars=0
+for i in 0 1; do
+        base=$(jq -r ".clients[0].regions[$i].base" "$TMP/held.json")
+        want=$(expected_bar "$(jq -r ".clients[0].regions[$i].chunk_map" "$TMP/held.json")" 32)
+        got=$(awk -v b="$base" '$3 == b { print substr($0, length($0) - 31) }' "$TMP/held.txt")
+        check "region $i: the table's bar ($got) is its chunk map ($want)" [ "$got" = "$want" ]
+        [ "$got" = "$want" ] && bars=$((bars + 1))
+done
+check "the bars show what is in VRAM and what is not" \
+        bash -c "grep -q '#' '$TMP/held.txt' && grep -Eq ' [.]{8}' '$TMP/held.txt'"
+touch "$TMP/go"
+wait $held
+check "held engine exits 0" [ $? -eq 0 ]
 
 "$KVTIERCTL" -s "$SOCK" top -d 0.1 >"$TMP/top2.txt" 2>&1 & top=$!
 sleep 0.3
