@@ -176,8 +176,11 @@ static size_t planner_nodes(struct planner *p, const struct registry *r, int hom
                 const struct node_stats *ns = registry_node(r, k);
                 size_t at = n;
 
-                if (!ns || (k != home && p->topo && (p->topo->present & (1ull << k)) &&
-                            p->topo->mem_total_bytes[k] == 0))
+                /* Nodes the host does not show (a config naming one) and nodes
+                 * without memory take no evictions. */
+                if (!ns || (p->topo && p->topo->present &&
+                            (!(p->topo->present & (1ull << k)) ||
+                             (k != home && p->topo->mem_total_bytes[k] == 0))))
                         continue;
                 /* insertion sort: at most 64 nodes */
                 while (at > 0 && node_order_key(p, home, p->nodes[at - 1].id) > node_order_key(p, home, k)) {

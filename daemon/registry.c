@@ -77,11 +77,17 @@ static struct node_stats *node_use(struct registry *r, int node) {
         return &r->nodes[node];
 }
 
+static bool tier_is_host(uint32_t tier) {
+        return tier == KVT_TIER_HOST || tier == KVT_TIER_HOST_MAPPED;
+}
+
 /* The node a chunk's host memory is charged to, or -1: its host copy's node
- * while it is not in VRAM (a promotion under way included), or the target
- * of an eviction under way. */
+ * while it is in host memory (a promotion under way included), or the
+ * target of an eviction under way.  A chunk never placed (NONE: VMM memory,
+ * VRAM beyond the budget, not yet touched) holds no host memory kvtier
+ * knows of. */
 static int chunk_node(const struct policy_chunk *ch) {
-        bool host = ch->tier != KVT_TIER_VRAM || (ch->pending != KVT_TIER_NONE && ch->pending != KVT_TIER_VRAM);
+        bool host = tier_is_host(ch->tier) || tier_is_host(ch->pending);
 
         return host && ch->node < KVT_MAX_NODES ? ch->node : -1;
 }
@@ -90,7 +96,7 @@ static int chunk_node(const struct policy_chunk *ch) {
  * change of its tier, pending or node. */
 static void chunk_book(struct registry *r, const struct policy_chunk *ch, bool add) {
         int node = chunk_node(ch);
-        uint64_t resident = ch->tier != KVT_TIER_VRAM;
+        uint64_t resident = tier_is_host(ch->tier);
         struct node_stats *ns;
 
         if (node < 0)
@@ -138,8 +144,13 @@ int registry_set_topology(struct registry *r, const struct topology *t) {
 
         r->topo = t;
         for (int n = 0; n < KVT_MAX_NODES; n++) {
+                struct budget_spec spec;
+
                 if (t->present & (1ull << n))
                         node_use(r, n);
+                else if (t->present && conf_node_budget(r->conf, n, &spec))
+                        log_warning("[numa.%d] host_budget: this host has no NUMA node %d; it takes no evictions.",
+                                    n, n);
                 if (node_resolve(r, n, false) < 0)
                         ret = -EINVAL;
         }
@@ -208,12 +219,24 @@ static struct gpu_stats *gpu_use(struct registry *r, int device, uint64_t device
 void registry_device_seen(struct registry *r, const struct kvt_device *d) {
         struct gpu_stats *g = gpu_use(r, d->device, d->total_bytes);
 
-        /* -1 (a shim that cannot tell) never hides what another one told */
-        if (d->host_node >= 0 && d->host_node < KVT_MAX_NODES && g->host_node != d->host_node) {
-                g->host_node = d->host_node;
-                node_use(r, d->host_node);
-                log_info("GPU %d: home NUMA node %d.", d->device, d->host_node);
+        /* A shim is not trusted: a node the host does not have would take
+         * evictions past every budget.  The first answer stands; -1 (a shim
+         * that cannot tell) never hides what another one told. */
+        if (d->host_node < 0 || d->host_node >= KVT_MAX_NODES || g->host_node == d->host_node)
+                return;
+        if (r->topo && r->topo->present && !(r->topo->present & (1ull << d->host_node))) {
+                log_warning("GPU %d: a client named NUMA node %d as its home, which this host does not have; "
+                            "ignored.", d->device, d->host_node);
+                return;
         }
+        if (g->host_node >= 0) {
+                log_warning("GPU %d: a client named NUMA node %d as its home, another %d; keeping %d.", d->device,
+                            d->host_node, g->host_node, g->host_node);
+                return;
+        }
+        g->host_node = d->host_node;
+        node_use(r, d->host_node);
+        log_info("GPU %d: home NUMA node %d.", d->device, d->host_node);
 }
 
 int registry_new(const struct conf *conf, struct registry **ret) {

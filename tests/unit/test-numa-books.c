@@ -277,6 +277,59 @@ static void test_no_budgets(const struct topology *t) {
         conf_free(c);
 }
 
+/* Memory kvtier never placed holds no host memory it knows of: an untiered
+ * (VMM) region and VRAM beyond the budget are not charged to the home node. */
+static void test_unplaced_not_charged(const struct topology *t) {
+        static const char *const kv[] = {"gpu", "vram_budget", "4M", "numa.0", "host_budget", "64M", NULL};
+        struct conf *c = config(kv);
+        struct registry *r = NULL;
+        struct client *cl;
+        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
+                              .name = "test"};
+        struct kvt_device d = {.device = 0, .host_node = 0, .total_bytes = 1ull << 30};
+        struct kvt_region_add vmm = {.region_id = 1, .device = 0, .base = 1ull << 30, .size_bytes = 32 * CHUNK,
+                                     .api = KVT_API_CU_MEM_MAP, .tier = KVT_TIER_NONE, .rule = KVT_RULE_VMM,
+                                     .flags = KVT_REGION_UNTIERED};
+        struct kvt_region_add vram = {.region_id = 2, .device = 0, .base = 2ull << 30, .size_bytes = 8 * CHUNK,
+                                      .api = KVT_API_CUDA_MALLOC, .tier = KVT_TIER_VRAM};
+
+        TAP_OK(registry_new(c, &r) == 0, "unplaced: registry");
+        TAP_EQ_INT(registry_set_topology(r, t), 0, "unplaced: topology");
+        TAP_OK(registry_client_new(r, 100, 0, &h, NULL, &cl) == 0, "unplaced: client");
+        registry_device_seen(r, &d);
+        TAP_OK(registry_region_add(r, cl, &vmm) == 0, "unplaced: an untiered VMM region of 32 chunks");
+        TAP_EQ_U64(registry_node(r, 0)->charged_bytes, 0, "unplaced: the VMM region charges nothing to node 0");
+        TAP_OK(registry_region_add(r, cl, &vram) == 0, "unplaced: 8 chunks in VRAM, a budget of 2");
+        TAP_EQ_U64(registry_node(r, 0)->charged_bytes, 0, "unplaced: VRAM beyond the budget charges nothing either");
+        TAP_EQ_U64(registry_node(r, 0)->host_chunks, 0, "unplaced: no host chunks on node 0");
+        registry_client_free(r, cl);
+        registry_free(r);
+        conf_free(c);
+}
+
+/* A shim names its GPU's home node, untrusted: a node the host does not
+ * have is ignored, and the first node named stands. */
+static void test_home_node_untrusted(const struct topology *t) {
+        static const char *const kv[] = {"gpu", "vram_budget", "4M", NULL};
+        struct conf *c = config(kv);
+        struct registry *r = NULL;
+        struct kvt_device bogus = {.device = 0, .host_node = 40, .total_bytes = 1ull << 30};
+        struct kvt_device one = {.device = 0, .host_node = 1, .total_bytes = 1ull << 30};
+        struct kvt_device two = {.device = 0, .host_node = 2, .total_bytes = 1ull << 30};
+
+        TAP_OK(registry_new(c, &r) == 0, "home: registry");
+        TAP_EQ_INT(registry_set_topology(r, t), 0, "home: topology");
+        registry_device_seen(r, &bogus);
+        TAP_OK(registry_node(r, 40) == NULL, "home: node 40, which the host lacks, is not taken on");
+        TAP_EQ_INT(registry_gpu(r, 0)->host_node, -1, "home: and is not GPU 0's home");
+        registry_device_seen(r, &one);
+        TAP_EQ_INT(registry_gpu(r, 0)->host_node, 1, "home: node 1 is");
+        registry_device_seen(r, &two);
+        TAP_EQ_INT(registry_gpu(r, 0)->host_node, 1, "home: a second client's node 2 does not move it");
+        registry_free(r);
+        conf_free(c);
+}
+
 int main(void) {
         struct topology t;
 
@@ -286,6 +339,8 @@ int main(void) {
         test_books_and_spill(&t);
         test_orders(&t);
         test_no_budgets(&t);
+        test_unplaced_not_charged(&t);
+        test_home_node_untrusted(&t);
         remove_fixture();
         return tap_done();
 }
