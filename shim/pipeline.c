@@ -39,7 +39,7 @@ struct device_state {
         unsigned next[_DIR_MAX];
         struct cudaMemLocation host; /* where this GPU's host tier lives */
         bool host_known;
-        bool numa_refused; /* the driver refused a NUMA location: plain host from now on */
+        uint64_t numa_refused; /* NUMA nodes the driver refused as a location: plain host for them */
 };
 
 struct pipeline {
@@ -123,7 +123,7 @@ static struct cudaMemLocation host_location(struct pipeline *p, int dev) {
                 return d->host;
         d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
         if (p->cfg.host_numa && p->rt->cudaDeviceGetAttribute(&id, cudaDevAttrHostNumaId, dev) == cudaSuccess &&
-            id >= 0)
+            id >= 0 && !(id < 64 && (d->numa_refused & (1ull << id))))
                 d->host = (struct cudaMemLocation){ cudaMemLocationTypeHostNuma, id };
         d->host_known = true;
         log_debug("Host tier of GPU %d: %s %d.", dev,
@@ -134,23 +134,28 @@ static struct cudaMemLocation host_location(struct pipeline *p, int dev) {
 /* Where a host-tier run of GPU dev goes: the node the daemon named (its
  * host budgets chose it), else the GPU's own host tier. */
 static struct cudaMemLocation host_target(struct pipeline *p, int dev, int node) {
-        if (node >= 0 && !p->dev[dev].numa_refused)
+        if (node >= 0 && node < 64 && !(p->dev[dev].numa_refused & (1ull << node)))
                 return (struct cudaMemLocation){ cudaMemLocationTypeHostNuma, node };
         return host_location(p, dev);
 }
 
-/* A NUMA location the driver refuses (no NUMA support, old driver) is
- * given up for plain host memory, for this GPU from now on. */
+/* A NUMA node the driver refuses as a location (no NUMA support, old
+ * driver, a node it does not know) is given up for plain host memory, that
+ * node only, for this GPU from now on; the GPU's own host tier too if it was
+ * that node. */
 static bool host_fallback(struct pipeline *p, int dev, struct cudaMemLocation loc, cudaError_t e) {
         struct device_state *d = &p->dev[dev];
 
         if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma)
                 return false;
-        log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); using plain host memory.", dev,
+        log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); plain host memory instead.", dev,
                  loc.id, (int)e);
-        d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
-        d->host_known = true;
-        d->numa_refused = true;
+        if (loc.id >= 0 && loc.id < 64)
+                d->numa_refused |= 1ull << loc.id;
+        if (d->host_known && d->host.type == cudaMemLocationTypeHostNuma && d->host.id == loc.id) {
+                d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
+                d->host_known = true;
+        }
         return true;
 }
 

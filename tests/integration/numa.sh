@@ -100,4 +100,26 @@ s=$(status_json)
 check "GPU 0's home is node 0" [ "$(jq '.gpus[] | select(.device == 0) | .host_node' <<<"$s")" -eq 0 ]
 check "GPU 1's home is node 1" [ "$(jq '.gpus[] | select(.device == 1) | .host_node' <<<"$s")" -eq 1 ]
 check "stopped" stop_daemon
+
+# A node the driver refuses (here the fake CUDA knows only node 0, sysfs
+# shows two) costs that node only: evictions named to it land in plain host
+# memory, and once node 0 has room they go to node 0 again.  (One refusal
+# used to turn the GPU's NUMA placement off for good.)
+if [ "$(id -u)" -eq 0 ]; then
+        write_config 64M "[numa.0]" "host_budget = 0"
+        check "kvtierd starts with node 0 full" start_daemon
+        ENGINE_ENV="FAKECUDA_NUMA_NODES=1 KVTIER_LOG=info" run_engine refused $ARGS --steps 120 --step-ms 20 & engine=$!
+        for _ in $(seq 100); do
+                [ "$(node "$(status_json)" 1 peak_charged_bytes)" -gt 0 ] 2>/dev/null && break
+                sleep 0.05
+        done
+        check_gt "node 0 full: evictions named node 1" "$(node "$(status_json)" 1 peak_charged_bytes)" 0
+        "$KVTIERCTL" -s "$SOCK" set host_budget 0 1G
+        wait $engine; rc=$?
+        check "refused node: engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/refused.out"
+        check "the shim said the driver refused node 1" grep -q "node 1 refused" "$TMP/refused.out"
+        check_gt "after room on node 0, the fake CUDA placed host copies on node 0" \
+                "$(numa_stat refused 0 host_peak_bytes)" 0
+        check "stopped" stop_daemon
+fi
 done_testing
