@@ -44,8 +44,9 @@ static json_object *gpu_json(const struct gpu_stats *g) {
 /* The region's chunks by tier, run-length coded in chunk order: "V16 M240
  * -256" is 16 chunks in VRAM, 240 host-mapped, then 256 never placed (V, M,
  * H for VRAM, host-mapped, host; '-' none), so that a reader can see where in
- * a region the daemon keeps what.  A letter in lower case is a chunk with an
- * order in flight.  NULL when out of memory; *truncated when cut short. */
+ * a region the daemon keeps what.  A chunk with an order in flight is in
+ * lower case ('_' for '-').  NULL when out of memory; *truncated when cut
+ * short. */
 static char *chunk_map(const struct region *reg, bool *truncated) {
         static const char letter[_KVT_TIER_MAX] = {'-', 'V', 'M', 'H'};
         const struct policy_chunk *c = region_chunks(reg);
@@ -59,7 +60,7 @@ static char *chunk_map(const struct region *reg, bool *truncated) {
                 char l = c[i].tier < _KVT_TIER_MAX ? letter[c[i].tier] : '?';
 
                 if (c[i].pending)
-                        l = (char)(l | 0x20);
+                        l = l == '-' ? '_' : (char)(l | 0x20);
                 while (j < n && c[j].tier == c[i].tier && !c[j].pending == !c[i].pending)
                         j++;
                 if (runs++ == CHUNK_MAP_MAX_RUNS) {

@@ -17,7 +17,9 @@
  * --unmap drops the GPU's mapping of host pages (cudaMemAdvise
  * UnsetAccessedBy), so reads of pages not in VRAM fault: the unified-memory
  * events the CUPTI heat source samples.
- * --hot-region N hints region N HOT (kvtier_hint) once after allocation.
+ * --hint hints each window read WILL_NEED (kvtier_hint): a use the heat table
+ * counts.  --hot-region N hints region N HOT once after allocation: a
+ * standing order.
  *
  * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
  * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed
@@ -151,7 +153,7 @@ static int read_window(char **pool, const struct opts *o, uint64_t start, uint64
                 if (use_region_device(o, (unsigned)reg) < 0)
                         return -EIO;
                 if (hint)
-                        hint(pool[reg] + off, n, 1 /* KVTIER_HINT_HOT */);
+                        hint(pool[reg] + off, n, 4 /* KVTIER_HINT_WILL_NEED: a use, not a standing order */);
                 if (backend_read(pool[reg] + off, n) < 0)
                         return -EIO;
                 start += n;

@@ -16,6 +16,7 @@ set -u
 C=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/kvtier-window-out}
 mkdir -p "$OUT"
+rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.log # nothing stale to compare with
 T=$(mktemp -d)
 CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 BUDGET=${KVT_WINDOW_BUDGET:-1G}
@@ -62,7 +63,7 @@ done
 [ -e "$OUT/vram1.txt" ] && cp "$OUT/vram1.txt" "$OUT/vram.txt"
 ref=$(field "$OUT/vram.txt" ms_per_step_last_quarter)
 same() { [ "$(field "$1" "$3")" = "$(field "$2" "$3")" ] && echo same || echo DIFFERS; }
-res "all-VRAM 1 vs 2: checksum / prefill_sum / cache_sum" \
+[ -e "$OUT/vram2.txt" ] && res "all-VRAM 1 vs 2: checksum / prefill_sum / cache_sum" \
         "$(same "$OUT/vram1.txt" "$OUT/vram2.txt" checksum) / $(same "$OUT/vram1.txt" "$OUT/vram2.txt" prefill_sum) / $(same "$OUT/vram1.txt" "$OUT/vram2.txt" cache_sum)"
 
 for v in "${variants[@]}"; do
@@ -73,6 +74,11 @@ for v in "${variants[@]}"; do
         "$C/bin/kvtierd" -c "$T/kvtierd.conf" >"$OUT/kvtierd-$name.log" 2>&1 &
         dpid=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
+        if ! "$CTL" -s "$SOCK" status >/dev/null 2>&1; then # else the decode runs fail-open, as if all-VRAM
+                res "$name" "kvtierd did not start: $(tail -n 1 "$OUT/kvtierd-$name.log")"
+                kill $dpid 2>/dev/null; wait $dpid 2>/dev/null
+                continue
+        fi
         env $envs LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=notice \
                 KVTIER_HEAT_STATS="$OUT/heat-$name.json" \
                 $DEC --kvtierctl "$CTL -s $SOCK status --json" >"$OUT/$name.txt" 2>&1
@@ -84,7 +90,9 @@ for v in "${variants[@]}"; do
         res "$name: rc, steps, ms/step all / last quarter" "$rc $(field "$OUT/$name.txt" steps ms_per_step) $ms (ratio to all-VRAM $(python3 -c "print(round($ref/$ms, 3))" 2>/dev/null))"
         res "  window chunks in VRAM / of; other VRAM; budget" "$(field "$OUT/$name.txt" books.window_chunks_vram books.window_chunks books.other_chunks_vram books.budget_chunks)"
         res "  gpu_fault/attributed heat_touches launch_ptrs" "$(field "$OUT/heat-$name.json" gpu_fault gpu_fault_attributed heat_touches launch_pointers)"
-        if [ "$(field "$OUT/$name.txt" steps)" != "$(field "$OUT/vram.txt" steps)" ]; then
+        if [ ! -e "$OUT/vram.txt" ]; then
+                : # no all-VRAM run to compare with (KVT_WINDOW_REFS=0)
+        elif [ "$(field "$OUT/$name.txt" steps)" != "$(field "$OUT/vram.txt" steps)" ]; then
                 res "  against all-VRAM" "prefill_sum $(same "$OUT/$name.txt" "$OUT/vram.txt" prefill_sum) (stopped early: no other sums)"
         else
                 res "  against all-VRAM: checksum / prefill_sum / cache_sum" \

@@ -44,7 +44,7 @@ map_sum() { # REGION-INDEX LETTERS: bytes in the runs whose letter is one of LET
 }
 for i in 0 1; do
         check "region $i: the chunk map covers the region" \
-                [ "$(map_sum $i VvMmHh-)" = "$(jq ".clients[0].regions[$i].size_bytes" "$TMP/status.json")" ]
+                [ "$(map_sum $i VvMmHh-_)" = "$(jq ".clients[0].regions[$i].size_bytes" "$TMP/status.json")" ]
         check "region $i: VRAM runs in the chunk map = vram_bytes" \
                 [ "$(map_sum $i Vv)" = "$(jq ".clients[0].regions[$i].vram_bytes" "$TMP/status.json")" ]
         check "region $i: host-mapped runs = host_mapped_bytes" \
@@ -55,7 +55,7 @@ done
 letters=
 for _ in $(seq 100); do
         letters=$(status_json | jq -r '[.clients[0].regions[].chunk_map] | join(" ")' 2>/dev/null |
-                grep -o '[-A-Za-z][0-9]' | cut -c1 | tr a-z A-Z | sort -u | tr -d '\n')
+                grep -o '[-_A-Za-z][0-9]' | cut -c1 | tr a-z_ A-Z- | sort -u | tr -d '\n')
         [[ $letters == *V* ]] && [ ${#letters} -ge 2 ] && break
         sleep 0.05
 done

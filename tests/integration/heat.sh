@@ -15,7 +15,7 @@ ARGS="--regions 4 --region-size 64M --window 16M --steps 50 --step-ms 15"
 # after the decode, when the engine's final check reads everything).  The window
 # (16M) starts in the first region and slides 2M a step into the second.
 run_polled() {
-        local name="$1" idx="${2:-0}" last=0 v
+        local name="$1" idx="${2:-0}" last= v
         run_engine "$name" $ARGS &
         local engine=$!
         while kill -0 $engine 2>/dev/null; do
@@ -27,7 +27,7 @@ run_polled() {
                 sleep 0.02
         done
         wait $engine || { diag "engine $name failed:"; diag "$(cat "$TMP/$name.out")"; }
-        echo "$last"
+        echo "${last:-no-poll}" # no poll in the decode: no evidence, and every check on it fails
 }
 
 # LRU without prefetch places by the last touch alone, so what lands in VRAM
