@@ -17,7 +17,9 @@
  *
  * WILL_NEED is counted as an access in the shared heat table (no message);
  * HOT, COLD, PINNED and DONE change the daemon's books at once (one message
- * each: hint what a scheduler decides, not every use).
+ * each: hint what a scheduler decides, not every use).  HOT and PINNED are
+ * standing orders: the shim keeps them too, and tells them again to a
+ * daemon that registers the range later (after a restart or an outage).
  */
 
 #include <stddef.h>
@@ -38,7 +40,8 @@ enum kvtier_hint {
 /* Tells the daemon about [ptr, ptr+len) of a captured allocation; the hint
  * covers every 2 MiB chunk the range touches.  Never blocks longer than the
  * shim's timeout.  Returns 0, -ENOENT if the range is not captured memory,
- * -EINVAL for a bad hint or range, -ENOTCONN if no daemon is connected. */
+ * -EINVAL for a bad hint or range, -ENOTCONN if no daemon is connected (a
+ * HOT or PINNED is still kept, and told to the next daemon). */
 int kvtier_hint(const void *ptr, size_t len, int hint);
 
 #ifdef __cplusplus

@@ -75,6 +75,44 @@ static void submit(struct mover *mv, size_t n) {
                 refuse_all(mv, mv->batch, n, -ENOSYS);
 }
 
+/* Tells the daemon of fd the standing hints (HOT, PINNED) the engine gave
+ * region id before this daemon knew it: one HINT per run of chunks with
+ * the same bit.  Returns 0 or -errno (the connection failed). */
+static int tell_standing(int fd, uint32_t id) {
+        static const struct { uint8_t bit; uint32_t kind; } kinds[] = {
+                { REGION_STANDING_HOT, KVT_HINT_HOT },
+                { REGION_STANDING_PINNED, KVT_HINT_PINNED },
+        };
+        uint8_t *bits;
+        uint32_t n, sent = 0;
+        int r = regions_standing_copy(id, &bits, &n);
+
+        if (r == -ENOMEM)
+                log_warning("Region %u: out of memory; its standing hints are not told to kvtierd again.", id);
+        if (r < 0 || !bits)
+                return 0; /* the registration stands either way */
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && r >= 0; k++)
+                for (uint32_t i = 0; i < n && r >= 0;) {
+                        uint32_t j = i;
+                        struct kvt_hint h;
+
+                        if (!(bits[i] & kinds[k].bit)) {
+                                i++;
+                                continue;
+                        }
+                        while (j < n && (bits[j] & kinds[k].bit))
+                                j++;
+                        h = (struct kvt_hint){ .region_id = id, .first_chunk = i, .n_chunks = j - i, .kind = kinds[k].kind };
+                        r = client_send_on(fd, KVT_MSG_HINT, &h, sizeof(h));
+                        sent++;
+                        i = j;
+                }
+        free(bits);
+        if (sent && r >= 0)
+                log_info("Region %u: %u standing hints told to kvtierd again.", id, sent);
+        return r < 0 ? r : 0;
+}
+
 /* Registers the regions the daemon of this connection does not know.  Its
  * books start every chunk host-mapped, so each region is first returned
  * there: chunks left in VRAM from before a daemon restart would otherwise
@@ -104,6 +142,8 @@ static void register_regions(struct mover *mv) {
                 }
                 regions_add_msg(&reg, &add);
                 r = client_register(mv->fd, &add, regions_mark_registered);
+                if (r >= 0)
+                        r = tell_standing(mv->fd, reg.id);
                 regions_release(reg.id);
                 if (r < 0)
                         break;

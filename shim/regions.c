@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvtier.h"
 #include "protocol.h"
 #include "regions.h"
 
@@ -16,7 +17,8 @@
  */
 struct slot {
         struct shim_region r;
-        unsigned busy; /* orders running on it */
+        unsigned busy;     /* orders running on it */
+        uint8_t *standing; /* REGION_STANDING_* per chunk; NULL until the first HOT or PINNED */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -106,6 +108,7 @@ int regions_take(const void *ptr, struct shim_region *ret) {
                 s = find_containing(base); /* the array may have moved */
         }
         *ret = s->r;
+        free(s->standing);
         memmove(s, s + 1, (size_t)(&slots[n_slots] - (s + 1)) * sizeof(*s));
         n_slots--;
         pthread_mutex_unlock(&lock);
@@ -160,6 +163,64 @@ void regions_release(uint32_t id) {
         if (s && s->busy && --s->busy == 0)
                 pthread_cond_broadcast(&idle);
         pthread_mutex_unlock(&lock);
+}
+
+int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, struct shim_region *ret) {
+        uint8_t set = kind == KVTIER_HINT_HOT      ? REGION_STANDING_HOT
+                    : kind == KVTIER_HINT_PINNED   ? REGION_STANDING_PINNED
+                                                   : 0;
+        uint8_t clear = kind == KVTIER_HINT_COLD   ? REGION_STANDING_HOT
+                      : kind == KVTIER_HINT_DONE   ? REGION_STANDING_HOT | REGION_STANDING_PINNED
+                                                   : 0;
+        struct slot *s;
+        uint32_t chunks;
+        int r = 0;
+
+        pthread_mutex_lock(&lock);
+        s = find_containing((uintptr_t)ptr);
+        if (!s) {
+                r = -ENOENT;
+                goto out;
+        }
+        chunks = (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT);
+        if (first > chunks || n > chunks - first) {
+                r = -EINVAL;
+                goto out;
+        }
+        if (set && !s->standing && !(s->standing = calloc(chunks, 1))) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (uint32_t i = first; s->standing && i < first + n; i++)
+                s->standing[i] = (uint8_t)((s->standing[i] & ~clear) | set);
+        *ret = s->r;
+out:
+        pthread_mutex_unlock(&lock);
+        return r;
+}
+
+int regions_standing_copy(uint32_t id, uint8_t **ret, uint32_t *ret_chunks) {
+        struct slot *s;
+        int r = 0;
+
+        *ret = NULL;
+        *ret_chunks = 0;
+        pthread_mutex_lock(&lock);
+        s = find_id(id);
+        if (!s)
+                r = -ENOENT;
+        else if (s->standing) {
+                uint32_t chunks = (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT);
+
+                *ret = malloc(chunks);
+                if (*ret) {
+                        memcpy(*ret, s->standing, chunks);
+                        *ret_chunks = chunks;
+                } else
+                        r = -ENOMEM;
+        }
+        pthread_mutex_unlock(&lock);
+        return r;
 }
 
 void regions_mark_registered(uint32_t id) {

@@ -40,6 +40,23 @@ struct kvt_region_add;
 /* Fills the REGION_ADD that registers r with the daemon, host-mapped. */
 void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
 
+/* The standing hints an engine gave (HOT, PINNED), per chunk: kept in the
+ * shim as well as in the daemon's books, so that a daemon that registers the
+ * region later (after a restart or an outage) is told them again. */
+#define REGION_STANDING_HOT    0x1u
+#define REGION_STANDING_PINNED 0x2u
+
+/* Applies a kvtier_hint() kind to chunks [first, first + n) of the region
+ * containing ptr: HOT and PINNED set their standing bit, COLD clears HOT,
+ * DONE both, WILL_NEED nothing.  Copies the region to *ret as of the change
+ * (so that its registered flag says whether the daemon must be told now).
+ * Returns 0, -ENOENT, -EINVAL (range) or -ENOMEM. */
+int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, struct shim_region *ret);
+
+/* A malloc'd copy of region id's standing bits (*ret_chunks of them), or
+ * *ret = NULL when it has none.  Returns 0, -ENOENT or -ENOMEM. */
+int regions_standing_copy(uint32_t id, uint8_t **ret, uint32_t *ret_chunks);
+
 /* Marks region id registered with the daemon (client_register() calls it
  * once the REGION_ADD is sent). */
 void regions_mark_registered(uint32_t id);

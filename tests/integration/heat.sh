@@ -75,6 +75,23 @@ check "HOT hint: pattern intact" grep -q "mismatched words 0" "$TMP/hot-hint.out
 check "HOT hint: the hinted region holds the budget at the end (bytes in VRAM)" [ "$hot" -eq $((64 << 20)) ]
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch,hint" run_polled hot-none 3)
 check "no hint: the same region lost VRAM to the window" [ "$hot" -lt $((64 << 20)) ]
+# The standing order outlives the daemon: one restarted under the engine is
+# told HOT again when the shim registers the region with it.
+ENGINE_ENV="KVTIER_HEAT=launch,hint KVTIER_LOG=info" run_engine hot-restart $ARGS --hot-region 3 --steps 200 &
+engine=$!
+sleep 1
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
+check "kvtierd restarts under the engine" start_daemon
+hot=no-poll
+while kill -0 $engine 2>/dev/null && ! grep -q 'steps took' "$TMP/hot-restart.out"; do
+        v=$(status_json 2>/dev/null | jq '[.clients[].regions | select(length == 4) | .[3].vram_bytes] | max // empty' 2>/dev/null)
+        [ -n "$v" ] && hot=$v
+        sleep 0.02
+done
+wait $engine; rc=$?
+check "HOT across a daemon restart: engine exits 0" [ $rc -eq 0 ]
+check "HOT across a daemon restart: the shim told the new daemon" grep -q "standing hints told to kvtierd again" "$TMP/hot-restart.out"
+check "HOT across a daemon restart: the region holds the new daemon's budget at the end" [ "$hot" -eq $((64 << 20)) ]
 
 cold=$(ENGINE_ENV="KVTIER_HEAT=off" run_polled off)
 check_le "without heat the window is out of VRAM at the end (newer regions rank first)" "$cold" 0
