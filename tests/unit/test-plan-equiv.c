@@ -4,7 +4,9 @@
  * before it was made faster): random snapshots for every policy, with
  * pinned and HOT chunks, pending orders, frozen chunks, clients with quotas
  * and priorities, windows and streams; the plans must be identical, move for
- * move.  Usage: test-plan-equiv [CASES [SEED]].
+ * move.  Each snapshot is planned with the threads of its parameters (auto)
+ * and with 1, 2 and 3 threads: plans must not depend on them.
+ * Usage: test-plan-equiv [CASES [SEED]].
  */
 #include "config.h"
 
@@ -190,19 +192,31 @@ struct coverage {
         unsigned moved, prefetched, evicted, quotas;
 };
 
-/* Runs one snapshot through both planners.  Returns whether they agree. */
+/* Runs one snapshot through both planners, policy_plan() with the
+ * snapshot's threads and with 1, 2 and 3.  Returns whether they agree. */
 static bool check_case(enum policy_kind k, bool large, uint64_t seed, struct coverage *cov) {
+        static const uint32_t threads[] = {UINT32_MAX /* the snapshot's */, 1, 2, 3};
         struct policy_plan got = {0}, want = {0};
         struct snapshot s;
-        int rg, rw;
-        bool same;
+        int rg = 0, rw;
+        bool same = true;
 
         rng = seed;
         if (snapshot_new(&s, k, large) < 0)
                 return false;
-        rg = policy_plan(&s.pp, &s.in, &got);
         rw = plan_ref(&s.pp, &s.in, &want);
-        same = rg == rw && plans_equal(&got, &want);
+        for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]) && same; t++) {
+                struct policy_params pp = s.pp;
+
+                if (threads[t] != UINT32_MAX)
+                        pp.threads = threads[t];
+                rg = policy_plan(&pp, &s.in, &got);
+                same = rg == rw && plans_equal(&got, &want);
+                if (!same)
+                        TAP_DIAG("%s: seed %" PRIu64 " with threads = %" PRIu32 " differs", policy_kind_name(k),
+                                 seed, pp.threads);
+                policy_plan_clear(&got);
+        }
         cov->moved += want.n_moves > 0;
         cov->prefetched += want.prefetch_chunks > 0;
         cov->evicted += want.evict_chunks > 0;
