@@ -223,8 +223,11 @@ static void plan_rank_part(struct plan_part *part) {
                                 predict_stream_add(&st, i, c->last_use);
                 }
                 if (predict) {
+                        uint32_t boosted = rmax; /* boosts raise it; rmax itself stays in a register */
+
                         predict_frontier(&st, chunks, n);
-                        plan_predict(x, r, &st, &rmax); /* boosts raise rmax */
+                        plan_predict(x, r, &st, &boosted);
+                        rmax = boosted;
                 }
         }
         part->rmin = rmin;
@@ -327,13 +330,17 @@ static uint32_t bucket_of(const struct plan_ctx *x, uint32_t rank) {
         return rank == UINT32_MAX ? HIST_PINNED : (rank - x->rmin) >> x->shift;
 }
 
+static uint32_t hist_find(const uint32_t *hist, uint32_t n, uint64_t k, uint64_t *acc);
+
 /* Collects the flat indices of chunks [lo, hi) with rank - base <= mask
- * at bucket + lo, ascending.  Branch-free (whether a chunk is in the bucket
- * is as good as random): bucket[lo + m] is free, m being at most the
- * chunks seen so far. */
+ * at bucket + lo, ascending, and histograms their ranks - base into the
+ * part's own mask + 1 counters (thread 0: the scratch half of x->hist).
+ * Branch-free (whether a chunk is in the bucket is as good as random):
+ * bucket[lo + m] is free, m being at most the chunks seen so far. */
 static void plan_collect_part(struct plan_part *part) {
         const uint32_t *rank = part->x->rank;
         uint32_t *bucket = part->x->bucket + part->lo, base = part->base, mask = part->mask;
+        uint32_t *fine = part->t == 0 ? part->x->hist + HIST_N : part->hist;
         size_t m = 0;
 
         for (size_t i = part->lo; i < part->hi; i++) {
@@ -341,27 +348,48 @@ static void plan_collect_part(struct plan_part *part) {
                 m += rank[i] - base <= mask;
         }
         part->m = m;
+        memset(fine, 0, (mask + 1) * sizeof(*fine));
+        for (size_t j = 0; j < m; j++)
+                fine[rank[bucket[j]] - base]++;
 }
 
-/* All chunks with rank - base <= mask, at bucket ascending; returns how
- * many.  Threads collect their slices; the slices are then moved down in
- * order (each to below where it was: memmove in thread order is safe). */
-static size_t plan_collect(struct plan_ctx *x, uint32_t base, uint32_t mask) {
-        size_t m = 0;
+/* plan_top_k() over all chunks where bucket [base, base + mask] holds the
+ * k-th highest, acc chunks ranking above it: each thread collects and
+ * histograms its slice; the histograms summed give the rank, and the tie
+ * on it goes to the highest flat indices: the threads' lists from the last
+ * backward. */
+static uint64_t plan_collect(struct plan_ctx *x, uint32_t base, uint32_t mask, uint64_t k, uint64_t acc) {
+        uint32_t *fine = x->hist + HIST_N, d;
 
         for (unsigned t = 0; t < x->n_threads; t++)
                 x->part[t].base = base, x->part[t].mask = mask;
-        if (x->n_threads == 1) {
+        if (x->n_threads == 1)
                 plan_collect_part(&x->part[0]);
-                return x->part[0].m;
+        else
+                plan_par(x, plan_collect_part);
+        for (unsigned t = 1; t < x->n_threads; t++)
+                for (uint32_t b = 0; b <= mask; b++)
+                        fine[b] += x->part[t].hist[b];
+        d = hist_find(fine, mask + 1, k, &acc);
+        for (unsigned t = x->n_threads; t-- > 0;) {
+                const struct plan_part *part = &x->part[t];
+                uint32_t ties = t == 0 ? fine[d] : part->hist[d];
+
+                if (t == 0) /* fine[d] holds all threads' ties: those of thread 0 are what is left */
+                        for (unsigned u = 1; u < x->n_threads; u++)
+                                ties -= x->part[u].hist[d];
+                if (acc + ties < k) {
+                        acc += ties;
+                        continue;
+                }
+                for (size_t j = part->m; j-- > 0;) {
+                        uint32_t i = x->bucket[part->lo + j];
+
+                        if (x->rank[i] == base + d && ++acc == k)
+                                return key_of(x, i);
+                }
         }
-        plan_par(x, plan_collect_part);
-        for (unsigned t = 0; t < x->n_threads; t++) {
-                if (m != x->part[t].lo)
-                        memmove(x->bucket + m, x->bucket + x->part[t].lo, x->part[t].m * sizeof(*x->bucket));
-                m += x->part[t].m;
-        }
-        return m;
+        return 0; /* not reached for k <= the number of chunks */
 }
 
 /* Finds the bucket where the running count from the top reaches k; adds
@@ -405,9 +433,8 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
                  * any bucket).  Over all chunks branch-free (whether a chunk is in
                  * the bucket is as good as random), bucket[m] being free. */
                 if (!q->list && q->mask == 0 && q->client == SIZE_MAX)
-                        m = plan_collect(x, base, mask);
-                else
-                        for (size_t j = 0; j < n; j++) {
+                        return plan_collect(x, base, mask, k, acc);
+                for (size_t j = 0; j < n; j++) {
                                 size_t i = subset_at(x, q, j);
 
                                 if (rank[i] - base <= mask && (q->list || in_subset(x, q, i)))
