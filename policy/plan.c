@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,23 +30,27 @@
 
 struct plan_ctx;
 
-/* One thread's share of a per-chunk pass: its slice of the chunks and its
- * partial results, which the calling thread merges in thread order after
- * joining (so that plans do not depend on the number of threads).  A
- * thread writes only its own part and its own slice of the side arrays. */
+/* One thread of a per-chunk pass.  The chunks come in blocks that the
+ * threads take in turns as they get to them (a thread that waits for a
+ * core leaves its share to the others); a thread writes only its own part,
+ * the slices of the side arrays of the blocks it took and their
+ * struct plan_block.  Partial results are merged by the calling thread
+ * after the joins: sums, minima and maxima over the threads, lists in
+ * block order, so that plans depend neither on the number of threads nor
+ * on who took which block. */
 struct plan_part {
         struct plan_ctx *x;
         void (*fn)(struct plan_part *);
         unsigned t;
-        size_t r_lo, r_hi;   /* plan_rank: regions [r_lo, r_hi) */
-        size_t lo, hi;       /* flat passes: chunks [lo, hi) */
-        uint32_t rmin, rmax; /* plan_rank: of its regions */
-        uint32_t *hist;      /* plan_hist_all: 2 x HIST_N counters (thread 0: x->hist) */
-        uint32_t base, mask; /* plan_top_k: the bucket collected */
-        size_t m;            /* plan_top_k: chunks collected at bucket + lo */
-        size_t n_ev, n_pr;   /* plan_select: candidates at bucket + lo (ascending) and
-                              * bucket + hi - 1 (descending) */
-        uint64_t want_min;
+        uint32_t rmin, rmax; /* plan_rank: of the regions it ranked */
+        uint32_t *hist;      /* 2 x HIST_N counters (thread 0: x->hist) */
+};
+
+/* What a pass found in one block of chunks [b * block, (b + 1) * block). */
+struct plan_block {
+        size_t m;          /* plan_top_k: chunks collected at bucket + the block's first */
+        size_t n_ev, n_pr; /* plan_select: candidates from the block's first chunk up
+                            * (ascending) and from its last down (descending) */
 };
 
 struct plan_ctx {
@@ -69,6 +74,12 @@ struct plan_ctx {
         unsigned n_threads;         /* >= 1 */
         uint32_t *hist_more;        /* 2 x HIST_N counters for each thread but the first */
         struct plan_part part[POLICY_THREADS_MAX];
+        size_t block, n_blocks;     /* flat passes: chunks per block (n with one thread), blocks */
+        struct plan_block *blk;     /* n_blocks */
+        size_t *rblock, n_rblocks;  /* plan_rank: block b is regions [rblock[b], rblock[b + 1]) */
+        atomic_size_t next;         /* the next block to take */
+        uint32_t base, mask;        /* plan_top_k: the bucket collected */
+        uint64_t want_min;          /* plan_select */
 };
 
 struct selection {
@@ -182,11 +193,18 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
                 plan_boost(x, x->start[r], &rg[k], PLAN_PREFETCH, RANK_PREFETCH, rmax);
 }
 
+/* Takes the next block of a pass of n blocks into *b; false when none is left.
+ * Relaxed: what the blocks write is ordered by the joins. */
+static bool plan_take(struct plan_ctx *x, size_t n, size_t *b) {
+        *b = atomic_fetch_add_explicit(&x->next, 1, memory_order_relaxed);
+        return *b < n;
+}
+
 /* One pass over the chunks of regions [r_lo, r_hi): state flags, rank,
  * what predicts the next use; then the boosts.  Regions are independent:
- * each thread takes whole regions and its own rank range. */
-static void plan_rank_part(struct plan_part *part) {
-        struct plan_ctx *x = part->x;
+ * the rank range is the thread's own. */
+static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint32_t *ret_rmin,
+                              uint32_t *ret_rmax) {
         const struct policy_params *pp = x->pp;
         const struct policy_input *in = x->in;
         const struct rank_env env = {
@@ -198,9 +216,9 @@ static void plan_rank_part(struct plan_part *part) {
         };
         bool streams = pp->prefetch_depth > 0;
         bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
-        uint32_t rmin = UINT32_MAX, rmax = 0;
+        uint32_t rmin = *ret_rmin, rmax = *ret_rmax;
 
-        for (size_t r = part->r_lo; r < part->r_hi; r++) {
+        for (size_t r = r_lo; r < r_hi; r++) {
                 const struct policy_region *reg = &in->regions[r];
                 const struct policy_chunk *chunks = reg->chunks;
                 uint32_t prio = region_priority(x, reg), n = reg->n_chunks;
@@ -230,8 +248,24 @@ static void plan_rank_part(struct plan_part *part) {
                         rmax = boosted;
                 }
         }
-        part->rmin = rmin;
-        part->rmax = rmax;
+        *ret_rmin = rmin;
+        *ret_rmax = rmax;
+}
+
+static void plan_rank_part(struct plan_part *part) {
+        struct plan_ctx *x = part->x;
+        size_t b;
+
+        part->rmin = UINT32_MAX;
+        part->rmax = 0;
+        while (plan_take(x, x->n_rblocks, &b))
+                plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], &part->rmin, &part->rmax);
+}
+
+/* Chunks [*lo, *hi) of flat block b. */
+static void plan_block_range(const struct plan_ctx *x, size_t b, size_t *lo, size_t *hi) {
+        *lo = b * x->block;
+        *hi = x->n - *lo < x->block ? x->n : *lo + x->block;
 }
 
 static void *plan_worker(void *arg) {
@@ -249,12 +283,19 @@ static void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *)) {
         pthread_t tid[POLICY_THREADS_MAX];
         bool started[POLICY_THREADS_MAX] = {false};
         pthread_attr_t attr;
-        bool attr_ok = pthread_attr_init(&attr) == 0;
+        bool attr_ok;
 
+        if (x->n_threads == 1) {
+                atomic_store_explicit(&x->next, 0, memory_order_relaxed);
+                fn(&x->part[0]);
+                return;
+        }
+        attr_ok = pthread_attr_init(&attr) == 0;
         if (attr_ok)
                 pthread_attr_setstacksize(&attr, 256 * 1024);
         for (unsigned t = 0; t < x->n_threads; t++)
                 x->part[t].fn = fn;
+        atomic_store_explicit(&x->next, 0, memory_order_relaxed); /* before the threads start */
         for (unsigned t = 1; t < x->n_threads; t++)
                 started[t] = pthread_create(&tid[t], attr_ok ? &attr : NULL, plan_worker, &x->part[t]) == 0;
         fn(&x->part[0]);
@@ -272,10 +313,7 @@ static void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *)) {
 static void plan_rank(struct plan_ctx *x) {
         uint32_t rmin = UINT32_MAX, rmax = 0;
 
-        if (x->n_threads == 1)
-                plan_rank_part(&x->part[0]);
-        else
-                plan_par(x, plan_rank_part);
+        plan_par(x, plan_rank_part);
         for (unsigned t = 0; t < x->n_threads; t++) {
                 rmin = x->part[t].rmin < rmin ? x->part[t].rmin : rmin;
                 rmax = x->part[t].rmax > rmax ? x->part[t].rmax : rmax;
@@ -332,62 +370,57 @@ static uint32_t bucket_of(const struct plan_ctx *x, uint32_t rank) {
 
 static uint32_t hist_find(const uint32_t *hist, uint32_t n, uint64_t k, uint64_t *acc);
 
-/* Collects the flat indices of chunks [lo, hi) with rank - base <= mask
- * at bucket + lo, ascending, and histograms their ranks - base into the
- * part's own mask + 1 counters (thread 0: the scratch half of x->hist).
- * Branch-free (whether a chunk is in the bucket is as good as random):
- * bucket[lo + m] is free, m being at most the chunks seen so far. */
+/* For each block it takes: collects the flat indices of the block's
+ * chunks with rank - base <= mask at bucket + the block's first, ascending,
+ * and histograms their ranks - base into the thread's own mask + 1
+ * counters (thread 0: the scratch half of x->hist).  Branch-free (whether
+ * a chunk is in the bucket is as good as random): bucket[lo + m] is free,
+ * m being at most the chunks seen so far. */
 static void plan_collect_part(struct plan_part *part) {
-        const uint32_t *rank = part->x->rank;
-        uint32_t *bucket = part->x->bucket + part->lo, base = part->base, mask = part->mask;
-        uint32_t *fine = part->t == 0 ? part->x->hist + HIST_N : part->hist;
-        size_t m = 0;
+        struct plan_ctx *x = part->x;
+        const uint32_t *rank = x->rank;
+        uint32_t base = x->base, mask = x->mask;
+        uint32_t *fine = part->t == 0 ? x->hist + HIST_N : part->hist;
+        size_t b, lo, hi;
 
-        for (size_t i = part->lo; i < part->hi; i++) {
-                bucket[m] = (uint32_t)i;
-                m += rank[i] - base <= mask;
-        }
-        part->m = m;
         memset(fine, 0, (mask + 1) * sizeof(*fine));
-        for (size_t j = 0; j < m; j++)
-                fine[rank[bucket[j]] - base]++;
+        while (plan_take(x, x->n_blocks, &b)) {
+                uint32_t *bucket;
+                size_t m = 0;
+
+                plan_block_range(x, b, &lo, &hi);
+                bucket = x->bucket + lo;
+                for (size_t i = lo; i < hi; i++) {
+                        bucket[m] = (uint32_t)i;
+                        m += rank[i] - base <= mask;
+                }
+                x->blk[b].m = m;
+                for (size_t j = 0; j < m; j++)
+                        fine[rank[bucket[j]] - base]++;
+        }
 }
 
 /* plan_top_k() over all chunks where bucket [base, base + mask] holds the
- * k-th highest, acc chunks ranking above it: each thread collects and
- * histograms its slice; the histograms summed give the rank, and the tie
- * on it goes to the highest flat indices: the threads' lists from the last
+ * k-th highest, acc chunks ranking above it: the threads collect and
+ * histogram blocks; the histograms summed give the rank, and the tie on it
+ * goes to the highest flat indices: the blocks' lists from the last
  * backward. */
 static uint64_t plan_collect(struct plan_ctx *x, uint32_t base, uint32_t mask, uint64_t k, uint64_t acc) {
-        uint32_t *fine = x->hist + HIST_N, d;
+        uint32_t *fine = x->hist + HIST_N, want;
 
-        for (unsigned t = 0; t < x->n_threads; t++)
-                x->part[t].base = base, x->part[t].mask = mask;
-        if (x->n_threads == 1)
-                plan_collect_part(&x->part[0]);
-        else
-                plan_par(x, plan_collect_part);
+        x->base = base;
+        x->mask = mask;
+        plan_par(x, plan_collect_part);
         for (unsigned t = 1; t < x->n_threads; t++)
                 for (uint32_t b = 0; b <= mask; b++)
                         fine[b] += x->part[t].hist[b];
-        d = hist_find(fine, mask + 1, k, &acc);
-        for (unsigned t = x->n_threads; t-- > 0;) {
-                const struct plan_part *part = &x->part[t];
-                uint32_t ties = t == 0 ? fine[d] : part->hist[d];
+        want = base + hist_find(fine, mask + 1, k, &acc);
+        for (size_t b = x->n_blocks; b-- > 0;) {
+                const uint32_t *bucket = x->bucket + b * x->block;
 
-                if (t == 0) /* fine[d] holds all threads' ties: those of thread 0 are what is left */
-                        for (unsigned u = 1; u < x->n_threads; u++)
-                                ties -= x->part[u].hist[d];
-                if (acc + ties < k) {
-                        acc += ties;
-                        continue;
-                }
-                for (size_t j = part->m; j-- > 0;) {
-                        uint32_t i = x->bucket[part->lo + j];
-
-                        if (x->rank[i] == base + d && ++acc == k)
-                                return key_of(x, i);
-                }
+                for (size_t j = x->blk[b].m; j-- > 0;)
+                        if (x->rank[bucket[j]] == want && ++acc == k)
+                                return key_of(x, bucket[j]);
         }
         return 0; /* not reached for k <= the number of chunks */
 }
@@ -464,21 +497,24 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
  * share a bucket (most chunks are cold), and one counter bumped back to
  * back waits for its own store. */
 static void plan_hist_part(struct plan_part *part) {
-        const struct plan_ctx *x = part->x;
+        struct plan_ctx *x = part->x;
         const uint32_t *rank = x->rank;
         uint32_t *even = part->hist, *odd = part->hist + HIST_N, rmin = x->rmin;
         unsigned shift = x->shift;
-        size_t i;
+        size_t blk, i, lo, hi;
 
         if (part->t > 0) /* thread 0 counts into x->hist, zeroed by calloc */
                 memset(even, 0, HIST_N * sizeof(*even));
         memset(odd, 0, HIST_N * sizeof(*odd));
-        for (i = part->lo; i + 1 < part->hi; i += 2) {
-                even[rank[i] == UINT32_MAX ? HIST_PINNED : (rank[i] - rmin) >> shift]++;
-                odd[rank[i + 1] == UINT32_MAX ? HIST_PINNED : (rank[i + 1] - rmin) >> shift]++;
+        while (plan_take(x, x->n_blocks, &blk)) {
+                plan_block_range(x, blk, &lo, &hi);
+                for (i = lo; i + 1 < hi; i += 2) {
+                        even[rank[i] == UINT32_MAX ? HIST_PINNED : (rank[i] - rmin) >> shift]++;
+                        odd[rank[i + 1] == UINT32_MAX ? HIST_PINNED : (rank[i + 1] - rmin) >> shift]++;
+                }
+                if (i < hi)
+                        even[bucket_of(x, rank[i])]++;
         }
-        if (i < part->hi)
-                even[bucket_of(x, rank[i])]++;
         for (uint32_t b = 0; b < HIST_N; b++)
                 even[b] += odd[b];
 }
@@ -486,10 +522,6 @@ static void plan_hist_part(struct plan_part *part) {
 /* The histogram of all ranks, after the quotas, into x->hist: the threads'
  * counts summed (sums do not depend on the order). */
 static void plan_hist_all(struct plan_ctx *x) {
-        if (x->n_threads == 1) {
-                plan_hist_part(&x->part[0]);
-                return;
-        }
         plan_par(x, plan_hist_part);
         for (unsigned t = 1; t < x->n_threads; t++) {
                 const uint32_t *h = x->part[t].hist;
@@ -577,51 +609,55 @@ static uint64_t plan_nodes_room(const struct policy_input *in) {
  * between the two lists keeps a free slot for chunk at (fewer than
  * at - lo candidates so far), so both stores may always happen. */
 static void plan_cand_part(struct plan_part *part) {
-        const struct plan_ctx *x = part->x;
+        struct plan_ctx *x = part->x;
         const uint16_t *flags = x->flags;
         const uint32_t *rank = x->rank;
-        uint32_t *dst = x->n_threads == 1 ? x->cand : x->bucket;
-        uint32_t *ev = dst + part->lo, *pr = dst + part->hi - 1;
-        uint64_t want_min = part->want_min;
-        size_t n_ev = 0, n_pr = 0;
+        uint32_t *dst = x->n_blocks == 1 ? x->cand : x->bucket;
+        uint64_t want_min = x->want_min;
+        size_t b, lo, hi;
 
-        for (size_t at = part->lo; at < part->hi; at++) {
-                uint16_t f = flags[at];
-                uint64_t key = (uint64_t)rank[at] << 32 | at;
-                unsigned e = is_evict_candidate(f, key, want_min);
-                unsigned p = (e ^ 1u) & is_promote_candidate(f, key, want_min);
+        while (plan_take(x, x->n_blocks, &b)) {
+                uint32_t *ev, *pr;
+                size_t n_ev = 0, n_pr = 0;
 
-                ev[n_ev] = (uint32_t)at;
-                *(pr - n_pr) = (uint32_t)at;
-                n_ev += e;
-                n_pr += p;
+                plan_block_range(x, b, &lo, &hi);
+                ev = dst + lo;
+                pr = dst + hi - 1;
+                for (size_t at = lo; at < hi; at++) {
+                        uint16_t f = flags[at];
+                        uint64_t key = (uint64_t)rank[at] << 32 | at;
+                        unsigned e = is_evict_candidate(f, key, want_min);
+                        unsigned p = (e ^ 1u) & is_promote_candidate(f, key, want_min);
+
+                        ev[n_ev] = (uint32_t)at;
+                        *(pr - n_pr) = (uint32_t)at;
+                        n_ev += e;
+                        n_pr += p;
+                }
+                x->blk[b].n_ev = n_ev;
+                x->blk[b].n_pr = n_pr;
         }
-        part->n_ev = n_ev;
-        part->n_pr = n_pr;
 }
 
 /* Gathers the candidates into cand: x->n_ev evictions from the front
  * (ascending), x->n_pr promotions from the back (descending), the threads'
  * lists joined in thread order. */
 static void plan_candidates(struct plan_ctx *x, uint64_t want_min) {
-        size_t n_ev = 0, n_pr = 0;
+        size_t n_ev = 0, n_pr = 0, lo, hi;
 
-        for (unsigned t = 0; t < x->n_threads; t++)
-                x->part[t].want_min = want_min;
-        if (x->n_threads == 1)
-                plan_cand_part(&x->part[0]);
-        else
-                plan_par(x, plan_cand_part);
-        for (unsigned t = 0; t < x->n_threads; t++) {
-                const struct plan_part *part = &x->part[t];
+        x->want_min = want_min;
+        plan_par(x, plan_cand_part);
+        for (size_t b = 0; b < x->n_blocks; b++) {
+                const struct plan_block *blk = &x->blk[b];
 
-                if (x->n_threads > 1) {
-                        memcpy(x->cand + n_ev, x->bucket + part->lo, part->n_ev * sizeof(*x->cand));
-                        memcpy(x->cand + x->n - n_pr - part->n_pr, x->bucket + part->hi - part->n_pr,
-                               part->n_pr * sizeof(*x->cand));
+                if (x->n_blocks > 1) {
+                        plan_block_range(x, b, &lo, &hi);
+                        memcpy(x->cand + n_ev, x->bucket + lo, blk->n_ev * sizeof(*x->cand));
+                        memcpy(x->cand + x->n - n_pr - blk->n_pr, x->bucket + hi - blk->n_pr,
+                               blk->n_pr * sizeof(*x->cand));
                 }
-                n_ev += part->n_ev;
-                n_pr += part->n_pr;
+                n_ev += blk->n_ev;
+                n_pr += blk->n_pr;
         }
         x->n_ev = n_ev;
         x->n_pr = n_pr;
@@ -813,6 +849,8 @@ static void ctx_free(struct plan_ctx *x) {
         free(x->quota_cut);
         free(x->hist);
         free(x->hist_more);
+        free(x->blk);
+        free(x->rblock);
 }
 
 static unsigned plan_cpus_n = 1;
@@ -839,25 +877,38 @@ static unsigned plan_threads(const struct policy_params *pp, size_t n) {
         return t < 1 ? 1 : t > POLICY_THREADS_MAX ? POLICY_THREADS_MAX : t;
 }
 
-/* Slices: flat passes split the chunks evenly; the rank pass gives each
- * region to the thread whose flat slice it starts in. */
-static void plan_parts_init(struct plan_ctx *x) {
-        unsigned nt = x->n_threads;
-        size_t r = 0;
+/* Blocks: one for one thread; else some 16 per thread, at most
+ * PLAN_BLOCK_MAX chunks each (the finer, the better a thread that waits for
+ * a core is made up for).  The rank pass's blocks are runs of whole
+ * regions of at least a flat block's chunks.  Returns 0 or -ENOMEM. */
+#define PLAN_BLOCK_MAX 16384u
+static int plan_parts_init(struct plan_ctx *x) {
+        size_t n_regions = x->in->n_regions, acc = 0;
 
-        for (unsigned t = 0; t < nt; t++) {
-                struct plan_part *part = &x->part[t];
-
-                *part = (struct plan_part){.x = x, .t = t, .lo = x->n * t / nt, .hi = x->n * (t + 1) / nt};
-                part->hist = t == 0 ? x->hist : x->hist_more + (size_t)(t - 1) * 2 * HIST_N;
-                part->r_lo = r;
-                if (t + 1 == nt)
-                        r = x->in->n_regions;
-                else
-                        while (r < x->in->n_regions && x->start[r] < part->hi)
-                                r++;
-                part->r_hi = r;
+        for (unsigned t = 0; t < x->n_threads; t++)
+                x->part[t] = (struct plan_part){
+                        .x = x, .t = t, .hist = t == 0 ? x->hist : x->hist_more + (size_t)(t - 1) * 2 * HIST_N};
+        if (x->n_threads == 1)
+                x->block = x->n;
+        else {
+                x->block = x->n / (16 * x->n_threads);
+                x->block = x->block < 1 ? 1 : x->block > PLAN_BLOCK_MAX ? PLAN_BLOCK_MAX : x->block;
         }
+        x->n_blocks = (x->n + x->block - 1) / x->block;
+        x->blk = malloc(x->n_blocks * sizeof(*x->blk));
+        x->rblock = malloc((n_regions + 1) * sizeof(*x->rblock));
+        if (!x->blk || !x->rblock)
+                return -ENOMEM;
+        x->rblock[0] = 0;
+        x->n_rblocks = 0;
+        for (size_t r = 0; r < n_regions; r++) {
+                acc += x->in->regions[r].n_chunks;
+                if (acc >= x->block || r + 1 == n_regions) {
+                        x->rblock[++x->n_rblocks] = r + 1;
+                        acc = 0;
+                }
+        }
+        return 0;
 }
 
 /* The per-chunk arrays are one block: glibc serves a block this large by
@@ -883,7 +934,10 @@ static int ctx_init(struct plan_ctx *x) {
         x->start[0] = 0;
         for (size_t r = 0; r < x->in->n_regions; r++)
                 x->start[r + 1] = x->start[r] + x->in->regions[r].n_chunks;
-        plan_parts_init(x);
+        if (plan_parts_init(x) < 0) {
+                ctx_free(x);
+                return -ENOMEM;
+        }
         return 0;
 }
 
