@@ -60,6 +60,7 @@ struct conf {
         unsigned prefetch; /* 0 none, 1 sequential */
         unsigned prefetch_depth;
         unsigned evict_unmapped; /* [policy] evict_to = host */
+        unsigned threads;        /* [policy] threads: 0 = auto */
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -136,6 +137,10 @@ static const struct conf_key conf_table[] = {
          "Where evicted chunks go: host (unmapped: the GPU's next touch faults once and maps it, an "
          "access sample) or host-mapped (the GPU reads them over the link, unseen by CUPTI)",
          offsetof(struct conf, evict_unmapped)},
+        {"policy", "threads", CONF_UINT, 0, POLICY_THREADS_MAX, "0",
+         "Threads that share the per-chunk passes of a policy tick (plans do not depend on it); 0 = auto: "
+         "the CPUs kvtierd may run on, at most 4, one per 64K chunks; 1 = the tick's own thread only",
+         offsetof(struct conf, threads)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
          "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",
          offsetof(struct client_conf, priority)},
@@ -669,6 +674,7 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         ret->window_chunks = (uint32_t)MIN(c->window_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
         ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
         ret->evict_tier = c->evict_unmapped ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
+        ret->threads = c->threads;
         /* Keys that a policy does not use stay out of its decisions. */
         if (kind == POLICY_LRU || kind == POLICY_WINDOW)
                 ret->hysteresis_ticks = 0;

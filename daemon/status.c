@@ -168,6 +168,7 @@ static json_object *policy_params_json(const struct conf *conf) {
         json_object_object_add(o, "prefetch_depth", json_u64(pp.prefetch_depth));
         json_object_object_add(o, "max_migration_rate", json_u64(conf_max_migration_rate(conf)));
         json_object_object_add(o, "evict_to", json_object_new_string(kvt_tier_name(pp.evict_tier)));
+        json_object_object_add(o, "threads", json_u64(pp.threads));
         return o;
 }
 

@@ -54,5 +54,6 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret) {
                 .window_chunks = k == POLICY_WINDOW || k == POLICY_HYBRID ? 256 : 0,
                 .prefetch_depth = k == POLICY_HYBRID ? 4 : 0,
                 .run_cap = POLICY_RUN_CAP_DEFAULT,
+                .threads = 0, /* auto */
         };
 }

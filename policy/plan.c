@@ -2,9 +2,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "policy.h"
 #include "heat-decay.h"
@@ -24,6 +28,31 @@
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
 #define DECAY_AGES          4096u            /* ages in the decay table, ticks */
 
+struct plan_ctx;
+
+/* One thread of a per-chunk pass.  The chunks come in blocks that the
+ * threads take in turns as they get to them (a thread that waits for a
+ * core leaves its share to the others); a thread writes only its own part,
+ * the slices of the side arrays of the blocks it took and their
+ * struct plan_block.  Partial results are merged by the calling thread
+ * after the joins: sums, minima and maxima over the threads, lists in
+ * block order, so that plans depend neither on the number of threads nor
+ * on who took which block. */
+struct plan_part {
+        struct plan_ctx *x;
+        void (*fn)(struct plan_part *);
+        unsigned t;
+        uint32_t rmin, rmax; /* plan_rank: of the regions it ranked */
+        uint32_t *hist;      /* 2 x HIST_N counters (thread 0: x->hist) */
+};
+
+/* What a pass found in one block of chunks [b * block, (b + 1) * block). */
+struct plan_block {
+        size_t m;          /* plan_top_k: chunks collected at bucket + the block's first */
+        size_t n_ev, n_pr; /* plan_select: candidates from the block's first chunk up
+                            * (ascending) and from its last down (descending) */
+};
+
 struct plan_ctx {
         const struct policy_params *pp;
         const struct policy_input *in;
@@ -42,6 +71,15 @@ struct plan_ctx {
         uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
         uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
+        unsigned n_threads;         /* >= 1 */
+        uint32_t *hist_more;        /* 2 x HIST_N counters for each thread but the first */
+        struct plan_part part[POLICY_THREADS_MAX];
+        size_t block, n_blocks;     /* flat passes: chunks per block (n with one thread), blocks */
+        struct plan_block *blk;     /* n_blocks */
+        size_t *rblock, n_rblocks;  /* plan_rank: block b is regions [rblock[b], rblock[b + 1]) */
+        atomic_size_t next;         /* the next block to take */
+        uint32_t base, mask;        /* plan_top_k: the bucket collected */
+        uint64_t want_min;          /* plan_select */
 };
 
 struct selection {
@@ -128,19 +166,19 @@ static uint32_t region_priority(const struct plan_ctx *x, const struct policy_re
 
 /* Sets a boost on chunks [first, last] of the flat array (pinned stay on top). */
 static void plan_boost(struct plan_ctx *x, size_t base, const struct predict_range *rg, uint16_t flag,
-                       uint32_t bit) {
+                       uint32_t bit, uint32_t *rmax) {
         for (size_t at = base + (size_t)rg->first; at <= base + (size_t)rg->last; at++) {
                 if (x->flags[at] & PLAN_PINNED)
                         continue;
                 x->flags[at] |= flag;
                 x->rank[at] |= bit;
-                if (x->rank[at] > x->rmax)
-                        x->rmax = x->rank[at];
+                if (x->rank[at] > *rmax)
+                        *rmax = x->rank[at];
         }
 }
 
 /* The window and the streams of one region, learnt in the rank pass. */
-static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_state *st) {
+static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_state *st, uint32_t *rmax) {
         const struct policy_params *pp = x->pp;
         struct predict_range rg[64];
         uint32_t depth = pp->prefetch_depth < 64 ? pp->prefetch_depth : 64, n;
@@ -149,15 +187,24 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
 
         if ((pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID) &&
             predict_window(st, x->in->now, pp->window_chunks, active, &rg[0]))
-                plan_boost(x, x->start[r], &rg[0], PLAN_WINDOW, RANK_WINDOW);
+                plan_boost(x, x->start[r], &rg[0], PLAN_WINDOW, RANK_WINDOW, rmax);
         n = predict_stream(st, x->in->now, depth, x->in->regions[r].n_chunks, rg);
         for (uint32_t k = 0; k < n; k++)
-                plan_boost(x, x->start[r], &rg[k], PLAN_PREFETCH, RANK_PREFETCH);
+                plan_boost(x, x->start[r], &rg[k], PLAN_PREFETCH, RANK_PREFETCH, rmax);
 }
 
-/* One pass over every chunk: state flags, rank, what predicts the next
- * use; then the boosts. */
-static void plan_rank(struct plan_ctx *x) {
+/* Takes the next block of a pass of n blocks into *b; false when none is left.
+ * Relaxed: what the blocks write is ordered by the joins. */
+static bool plan_take(struct plan_ctx *x, size_t n, size_t *b) {
+        *b = atomic_fetch_add_explicit(&x->next, 1, memory_order_relaxed);
+        return *b < n;
+}
+
+/* One pass over the chunks of regions [r_lo, r_hi): state flags, rank,
+ * what predicts the next use; then the boosts.  Regions are independent:
+ * the rank range is the thread's own. */
+static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint32_t *ret_rmin,
+                              uint32_t *ret_rmax) {
         const struct policy_params *pp = x->pp;
         const struct policy_input *in = x->in;
         const struct rank_env env = {
@@ -169,9 +216,9 @@ static void plan_rank(struct plan_ctx *x) {
         };
         bool streams = pp->prefetch_depth > 0;
         bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
-        uint32_t rmin = UINT32_MAX, rmax = 0;
+        uint32_t rmin = *ret_rmin, rmax = *ret_rmax;
 
-        for (size_t r = 0; r < in->n_regions; r++) {
+        for (size_t r = r_lo; r < r_hi; r++) {
                 const struct policy_region *reg = &in->regions[r];
                 const struct policy_chunk *chunks = reg->chunks;
                 uint32_t prio = region_priority(x, reg), n = reg->n_chunks;
@@ -194,11 +241,82 @@ static void plan_rank(struct plan_ctx *x) {
                                 predict_stream_add(&st, i, c->last_use);
                 }
                 if (predict) {
+                        uint32_t boosted = rmax; /* boosts raise it; rmax itself stays in a register */
+
                         predict_frontier(&st, chunks, n);
-                        x->rmax = rmax; /* boosts raise it */
-                        plan_predict(x, r, &st);
-                        rmax = x->rmax;
+                        plan_predict(x, r, &st, &boosted);
+                        rmax = boosted;
                 }
+        }
+        *ret_rmin = rmin;
+        *ret_rmax = rmax;
+}
+
+static void plan_rank_part(struct plan_part *part) {
+        struct plan_ctx *x = part->x;
+        size_t b;
+
+        part->rmin = UINT32_MAX;
+        part->rmax = 0;
+        while (plan_take(x, x->n_rblocks, &b))
+                plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], &part->rmin, &part->rmax);
+}
+
+/* Chunks [*lo, *hi) of flat block b. */
+static void plan_block_range(const struct plan_ctx *x, size_t b, size_t *lo, size_t *hi) {
+        *lo = b * x->block;
+        *hi = x->n - *lo < x->block ? x->n : *lo + x->block;
+}
+
+static void *plan_worker(void *arg) {
+        struct plan_part *part = arg;
+
+        part->fn(part);
+        return NULL;
+}
+
+/* Runs fn on every part: part 0 on the calling thread, the others on
+ * threads of their own, joined before it returns (the joins order their
+ * writes before what the caller reads next).  A thread that cannot be
+ * created leaves its part to the calling thread: same results. */
+static void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *)) {
+        pthread_t tid[POLICY_THREADS_MAX];
+        bool started[POLICY_THREADS_MAX] = {false};
+        pthread_attr_t attr;
+        bool attr_ok;
+
+        if (x->n_threads == 1) {
+                atomic_store_explicit(&x->next, 0, memory_order_relaxed);
+                fn(&x->part[0]);
+                return;
+        }
+        attr_ok = pthread_attr_init(&attr) == 0;
+        if (attr_ok)
+                pthread_attr_setstacksize(&attr, 256 * 1024);
+        for (unsigned t = 0; t < x->n_threads; t++)
+                x->part[t].fn = fn;
+        atomic_store_explicit(&x->next, 0, memory_order_relaxed); /* before the threads start */
+        for (unsigned t = 1; t < x->n_threads; t++)
+                started[t] = pthread_create(&tid[t], attr_ok ? &attr : NULL, plan_worker, &x->part[t]) == 0;
+        fn(&x->part[0]);
+        for (unsigned t = 1; t < x->n_threads; t++)
+                if (started[t])
+                        pthread_join(tid[t], NULL);
+                else
+                        fn(&x->part[t]);
+        if (attr_ok)
+                pthread_attr_destroy(&attr);
+}
+
+/* The rank pass, over the threads; the rank range merged (min and max do
+ * not depend on the order). */
+static void plan_rank(struct plan_ctx *x) {
+        uint32_t rmin = UINT32_MAX, rmax = 0;
+
+        plan_par(x, plan_rank_part);
+        for (unsigned t = 0; t < x->n_threads; t++) {
+                rmin = x->part[t].rmin < rmin ? x->part[t].rmin : rmin;
+                rmax = x->part[t].rmax > rmax ? x->part[t].rmax : rmax;
         }
         x->rmin = rmin;
         x->rmax = rmax;
@@ -250,6 +368,63 @@ static uint32_t bucket_of(const struct plan_ctx *x, uint32_t rank) {
         return rank == UINT32_MAX ? HIST_PINNED : (rank - x->rmin) >> x->shift;
 }
 
+static uint32_t hist_find(const uint32_t *hist, uint32_t n, uint64_t k, uint64_t *acc);
+
+/* For each block it takes: collects the flat indices of the block's
+ * chunks with rank - base <= mask at bucket + the block's first, ascending,
+ * and histograms their ranks - base into the thread's own mask + 1
+ * counters (thread 0: the scratch half of x->hist).  Branch-free (whether
+ * a chunk is in the bucket is as good as random): bucket[lo + m] is free,
+ * m being at most the chunks seen so far. */
+static void plan_collect_part(struct plan_part *part) {
+        struct plan_ctx *x = part->x;
+        const uint32_t *rank = x->rank;
+        uint32_t base = x->base, mask = x->mask;
+        uint32_t *fine = part->t == 0 ? x->hist + HIST_N : part->hist;
+        size_t b, lo, hi;
+
+        memset(fine, 0, (mask + 1) * sizeof(*fine));
+        while (plan_take(x, x->n_blocks, &b)) {
+                uint32_t *bucket;
+                size_t m = 0;
+
+                plan_block_range(x, b, &lo, &hi);
+                bucket = x->bucket + lo;
+                for (size_t i = lo; i < hi; i++) {
+                        bucket[m] = (uint32_t)i;
+                        m += rank[i] - base <= mask;
+                }
+                x->blk[b].m = m;
+                for (size_t j = 0; j < m; j++)
+                        fine[rank[bucket[j]] - base]++;
+        }
+}
+
+/* plan_top_k() over all chunks where bucket [base, base + mask] holds the
+ * k-th highest, acc chunks ranking above it: the threads collect and
+ * histogram blocks; the histograms summed give the rank, and the tie on it
+ * goes to the highest flat indices: the blocks' lists from the last
+ * backward. */
+static uint64_t plan_collect(struct plan_ctx *x, uint32_t base, uint32_t mask, uint64_t k, uint64_t acc) {
+        uint32_t *fine = x->hist + HIST_N, want;
+
+        x->base = base;
+        x->mask = mask;
+        plan_par(x, plan_collect_part);
+        for (unsigned t = 1; t < x->n_threads; t++)
+                for (uint32_t b = 0; b <= mask; b++)
+                        fine[b] += x->part[t].hist[b];
+        want = base + hist_find(fine, mask + 1, k, &acc);
+        for (size_t b = x->n_blocks; b-- > 0;) {
+                const uint32_t *bucket = x->bucket + b * x->block;
+
+                for (size_t j = x->blk[b].m; j-- > 0;)
+                        if (x->rank[bucket[j]] == want && ++acc == k)
+                                return key_of(x, bucket[j]);
+        }
+        return 0; /* not reached for k <= the number of chunks */
+}
+
 /* Finds the bucket where the running count from the top reaches k; adds
  * the counts above it to *acc. */
 static uint32_t hist_find(const uint32_t *hist, uint32_t n, uint64_t k, uint64_t *acc) {
@@ -291,12 +466,8 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
                  * any bucket).  Over all chunks branch-free (whether a chunk is in
                  * the bucket is as good as random), bucket[m] being free. */
                 if (!q->list && q->mask == 0 && q->client == SIZE_MAX)
-                        for (size_t i = 0; i < n; i++) {
-                                bucket[m] = (uint32_t)i; /* ascending */
-                                m += rank[i] - base <= mask;
-                        }
-                else
-                        for (size_t j = 0; j < n; j++) {
+                        return plan_collect(x, base, mask, k, acc);
+                for (size_t j = 0; j < n; j++) {
                                 size_t i = subset_at(x, q, j);
 
                                 if (rank[i] - base <= mask && (q->list || in_subset(x, q, i)))
@@ -321,24 +492,43 @@ static uint64_t plan_top_k(struct plan_ctx *x, const struct subset *q, uint64_t 
         return 0; /* not reached for k <= the subset's size */
 }
 
-/* The histogram of all ranks, after the quotas.  Odd chunks count into the
- * scratch half first: neighbours often share a bucket (most chunks are
- * cold), and one counter bumped back to back waits for its own store. */
-static void plan_hist_all(struct plan_ctx *x) {
+/* The histogram of the ranks of chunks [lo, hi) into the part's own
+ * counters.  Odd chunks count into the second half first: neighbours often
+ * share a bucket (most chunks are cold), and one counter bumped back to
+ * back waits for its own store. */
+static void plan_hist_part(struct plan_part *part) {
+        struct plan_ctx *x = part->x;
         const uint32_t *rank = x->rank;
-        uint32_t *even = x->hist, *odd = x->hist + HIST_N, rmin = x->rmin;
+        uint32_t *even = part->hist, *odd = part->hist + HIST_N, rmin = x->rmin;
         unsigned shift = x->shift;
-        size_t i;
+        size_t blk, i, lo, hi;
 
+        if (part->t > 0) /* thread 0 counts into x->hist, zeroed by calloc */
+                memset(even, 0, HIST_N * sizeof(*even));
         memset(odd, 0, HIST_N * sizeof(*odd));
-        for (i = 0; i + 1 < x->n; i += 2) {
-                even[rank[i] == UINT32_MAX ? HIST_PINNED : (rank[i] - rmin) >> shift]++;
-                odd[rank[i + 1] == UINT32_MAX ? HIST_PINNED : (rank[i + 1] - rmin) >> shift]++;
+        while (plan_take(x, x->n_blocks, &blk)) {
+                plan_block_range(x, blk, &lo, &hi);
+                for (i = lo; i + 1 < hi; i += 2) {
+                        even[rank[i] == UINT32_MAX ? HIST_PINNED : (rank[i] - rmin) >> shift]++;
+                        odd[rank[i + 1] == UINT32_MAX ? HIST_PINNED : (rank[i + 1] - rmin) >> shift]++;
+                }
+                if (i < hi)
+                        even[bucket_of(x, rank[i])]++;
         }
-        if (i < x->n)
-                even[bucket_of(x, rank[i])]++;
         for (uint32_t b = 0; b < HIST_N; b++)
                 even[b] += odd[b];
+}
+
+/* The histogram of all ranks, after the quotas, into x->hist: the threads'
+ * counts summed (sums do not depend on the order). */
+static void plan_hist_all(struct plan_ctx *x) {
+        plan_par(x, plan_hist_part);
+        for (unsigned t = 1; t < x->n_threads; t++) {
+                const uint32_t *h = x->part[t].hist;
+
+                for (uint32_t b = 0; b < HIST_N; b++)
+                        x->hist[b] += h[b];
+        }
 }
 
 /* Marks a client's chunks beyond its quota (lowest ranks first) excluded. */
@@ -411,17 +601,76 @@ static uint64_t plan_nodes_room(const struct policy_input *in) {
         return room;
 }
 
+/* The eviction and promotion candidates among chunks [lo, hi): one thread
+ * writes them straight into cand (evictions ascending from the front,
+ * promotions descending from the back), several into their slices of
+ * bucket, from where plan_candidates() moves them into place.
+ * Branch-free: which chunks are candidates is as good as random.  The gap
+ * between the two lists keeps a free slot for chunk at (fewer than
+ * at - lo candidates so far), so both stores may always happen. */
+static void plan_cand_part(struct plan_part *part) {
+        struct plan_ctx *x = part->x;
+        const uint16_t *flags = x->flags;
+        const uint32_t *rank = x->rank;
+        uint32_t *dst = x->n_blocks == 1 ? x->cand : x->bucket;
+        uint64_t want_min = x->want_min;
+        size_t b, lo, hi;
+
+        while (plan_take(x, x->n_blocks, &b)) {
+                uint32_t *ev, *pr;
+                size_t n_ev = 0, n_pr = 0;
+
+                plan_block_range(x, b, &lo, &hi);
+                ev = dst + lo;
+                pr = dst + hi - 1;
+                for (size_t at = lo; at < hi; at++) {
+                        uint16_t f = flags[at];
+                        uint64_t key = (uint64_t)rank[at] << 32 | at;
+                        unsigned e = is_evict_candidate(f, key, want_min);
+                        unsigned p = (e ^ 1u) & is_promote_candidate(f, key, want_min);
+
+                        ev[n_ev] = (uint32_t)at;
+                        *(pr - n_pr) = (uint32_t)at;
+                        n_ev += e;
+                        n_pr += p;
+                }
+                x->blk[b].n_ev = n_ev;
+                x->blk[b].n_pr = n_pr;
+        }
+}
+
+/* Gathers the candidates into cand: x->n_ev evictions from the front
+ * (ascending), x->n_pr promotions from the back (descending), the threads'
+ * lists joined in thread order. */
+static void plan_candidates(struct plan_ctx *x, uint64_t want_min) {
+        size_t n_ev = 0, n_pr = 0, lo, hi;
+
+        x->want_min = want_min;
+        plan_par(x, plan_cand_part);
+        for (size_t b = 0; b < x->n_blocks; b++) {
+                const struct plan_block *blk = &x->blk[b];
+
+                if (x->n_blocks > 1) {
+                        plan_block_range(x, b, &lo, &hi);
+                        memcpy(x->cand + n_ev, x->bucket + lo, blk->n_ev * sizeof(*x->cand));
+                        memcpy(x->cand + x->n - n_pr - blk->n_pr, x->bucket + hi - blk->n_pr,
+                               blk->n_pr * sizeof(*x->cand));
+                }
+                n_ev += blk->n_ev;
+                n_pr += blk->n_pr;
+        }
+        x->n_ev = n_ev;
+        x->n_pr = n_pr;
+}
+
 /* Picks thresholds: the wanted set, then the lowest-ranked evictions and the
  * highest-ranked promotions that the rate limit and the free budget allow. */
 static void plan_select(struct plan_ctx *x, struct selection *s) {
         const struct policy_input *in = x->in;
-        size_t n = x->n, n_ev = 0, n_pr = 0;
+        size_t n = x->n, n_ev, n_pr;
         uint64_t budget = in->budget_chunks < n ? in->budget_chunks : n;
         uint64_t room = in->budget_chunks > in->charged_chunks ? in->budget_chunks - in->charged_chunks : 0;
-        uint64_t rate = in->max_move_chunks, want_min;
-        const uint16_t *flags = x->flags;
-        const uint32_t *rank = x->rank;
-        uint32_t *cand = x->cand;
+        uint64_t rate = in->max_move_chunks;
         struct subset all = {.client = SIZE_MAX, .hist_hi = x->hist},
                       ev = {.client = SIZE_MAX, .list = x->cand, .step = 1},
                       pr = {.client = SIZE_MAX, .list = x->cand + n - 1, .step = -1};
@@ -430,26 +679,12 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
                 s->want_min = UINT64_MAX; /* no key reaches it: positions < UINT32_MAX */
         else
                 s->want_min = budget == n ? 0 : plan_top_k(x, &all, budget);
-        want_min = s->want_min;
 
-        /* Branch-free: which chunks are candidates is as good as random.  The
-         * gap between the two lists keeps a free slot for chunk at (fewer
-         * than at candidates so far), so both stores may always happen.  The
-         * thresholds below histogram the lists themselves, and only where the
-         * rate limit or the room cuts them. */
-        for (size_t at = 0; at < n; at++) {
-                uint16_t f = flags[at];
-                uint64_t key = (uint64_t)rank[at] << 32 | at;
-                unsigned e = is_evict_candidate(f, key, want_min);
-                unsigned p = (e ^ 1u) & is_promote_candidate(f, key, want_min);
-
-                cand[n_ev] = (uint32_t)at;
-                cand[n - 1 - n_pr] = (uint32_t)at;
-                n_ev += e;
-                n_pr += p;
-        }
-        x->n_ev = ev.n_list = n_ev;
-        x->n_pr = pr.n_list = n_pr;
+        /* The thresholds below histogram the candidate lists themselves, and
+         * only where the rate limit or the room cuts them. */
+        plan_candidates(x, s->want_min);
+        n_ev = ev.n_list = x->n_ev;
+        n_pr = pr.n_list = x->n_pr;
 
         /* Evict the lowest n_evict: everything below the top (n_ev - n_evict). */
         s->n_evict = n_ev < rate ? n_ev : rate;
@@ -613,6 +848,67 @@ static void ctx_free(struct plan_ctx *x) {
         free(x->held);
         free(x->quota_cut);
         free(x->hist);
+        free(x->hist_more);
+        free(x->blk);
+        free(x->rblock);
+}
+
+static unsigned plan_cpus_n = 1;
+static pthread_once_t plan_cpus_once = PTHREAD_ONCE_INIT;
+
+static void plan_cpus_init(void) {
+        cpu_set_t set;
+        long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+
+        plan_cpus_n = n > 1 ? (unsigned)n : 1;
+}
+
+/* Threads for a plan of n chunks (see policy_params.threads).  The CPUs
+ * are counted once per process. */
+static unsigned plan_threads(const struct policy_params *pp, size_t n) {
+        unsigned t = pp->threads;
+
+        if (t == 0) {
+                pthread_once(&plan_cpus_once, plan_cpus_init);
+                t = plan_cpus_n < POLICY_THREADS_AUTO_MAX ? plan_cpus_n : POLICY_THREADS_AUTO_MAX;
+                if (t > n / POLICY_THREADS_MIN_CHUNKS)
+                        t = (unsigned)(n / POLICY_THREADS_MIN_CHUNKS);
+        }
+        return t < 1 ? 1 : t > POLICY_THREADS_MAX ? POLICY_THREADS_MAX : t;
+}
+
+/* Blocks: one for one thread; else some 16 per thread, at most
+ * PLAN_BLOCK_MAX chunks each (the finer, the better a thread that waits for
+ * a core is made up for).  The rank pass's blocks are runs of whole
+ * regions of at least a flat block's chunks.  Returns 0 or -ENOMEM. */
+#define PLAN_BLOCK_MAX 16384u
+static int plan_parts_init(struct plan_ctx *x) {
+        size_t n_regions = x->in->n_regions, acc = 0;
+
+        for (unsigned t = 0; t < x->n_threads; t++)
+                x->part[t] = (struct plan_part){
+                        .x = x, .t = t, .hist = t == 0 ? x->hist : x->hist_more + (size_t)(t - 1) * 2 * HIST_N};
+        if (x->n_threads == 1)
+                x->block = x->n;
+        else {
+                x->block = x->n / (16 * x->n_threads);
+                x->block = x->block < 1 ? 1 : x->block > PLAN_BLOCK_MAX ? PLAN_BLOCK_MAX : x->block;
+        }
+        x->n_blocks = (x->n + x->block - 1) / x->block;
+        x->blk = malloc(x->n_blocks * sizeof(*x->blk));
+        x->rblock = malloc((n_regions + 1) * sizeof(*x->rblock));
+        if (!x->blk || !x->rblock)
+                return -ENOMEM;
+        x->rblock[0] = 0;
+        x->n_rblocks = 0;
+        for (size_t r = 0; r < n_regions; r++) {
+                acc += x->in->regions[r].n_chunks;
+                if (acc >= x->block || r + 1 == n_regions) {
+                        x->rblock[++x->n_rblocks] = r + 1;
+                        acc = 0;
+                }
+        }
+        return 0;
 }
 
 /* The per-chunk arrays are one block: glibc serves a block this large by
@@ -626,7 +922,9 @@ static int ctx_init(struct plan_ctx *x) {
         x->start = malloc((x->in->n_regions + 1) * sizeof(*x->start));
         x->rank = malloc(n * (sizeof(*x->rank) + sizeof(*x->bucket) + sizeof(*x->cand) + sizeof(*x->flags)));
         x->hist = calloc(2 * HIST_N, sizeof(*x->hist));
-        if (!x->start || !x->rank || !x->hist) {
+        if (x->n_threads > 1)
+                x->hist_more = malloc((size_t)(x->n_threads - 1) * 2 * HIST_N * sizeof(*x->hist_more));
+        if (!x->start || !x->rank || !x->hist || (x->n_threads > 1 && !x->hist_more)) {
                 ctx_free(x);
                 return -ENOMEM;
         }
@@ -636,6 +934,10 @@ static int ctx_init(struct plan_ctx *x) {
         x->start[0] = 0;
         for (size_t r = 0; r < x->in->n_regions; r++)
                 x->start[r + 1] = x->start[r] + x->in->regions[r].n_chunks;
+        if (plan_parts_init(x) < 0) {
+                ctx_free(x);
+                return -ENOMEM;
+        }
         return 0;
 }
 
@@ -648,6 +950,7 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         r = plan_check(pp, in, &x.n);
         if (r < 0 || x.n == 0)
                 return r;
+        x.n_threads = plan_threads(pp, x.n);
         r = ctx_init(&x);
         if (r < 0)
                 return r;

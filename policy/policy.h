@@ -105,7 +105,16 @@ struct policy_params {
         uint32_t evict_tier;           /* where evictions go: KVT_TIER_HOST_MAPPED (0 means it too)
                                         * or KVT_TIER_HOST, unmapped, where the GPU's next touch
                                         * faults and so is an access sample */
+        uint32_t threads;              /* worker threads of one plan: 1 = the calling thread alone;
+                                        * 0 = auto: the CPUs this process may run on, at most
+                                        * POLICY_THREADS_AUTO_MAX, and one per POLICY_THREADS_MIN_CHUNKS
+                                        * chunks; more than POLICY_THREADS_MAX counts as that.  Plans
+                                        * do not depend on it. */
 };
+
+#define POLICY_THREADS_MAX        16u
+#define POLICY_THREADS_AUTO_MAX   4u
+#define POLICY_THREADS_MIN_CHUNKS 65536u
 
 /* 512 chunks = 1 GiB: long enough for full-speed prefetch (DESIGN.md: 256 MiB+
  * ranges reach 48-50 GB/s), short enough to keep one order's latency bounded. */

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One policy tick over 1M chunks (2 TiB of 2 MiB chunks), for each policy:
- * prints chunks per second and milliseconds per tick (median of N ticks).
- * Goal (issue 4): under 10 ms per tick on the CI machine.  Not a test: run by
- * hand, e.g. tests/bench/policy-tick [CHUNKS] [TICKS].  Times are CPU time
- * of the process; "memcpy" is a reference measured in the same run: one
- * copy of the 16 MiB chunk array, what a pass over it costs at best.
+ * prints chunks per second and milliseconds per tick (median of N ticks),
+ * single-threaded (threads = 1) and threaded (threads = THREADS, 0 = auto:
+ * what the daemon uses by default), the two alternating tick by tick (which
+ * goes first alternates too) so that the ratio is measured under the same
+ * load.  Goal (issue 4): under 10 ms per tick on the CI machine.  Not a test:
+ * run by hand, e.g. tests/bench/policy-tick [CHUNKS] [TICKS] [THREADS].
+ * Times are wall-clock (threads: CPU time would add theirs up); "memcpy" is
+ * a reference measured in the same run: one copy of the 16 MiB chunk array,
+ * what a pass over it costs at best.
  *
  * Two snapshots: "steady" (the budget holds the hottest chunks already; the
  * plan moves little, as in a daemon tick) and "churn" (random tiers: a
@@ -13,6 +17,7 @@
  */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +35,13 @@ static uint64_t next_rand(void) {
         return rng;
 }
 
-/* CPU time of this process: the machine is shared, and waiting for a core
- * is not the policy's cost. */
+/* Wall-clock time: with threads, what a tick takes is what the daemon
+ * waits for.  On a shared machine it includes waiting for a core: compare
+ * only figures from the same run. */
 static double now_ms(void) {
         struct timespec ts;
 
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
@@ -60,38 +66,72 @@ static void fill(struct policy_chunk *c, size_t n, int steady) {
         }
 }
 
-static int bench(const char *what, enum policy_kind k, const struct policy_input *in, size_t n_total, int ticks) {
-        struct policy_params pp;
-        double *ms = calloc((size_t)ticks, sizeof(*ms)), med;
-        struct policy_plan p = {0};
+static bool plans_same(const struct policy_plan *a, const struct policy_plan *b) {
+        return a->n_moves == b->n_moves && a->evict_chunks == b->evict_chunks &&
+               a->promote_chunks == b->promote_chunks && a->prefetch_chunks == b->prefetch_chunks &&
+               (a->n_moves == 0 || memcmp(a->moves, b->moves, a->n_moves * sizeof(*a->moves)) == 0);
+}
 
-        if (!ms)
-                return -1;
-        policy_params_default(k, &pp);
-        for (int t = 0; t < ticks; t++) {
-                double a = now_ms();
+static void print_row(const char *what, enum policy_kind k, const char *how, double *ms, int ticks, size_t n_total,
+                      const struct policy_plan *p) {
+        double med;
 
-                if (policy_plan(&pp, in, &p) < 0) {
-                        free(ms);
-                        return -1;
-                }
-                ms[t] = now_ms() - a;
-                if (t < ticks - 1)
-                        policy_plan_clear(&p);
-        }
         qsort(ms, (size_t)ticks, sizeof(*ms), cmp_double);
         med = ms[ticks / 2];
-        printf("%-7s %-6s %10.2f %10.2f %14.0f %8zu %10llu\n", what, policy_kind_name(k), med, ms[0],
-               (double)n_total / (med / 1e3), p.n_moves,
-               (unsigned long long)(p.evict_chunks + p.promote_chunks));
-        policy_plan_clear(&p);
-        free(ms);
-        return 0;
+        printf("%-7s %-6s %-5s %10.2f %10.2f %14.0f %8zu %10llu\n", what, policy_kind_name(k), how, med, ms[0],
+               (double)n_total / (med / 1e3), p->n_moves,
+               (unsigned long long)(p->evict_chunks + p->promote_chunks));
+}
+
+/* Ticks of threads = 1 and threads = threads alternating; the plans of the
+ * two must be the same. */
+static int bench(const char *what, enum policy_kind k, const struct policy_input *in, size_t n_total, int ticks,
+                 uint32_t threads) {
+        struct policy_params pp[2];
+        double *ms[2] = {calloc((size_t)ticks, sizeof(double)), calloc((size_t)ticks, sizeof(double))};
+        struct policy_plan p[2] = {{0}, {0}};
+        char how[16];
+        int ret = -1;
+
+        if (!ms[0] || !ms[1])
+                goto out;
+        policy_params_default(k, &pp[0]);
+        pp[1] = pp[0];
+        pp[0].threads = 1;
+        pp[1].threads = threads;
+        for (int t = 0; t < ticks; t++)
+                for (int v = 0; v < 2; v++) {
+                        int w = (t + v) % 2; /* who goes first alternates */
+                        double a;
+
+                        policy_plan_clear(&p[w]);
+                        a = now_ms();
+                        if (policy_plan(&pp[w], in, &p[w]) < 0)
+                                goto out;
+                        ms[w][t] = now_ms() - a;
+                }
+        if (!plans_same(&p[0], &p[1])) {
+                fprintf(stderr, "%s %s: the threaded plan differs\n", what, policy_kind_name(k));
+                goto out;
+        }
+        print_row(what, k, "1", ms[0], ticks, n_total, &p[0]);
+        snprintf(how, sizeof(how), threads ? "%u" : "auto", threads);
+        print_row(what, k, how, ms[1], ticks, n_total, &p[1]);
+        printf("%-7s %-6s %-5s %10.2f %10.2f\n", what, policy_kind_name(k), "ratio", ms[0][ticks / 2] / ms[1][ticks / 2],
+               ms[0][0] / ms[1][0]);
+        ret = 0;
+out:
+        policy_plan_clear(&p[0]);
+        policy_plan_clear(&p[1]);
+        free(ms[0]);
+        free(ms[1]);
+        return ret;
 }
 
 int main(int argc, char **argv) {
         size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)1 << 20;
         int ticks = argc > 2 ? atoi(argv[2]) : 11;
+        uint32_t threads = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0;
         size_t n_regions = (n + REGION_CHUNKS - 1) / REGION_CHUNKS;
         struct policy_chunk *c = calloc(n, sizeof(*c));
         struct policy_region *regs = calloc(n_regions, sizeof(*regs));
@@ -104,10 +144,11 @@ int main(int argc, char **argv) {
                         .chunks = c + r * REGION_CHUNKS,
                         .n_chunks = (uint32_t)(r + 1 < n_regions ? REGION_CHUNKS : n - r * REGION_CHUNKS)};
         in.budget_chunks = n / 4;
-        printf("# %zu chunks in %zu regions, budget %llu chunks, median of %d ticks\n", n, n_regions,
-               (unsigned long long)in.budget_chunks, ticks);
-        printf("%-7s %-6s %10s %10s %14s %8s %10s\n", "state", "policy", "ms/tick", "best ms", "chunks/s",
-               "moves", "chunks");
+        printf("# %zu chunks in %zu regions, budget %llu chunks, median of %d ticks, wall-clock; "
+               "threads 1 and %u (0 = auto) alternating; ratio = 1 thread / threaded (median, best)\n",
+               n, n_regions, (unsigned long long)in.budget_chunks, ticks, threads);
+        printf("%-7s %-6s %-5s %10s %10s %14s %8s %10s\n", "state", "policy", "thr", "ms/tick", "best ms",
+               "chunks/s", "moves", "chunks");
         {
                 struct policy_chunk *copy = malloc(n * sizeof(*copy));
                 double best = 1e9;
@@ -122,7 +163,7 @@ int main(int argc, char **argv) {
                         if (now_ms() - a < best)
                                 best = now_ms() - a;
                 }
-                printf("%-7s %-6s %10.2f %10.2f\n", "memcpy", "-", best, best);
+                printf("%-7s %-6s %-5s %10.2f %10.2f\n", "memcpy", "-", "1", best, best);
                 free(copy);
         }
         for (int steady = 1; steady >= 0; steady--) {
@@ -135,7 +176,7 @@ int main(int argc, char **argv) {
                 /* 40 GB/s x 50 ms, the daemon's defaults */
                 in.max_move_chunks = (40ull << 30) / 20 / KVT_CHUNK_BYTES;
                 for (int k = 0; k < _POLICY_KIND_MAX; k++)
-                        if (bench(steady ? "steady" : "churn", (enum policy_kind)k, &in, n, ticks) < 0)
+                        if (bench(steady ? "steady" : "churn", (enum policy_kind)k, &in, n, ticks, threads) < 0)
                                 return 1;
         }
         free(c);

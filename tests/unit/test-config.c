@@ -150,6 +150,11 @@ static void test_policy_params(void) {
         TAP_EQ_INT(pp.heat_half_life_ticks, 9, "policy: heat_half_life_ticks");
         TAP_EQ_INT(pp.window_chunks, 0, "policy: heat has no window");
         TAP_EQ_INT(pp.prefetch_depth, 0, "policy: prefetch none");
+        TAP_EQ_INT(pp.threads, 0, "policy: threads auto by default");
+        TAP_EQ_INT(conf_set(c, "policy", "threads", "3", "test"), 0, "policy: set threads");
+        conf_policy_params(c, &pp);
+        TAP_EQ_INT(pp.threads, 3, "policy: threads 3");
+        TAP_EQ_INT(conf_set(c, "policy", "threads", "17", "test"), -ERANGE, "policy: threads above 16 fails");
         TAP_EQ_INT(conf_set(c, "policy", "name", "window", "test"), 0, "policy: set name window");
         conf_policy_params(c, &pp);
         TAP_EQ_INT(pp.kind, POLICY_WINDOW, "policy: kind window after set");

@@ -4,7 +4,10 @@
  * before it was made faster): random snapshots for every policy, with
  * pinned and HOT chunks, pending orders, frozen chunks, clients with quotas
  * and priorities, windows and streams; the plans must be identical, move for
- * move.  Usage: test-plan-equiv [CASES [SEED]].
+ * move.  Each snapshot is planned with 1 thread and with 2 or 3 (by the
+ * seed), large ones also with the threads of their parameters (auto): plans
+ * must not depend on them.
+ * Usage: test-plan-equiv [CASES [SEED]].
  */
 #include "config.h"
 
@@ -190,19 +193,32 @@ struct coverage {
         unsigned moved, prefetched, evicted, quotas;
 };
 
-/* Runs one snapshot through both planners.  Returns whether they agree. */
+/* Runs one snapshot through both planners, policy_plan() with 1 thread,
+ * with 2 or 3 and, if large, with the snapshot's (auto: below 128K chunks
+ * that is 1 thread).  Returns whether they agree. */
 static bool check_case(enum policy_kind k, bool large, uint64_t seed, struct coverage *cov) {
+        const uint32_t threads[] = {1, 2 + (uint32_t)(seed / 7 % 2), UINT32_MAX /* the snapshot's */};
         struct policy_plan got = {0}, want = {0};
         struct snapshot s;
-        int rg, rw;
-        bool same;
+        int rg = 0, rw;
+        bool same = true;
 
         rng = seed;
         if (snapshot_new(&s, k, large) < 0)
                 return false;
-        rg = policy_plan(&s.pp, &s.in, &got);
         rw = plan_ref(&s.pp, &s.in, &want);
-        same = rg == rw && plans_equal(&got, &want);
+        for (size_t t = 0; t < (large ? 3u : 2u) && same; t++) {
+                struct policy_params pp = s.pp;
+
+                if (threads[t] != UINT32_MAX)
+                        pp.threads = threads[t];
+                rg = policy_plan(&pp, &s.in, &got);
+                same = rg == rw && plans_equal(&got, &want);
+                if (!same)
+                        TAP_DIAG("%s: seed %" PRIu64 " with threads = %" PRIu32 " differs", policy_kind_name(k),
+                                 seed, pp.threads);
+                policy_plan_clear(&got);
+        }
         cov->moved += want.n_moves > 0;
         cov->prefetched += want.prefetch_chunks > 0;
         cov->evicted += want.evict_chunks > 0;
