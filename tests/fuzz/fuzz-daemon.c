@@ -90,8 +90,10 @@ static void check_nodes(const struct state *s) {
         for (struct region *reg = registry_regions(s->reg); reg; reg = region_next(reg)) {
                 const struct policy_chunk *ch = region_chunks(reg);
                 for (uint32_t i = 0; i < region_n_chunks(reg); i++) {
-                        bool host = ch[i].tier != KVT_TIER_VRAM ||
-                                    (ch[i].pending != KVT_TIER_NONE && ch[i].pending != KVT_TIER_VRAM);
+                        /* host memory: in a host tier, or on the way to one (never-placed
+                         * chunks, tier NONE, hold none kvtier knows of) */
+                        bool host = ch[i].tier == KVT_TIER_HOST || ch[i].tier == KVT_TIER_HOST_MAPPED ||
+                                    ch[i].pending == KVT_TIER_HOST || ch[i].pending == KVT_TIER_HOST_MAPPED;
                         if (host && ch[i].node < KVT_MAX_NODES)
                                 charged[ch[i].node] += KVT_CHUNK_BYTES;
                 }

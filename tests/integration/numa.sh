@@ -42,7 +42,12 @@ check_gt "evictions went to the home node while it had room" "$(node "$s" 0 peak
 check_le "node 0 never over its budget after one of kvtier's evictions" "$(node "$s" 0 peak_charged_bytes)" $NODE0
 check_gt "evictions spilled to node 1" "$(node "$s" 1 peak_charged_bytes)" 0
 check_gt "the fake CUDA placed host copies on node 1" "$(numa_stat spill 1 host_peak_bytes)" 0
-check_le "the fake CUDA's node 0 within the budget" "$(numa_stat spill 0 host_peak_bytes)" $NODE0
+# The fake counts only what prefetches placed on a node by name, a part of
+# what the books charge there: never more than the books' peak.
+for n in 0 1; do
+        check_le "the fake CUDA's bytes placed on node $n within the books' peak for it" \
+                "$(numa_stat spill $n host_peak_bytes)" "$(node "$s" $n peak_charged_bytes)"
+done
 check "the region is gone from node 0's books with the engine" [ "$(node "$s" 0 charged_bytes)" -eq 0 ]
 check "and from node 1's, where the spill went" [ "$(node "$s" 1 charged_bytes)" -eq 0 ]
 "$KVTIERCTL" -s "$SOCK" metrics >"$TMP/metrics"
