@@ -2,16 +2,13 @@
 #include "config.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "policy.h"
 #include "heat-decay.h"
+#include "plan-ctx.h"
 #include "predict.h"
 #include "protocol.h"
 
@@ -21,66 +18,8 @@
 #define RANK_PREFETCH       (1u << 26) /* needed within a few ticks: above the window */
 #define RANK_WINDOW         (1u << 25)
 #define RANK_CLASS_SHIFT    21
-/* Histogram buckets: 65536 for unpinned ranks, one above them for pinned chunks. */
-#define HIST_N      65537u
-#define HIST_PINNED 65536u
 #define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
-#define DECAY_AGES          4096u            /* ages in the decay table, ticks */
-
-struct plan_ctx;
-
-/* One thread of a per-chunk pass.  The chunks come in blocks that the
- * threads take in turns as they get to them (a thread that waits for a
- * core leaves its share to the others); a thread writes only its own part,
- * the slices of the side arrays of the blocks it took and their
- * struct plan_block.  Partial results are merged by the calling thread
- * after the joins: sums, minima and maxima over the threads, lists in
- * block order, so that plans depend neither on the number of threads nor
- * on who took which block. */
-struct plan_part {
-        struct plan_ctx *x;
-        void (*fn)(struct plan_part *);
-        unsigned t;
-        uint32_t rmin, rmax; /* plan_rank: of the regions it ranked */
-        uint32_t *hist;      /* 2 x HIST_N counters (thread 0: x->hist) */
-};
-
-/* What a pass found in one block of chunks [b * block, (b + 1) * block). */
-struct plan_block {
-        size_t m;          /* plan_top_k: chunks collected at bucket + the block's first */
-        size_t n_ev, n_pr; /* plan_select: candidates from the block's first chunk up
-                            * (ascending) and from its last down (descending) */
-};
-
-struct plan_ctx {
-        const struct policy_params *pp;
-        const struct policy_input *in;
-        size_t n;            /* chunks in all regions */
-        size_t *start;       /* flat index of each region's chunk 0; n_regions + 1 entries */
-        uint16_t *flags;     /* PLAN_* per chunk */
-        uint32_t *rank;      /* per chunk; the ordering key is rank << 32 | flat index */
-        uint32_t *region_of; /* per chunk: its region (for quotas); NULL without quotas */
-        uint64_t *held;      /* per client: chunks charged to VRAM now (with quotas) */
-        uint64_t *quota_cut; /* per client: promotions with keys below this wait (with quotas) */
-        uint32_t *bucket;    /* scratch: flat indices of one histogram bucket */
-        uint32_t *cand;      /* flat indices: eviction candidates from the front (ascending),
-                              * promotion candidates from the back (descending) */
-        size_t n_ev, n_pr;
-        uint32_t *hist;      /* 2 x HIST_N counters: all chunks, scratch */
-        uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
-        unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
-        uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
-        unsigned n_threads;         /* >= 1 */
-        uint32_t *hist_more;        /* 2 x HIST_N counters for each thread but the first */
-        struct plan_part part[POLICY_THREADS_MAX];
-        size_t block, n_blocks;     /* flat passes: chunks per block (n with one thread), blocks */
-        struct plan_block *blk;     /* n_blocks */
-        size_t *rblock, n_rblocks;  /* plan_rank: block b is regions [rblock[b], rblock[b + 1]) */
-        atomic_size_t next;         /* the next block to take */
-        uint32_t base, mask;        /* plan_top_k: the bucket collected */
-        uint64_t want_min;          /* plan_select */
-};
 
 struct selection {
         uint64_t want_min;    /* keys >= this are wanted in VRAM */
@@ -193,13 +132,6 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
                 plan_boost(x, x->start[r], &rg[k], PLAN_PREFETCH, RANK_PREFETCH, rmax);
 }
 
-/* Takes the next block of a pass of n blocks into *b; false when none is left.
- * Relaxed: what the blocks write is ordered by the joins. */
-static bool plan_take(struct plan_ctx *x, size_t n, size_t *b) {
-        *b = atomic_fetch_add_explicit(&x->next, 1, memory_order_relaxed);
-        return *b < n;
-}
-
 /* One pass over the chunks of regions [r_lo, r_hi): state flags, rank,
  * what predicts the next use; then the boosts.  Regions are independent:
  * the rank range is the thread's own. */
@@ -260,52 +192,6 @@ static void plan_rank_part(struct plan_part *part) {
         part->rmax = 0;
         while (plan_take(x, x->n_rblocks, &b))
                 plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], &part->rmin, &part->rmax);
-}
-
-/* Chunks [*lo, *hi) of flat block b. */
-static void plan_block_range(const struct plan_ctx *x, size_t b, size_t *lo, size_t *hi) {
-        *lo = b * x->block;
-        *hi = x->n - *lo < x->block ? x->n : *lo + x->block;
-}
-
-static void *plan_worker(void *arg) {
-        struct plan_part *part = arg;
-
-        part->fn(part);
-        return NULL;
-}
-
-/* Runs fn on every part: part 0 on the calling thread, the others on
- * threads of their own, joined before it returns (the joins order their
- * writes before what the caller reads next).  A thread that cannot be
- * created leaves its part to the calling thread: same results. */
-static void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *)) {
-        pthread_t tid[POLICY_THREADS_MAX];
-        bool started[POLICY_THREADS_MAX] = {false};
-        pthread_attr_t attr;
-        bool attr_ok;
-
-        if (x->n_threads == 1) {
-                atomic_store_explicit(&x->next, 0, memory_order_relaxed);
-                fn(&x->part[0]);
-                return;
-        }
-        attr_ok = pthread_attr_init(&attr) == 0;
-        if (attr_ok)
-                pthread_attr_setstacksize(&attr, 256 * 1024);
-        for (unsigned t = 0; t < x->n_threads; t++)
-                x->part[t].fn = fn;
-        atomic_store_explicit(&x->next, 0, memory_order_relaxed); /* before the threads start */
-        for (unsigned t = 1; t < x->n_threads; t++)
-                started[t] = pthread_create(&tid[t], attr_ok ? &attr : NULL, plan_worker, &x->part[t]) == 0;
-        fn(&x->part[0]);
-        for (unsigned t = 1; t < x->n_threads; t++)
-                if (started[t])
-                        pthread_join(tid[t], NULL);
-                else
-                        fn(&x->part[t]);
-        if (attr_ok)
-                pthread_attr_destroy(&attr);
 }
 
 /* The rank pass, over the threads; the rank range merged (min and max do
@@ -841,106 +727,6 @@ static int plan_check(const struct policy_params *pp, const struct policy_input 
         return 0;
 }
 
-static void ctx_free(struct plan_ctx *x) {
-        free(x->start);
-        free(x->rank); /* and the other per-chunk arrays */
-        free(x->region_of);
-        free(x->held);
-        free(x->quota_cut);
-        free(x->hist);
-        free(x->hist_more);
-        free(x->blk);
-        free(x->rblock);
-}
-
-static unsigned plan_cpus_n = 1;
-static pthread_once_t plan_cpus_once = PTHREAD_ONCE_INIT;
-
-static void plan_cpus_init(void) {
-        cpu_set_t set;
-        long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-
-        plan_cpus_n = n > 1 ? (unsigned)n : 1;
-}
-
-/* Threads for a plan of n chunks (see policy_params.threads).  The CPUs
- * are counted once per process. */
-static unsigned plan_threads(const struct policy_params *pp, size_t n) {
-        unsigned t = pp->threads;
-
-        if (t == 0) {
-                pthread_once(&plan_cpus_once, plan_cpus_init);
-                t = plan_cpus_n < POLICY_THREADS_AUTO_MAX ? plan_cpus_n : POLICY_THREADS_AUTO_MAX;
-                if (t > n / POLICY_THREADS_MIN_CHUNKS)
-                        t = (unsigned)(n / POLICY_THREADS_MIN_CHUNKS);
-        }
-        return t < 1 ? 1 : t > POLICY_THREADS_MAX ? POLICY_THREADS_MAX : t;
-}
-
-/* Blocks: one for one thread; else some 16 per thread, at most
- * PLAN_BLOCK_MAX chunks each (the finer, the better a thread that waits for
- * a core is made up for).  The rank pass's blocks are runs of whole
- * regions of at least a flat block's chunks.  Returns 0 or -ENOMEM. */
-#define PLAN_BLOCK_MAX 16384u
-static int plan_parts_init(struct plan_ctx *x) {
-        size_t n_regions = x->in->n_regions, acc = 0;
-
-        for (unsigned t = 0; t < x->n_threads; t++)
-                x->part[t] = (struct plan_part){
-                        .x = x, .t = t, .hist = t == 0 ? x->hist : x->hist_more + (size_t)(t - 1) * 2 * HIST_N};
-        if (x->n_threads == 1)
-                x->block = x->n;
-        else {
-                x->block = x->n / (16 * x->n_threads);
-                x->block = x->block < 1 ? 1 : x->block > PLAN_BLOCK_MAX ? PLAN_BLOCK_MAX : x->block;
-        }
-        x->n_blocks = (x->n + x->block - 1) / x->block;
-        x->blk = malloc(x->n_blocks * sizeof(*x->blk));
-        x->rblock = malloc((n_regions + 1) * sizeof(*x->rblock));
-        if (!x->blk || !x->rblock)
-                return -ENOMEM;
-        x->rblock[0] = 0;
-        x->n_rblocks = 0;
-        for (size_t r = 0; r < n_regions; r++) {
-                acc += x->in->regions[r].n_chunks;
-                if (acc >= x->block || r + 1 == n_regions) {
-                        x->rblock[++x->n_rblocks] = r + 1;
-                        acc = 0;
-                }
-        }
-        return 0;
-}
-
-/* The per-chunk arrays are one block: glibc serves a block this large by
- * mmap, and freeing it raises the mmap and trim thresholds above its size,
- * so from the second tick on it comes from the heap and its pages stay.
- * Four blocks of 2-4 MiB would be trimmed and faulted in again every tick
- * (1M chunks: some 2000 page faults, 3-8 ms of system time per tick). */
-static int ctx_init(struct plan_ctx *x) {
-        size_t n = x->n;
-
-        x->start = malloc((x->in->n_regions + 1) * sizeof(*x->start));
-        x->rank = malloc(n * (sizeof(*x->rank) + sizeof(*x->bucket) + sizeof(*x->cand) + sizeof(*x->flags)));
-        x->hist = calloc(2 * HIST_N, sizeof(*x->hist));
-        if (x->n_threads > 1)
-                x->hist_more = malloc((size_t)(x->n_threads - 1) * 2 * HIST_N * sizeof(*x->hist_more));
-        if (!x->start || !x->rank || !x->hist || (x->n_threads > 1 && !x->hist_more)) {
-                ctx_free(x);
-                return -ENOMEM;
-        }
-        x->bucket = x->rank + n;
-        x->cand = x->bucket + n;
-        x->flags = (uint16_t *)(x->cand + n); /* last: the uint32_t arrays stay aligned */
-        x->start[0] = 0;
-        for (size_t r = 0; r < x->in->n_regions; r++)
-                x->start[r + 1] = x->start[r] + x->in->regions[r].n_chunks;
-        if (plan_parts_init(x) < 0) {
-                ctx_free(x);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 int policy_plan(const struct policy_params *pp, const struct policy_input *in, struct policy_plan *ret) {
         struct plan_ctx x = {.pp = pp, .in = in};
         struct selection s = {0};
@@ -951,7 +737,7 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         if (r < 0 || x.n == 0)
                 return r;
         x.n_threads = plan_threads(pp, x.n);
-        r = ctx_init(&x);
+        r = plan_ctx_init(&x);
         if (r < 0)
                 return r;
         plan_decay_init(&x);
@@ -959,7 +745,7 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         plan_map(&x);
         r = plan_quota(&x);
         if (r < 0) {
-                ctx_free(&x);
+                plan_ctx_free(&x);
                 return r;
         }
         plan_hist_all(&x);
@@ -967,19 +753,19 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         plan_spill(&x, &s);
         r = plan_quota_room(&x, &s);
         if (r < 0) {
-                ctx_free(&x);
+                plan_ctx_free(&x);
                 return r;
         }
         if (s.n_evict + s.n_promote > 0) {
                 ret->moves = calloc(s.n_evict + s.n_promote, sizeof(*ret->moves));
                 if (!ret->moves) {
-                        ctx_free(&x);
+                        plan_ctx_free(&x);
                         return -ENOMEM;
                 }
         }
         plan_emit(&x, &s, ret);
         ret->evict_chunks = s.n_evict;
-        ctx_free(&x);
+        plan_ctx_free(&x);
         return 0;
 }
 

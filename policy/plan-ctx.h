@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * A plan's working state (policy/plan.c makes the decisions): the per-chunk
+ * side arrays, and the threads that share its per-chunk passes
+ * (policy/plan-ctx.c).  Internal to policy/.
+ */
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+/* Histogram buckets: 65536 for unpinned ranks, one above them for pinned chunks. */
+#define HIST_N      65537u
+#define HIST_PINNED 65536u
+#define DECAY_AGES          4096u            /* ages in the decay table, ticks */
+
+struct plan_ctx;
+
+/* One thread of a per-chunk pass.  The chunks come in blocks that the
+ * threads take in turns as they get to them (a thread that waits for a
+ * core leaves its share to the others); a thread writes only its own part,
+ * the slices of the side arrays of the blocks it took and their
+ * struct plan_block.  Partial results are merged by the calling thread
+ * after the joins: sums, minima and maxima over the threads, lists in
+ * block order, so that plans depend neither on the number of threads nor
+ * on who took which block. */
+struct plan_part {
+        struct plan_ctx *x;
+        void (*fn)(struct plan_part *);
+        unsigned t;
+        uint32_t rmin, rmax; /* plan_rank: of the regions it ranked */
+        uint32_t *hist;      /* 2 x HIST_N counters (thread 0: x->hist) */
+};
+
+/* What a pass found in one block of chunks [b * block, (b + 1) * block). */
+struct plan_block {
+        size_t m;          /* plan_top_k: chunks collected at bucket + the block's first */
+        size_t n_ev, n_pr; /* plan_select: candidates from the block's first chunk up
+                            * (ascending) and from its last down (descending) */
+};
+
+struct plan_ctx {
+        const struct policy_params *pp;
+        const struct policy_input *in;
+        size_t n;            /* chunks in all regions */
+        size_t *start;       /* flat index of each region's chunk 0; n_regions + 1 entries */
+        uint16_t *flags;     /* PLAN_* per chunk */
+        uint32_t *rank;      /* per chunk; the ordering key is rank << 32 | flat index */
+        uint32_t *region_of; /* per chunk: its region (for quotas); NULL without quotas */
+        uint64_t *held;      /* per client: chunks charged to VRAM now (with quotas) */
+        uint64_t *quota_cut; /* per client: promotions with keys below this wait (with quotas) */
+        uint32_t *bucket;    /* scratch: flat indices of one histogram bucket */
+        uint32_t *cand;      /* flat indices: eviction candidates from the front (ascending),
+                              * promotion candidates from the back (descending) */
+        size_t n_ev, n_pr;
+        uint32_t *hist;      /* 2 x HIST_N counters: all chunks, scratch */
+        uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
+        unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
+        uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
+        unsigned n_threads;         /* >= 1 */
+        uint32_t *hist_more;        /* 2 x HIST_N counters for each thread but the first */
+        struct plan_part part[POLICY_THREADS_MAX];
+        size_t block, n_blocks;     /* flat passes: chunks per block (n with one thread), blocks */
+        struct plan_block *blk;     /* n_blocks */
+        size_t *rblock, n_rblocks;  /* plan_rank: block b is regions [rblock[b], rblock[b + 1]) */
+        atomic_size_t next;         /* the next block to take */
+        uint32_t base, mask;        /* plan_top_k: the bucket collected */
+        uint64_t want_min;          /* plan_select */
+};
+
+/* Threads for a plan of n chunks (see policy_params.threads). */
+unsigned plan_threads(const struct policy_params *pp, size_t n);
+
+/* Allocates x's arrays and parts for x->n chunks and x->n_threads threads.
+ * Returns 0 or -ENOMEM (nothing left allocated). */
+int plan_ctx_init(struct plan_ctx *x);
+void plan_ctx_free(struct plan_ctx *x);
+
+/* Runs fn on every part of x, joined before it returns. */
+void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *));
+
+/* Takes the next block of a pass of n blocks into *b; false when none is left. */
+bool plan_take(struct plan_ctx *x, size_t n, size_t *b);
+
+/* Chunks [*lo, *hi) of flat block b. */
+void plan_block_range(const struct plan_ctx *x, size_t b, size_t *lo, size_t *hi);
