@@ -694,7 +694,9 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
                 uint64_t key = key_of(x, x->cand[j]);
 
                 if (key <= s->evict_max)
-                        plan_append(x, x->cand[j], x->pp->evict_tier == KVT_TIER_HOST ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED,
+                        plan_append(x, x->cand[j],
+                                    x->pp->evict_tier == KVT_TIER_HOST ? KVT_TIER_HOST
+                                                                       : KVT_TIER_HOST_MAPPED,
                                     plan_node_of(x, s, key), &r, p);
         }
         r = 0;

@@ -79,16 +79,20 @@ static void submit(struct mover *mv, size_t n) {
  * region id before this daemon knew it: one HINT per run of chunks with
  * the same bit.  Returns 0 or -errno (the connection failed). */
 static int tell_standing(int fd, uint32_t id) {
-        static const struct { uint8_t bit; uint32_t kind; } kinds[] = {
-                { REGION_STANDING_HOT, KVT_HINT_HOT },
-                { REGION_STANDING_PINNED, KVT_HINT_PINNED },
+        static const struct {
+                uint8_t bit;
+                uint32_t kind;
+        } kinds[] = {
+                {REGION_STANDING_HOT, KVT_HINT_HOT},
+                {REGION_STANDING_PINNED, KVT_HINT_PINNED},
         };
         uint8_t *bits;
         uint32_t n, sent = 0;
         int r = regions_standing_copy(id, &bits, &n);
 
         if (r == -ENOMEM)
-                log_warning("Region %u: out of memory; its standing hints are not told to kvtierd again.", id);
+                log_warning("Region %u: out of memory; its standing hints are not told to kvtierd again.",
+                            id);
         if (r < 0 || !bits)
                 return 0; /* the registration stands either way */
         for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]) && r >= 0; k++)
@@ -102,7 +106,8 @@ static int tell_standing(int fd, uint32_t id) {
                         }
                         while (j < n && (bits[j] & kinds[k].bit))
                                 j++;
-                        h = (struct kvt_hint){ .region_id = id, .first_chunk = i, .n_chunks = j - i, .kind = kinds[k].kind };
+                        h = (struct kvt_hint){
+                                .region_id = id, .first_chunk = i, .n_chunks = j - i, .kind = kinds[k].kind};
                         r = client_send_on(fd, KVT_MSG_HINT, &h, sizeof(h));
                         sent++;
                         i = j;

@@ -283,19 +283,19 @@ static void print_regions(struct json_object *st) {
                         char bar[MAP_CELLS + 1];
 
                         if (!header)
-                                printf("\n%-8s %-8s %-16s %10s %-24s %-14s %10s %12s %10s  %s\n", "CLIENT", "REGION",
-                                       "BASE", "SIZE", "API", "RULE", "VRAM", "HOST-MAPPED", "HOST",
-                                       "IN VRAM (#: all, +: some, .: none)");
+                                printf("\n%-8s %-8s %-16s %10s %-24s %-14s %10s %12s %10s  %s\n", "CLIENT",
+                                       "REGION", "BASE", "SIZE", "API", "RULE", "VRAM", "HOST-MAPPED",
+                                       "HOST", "IN VRAM (#: all, +: some, .: none)");
                         header = true;
                         printf("%-8" PRId64 " %-8" PRId64 " %-16s %10s %-24s %-14s", jint(c, "client_id"),
-                               jint(r, "region_id"), jstr(r, "base"), B(b[0], r, "size_bytes"), jstr(r, "api"),
-                               jstr(r, "rule"));
+                               jint(r, "region_id"), jstr(r, "base"), B(b[0], r, "size_bytes"),
+                               jstr(r, "api"), jstr(r, "rule"));
                         if (jbool(r, "untiered"))
                                 printf(" %10s\n", "untiered");
                         else {
                                 map_bar(r, bar);
-                                printf(" %10s %12s %10s  %s\n", B(b[1], r, "vram_bytes"), B(b[2], r, "host_mapped_bytes"),
-                                       B(b[3], r, "host_bytes"), bar);
+                                printf(" %10s %12s %10s  %s\n", B(b[1], r, "vram_bytes"),
+                                       B(b[2], r, "host_mapped_bytes"), B(b[3], r, "host_bytes"), bar);
                         }
                 }
         }
