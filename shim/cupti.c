@@ -16,11 +16,12 @@
  * cost above run-to-run noise (tests/bench/RESULTS.md).  Faults are the
  * signal: the daemon evicts to unmapped host memory, and the GPU's first
  * touch of an evicted chunk faults once and maps it, so a fault missed
- * while the counters are off is never seen again (on the H200, a 10% duty
- * cycle left 8 of a decode's 272 window chunks in VRAM, always on 255 of
- * 256).  So the counters are on all the time by default; KVTIER_CUPTI_DUTY
- * (percent of KVTIER_CUPTI_PERIOD_MS, default 100) trades samples for the
- * cost of fault storms.  Records are flushed at the end of each period.
+ * while the counters are off is never seen again (on the H200, the same
+ * decode had 108 of its 256 window chunks in VRAM at a 10% duty cycle, 218
+ * with the counters always on).  So they are on all the time by default;
+ * KVTIER_CUPTI_DUTY (percent of KVTIER_CUPTI_PERIOD_MS, default 100) trades
+ * samples for the cost of fault storms.  Records are flushed at the end of
+ * each period.
  */
 #include "config.h"
 
