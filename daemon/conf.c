@@ -61,6 +61,7 @@ struct conf {
         unsigned prefetch_depth;
         unsigned evict_unmapped; /* [policy] evict_to = host */
         unsigned threads;        /* [policy] threads: 0 = auto */
+        uint64_t overlap_bytes;  /* [policy] overlap */
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -141,6 +142,11 @@ static const struct conf_key conf_table[] = {
          "Threads that share the per-chunk passes of a policy tick (plans do not depend on it); 0 = auto: "
          "the CPUs kvtierd may run on, at most 4, one per 64K chunks; 1 = the tick's own thread only",
          offsetof(struct conf, threads)},
+        {"policy", "overlap", CONF_BYTES, 0, 16 * TIB, "0",
+         "VRAM over each GPU's budget that promotions may take while evictions are under way that bring it "
+         "back (at most the bytes those evictions free), so that newly wanted chunks do not wait for them; "
+         "0 = the budget is never exceeded",
+         offsetof(struct conf, overlap_bytes)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
          "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",
          offsetof(struct client_conf, priority)},
@@ -675,11 +681,16 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
         ret->evict_tier = c->evict_unmapped ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
         ret->threads = c->threads;
+        ret->overlap_chunks = (uint32_t)MIN(c->overlap_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
         /* Keys that a policy does not use stay out of its decisions. */
         if (kind == POLICY_LRU || kind == POLICY_WINDOW)
                 ret->hysteresis_ticks = 0;
         if (kind == POLICY_LRU || kind == POLICY_HEAT)
                 ret->window_chunks = 0;
+}
+
+uint64_t conf_overlap_bytes(const struct conf *c) {
+        return c->overlap_bytes / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
 }
 
 unsigned conf_heat_half_life_ticks(const struct conf *c) {

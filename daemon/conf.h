@@ -52,6 +52,9 @@ uint64_t conf_host_budget(const struct conf *c);
 /* The [policy] section as parameters for policy_plan(). */
 void conf_policy_params(const struct conf *c, struct policy_params *ret);
 unsigned conf_heat_half_life_ticks(const struct conf *c);
+/* [policy] overlap in whole chunks: how far promotions may take a GPU's
+ * charge over its budget while evictions are in flight. */
+uint64_t conf_overlap_bytes(const struct conf *c);
 
 /* A [client.NAME] section for processes named name: true and its priority
  * and quota (UINT64_MAX if none set), or false. */

@@ -235,6 +235,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.now = registry_tick(r);
         in.budget_chunks = g->budget_bytes / KVT_CHUNK_BYTES;
         in.charged_chunks = g->charged_bytes / KVT_CHUNK_BYTES;
+        in.evicting_chunks = g->evicting_chunks;
         in.max_move_chunks = planner_rate_chunks(p);
         in.home_node = g->host_node;
         if (conf_nodes_limited(p->conf)) {

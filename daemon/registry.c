@@ -71,6 +71,10 @@ static bool chunk_charged(const struct policy_chunk *ch) {
         return ch->tier == KVT_TIER_VRAM || ch->pending == KVT_TIER_VRAM;
 }
 
+static bool chunk_evicting(const struct policy_chunk *ch) {
+        return ch->tier == KVT_TIER_VRAM && ch->pending != KVT_TIER_NONE && ch->pending != KVT_TIER_VRAM;
+}
+
 static struct node_stats *node_use(struct registry *r, int node) {
         r->node_present[node] = true;
         r->nodes[node].node = node;
@@ -173,12 +177,18 @@ int registry_node_budget_reload(struct registry *r, int node) {
         return ret;
 }
 
-static void gpu_charge(struct gpu_stats *g, uint64_t n_chunks) {
+/* Bytes a GPU's charge may go over its budget now: promotions running
+ * ahead of the evictions in flight, up to [policy] overlap. */
+static uint64_t gpu_overlap_bytes(const struct registry *r, const struct gpu_stats *g) {
+        return MIN(conf_overlap_bytes(r->conf), g->evicting_chunks * KVT_CHUNK_BYTES);
+}
+
+static void gpu_charge(const struct registry *r, struct gpu_stats *g, uint64_t n_chunks) {
         if (n_chunks == 0)
                 return;
         g->charged_bytes += n_chunks * KVT_CHUNK_BYTES;
         g->peak_charged_bytes = MAX(g->peak_charged_bytes, g->charged_bytes);
-        assert(g->charged_bytes <= g->budget_bytes);
+        assert(g->charged_bytes <= g->budget_bytes + gpu_overlap_bytes(r, g));
 }
 
 static void gpu_uncharge(struct gpu_stats *g, uint64_t n_chunks) {
@@ -422,7 +432,7 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
         reg->tier_chunks[tier == KVT_TIER_VRAM ? KVT_TIER_NONE : tier] += reg->n_chunks - n_vram;
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
                 g->tier_chunks[t] += reg->tier_chunks[t];
-        gpu_charge(g, n_vram);
+        gpu_charge(r, g, n_vram);
 }
 
 int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add) {
@@ -509,6 +519,7 @@ static void region_release(struct registry *r, struct region *reg) {
         region_forget_orders(r, reg);
         for (uint32_t i = 0; i < reg->n_chunks; i++) {
                 charged += chunk_charged(&reg->chunks[i]);
+                g->evicting_chunks -= chunk_evicting(&reg->chunks[i]);
                 chunk_book(r, &reg->chunks[i], false);
         }
         gpu_uncharge(g, charged);
@@ -625,6 +636,7 @@ static void chunks_mark_pending(struct registry *r, struct region *reg, uint32_t
                         ch->node = node >= 0 ? (uint8_t)node : POLICY_NODE_NONE;
                 ch->pending = (uint8_t)tier;
                 chunk_book(r, ch, true);
+                r->gpus[reg->device].evicting_chunks += chunk_evicting(ch);
         }
 }
 
@@ -646,7 +658,7 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
                 add += tier == KVT_TIER_VRAM && !chunk_charged(&reg->chunks[i]);
                 evict += tier != KVT_TIER_VRAM && reg->chunks[i].tier == KVT_TIER_VRAM;
         }
-        if (add && g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes)
+        if (add && g->charged_bytes + add * KVT_CHUNK_BYTES > g->budget_bytes + gpu_overlap_bytes(r, g))
                 return -ENOSPC;
         if (node_over(r, host_node, evict))
                 return -ENOSPC;
@@ -659,7 +671,7 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
                 struct node_stats *ns = &r->nodes[host_node];
                 ns->peak_charged_bytes = MAX(ns->peak_charged_bytes, ns->charged_bytes);
         }
-        gpu_charge(g, add);
+        gpu_charge(r, g, add);
         g->inflight_orders++;
         r->next_order_id++;
         r->migrations.orders_sent++;
@@ -682,6 +694,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
 
+                g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
                 if (ok && ch->tier != o->tier) {
                         reg->tier_chunks[ch->tier]--;

@@ -9,8 +9,10 @@
  * eviction): a chunk is charged against its GPU's budget while its tier is
  * VRAM or an order to VRAM is pending for it.  An eviction keeps the chunk
  * charged until its ORDER_DONE.  No charge ever takes charged_bytes over
- * budget_bytes (asserted); only lowering the budget live can leave it over,
- * until the planner's evictions are done.  peak_charged_bytes records the
+ * budget_bytes plus the overlap allowance: [policy] overlap, at most the
+ * bytes of the evictions in flight (asserted).  Only lowering the budget
+ * live, or an eviction that failed under overlap, can leave it over, until
+ * the planner's evictions are done.  peak_charged_bytes records the
  * maximum.
  *
  * Host memory is booked per NUMA node: a chunk not in VRAM is charged to
@@ -55,6 +57,7 @@ struct gpu_stats {
         uint64_t budget_bytes;
         uint64_t charged_bytes;
         uint64_t peak_charged_bytes;
+        uint64_t evicting_chunks; /* charged chunks with an eviction in flight */
         uint64_t tier_chunks[_KVT_TIER_MAX]; /* by confirmed tier */
         uint64_t inflight_orders;
 };

@@ -32,6 +32,7 @@ static json_object *gpu_json(const struct gpu_stats *g) {
         json_object_object_add(o, "budget_bytes", json_u64(g->budget_bytes));
         json_object_object_add(o, "charged_bytes", json_u64(g->charged_bytes));
         json_object_object_add(o, "peak_charged_bytes", json_u64(g->peak_charged_bytes));
+        json_object_object_add(o, "evicting_bytes", json_u64(g->evicting_chunks * KVT_CHUNK_BYTES));
         add_tiers(o, g->tier_chunks);
         json_object_object_add(o, "inflight_orders", json_u64(g->inflight_orders));
         return o;
@@ -169,6 +170,7 @@ static json_object *policy_params_json(const struct conf *conf) {
         json_object_object_add(o, "max_migration_rate", json_u64(conf_max_migration_rate(conf)));
         json_object_object_add(o, "evict_to", json_object_new_string(kvt_tier_name(pp.evict_tier)));
         json_object_object_add(o, "threads", json_u64(pp.threads));
+        json_object_object_add(o, "overlap_bytes", json_u64((uint64_t)pp.overlap_chunks * KVT_CHUNK_BYTES));
         return o;
 }
 

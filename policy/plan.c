@@ -555,8 +555,7 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
         const struct policy_input *in = x->in;
         size_t n = x->n, n_ev, n_pr;
         uint64_t budget = in->budget_chunks < n ? in->budget_chunks : n;
-        uint64_t room = in->budget_chunks > in->charged_chunks ? in->budget_chunks - in->charged_chunks : 0;
-        uint64_t rate = in->max_move_chunks;
+        uint64_t room, ahead, rate = in->max_move_chunks;
         struct subset all = {.client = SIZE_MAX, .hist_hi = x->hist},
                       ev = {.client = SIZE_MAX, .list = x->cand, .step = 1},
                       pr = {.client = SIZE_MAX, .list = x->cand + n - 1, .step = -1};
@@ -580,6 +579,12 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
                        : s->n_evict == n_ev ? UINT64_MAX
                                             : plan_top_k(x, &ev, n_ev - s->n_evict) - 1;
         rate -= s->n_evict;
+        /* Room: the free budget, plus what overlap lets promotions borrow
+         * from the evictions under way and those planned now. */
+        ahead = in->evicting_chunks < UINT64_MAX - s->n_evict ? in->evicting_chunks + s->n_evict : UINT64_MAX;
+        ahead = ahead < x->pp->overlap_chunks ? ahead : x->pp->overlap_chunks;
+        room = in->budget_chunks < UINT64_MAX - ahead ? in->budget_chunks + ahead : UINT64_MAX;
+        room = room > in->charged_chunks ? room - in->charged_chunks : 0;
         s->n_promote = n_pr < rate ? n_pr : rate;
         if (s->n_promote > room)
                 s->n_promote = room;

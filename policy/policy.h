@@ -11,7 +11,10 @@
  * wanted in VRAM.  VRAM chunks not wanted are evicted to host-mapped (lowest
  * rank first), wanted chunks elsewhere are promoted (highest first) while
  * the charged chunks plus promotions stay within the budget.  Evictions free
- * budget only once they are done, so never within the same plan.  Pinned
+ * budget only once they are done, so never within the same plan, unless
+ * overlap_chunks lets promotions run ahead of them: VRAM may then go over
+ * the budget by the chunks being evicted (in flight or planned now), at
+ * most overlap_chunks, until those evictions land.  Pinned
  * chunks rank above everything and are never evicted; chunks with a pending
  * order are left alone; a client's chunks beyond its quota are never wanted.
  * Host budgets (policy_input.nodes): evictions fill the nodes in their
@@ -110,6 +113,9 @@ struct policy_params {
                                         * POLICY_THREADS_AUTO_MAX, and one per POLICY_THREADS_MIN_CHUNKS
                                         * chunks; more than POLICY_THREADS_MAX counts as that.  Plans
                                         * do not depend on it. */
+        uint32_t overlap_chunks;       /* promotions may take VRAM this far over the budget while
+                                        * evictions that bring it back are under way (at most the
+                                        * chunks those evict); 0 = promotions wait for evictions */
 };
 
 #define POLICY_THREADS_MAX        16u
@@ -128,6 +134,7 @@ struct policy_input {
         uint32_t now;             /* current tick; chunks touched in it have last_use == now */
         uint64_t budget_chunks;   /* VRAM budget of the GPU, in chunks */
         uint64_t charged_chunks;  /* chunks in VRAM or with a pending order to VRAM */
+        uint64_t evicting_chunks; /* of those, chunks in VRAM with an eviction in flight */
         uint64_t max_move_chunks; /* rate limit for this plan, both directions; UINT64_MAX = none */
         /* Host NUMA nodes evictions may go to, in order of preference (the
          * GPU's home node first, then the others nearest first), at most

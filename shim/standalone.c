@@ -67,6 +67,10 @@ unsigned conf_heat_half_life_ticks(const struct conf *c) {
         return c->policy.heat_half_life_ticks;
 }
 
+uint64_t conf_overlap_bytes(const struct conf *c) {
+        return (uint64_t)c->policy.overlap_chunks * KVT_CHUNK_BYTES;
+}
+
 /* No host budgets: evictions go to the GPU's home node. */
 bool conf_node_budget(const struct conf *c, int node, struct budget_spec *ret) {
         (void)c, (void)node;

@@ -34,6 +34,7 @@ enum {
         OPT_SET_HALF = 2,
         OPT_SET_WINDOW = 4,
         OPT_SET_PREFETCH = 8,
+        OPT_SET_OVERLAP = 16,
 };
 
 static void usage(FILE *f) {
@@ -53,6 +54,8 @@ static void usage(FILE *f) {
                 "      --half-life-ticks=N   override the policy default\n"
                 "      --window=BYTES        override the policy default\n"
                 "      --prefetch-depth=N    override the policy default (0 = off)\n"
+                "      --overlap=BYTES       VRAM over the budget promotions may take while evictions\n"
+                "                            are in flight (kvtierd's [policy] overlap; default 0)\n"
                 "  -h, --help                this text\n\n"
                 "Exit status: 0 success, 1 bad trace or failure, 2 usage error.\n");
 }
@@ -125,6 +128,12 @@ static int parse_option(struct options *o, int c, const char *arg) {
         case 'F':
                 o->set |= OPT_SET_PREFETCH;
                 return parse_u32(arg, &o->overrides.prefetch_depth);
+        case 'O':
+                o->set |= OPT_SET_OVERLAP;
+                if (parse_bytes(arg, &b) < 0 || b / KVT_CHUNK_BYTES > UINT32_MAX)
+                        return -EINVAL;
+                o->overrides.overlap_chunks = (uint32_t)(b / KVT_CHUNK_BYTES);
+                return 0;
         }
         return -EINVAL;
 }
@@ -143,6 +152,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"half-life-ticks", required_argument, NULL, 'D'},
                 {"window", required_argument, NULL, 'W'},
                 {"prefetch-depth", required_argument, NULL, 'F'},
+                {"overlap", required_argument, NULL, 'O'},
                 {"help", no_argument, NULL, 'h'},
                 {0},
         };
@@ -203,6 +213,8 @@ static int run_policy(const struct options *o, const struct trace *t, const char
                 pp.window_chunks = o->overrides.window_chunks;
         if (o->set & OPT_SET_PREFETCH)
                 pp.prefetch_depth = o->overrides.prefetch_depth;
+        if (o->set & OPT_SET_OVERLAP)
+                pp.overlap_chunks = o->overrides.overlap_chunks;
         r = sim_run_policy(t, &o->cfg, &pp, &res);
         if (r < 0) {
                 fprintf(stderr, "kvtier-sim: %s: simulation failed: %s\n", name, strerror(-r));

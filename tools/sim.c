@@ -31,6 +31,7 @@ struct sim {
         uint32_t *view_region;        /* view index -> declaration index */
         struct lane promote, evict;
         uint64_t budget_chunks, charged;
+        uint64_t evicting; /* charged chunks with an eviction in flight */
         uint64_t resident_freed; /* VRAM chunks dropped by F (their bytes came in, never went out) */
         uint64_t credit_bytes;
         uint64_t next_tick_ns;
@@ -70,6 +71,7 @@ static void flight_land(struct sim *s, const struct flight *f) {
         for (uint32_t i = f->first; i < f->first + f->n; i++) {
                 bool was = c[i].tier == KVT_TIER_VRAM || c[i].pending == KVT_TIER_VRAM;
 
+                s->evicting -= c[i].tier == KVT_TIER_VRAM && f->tier != KVT_TIER_VRAM;
                 c[i].tier = (uint8_t)f->tier;
                 c[i].pending = 0;
                 c[i].last_move = tick_of(s, f->done_ns);
@@ -105,6 +107,7 @@ static int issue(struct sim *s, const struct policy_move *m, uint64_t at_ns) {
         f.done_ns = start + (uint64_t)((double)bytes / l->bytes_per_ns);
         l->free_ns = f.done_ns;
         for (uint32_t i = m->first_chunk; i < m->first_chunk + m->n_chunks; i++) {
+                s->evicting += s->chunks[reg][i].tier == KVT_TIER_VRAM && m->tier != KVT_TIER_VRAM;
                 s->chunks[reg][i].pending = (uint8_t)m->tier;
                 s->charged += m->tier == KVT_TIER_VRAM;
         }
@@ -139,6 +142,7 @@ static int tick(struct sim *s, uint64_t at_ns) {
                         s->view_region[in.n_regions++] = (uint32_t)reg;
                 }
         in.charged_chunks = s->charged;
+        in.evicting_chunks = s->evicting;
         in.max_move_chunks = rate_chunks(s);
         r = policy_plan(s->pp, &in, &plan);
         if (r < 0)
@@ -159,6 +163,7 @@ static void on_free(struct sim *s, uint32_t reg) {
 
         for (uint32_t i = 0; i < s->t->region_chunks[reg]; i++) {
                 s->charged -= c[i].tier == KVT_TIER_VRAM || c[i].pending == KVT_TIER_VRAM;
+                s->evicting -= c[i].tier == KVT_TIER_VRAM && c[i].pending && c[i].pending != KVT_TIER_VRAM;
                 s->resident_freed += c[i].tier == KVT_TIER_VRAM;
         }
         free(c);
@@ -221,7 +226,8 @@ static bool sim_consistent(struct sim *s) {
                                 resident += s->chunks[reg][i].tier == KVT_TIER_VRAM;
         return s->res->bytes_to_vram - s->res->bytes_to_host ==
                        (resident + s->resident_freed) * KVT_CHUNK_BYTES &&
-               s->charged == resident && s->res->peak_charged_bytes <= s->cfg->budget_bytes;
+               s->charged == resident && s->evicting == 0 &&
+               s->res->peak_charged_bytes <= s->cfg->budget_bytes + (uint64_t)s->pp->overlap_chunks * KVT_CHUNK_BYTES;
 }
 
 static void sim_free(struct sim *s) {

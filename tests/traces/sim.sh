@@ -61,6 +61,21 @@ done
 check "there are traces" [ "$n_traces" -ge 5 ]
 diag "$DEFAULT is below LRU on $below_lru of $n_traces traces"
 
+# [policy] overlap on zipf-sessions, where every session switch evicts a
+# session before the next one fits: promotions that run ahead of those
+# evictions hit more, and VRAM goes over the budget by at most the overlap.
+zipf=$top_srcdir/tests/traces/zipf-sessions.trace
+zb=$(sed -n 's/^# budget: //p' "$zipf" | head -n 1)
+base=$("$SIM" --budget="$zb" -p $DEFAULT "$zipf" | grep "^policy=$DEFAULT ")
+over=$("$SIM" --budget="$zb" --overlap=64M -p $DEFAULT "$zipf" | grep "^policy=$DEFAULT ")
+zopt=$(field "$("$SIM" --budget="$zb" -p lru "$zipf" | grep '^policy=opt ')" hit_rate)
+diag "zipf-sessions $DEFAULT, overlap 64M: hit rate $(field "$over" hit_rate) ($(ratio "$(field "$over" hit_rate)" "$zopt") of OPT)" \
+        "against $(field "$base" hit_rate) without; peak $(field "$over" peak_charged_bytes) B, budget $(field "$over" budget_bytes) B"
+check "overlap: hit rate above the same run without it" ge "$(field "$over" hit_rate)" "$(awk -v h="$(field "$base" hit_rate)" 'BEGIN { print h + 0.01 }')"
+check "overlap: VRAM went over the budget" [ "$(field "$over" peak_charged_bytes)" -gt "$(field "$over" budget_bytes)" ]
+check "overlap: by at most the overlap" [ "$(field "$over" peak_charged_bytes)" -le $(($(field "$over" budget_bytes) + (64 << 20))) ]
+check "overlap: bytes moved consistent with residency" [ "$(field "$over" consistent)" = yes ]
+
 # Exact figures on a trace small enough to work out by hand: 4 chunks read
 # twice, 100 ms apart, budget 4 chunks.  The first reads miss (nothing is in
 # VRAM yet), the second hit for OPT and for any policy that promoted them.
