@@ -17,6 +17,8 @@ zerocopy (pinned host memory read by the GPU over PCIe).
 dealt out round-robin over sessions: every 2 MiB chunk holds blocks of many).
 --hint: tell kvtier (kvtier_hint via ctypes) which sessions a turn starts and
 ends, as an engine that knows its scheduler would; only under libkvtier.so.
+--device cpu: everything on the CPU, small sizes: a check of the logic (pool
+sums equal across pools) on a machine without a GPU, not a measurement.
 
 Prints one JSON line last: tokens/s, step time, a digest of all outputs (the
 sum of the attention outputs: not bitwise repeatable even all-VRAM, attention
@@ -38,6 +40,12 @@ import torch.nn.functional as F
 
 HINT_HOT, HINT_COLD = 1, 2
 CHUNK = 2 << 20
+DEVICE = "cuda"  # --device cpu: a smoke test of the logic without a GPU
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def zipf_sampler(n, s, rng):
@@ -57,9 +65,33 @@ def zipf_sampler(n, s, rng):
     return draw
 
 
+def draw_schedule(draw, batch, changes):
+    """The sessions of the first turn, then those of every slot after each of
+    `changes` turn changes: turn_sets[k] is turn k's slots.  Drawn up front,
+    in the order the turns used to draw them as they went (one generator, so
+    the same sequence), so that --bound-budget can see the future."""
+    slots = []
+    for _ in range(batch):
+        s = draw()
+        while s in slots:
+            s = draw()
+        slots.append(s)
+    turn_sets = [list(slots)]
+    for _ in range(changes):
+        # every slot ends its turn; the next sessions come by Zipf, none
+        # already in a slot (a session that left an earlier slot may return)
+        for i in range(batch):
+            s = draw()
+            while s in slots:
+                s = draw()
+            slots[i] = s
+        turn_sets.append(list(slots))
+    return turn_sets
+
+
 def alloc_pool(kind, shape, dtype):
     if kind == "torch":
-        return torch.empty(shape, dtype=dtype, device="cuda")
+        return torch.empty(shape, dtype=dtype, device=DEVICE)
     import cupy
     n = 1
     for d in shape:
@@ -81,14 +113,15 @@ def alloc_pool(kind, shape, dtype):
 
 
 def pool_checksum(pools):
-    """Exact: sum over every 16-bit word w_i of the pools of w_i * (i % 65521 + 1)."""
+    """Exact: sum over every 16-bit word w_i of the pools of w_i * (i % 65521 + 1).
+    Pools in host memory are summed on the GPU too, a span at a time."""
     acc, span = 0, 1 << 26
     for kv in pools:
         for t in kv:
             flat = t.view(-1).view(torch.int16)
             for i in range(0, flat.numel(), span):
-                x = flat[i:i + span].to(torch.int64)
-                w = torch.arange(i, i + x.numel(), device="cuda", dtype=torch.int64) % 65521 + 1
+                x = flat[i:i + span].to(DEVICE).to(torch.int64)
+                w = torch.arange(i, i + x.numel(), device=DEVICE, dtype=torch.int64) % 65521 + 1
                 acc += int((x * w).sum().item())  # < 2^15 * 2^16 * 2^26: no overflow
     return acc
 
@@ -116,7 +149,13 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--step-log", help="diagnosis: wait for every step and write its wall time (ms) to this "
                     "file, one line per step: turn, step, ms, end time (changes what it measures)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: a smoke test of the logic on a machine without a GPU (--pool torch only)")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
+    if DEVICE == "cpu" and (a.pool != "torch" or a.hint):
+        ap.error("--device cpu takes --pool torch and no --hint")
 
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
@@ -129,10 +168,10 @@ def main():
             t = alloc_pool(a.pool, shape, torch.bfloat16)
             for i in range(0, n_blocks, 4096):
                 n = min(4096, n_blocks - i)
-                t[i:i + n].copy_(torch.randn((n,) + shape[1:], dtype=torch.bfloat16, device="cuda"))
+                t[i:i + n].copy_(torch.randn((n,) + shape[1:], dtype=torch.bfloat16, device=DEVICE))
             kv.append(t)
         pools.append(kv)
-    torch.cuda.synchronize()
+    sync()
     mark("pools filled")
     pool_bytes = 2 * a.layers * pools[0][0].numel() * 2
 
@@ -141,7 +180,7 @@ def main():
         tables = [list(range(s * a.blocks_per_session, (s + 1) * a.blocks_per_session)) for s in range(a.sessions)]
     else:
         tables = [list(range(s, n_blocks, a.sessions)) for s in range(a.sessions)]
-    tables_t = [torch.tensor(t, dtype=torch.long, device="cuda") for t in tables]
+    tables_t = [torch.tensor(t, dtype=torch.long, device=DEVICE) for t in tables]
     block_bytes = a.block_size * a.heads * a.head_dim * 2
 
     hint = None
@@ -171,26 +210,24 @@ def main():
                     hint(base + c0 * CHUNK, (c1 - c0 + 1) * CHUNK, kind)
 
     draw = zipf_sampler(a.sessions, a.zipf, rng)
-    slots = []
-    for _ in range(a.batch):
-        s = draw()
-        while s in slots:
-            s = draw()
-        slots.append(s)
+    # a turn change after every turn, the last measured one's too (its hints
+    # are sent, as an engine would)
+    turn_sets = draw_schedule(draw, a.batch, a.warmup_turns + a.turns)
+    slots = list(turn_sets[0])
     if hint:
         for s in slots:
             hint_session(s, HINT_HOT)
     pos = [0] * a.batch
     tokens_per_session = a.blocks_per_session * a.block_size
-    q = torch.randn(a.batch, a.heads, 1, a.head_dim, dtype=torch.bfloat16, device="cuda")
-    newkv = torch.randn(a.batch, a.heads, a.head_dim, dtype=torch.bfloat16, device="cuda")
-    digest = torch.zeros((), dtype=torch.float64, device="cuda")
+    q = torch.randn(a.batch, a.heads, 1, a.head_dim, dtype=torch.bfloat16, device=DEVICE)
+    newkv = torch.randn(a.batch, a.heads, a.head_dim, dtype=torch.bfloat16, device=DEVICE)
+    digest = torch.zeros((), dtype=torch.float64, device=DEVICE)
 
     def step():
         nonlocal digest
         idx = torch.stack([tables_t[s] for s in slots])  # [B, nblk]
-        wb = torch.tensor([tables[s][p // a.block_size] for s, p in zip(slots, pos)], device="cuda")
-        wo = torch.tensor([p % a.block_size for p in pos], device="cuda")
+        wb = torch.tensor([tables[s][p // a.block_size] for s, p in zip(slots, pos)], device=DEVICE)
+        wo = torch.tensor([p % a.block_size for p in pos], device=DEVICE)
         for kp, vp in pools:
             kp[wb, wo] = newkv
             vp[wb, wo] = newkv
@@ -211,15 +248,12 @@ def main():
                 t0 = time.perf_counter()
                 step()
                 if log:
-                    torch.cuda.synchronize()
+                    sync()
                     log.write("%d %d %.3f %.3f\n" % (turn_no, j, (time.perf_counter() - t0) * 1e3, time.time()))
             turn_no += 1
             # every slot ends its turn; the next sessions come by Zipf
             for i in range(a.batch):
-                old = slots[i]
-                s = draw()
-                while s in slots:
-                    s = draw()
+                old, s = slots[i], turn_sets[turn_no][i]
                 slots[i] = s
                 if hint:
                     hint_session(old, HINT_COLD)
@@ -227,11 +261,11 @@ def main():
 
     mark("warm-up starts")
     run_turns(a.warmup_turns)
-    torch.cuda.synchronize()
+    sync()
     mark("measured turns start")
     t0 = time.perf_counter()
     run_turns(a.turns)
-    torch.cuda.synchronize()
+    sync()
     dt = time.perf_counter() - t0
     mark("measured turns end")
     pool_sum = pool_checksum(pools)
