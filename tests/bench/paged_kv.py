@@ -12,7 +12,11 @@ slot's session (gather + scaled_dot_product_attention), for every layer.
 
 --pool: torch (torch.empty on cuda: VRAM, or kvtier's managed memory when
 run under libkvtier.so), managed (cudaMallocManaged through CuPy, no advice),
-zerocopy (pinned host memory read by the GPU over PCIe).
+zerocopy (pinned host memory read by the GPU over PCIe), offload (the
+engine's own CPU offload of whole sessions, BENCHMARKS.md's reference: the
+pool in pinned host memory, a VRAM cache of --offload-slots sessions, a
+quarter of the pool by default, swapped LRU at turn starts on the compute
+stream; see class Offload).
 --layout: contiguous (a session's blocks adjacent) or interleaved (blocks
 dealt out round-robin over sessions: every 2 MiB chunk holds blocks of many).
 --hint: tell kvtier (kvtier_hint via ctypes) which sessions a turn starts and
@@ -24,9 +28,11 @@ Prints one JSON line last: tokens/s, step time, a digest of all outputs (the
 sum of the attention outputs: not bitwise repeatable even all-VRAM, attention
 kernels differ in reduction order run to run) and pool_sum, an exact integer
 checksum of every K/V pool after the run (seeded data and deterministic
-writes: equal across pools and runs unless some KV byte was lost).  Phase
-marks (wall-clock time.time()) go to stderr, to line up with a kvtierctl
-timeline.
+writes: equal across pools and runs unless some KV byte was lost; offload
+writes its cache back to the host pool first).  --pool offload adds
+swaps_in and swaps_out: sessions copied in and written back during the
+measured turns.  Phase marks (wall-clock time.time()) go to stderr, to
+line up with a kvtierctl timeline.
 """
 import argparse
 import ctypes
@@ -34,6 +40,7 @@ import json
 import random
 import sys
 import time
+from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
@@ -89,9 +96,122 @@ def draw_schedule(draw, batch, changes):
     return turn_sets
 
 
+class SessionLRU:
+    """Whole sessions in `cap` slots, the least recently used out first."""
+
+    def __init__(self, cap):
+        self.slot = OrderedDict()  # session -> slot, least recently used first
+        self.free = list(range(cap - 1, -1, -1))
+
+    def start_turn(self, active):
+        """Makes every session of `active` resident; returns (session, slot,
+        victim or None) for each that must come in, in order."""
+        moves = []
+        for s in active:
+            if s in self.slot:
+                self.slot.move_to_end(s)
+                continue
+            victim = None
+            if not self.free:
+                victim = next(v for v in self.slot if v not in active)
+                self.free.append(self.slot.pop(victim))
+            self.slot[s] = self.free.pop()
+            moves.append((s, self.slot[s], victim))
+        return moves
+
+    def end_turn(self, active):
+        for s in active:  # read by every step of the turn
+            self.slot.move_to_end(s)
+
+
+class Offload:
+    """--pool offload: an engine-side CPU offload of whole sessions.  The pool
+    lives in pinned host memory; a VRAM cache of `slots` whole sessions per
+    layer's K and V serves the steps, which see block tables remapped to the
+    cache.  At the start of a turn each of its sessions not cached comes in:
+    the least recently used cached session not in the turn is written back
+    to the host pool (every session is appended to while it runs), then the
+    new one's blocks are copied into the freed slot.  The copies run on the
+    compute stream, one after the other, as the simple offload of the anchor
+    in BENCHMARKS.md: no overlap with the steps.  A session whose blocks are
+    adjacent in the pool moves as one slice (one DMA copy per layer's K or
+    V); any other table is gathered on the CPU into a pinned staging buffer
+    (and scattered back from it), which waits for the copies."""
+
+    def __init__(self, host, tables, slots, bps):
+        self.host, self.tables, self.bps = host, tables, bps
+        shape = (slots * bps,) + tuple(host[0][0].shape[1:])
+        self.cache = [[torch.empty(shape, dtype=t.dtype, device=DEVICE) for t in kv] for kv in host]
+        self.ctab_t = [torch.arange(c * bps, (c + 1) * bps, device=DEVICE) for c in range(slots)]
+        self.lru = SessionLRU(slots)
+        self.swaps_in = self.swaps_out = 0
+        self.first = {}   # session -> its first pool block, where its blocks are adjacent
+        self.idx = {}     # session -> its block table on the CPU, where they are not
+        for s, t in enumerate(tables):
+            if t == list(range(t[0], t[0] + bps)):
+                self.first[s] = t[0]
+            else:
+                self.idx[s] = torch.tensor(t, dtype=torch.long)
+        self.staging = None
+        if self.idx:
+            self.staging = [[torch.empty((bps,) + shape[1:], dtype=t.dtype, pin_memory=DEVICE == "cuda")
+                             for t in kv] for kv in host]
+
+    def slot_of(self, s):
+        return self.lru.slot[s]
+
+    def _pairs(self, s, c):
+        """(host rows or None, cache slice, staging or None) per K/V tensor."""
+        span = slice(c * self.bps, (c + 1) * self.bps)
+        for li, kv in enumerate(self.host):
+            for ki, h in enumerate(kv):
+                cache = self.cache[li][ki][span]
+                if s in self.first:
+                    yield h[self.first[s]:self.first[s] + self.bps], cache, None
+                else:
+                    yield h, cache, self.staging[li][ki]
+
+    def write_back(self, s, c):
+        self.swaps_out += 1
+        for rows, cache, stage in self._pairs(s, c):
+            (rows if stage is None else stage).copy_(cache, non_blocking=True)
+        if s in self.idx:
+            sync()  # the staging buffers hold the session now
+            for rows, _, stage in self._pairs(s, c):
+                rows.index_copy_(0, self.idx[s], stage)
+
+    def read_in(self, s, c):
+        self.swaps_in += 1
+        for rows, cache, stage in self._pairs(s, c):
+            if stage is None:
+                cache.copy_(rows, non_blocking=True)
+            else:
+                torch.index_select(rows, 0, self.idx[s], out=stage)
+                cache.copy_(stage, non_blocking=True)
+        if s in self.idx:
+            sync()  # before the staging buffers are written again
+
+    def start_turn(self, active):
+        for s, c, victim in self.lru.start_turn(active):
+            if victim is not None:
+                self.write_back(victim, c)
+            self.read_in(s, c)
+
+    def end_turn(self, active):
+        self.lru.end_turn(active)
+
+    def flush(self):
+        """Every cached session back to the host pool (for pool_checksum)."""
+        for s, c in list(self.lru.slot.items()):
+            self.write_back(s, c)
+        sync()
+
+
 def alloc_pool(kind, shape, dtype):
     if kind == "torch":
         return torch.empty(shape, dtype=dtype, device=DEVICE)
+    if kind == "offload":  # filled from the GPU like the others: the same bytes
+        return torch.empty(shape, dtype=dtype, pin_memory=DEVICE == "cuda")
     import cupy
     n = 1
     for d in shape:
@@ -132,7 +252,9 @@ def mark(what):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pool", choices=["torch", "managed", "zerocopy"], default="torch")
+    ap.add_argument("--pool", choices=["torch", "managed", "zerocopy", "offload"], default="torch")
+    ap.add_argument("--offload-slots", type=int,
+                    help="--pool offload: sessions the VRAM cache holds (default: a quarter of --sessions)")
     ap.add_argument("--layout", choices=["contiguous", "interleaved"], default="contiguous")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--sessions", type=int, default=32)
@@ -150,12 +272,18 @@ def main():
     ap.add_argument("--step-log", help="diagnosis: wait for every step and write its wall time (ms) to this "
                     "file, one line per step: turn, step, ms, end time (changes what it measures)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                    help="cpu: a smoke test of the logic on a machine without a GPU (--pool torch only)")
+                    help="cpu: a smoke test of the logic on a machine without a GPU (--pool torch or offload)")
     a = ap.parse_args()
     global DEVICE
     DEVICE = a.device
-    if DEVICE == "cpu" and (a.pool != "torch" or a.hint):
-        ap.error("--device cpu takes --pool torch and no --hint")
+    if DEVICE == "cpu" and (a.pool not in ("torch", "offload") or a.hint):
+        ap.error("--device cpu takes --pool torch or offload, and no --hint")
+    if a.pool == "offload" and a.hint:
+        ap.error("--pool offload is the engine's own offload: no kvtier to hint")
+    if a.offload_slots is None:
+        a.offload_slots = max(a.sessions // 4, a.batch)
+    if a.pool == "offload" and not a.batch <= a.offload_slots <= a.sessions:
+        ap.error("--offload-slots must hold a turn's sessions (--batch) and no more than --sessions")
 
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
@@ -182,6 +310,10 @@ def main():
         tables = [list(range(s, n_blocks, a.sessions)) for s in range(a.sessions)]
     tables_t = [torch.tensor(t, dtype=torch.long, device=DEVICE) for t in tables]
     block_bytes = a.block_size * a.heads * a.head_dim * 2
+    off = None
+    if a.pool == "offload":
+        off = Offload(pools, tables, a.offload_slots, a.blocks_per_session)
+        mark("offload cache allocated")
 
     hint = None
     if a.hint:
@@ -225,10 +357,15 @@ def main():
 
     def step():
         nonlocal digest
-        idx = torch.stack([tables_t[s] for s in slots])  # [B, nblk]
-        wb = torch.tensor([tables[s][p // a.block_size] for s, p in zip(slots, pos)], device=DEVICE)
+        if off:  # the cache holds every session of the turn, a slot each
+            idx = torch.stack([off.ctab_t[off.slot_of(s)] for s in slots])
+            wb = [off.slot_of(s) * a.blocks_per_session + p // a.block_size for s, p in zip(slots, pos)]
+        else:
+            idx = torch.stack([tables_t[s] for s in slots])  # [B, nblk]
+            wb = [tables[s][p // a.block_size] for s, p in zip(slots, pos)]
+        wb = torch.tensor(wb, device=DEVICE)
         wo = torch.tensor([p % a.block_size for p in pos], device=DEVICE)
-        for kp, vp in pools:
+        for kp, vp in (off.cache if off else pools):
             kp[wb, wo] = newkv
             vp[wb, wo] = newkv
             k = kp[idx].flatten(1, 2).transpose(1, 2)  # [B, H, S, D]
@@ -244,12 +381,16 @@ def main():
     def run_turns(n):
         nonlocal turn_no
         for _ in range(n):
+            if off:
+                off.start_turn(slots)
             for j in range(a.turn):
                 t0 = time.perf_counter()
                 step()
                 if log:
                     sync()
                     log.write("%d %d %.3f %.3f\n" % (turn_no, j, (time.perf_counter() - t0) * 1e3, time.time()))
+            if off:
+                off.end_turn(slots)
             turn_no += 1
             # every slot ends its turn; the next sessions come by Zipf
             for i in range(a.batch):
@@ -263,18 +404,24 @@ def main():
     run_turns(a.warmup_turns)
     sync()
     mark("measured turns start")
+    swaps0 = (off.swaps_in, off.swaps_out) if off else (0, 0)
     t0 = time.perf_counter()
     run_turns(a.turns)
     sync()
     dt = time.perf_counter() - t0
     mark("measured turns end")
+    extra = {}
+    if off:
+        extra.update(offload_slots=a.offload_slots, swaps_in=off.swaps_in - swaps0[0],
+                     swaps_out=off.swaps_out - swaps0[1])
+        off.flush()
     pool_sum = pool_checksum(pools)
     steps = a.turns * a.turn
     print(json.dumps({
         "pool": a.pool, "layout": a.layout, "hint": a.hint, "pool_bytes": pool_bytes,
         "working_set_bytes": a.batch * a.blocks_per_session * block_bytes * 2 * a.layers,
         "steps": steps, "step_ms": dt / steps * 1e3, "tok_s": a.batch * steps / dt,
-        "digest": repr(digest.item()), "pool_sum": pool_sum,
+        "digest": repr(digest.item()), "pool_sum": pool_sum, **extra,
     }))
 
 
