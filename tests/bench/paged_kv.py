@@ -38,6 +38,7 @@ import argparse
 import ctypes
 import json
 import random
+import re
 import sys
 import time
 from collections import OrderedDict
@@ -48,6 +49,7 @@ import torch.nn.functional as F
 HINT_HOT, HINT_COLD = 1, 2
 CHUNK = 2 << 20
 DEVICE = "cuda"  # --device cpu: a smoke test of the logic without a GPU
+LINK_BYTES_S = 55.3e9  # pinned H2D on the H200 test machine (BENCHMARKS.md)
 
 
 def sync():
@@ -94,6 +96,49 @@ def draw_schedule(draw, batch, changes):
             slots[i] = s
         turn_sets.append(list(slots))
     return turn_sets
+
+
+def parse_bytes(v):
+    """64M, 2G, 2GiB, 1073741824: binary units, as kvtierd.conf."""
+    m = re.fullmatch(r"(\d+)\s*([KMGT]?)(i?B)?", v.strip(), re.I)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {v}")
+    return int(m.group(1)) << (10 * " KMGT".index(m.group(2).upper() or " "))
+
+
+def min_sessions_in(turn_sets, cap, first, last):
+    """Belady's MIN over whole sessions: how many sessions turns first..last
+    must bring in with room for `cap` sessions, from the run's start with
+    turn 0's sessions resident.  At each turn, the sessions not resident come
+    in, each evicting the resident session outside the turn whose next turn
+    is the furthest (one never used again first).  Future uses count up to
+    turn `last` only."""
+    seq = turn_sets[:last + 1]
+
+    def nxt(k, s):
+        return next((j for j in range(k + 1, len(seq)) if s in seq[j]), len(seq))
+    resident, n = set(seq[0]), 0
+    for k in range(1, last + 1):
+        for s in seq[k]:
+            if s in resident:
+                continue
+            if len(resident) >= cap:
+                resident.remove(max(resident - set(seq[k]), key=lambda v: nxt(k, v)))
+            resident.add(s)
+            n += k >= first
+    return n
+
+
+def lru_sessions_in(turn_sets, cap, first, last):
+    """The same count for an LRU over whole sessions from a cold start (turn
+    0's sessions only), as --pool offload with --offload-slots cap swaps."""
+    lru, n = SessionLRU(cap), 0
+    for k, t in enumerate(turn_sets[:last + 1]):
+        moves = lru.start_turn(t)
+        if k >= first:
+            n += len(moves)
+        lru.end_turn(t)
+    return n
 
 
 class SessionLRU:
@@ -246,6 +291,43 @@ def pool_checksum(pools):
     return acc
 
 
+def bound(a, turn_sets, session_bytes, steps):
+    """The bound of BENCHMARKS.md, for a VRAM budget of --bound-budget bytes:
+    bound step = all-VRAM step + bound_step_ms_extra, where
+
+        bound_step_ms_extra = bound_bytes_in / 55.3e9 B/s / steps * 1e3
+        bound_bytes_in = bound_sessions_in * session_bytes
+
+    and bound_sessions_in counts the sessions that the measured turns must
+    bring over PCIe with room for cap = budget // session_bytes whole
+    sessions, under Belady's MIN (min_sessions_in) on this run's own draws,
+    from turn 0's sessions in VRAM.  No policy that fetches a session no
+    earlier than the turn change that draws it brings in fewer (none can
+    fetch earlier: the draws are random); with sessions of one size and an
+    integral cap, keeping parts of sessions does not beat MIN either, and
+    reading a session across the link instead costs its bytes every step.
+    Only a free, clairvoyant fill of the room left beside turn 0's sessions
+    before the run could save more (at most cap - batch sessions).  It
+    counts bytes in only: write-backs go the other way on a full-duplex
+    link.  Per step it is the measured turns' average, not when they cross.
+    The bound is block-granular: it ignores that kvtier moves 2 MiB chunks,
+    which in the interleaved layout hold blocks of every session.
+    lru_sessions_in is the same count for an LRU over whole sessions (what
+    --pool offload with that many slots does).  A budget below the working
+    set (cap < --batch) has no such bound here: the fields are null."""
+    cap = a.bound_budget // session_bytes
+    first, last = a.warmup_turns, a.warmup_turns + a.turns - 1
+    r = {"bound_budget": a.bound_budget, "session_bytes": session_bytes, "bound_sessions": cap,
+         "link_bytes_s": LINK_BYTES_S, "bound_sessions_in": None, "lru_sessions_in": None,
+         "bound_bytes_in": None, "bound_step_ms_extra": None}
+    if cap >= a.batch:
+        n = min_sessions_in(turn_sets, cap, first, last)
+        r.update(bound_sessions_in=n, lru_sessions_in=lru_sessions_in(turn_sets, cap, first, last),
+                 bound_bytes_in=n * session_bytes,
+                 bound_step_ms_extra=n * session_bytes / LINK_BYTES_S / steps * 1e3)
+    return r
+
+
 def mark(what):
     print(f"paged_kv: {what} at {time.time():.3f}", file=sys.stderr, flush=True)
 
@@ -271,6 +353,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--step-log", help="diagnosis: wait for every step and write its wall time (ms) to this "
                     "file, one line per step: turn, step, ms, end time (changes what it measures)")
+    ap.add_argument("--bound-budget", type=parse_bytes, metavar="BYTES",
+                    help="report the bound of BENCHMARKS.md for a VRAM budget of BYTES (2G ...): "
+                    "see bound() (costs nothing on the GPU)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: a smoke test of the logic on a machine without a GPU (--pool torch or offload)")
     a = ap.parse_args()
@@ -417,6 +502,8 @@ def main():
         off.flush()
     pool_sum = pool_checksum(pools)
     steps = a.turns * a.turn
+    if a.bound_budget is not None:
+        extra.update(bound(a, turn_sets, a.blocks_per_session * block_bytes * 2 * a.layers, steps))
     print(json.dumps({
         "pool": a.pool, "layout": a.layout, "hint": a.hint, "pool_bytes": pool_bytes,
         "working_set_bytes": a.batch * a.blocks_per_session * block_bytes * 2 * a.layers,
