@@ -12,32 +12,49 @@ slot's session (gather + scaled_dot_product_attention), for every layer.
 
 --pool: torch (torch.empty on cuda: VRAM, or kvtier's managed memory when
 run under libkvtier.so), managed (cudaMallocManaged through CuPy, no advice),
-zerocopy (pinned host memory read by the GPU over PCIe).
+zerocopy (pinned host memory read by the GPU over PCIe), offload (the
+engine's own CPU offload of whole sessions, BENCHMARKS.md's reference: the
+pool in pinned host memory, a VRAM cache of --offload-slots sessions, a
+quarter of the pool by default, swapped LRU at turn starts on the compute
+stream; see class Offload).
 --layout: contiguous (a session's blocks adjacent) or interleaved (blocks
 dealt out round-robin over sessions: every 2 MiB chunk holds blocks of many).
 --hint: tell kvtier (kvtier_hint via ctypes) which sessions a turn starts and
 ends, as an engine that knows its scheduler would; only under libkvtier.so.
+--device cpu: everything on the CPU, small sizes: a check of the logic (pool
+sums equal across pools) on a machine without a GPU, not a measurement.
 
 Prints one JSON line last: tokens/s, step time, a digest of all outputs (the
 sum of the attention outputs: not bitwise repeatable even all-VRAM, attention
 kernels differ in reduction order run to run) and pool_sum, an exact integer
 checksum of every K/V pool after the run (seeded data and deterministic
-writes: equal across pools and runs unless some KV byte was lost).  Phase
-marks (wall-clock time.time()) go to stderr, to line up with a kvtierctl
-timeline.
+writes: equal across pools and runs unless some KV byte was lost; offload
+writes its cache back to the host pool first).  --pool offload adds
+swaps_in and swaps_out: sessions copied in and written back during the
+measured turns.  Phase marks (wall-clock time.time()) go to stderr, to
+line up with a kvtierctl timeline.
 """
 import argparse
 import ctypes
 import json
 import random
+import re
 import sys
 import time
+from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
 
 HINT_HOT, HINT_COLD = 1, 2
 CHUNK = 2 << 20
+DEVICE = "cuda"  # --device cpu: a smoke test of the logic without a GPU
+LINK_BYTES_S = 55.3e9  # pinned H2D on the H200 test machine (BENCHMARKS.md)
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def zipf_sampler(n, s, rng):
@@ -57,9 +74,189 @@ def zipf_sampler(n, s, rng):
     return draw
 
 
+def draw_schedule(draw, batch, changes):
+    """The sessions of the first turn, then those of every slot after each of
+    `changes` turn changes: turn_sets[k] is turn k's slots.  Drawn up front,
+    in the order the turns used to draw them as they went (one generator, so
+    the same sequence), so that --bound-budget can see the future."""
+    slots = []
+    for _ in range(batch):
+        s = draw()
+        while s in slots:
+            s = draw()
+        slots.append(s)
+    turn_sets = [list(slots)]
+    for _ in range(changes):
+        # every slot ends its turn; the next sessions come by Zipf, none
+        # already in a slot (a session that left an earlier slot may return)
+        for i in range(batch):
+            s = draw()
+            while s in slots:
+                s = draw()
+            slots[i] = s
+        turn_sets.append(list(slots))
+    return turn_sets
+
+
+def parse_bytes(v):
+    """64M, 2G, 2GiB, 1073741824: binary units, as kvtierd.conf."""
+    m = re.fullmatch(r"(\d+)\s*([KMGT]?)(i?B)?", v.strip(), re.I)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {v}")
+    return int(m.group(1)) << (10 * " KMGT".index(m.group(2).upper() or " "))
+
+
+def min_sessions_in(turn_sets, cap, first, last):
+    """Belady's MIN over whole sessions: how many sessions turns first..last
+    must bring in with room for `cap` sessions, from the run's start with
+    turn 0's sessions resident.  At each turn, the sessions not resident come
+    in, each evicting the resident session outside the turn whose next turn
+    is the furthest (one never used again first).  Future uses count up to
+    turn `last` only."""
+    seq = turn_sets[:last + 1]
+
+    def nxt(k, s):
+        return next((j for j in range(k + 1, len(seq)) if s in seq[j]), len(seq))
+    resident, n = set(seq[0]), 0
+    for k in range(1, last + 1):
+        for s in seq[k]:
+            if s in resident:
+                continue
+            if len(resident) >= cap:
+                resident.remove(max(resident - set(seq[k]), key=lambda v: nxt(k, v)))
+            resident.add(s)
+            n += k >= first
+    return n
+
+
+def lru_sessions_in(turn_sets, cap, first, last):
+    """The same count for an LRU over whole sessions from a cold start (turn
+    0's sessions only), as --pool offload with --offload-slots cap swaps."""
+    lru, n = SessionLRU(cap), 0
+    for k, t in enumerate(turn_sets[:last + 1]):
+        moves = lru.start_turn(t)
+        if k >= first:
+            n += len(moves)
+        lru.end_turn(t)
+    return n
+
+
+class SessionLRU:
+    """Whole sessions in `cap` slots, the least recently used out first."""
+
+    def __init__(self, cap):
+        self.slot = OrderedDict()  # session -> slot, least recently used first
+        self.free = list(range(cap - 1, -1, -1))
+
+    def start_turn(self, active):
+        """Makes every session of `active` resident; returns (session, slot,
+        victim or None) for each that must come in, in order."""
+        moves = []
+        for s in active:
+            if s in self.slot:
+                self.slot.move_to_end(s)
+                continue
+            victim = None
+            if not self.free:
+                victim = next(v for v in self.slot if v not in active)
+                self.free.append(self.slot.pop(victim))
+            self.slot[s] = self.free.pop()
+            moves.append((s, self.slot[s], victim))
+        return moves
+
+    def end_turn(self, active):
+        for s in active:  # read by every step of the turn
+            self.slot.move_to_end(s)
+
+
+class Offload:
+    """--pool offload: an engine-side CPU offload of whole sessions.  The pool
+    lives in pinned host memory; a VRAM cache of `slots` whole sessions per
+    layer's K and V serves the steps, which see block tables remapped to the
+    cache.  At the start of a turn each of its sessions not cached comes in:
+    the least recently used cached session not in the turn is written back
+    to the host pool (every session is appended to while it runs), then the
+    new one's blocks are copied into the freed slot.  The copies run on the
+    compute stream, one after the other, as the simple offload of the anchor
+    in BENCHMARKS.md: no overlap with the steps.  A session whose blocks are
+    adjacent in the pool moves as one slice (one DMA copy per layer's K or
+    V); any other table is gathered on the CPU into a pinned staging buffer
+    (and scattered back from it), which waits for the copies."""
+
+    def __init__(self, host, tables, slots, bps):
+        self.host, self.tables, self.bps = host, tables, bps
+        shape = (slots * bps,) + tuple(host[0][0].shape[1:])
+        self.cache = [[torch.empty(shape, dtype=t.dtype, device=DEVICE) for t in kv] for kv in host]
+        self.ctab_t = [torch.arange(c * bps, (c + 1) * bps, device=DEVICE) for c in range(slots)]
+        self.lru = SessionLRU(slots)
+        self.swaps_in = self.swaps_out = 0
+        self.first = {}   # session -> its first pool block, where its blocks are adjacent
+        self.idx = {}     # session -> its block table on the CPU, where they are not
+        for s, t in enumerate(tables):
+            if t == list(range(t[0], t[0] + bps)):
+                self.first[s] = t[0]
+            else:
+                self.idx[s] = torch.tensor(t, dtype=torch.long)
+        self.staging = None
+        if self.idx:
+            self.staging = [[torch.empty((bps,) + shape[1:], dtype=t.dtype, pin_memory=DEVICE == "cuda")
+                             for t in kv] for kv in host]
+
+    def slot_of(self, s):
+        return self.lru.slot[s]
+
+    def _pairs(self, s, c):
+        """(host rows or None, cache slice, staging or None) per K/V tensor."""
+        span = slice(c * self.bps, (c + 1) * self.bps)
+        for li, kv in enumerate(self.host):
+            for ki, h in enumerate(kv):
+                cache = self.cache[li][ki][span]
+                if s in self.first:
+                    yield h[self.first[s]:self.first[s] + self.bps], cache, None
+                else:
+                    yield h, cache, self.staging[li][ki]
+
+    def write_back(self, s, c):
+        self.swaps_out += 1
+        for rows, cache, stage in self._pairs(s, c):
+            (rows if stage is None else stage).copy_(cache, non_blocking=True)
+        if s in self.idx:
+            sync()  # the staging buffers hold the session now
+            for rows, _, stage in self._pairs(s, c):
+                rows.index_copy_(0, self.idx[s], stage)
+
+    def read_in(self, s, c):
+        self.swaps_in += 1
+        for rows, cache, stage in self._pairs(s, c):
+            if stage is None:
+                cache.copy_(rows, non_blocking=True)
+            else:
+                torch.index_select(rows, 0, self.idx[s], out=stage)
+                cache.copy_(stage, non_blocking=True)
+        if s in self.idx:
+            sync()  # before the staging buffers are written again
+
+    def start_turn(self, active):
+        for s, c, victim in self.lru.start_turn(active):
+            if victim is not None:
+                self.write_back(victim, c)
+            self.read_in(s, c)
+
+    def end_turn(self, active):
+        self.lru.end_turn(active)
+
+    def flush(self):
+        """Every cached session back to the host pool (for pool_checksum)."""
+        for s, c in list(self.lru.slot.items()):
+            self.write_back(s, c)
+        sync()
+
+
 def alloc_pool(kind, shape, dtype):
     if kind == "torch":
-        return torch.empty(shape, dtype=dtype, device="cuda")
+        return torch.empty(shape, dtype=dtype, device=DEVICE)
+    if kind == "offload":  # filled from the GPU like the others: the same bytes
+        return torch.empty(shape, dtype=dtype, pin_memory=DEVICE == "cuda")
     import cupy
     n = 1
     for d in shape:
@@ -81,16 +278,54 @@ def alloc_pool(kind, shape, dtype):
 
 
 def pool_checksum(pools):
-    """Exact: sum over every 16-bit word w_i of the pools of w_i * (i % 65521 + 1)."""
+    """Exact: sum over every 16-bit word w_i of the pools of w_i * (i % 65521 + 1).
+    Pools in host memory are summed on the GPU too, a span at a time."""
     acc, span = 0, 1 << 26
     for kv in pools:
         for t in kv:
             flat = t.view(-1).view(torch.int16)
             for i in range(0, flat.numel(), span):
-                x = flat[i:i + span].to(torch.int64)
-                w = torch.arange(i, i + x.numel(), device="cuda", dtype=torch.int64) % 65521 + 1
+                x = flat[i:i + span].to(DEVICE).to(torch.int64)
+                w = torch.arange(i, i + x.numel(), device=DEVICE, dtype=torch.int64) % 65521 + 1
                 acc += int((x * w).sum().item())  # < 2^15 * 2^16 * 2^26: no overflow
     return acc
+
+
+def bound(a, turn_sets, session_bytes, steps):
+    """The bound of BENCHMARKS.md, for a VRAM budget of --bound-budget bytes:
+    bound step = all-VRAM step + bound_step_ms_extra, where
+
+        bound_step_ms_extra = bound_bytes_in / 55.3e9 B/s / steps * 1e3
+        bound_bytes_in = bound_sessions_in * session_bytes
+
+    and bound_sessions_in counts the sessions that the measured turns must
+    bring over PCIe with room for cap = budget // session_bytes whole
+    sessions, under Belady's MIN (min_sessions_in) on this run's own draws,
+    from turn 0's sessions in VRAM.  No policy that fetches a session no
+    earlier than the turn change that draws it brings in fewer (none can
+    fetch earlier: the draws are random); with sessions of one size and an
+    integral cap, keeping parts of sessions does not beat MIN either, and
+    reading a session across the link instead costs its bytes every step.
+    Only a free, clairvoyant fill of the room left beside turn 0's sessions
+    before the run could save more (at most cap - batch sessions).  It
+    counts bytes in only: write-backs go the other way on a full-duplex
+    link.  Per step it is the measured turns' average, not when they cross.
+    The bound is block-granular: it ignores that kvtier moves 2 MiB chunks,
+    which in the interleaved layout hold blocks of every session.
+    lru_sessions_in is the same count for an LRU over whole sessions (what
+    --pool offload with that many slots does).  A budget below the working
+    set (cap < --batch) has no such bound here: the fields are null."""
+    cap = a.bound_budget // session_bytes
+    first, last = a.warmup_turns, a.warmup_turns + a.turns - 1
+    r = {"bound_budget": a.bound_budget, "session_bytes": session_bytes, "bound_sessions": cap,
+         "link_bytes_s": LINK_BYTES_S, "bound_sessions_in": None, "lru_sessions_in": None,
+         "bound_bytes_in": None, "bound_step_ms_extra": None}
+    if cap >= a.batch:
+        n = min_sessions_in(turn_sets, cap, first, last)
+        r.update(bound_sessions_in=n, lru_sessions_in=lru_sessions_in(turn_sets, cap, first, last),
+                 bound_bytes_in=n * session_bytes,
+                 bound_step_ms_extra=n * session_bytes / LINK_BYTES_S / steps * 1e3)
+    return r
 
 
 def mark(what):
@@ -99,7 +334,9 @@ def mark(what):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pool", choices=["torch", "managed", "zerocopy"], default="torch")
+    ap.add_argument("--pool", choices=["torch", "managed", "zerocopy", "offload"], default="torch")
+    ap.add_argument("--offload-slots", type=int,
+                    help="--pool offload: sessions the VRAM cache holds (default: a quarter of --sessions)")
     ap.add_argument("--layout", choices=["contiguous", "interleaved"], default="contiguous")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--sessions", type=int, default=32)
@@ -116,7 +353,22 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--step-log", help="diagnosis: wait for every step and write its wall time (ms) to this "
                     "file, one line per step: turn, step, ms, end time (changes what it measures)")
+    ap.add_argument("--bound-budget", type=parse_bytes, metavar="BYTES",
+                    help="report the bound of BENCHMARKS.md for a VRAM budget of BYTES (2G ...): "
+                    "see bound() (costs nothing on the GPU)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: a smoke test of the logic on a machine without a GPU (--pool torch or offload)")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
+    if DEVICE == "cpu" and (a.pool not in ("torch", "offload") or a.hint):
+        ap.error("--device cpu takes --pool torch or offload, and no --hint")
+    if a.pool == "offload" and a.hint:
+        ap.error("--pool offload is the engine's own offload: no kvtier to hint")
+    if a.offload_slots is None:
+        a.offload_slots = max(a.sessions // 4, a.batch)
+    if a.pool == "offload" and not a.batch <= a.offload_slots <= a.sessions:
+        ap.error("--offload-slots must hold a turn's sessions (--batch) and no more than --sessions")
 
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
@@ -129,10 +381,10 @@ def main():
             t = alloc_pool(a.pool, shape, torch.bfloat16)
             for i in range(0, n_blocks, 4096):
                 n = min(4096, n_blocks - i)
-                t[i:i + n].copy_(torch.randn((n,) + shape[1:], dtype=torch.bfloat16, device="cuda"))
+                t[i:i + n].copy_(torch.randn((n,) + shape[1:], dtype=torch.bfloat16, device=DEVICE))
             kv.append(t)
         pools.append(kv)
-    torch.cuda.synchronize()
+    sync()
     mark("pools filled")
     pool_bytes = 2 * a.layers * pools[0][0].numel() * 2
 
@@ -141,8 +393,12 @@ def main():
         tables = [list(range(s * a.blocks_per_session, (s + 1) * a.blocks_per_session)) for s in range(a.sessions)]
     else:
         tables = [list(range(s, n_blocks, a.sessions)) for s in range(a.sessions)]
-    tables_t = [torch.tensor(t, dtype=torch.long, device="cuda") for t in tables]
+    tables_t = [torch.tensor(t, dtype=torch.long, device=DEVICE) for t in tables]
     block_bytes = a.block_size * a.heads * a.head_dim * 2
+    off = None
+    if a.pool == "offload":
+        off = Offload(pools, tables, a.offload_slots, a.blocks_per_session)
+        mark("offload cache allocated")
 
     hint = None
     if a.hint:
@@ -171,27 +427,30 @@ def main():
                     hint(base + c0 * CHUNK, (c1 - c0 + 1) * CHUNK, kind)
 
     draw = zipf_sampler(a.sessions, a.zipf, rng)
-    slots = []
-    for _ in range(a.batch):
-        s = draw()
-        while s in slots:
-            s = draw()
-        slots.append(s)
+    # a turn change after every turn, the last measured one's too (its hints
+    # are sent, as an engine would)
+    turn_sets = draw_schedule(draw, a.batch, a.warmup_turns + a.turns)
+    slots = list(turn_sets[0])
     if hint:
         for s in slots:
             hint_session(s, HINT_HOT)
     pos = [0] * a.batch
     tokens_per_session = a.blocks_per_session * a.block_size
-    q = torch.randn(a.batch, a.heads, 1, a.head_dim, dtype=torch.bfloat16, device="cuda")
-    newkv = torch.randn(a.batch, a.heads, a.head_dim, dtype=torch.bfloat16, device="cuda")
-    digest = torch.zeros((), dtype=torch.float64, device="cuda")
+    q = torch.randn(a.batch, a.heads, 1, a.head_dim, dtype=torch.bfloat16, device=DEVICE)
+    newkv = torch.randn(a.batch, a.heads, a.head_dim, dtype=torch.bfloat16, device=DEVICE)
+    digest = torch.zeros((), dtype=torch.float64, device=DEVICE)
 
     def step():
         nonlocal digest
-        idx = torch.stack([tables_t[s] for s in slots])  # [B, nblk]
-        wb = torch.tensor([tables[s][p // a.block_size] for s, p in zip(slots, pos)], device="cuda")
-        wo = torch.tensor([p % a.block_size for p in pos], device="cuda")
-        for kp, vp in pools:
+        if off:  # the cache holds every session of the turn, a slot each
+            idx = torch.stack([off.ctab_t[off.slot_of(s)] for s in slots])
+            wb = [off.slot_of(s) * a.blocks_per_session + p // a.block_size for s, p in zip(slots, pos)]
+        else:
+            idx = torch.stack([tables_t[s] for s in slots])  # [B, nblk]
+            wb = [tables[s][p // a.block_size] for s, p in zip(slots, pos)]
+        wb = torch.tensor(wb, device=DEVICE)
+        wo = torch.tensor([p % a.block_size for p in pos], device=DEVICE)
+        for kp, vp in (off.cache if off else pools):
             kp[wb, wo] = newkv
             vp[wb, wo] = newkv
             k = kp[idx].flatten(1, 2).transpose(1, 2)  # [B, H, S, D]
@@ -207,19 +466,20 @@ def main():
     def run_turns(n):
         nonlocal turn_no
         for _ in range(n):
+            if off:
+                off.start_turn(slots)
             for j in range(a.turn):
                 t0 = time.perf_counter()
                 step()
                 if log:
-                    torch.cuda.synchronize()
+                    sync()
                     log.write("%d %d %.3f %.3f\n" % (turn_no, j, (time.perf_counter() - t0) * 1e3, time.time()))
+            if off:
+                off.end_turn(slots)
             turn_no += 1
             # every slot ends its turn; the next sessions come by Zipf
             for i in range(a.batch):
-                old = slots[i]
-                s = draw()
-                while s in slots:
-                    s = draw()
+                old, s = slots[i], turn_sets[turn_no][i]
                 slots[i] = s
                 if hint:
                     hint_session(old, HINT_COLD)
@@ -227,20 +487,28 @@ def main():
 
     mark("warm-up starts")
     run_turns(a.warmup_turns)
-    torch.cuda.synchronize()
+    sync()
     mark("measured turns start")
+    swaps0 = (off.swaps_in, off.swaps_out) if off else (0, 0)
     t0 = time.perf_counter()
     run_turns(a.turns)
-    torch.cuda.synchronize()
+    sync()
     dt = time.perf_counter() - t0
     mark("measured turns end")
+    extra = {}
+    if off:
+        extra.update(offload_slots=a.offload_slots, swaps_in=off.swaps_in - swaps0[0],
+                     swaps_out=off.swaps_out - swaps0[1])
+        off.flush()
     pool_sum = pool_checksum(pools)
     steps = a.turns * a.turn
+    if a.bound_budget is not None:
+        extra.update(bound(a, turn_sets, a.blocks_per_session * block_bytes * 2 * a.layers, steps))
     print(json.dumps({
         "pool": a.pool, "layout": a.layout, "hint": a.hint, "pool_bytes": pool_bytes,
         "working_set_bytes": a.batch * a.blocks_per_session * block_bytes * 2 * a.layers,
         "steps": steps, "step_ms": dt / steps * 1e3, "tok_s": a.batch * steps / dt,
-        "digest": repr(digest.item()), "pool_sum": pool_sum,
+        "digest": repr(digest.item()), "pool_sum": pool_sum, **extra,
     }))
 
 
