@@ -21,6 +21,9 @@ stream; see class Offload).
 dealt out round-robin over sessions: every 2 MiB chunk holds blocks of many).
 --hint: tell kvtier (kvtier_hint via ctypes) which sessions a turn starts and
 ends, as an engine that knows its scheduler would; only under libkvtier.so.
+--hint-ahead N: the next turn's new sessions are hinted HOT N steps before
+the turn ends, as an engine that knows its queue of waiting requests can
+(vLLM's scheduler knows them; LMCache-style loaders start early).
 --device cpu: everything on the CPU, small sizes: a check of the logic (pool
 sums equal across pools) on a machine without a GPU, not a measurement.
 
@@ -350,6 +353,9 @@ def main():
     ap.add_argument("--warmup-turns", type=int, default=1)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--hint", action="store_true")
+    ap.add_argument("--hint-ahead", type=int, default=0, metavar="STEPS",
+                    help="with --hint: hint the next turn's new sessions HOT this many steps before the turn "
+                    "ends, as an engine that knows its queue of waiting requests can")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--step-log", help="diagnosis: wait for every step and write its wall time (ms) to this "
                     "file, one line per step: turn, step, ms, end time (changes what it measures)")
@@ -469,6 +475,9 @@ def main():
             if off:
                 off.start_turn(slots)
             for j in range(a.turn):
+                if hint and a.hint_ahead and j == a.turn - a.hint_ahead:
+                    for s in set(turn_sets[turn_no + 1]) - set(slots):
+                        hint_session(s, HINT_HOT)
                 t0 = time.perf_counter()
                 step()
                 if log:
@@ -482,7 +491,8 @@ def main():
                 old, s = slots[i], turn_sets[turn_no][i]
                 slots[i] = s
                 if hint:
-                    hint_session(old, HINT_COLD)
+                    if old not in turn_sets[turn_no]:  # a session drawn again stays HOT
+                        hint_session(old, HINT_COLD)
                     hint_session(s, HINT_HOT)
 
     mark("warm-up starts")
