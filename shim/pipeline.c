@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,6 +16,7 @@
 #include "util.h"
 
 #define MAX_STREAMS 8
+#define MAX_EVICTORS 8
 
 enum { DIR_UP, DIR_DOWN, _DIR_MAX };
 
@@ -32,6 +34,12 @@ struct run {
         cudaStream_t stream;
         cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue */
         uint64_t t0;
+        /* Evictions handed to an evictor thread: queued until it has made
+         * the run's calls; then start_err (the calls' error, or the stream's
+         * when no event could track it) and event are set.  Under the lock. */
+        bool queued;
+        cudaError_t start_err;
+        struct run *next_queued;
 };
 
 struct device_state {
@@ -44,6 +52,19 @@ struct device_state {
 
 struct pipeline {
         struct pipeline_config cfg;
+        /* Evictor threads.  On the H200 (driver 580) a prefetch to the host
+         * returns only once its pages have moved (~2 ms per 16 MiB), so
+         * issued from the owner's thread, evictions held back every
+         * promotion ordered after them.  The lock guards the queue, the
+         * queued runs' state and the host locations (dev[].host*,
+         * numa_refused), which evictors read and update. */
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        struct run *evq_head, **evq_tail;
+        unsigned evq_busy; /* runs an evictor has taken and not yet started */
+        bool stopping;
+        pthread_t evictors[MAX_EVICTORS];
+        unsigned n_evictors;
         const struct kvt_cudart *rt;
         pipeline_done_fn done;
         void *userdata;
@@ -67,23 +88,31 @@ bool pipeline_host_numa_from_env(void) {
         return env_bool("KVTIER_MOVER_HOST_NUMA", true);
 }
 
-void pipeline_config_from_env(struct pipeline_config *ret) {
-        const char *v = getenv("KVTIER_MOVER_STREAMS");
+/* A count in min..max from the environment variable name, else def. */
+static unsigned env_count(const char *name, unsigned def, unsigned min, unsigned max) {
+        const char *v = getenv(name);
+        unsigned long n;
+        char *end;
 
+        if (!v || !*v)
+                return def;
+        n = strtoul(v, &end, 10);
+        if (*end || n < min || n > max) {
+                log_warning("%s=%s is not a number in %u..%u, ignoring.", name, v, min, max);
+                return def;
+        }
+        return (unsigned)n;
+}
+
+void pipeline_config_from_env(struct pipeline_config *ret) {
         /* Measured on the H200 (tests/bench/RESULTS.md, 2026-11-29): read-
          * duplicated promotion runs at 8-13 GB/s against 45-51 for plain
          * migration, more than the copy-free eviction of clean chunks wins
          * back; and the host NUMA location slows read-duplication further. */
-        *ret = (struct pipeline_config){ .streams_per_dir = 2, .read_dup = false, .host_numa = true };
-        if (v && *v) {
-                char *end;
-                unsigned long n = strtoul(v, &end, 10);
-
-                if (*end || n < 1 || n > MAX_STREAMS)
-                        log_warning("KVTIER_MOVER_STREAMS=%s is not a number in 1..%d, ignoring.", v, MAX_STREAMS);
-                else
-                        ret->streams_per_dir = (unsigned)n;
-        }
+        *ret = (struct pipeline_config){
+                .streams_per_dir = 2, .read_dup = false, .host_numa = true, .evict_threads = 2};
+        ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
+        ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
         ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
         ret->host_numa = pipeline_host_numa_from_env();
 }
@@ -171,12 +200,22 @@ static cudaError_t advise_host_preferred(struct pipeline *p, void *ptr, size_t l
         return p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 }
 
+/* Called from the owner and from evictors: the host locations are shared. */
 static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int dev, int node, cudaStream_t s) {
-        struct cudaMemLocation loc = host_target(p, dev, node);
-        cudaError_t e = p->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
+        struct cudaMemLocation loc;
+        cudaError_t e;
+        bool again;
 
-        if (host_fallback(p, dev, loc, e))
-                e = p->rt->cudaMemPrefetchAsync(ptr, len, host_location(p, dev), 0, s);
+        pthread_mutex_lock(&p->lock);
+        loc = host_target(p, dev, node);
+        pthread_mutex_unlock(&p->lock);
+        e = p->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
+        pthread_mutex_lock(&p->lock);
+        again = host_fallback(p, dev, loc, e);
+        loc = host_location(p, dev);
+        pthread_mutex_unlock(&p->lock);
+        if (again)
+                e = p->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
         return e;
 }
 
@@ -302,8 +341,89 @@ static void run_finish(struct pipeline *p, struct run *r, cudaError_t e) {
         run_free(p, r);
 }
 
-/* Pins the run's region and starts it; a run that completes at once (an
- * error, or no event to track it) is finished here. */
+/* An event recorded on s after the work queued so far, with a host function
+ * after it that wakes the owner; NULL if CUDA gives none (then the caller
+ * waits for the stream itself: slower, still correct). */
+static cudaEvent_t run_track(struct pipeline *p, cudaStream_t s) {
+        cudaEvent_t ev;
+
+        if (p->rt->cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+                return NULL;
+        if (p->rt->cudaEventRecord(ev, s) != cudaSuccess ||
+            p->rt->cudaLaunchHostFunc(s, wake, (void *)(intptr_t)p->wake_fd) != cudaSuccess) {
+                (void)p->rt->cudaEventDestroy(ev);
+                return NULL;
+        }
+        return ev;
+}
+
+static void in_flight_add(struct pipeline *p, struct run *r) {
+        r->next = NULL;
+        *p->tail = r;
+        p->tail = &r->next;
+        if (++p->n_in_flight > p->max_in_flight)
+                p->max_in_flight = p->n_in_flight;
+}
+
+/* Hands an eviction to the evictors; it is in flight from now on, and
+ * pipeline_reap() finishes it once an evictor has started it. */
+static void evict_enqueue(struct pipeline *p, struct run *r) {
+        r->queued = true;
+        r->next_queued = NULL;
+        in_flight_add(p, r);
+        pthread_mutex_lock(&p->lock);
+        *p->evq_tail = r;
+        p->evq_tail = &r->next_queued;
+        pthread_cond_signal(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+}
+
+/* An evictor: makes the calls of queued evictions (which may block for the
+ * whole copy), then leaves each run to the owner to finish and report. */
+static void *evictor_main(void *arg) {
+        struct pipeline *p = arg;
+
+        pthread_mutex_lock(&p->lock);
+        for (;;) {
+                cudaEvent_t ev = NULL;
+                struct run *r;
+                cudaError_t e;
+
+                while (!p->evq_head && !p->stopping)
+                        pthread_cond_wait(&p->cond, &p->lock);
+                if (!p->evq_head)
+                        break;
+                r = p->evq_head;
+                p->evq_head = r->next_queued;
+                if (!p->evq_head)
+                        p->evq_tail = &p->evq_head;
+                p->evq_busy++;
+                pthread_mutex_unlock(&p->lock);
+
+                e = p->rt->cudaSetDevice(r->device);
+                if (e == cudaSuccess)
+                        e = run_start(p, r);
+                if (e == cudaSuccess && !(ev = run_track(p, r->stream)))
+                        e = p->rt->cudaStreamSynchronize(r->stream);
+
+                pthread_mutex_lock(&p->lock);
+                r->event = ev;
+                r->start_err = e;
+                r->queued = false;
+                p->evq_busy--;
+                pthread_cond_broadcast(&p->cond); /* pipeline_drain() may wait for this */
+                pthread_mutex_unlock(&p->lock);
+                if (!ev)
+                        wake((void *)(intptr_t)p->wake_fd); /* no host function will */
+                pthread_mutex_lock(&p->lock);
+        }
+        pthread_mutex_unlock(&p->lock);
+        return NULL;
+}
+
+/* Pins the run's region and starts it, or hands an eviction to the
+ * evictors; a run that completes at once (an error, or no event to track
+ * it) is finished here. */
 static void run_issue(struct pipeline *p, struct run *r) {
         struct shim_region reg;
         uint64_t first = r->orders[0].first_chunk, n = 0;
@@ -337,29 +457,23 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 run_free(p, r);
                 return;
         }
+        if (r->tier != KVT_TIER_VRAM && p->n_evictors > 0) {
+                evict_enqueue(p, r);
+                return;
+        }
         e = run_start(p, r);
         if (e != cudaSuccess) {
                 run_finish(p, r, e);
                 return;
         }
         /* Completion is tracked by the event; the host function only wakes
-         * the mover.  Without either, wait here: slower, still correct. */
-        if (p->rt->cudaEventCreateWithFlags(&r->event, cudaEventDisableTiming) != cudaSuccess)
-                r->event = NULL;
-        else if (p->rt->cudaEventRecord(r->event, r->stream) != cudaSuccess ||
-                 p->rt->cudaLaunchHostFunc(r->stream, wake, (void *)(intptr_t)p->wake_fd) != cudaSuccess) {
-                (void)p->rt->cudaEventDestroy(r->event);
-                r->event = NULL;
-        }
+         * the mover. */
+        r->event = run_track(p, r->stream);
         if (!r->event) {
                 run_finish(p, r, p->rt->cudaStreamSynchronize(r->stream));
                 return;
         }
-        r->next = NULL;
-        *p->tail = r;
-        p->tail = &r->next;
-        if (++p->n_in_flight > p->max_in_flight)
-                p->max_in_flight = p->n_in_flight;
+        in_flight_add(p, r);
 }
 
 static bool continues(const struct kvt_order *prev, const struct kvt_order *o) {
@@ -407,9 +521,18 @@ size_t pipeline_reap(struct pipeline *p) {
         (void)n; /* EAGAIN: nothing woke us; a timeout polls anyway */
         for (struct run **i = &p->head; *i;) {
                 struct run *r = *i;
-                cudaError_t e = p->rt->cudaEventQuery(r->event);
+                cudaEvent_t ev;
+                cudaError_t e;
+                bool queued;
 
-                if (e == cudaErrorNotReady) {
+                pthread_mutex_lock(&p->lock);
+                queued = r->queued;
+                ev = r->event;
+                e = r->start_err; /* an eviction an evictor could not start, or waited for */
+                pthread_mutex_unlock(&p->lock);
+                if (!queued && ev)
+                        e = p->rt->cudaEventQuery(ev);
+                if (queued || e == cudaErrorNotReady) {
                         i = &r->next;
                         continue;
                 }
@@ -426,6 +549,10 @@ size_t pipeline_reap(struct pipeline *p) {
  * complete before the host function queued after it has run, and that
  * function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
+        pthread_mutex_lock(&p->lock);
+        while (p->evq_head || p->evq_busy)
+                pthread_cond_wait(&p->cond, &p->lock);
+        pthread_mutex_unlock(&p->lock);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (int dir = 0; dir < _DIR_MAX; dir++)
                         for (unsigned k = 0; k < MAX_STREAMS; k++)
@@ -494,6 +621,21 @@ int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt,
         p->done = done;
         p->userdata = userdata;
         p->tail = &p->head;
+        p->evq_tail = &p->evq_head;
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->cond, NULL);
+        /* Evictors inherit the caller's signal mask: the mover's takes none. */
+        while (p->n_evictors < MIN(p->cfg.evict_threads, MAX_EVICTORS)) {
+                int r = pthread_create(&p->evictors[p->n_evictors], NULL, evictor_main, p);
+
+                if (r != 0) {
+                        log_info("Could not start an evictor thread (%s); %u run evictions.", strerror(r),
+                                 p->n_evictors);
+                        break;
+                }
+                pthread_setname_np(p->evictors[p->n_evictors], "kvtier-evict");
+                p->n_evictors++;
+        }
         *ret = p;
         return 0;
 }
@@ -502,6 +644,14 @@ void pipeline_free(struct pipeline *p) {
         if (!p)
                 return;
         pipeline_drain(p);
+        pthread_mutex_lock(&p->lock);
+        p->stopping = true;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        for (unsigned k = 0; k < p->n_evictors; k++)
+                pthread_join(p->evictors[k], NULL);
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->cond);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (int dir = 0; dir < _DIR_MAX; dir++)
                         for (unsigned k = 0; k < MAX_STREAMS; k++)

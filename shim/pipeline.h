@@ -17,7 +17,11 @@
  *
  * Not thread-safe: one thread (the mover) owns a pipeline.  The fd from
  * pipeline_fd() becomes readable when a run may have completed; the owner
- * then calls pipeline_reap().
+ * then calls pipeline_reap(), which reports every completion from the
+ * owner's thread.  Evictions are issued by the pipeline's own evictor
+ * threads (config evict_threads), because a prefetch to the host may block
+ * its caller until the pages have moved: promotions ordered after them are
+ * issued at once.
  */
 
 struct kvt_order;
@@ -31,10 +35,11 @@ struct pipeline_config {
                                    * unexplained output difference under it there) */
         bool host_numa;           /* host tier on the GPU's NUMA node where CUDA allows (orders
                                    * that name a node go there regardless) */
+        unsigned evict_threads;   /* threads issuing evictions; 0 = the owner, inline */
 };
 
-/* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP and
- * KVTIER_MOVER_HOST_NUMA.  Reads the environment: call once, at start. */
+/* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP,
+ * KVTIER_MOVER_HOST_NUMA and KVTIER_MOVER_EVICT_THREADS.  Reads the environment: call once, at start. */
 void pipeline_config_from_env(struct pipeline_config *ret);
 
 /* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the

@@ -4,7 +4,7 @@
  * linked in) moving a managed region up and down, by orders as the daemon
  * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
  *
- *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore]
+ *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore | --overtake]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -25,6 +25,12 @@
  * --explore instead times raw sequences of advice and prefetch (not the
  * mover's code) in 64 MiB calls, each from a prepared state, to find the
  * fastest path for the mover to take: see EXPLORE below.
+ *
+ * --overtake instead evicts all of the region but its last 64 MiB in
+ * 16 MiB orders, each its own batch, then orders the last 64 MiB up, and
+ * prints when the promotion and the last eviction completed: a promotion
+ * ordered after evictions should not wait for them (the pipeline's evictor
+ * threads, KVTIER_MOVER_EVICT_THREADS; 0 = inline).  Exit 1 if it waited.
  */
 #include "config.h"
 
@@ -57,6 +63,8 @@ struct bench {
         struct shim_region reg;
         uint64_t next_order;
         uint64_t done, failed;
+        uint64_t watch_order;           /* --overtake: the promotion */
+        uint64_t watch_done_ns, last_done_ns;
 };
 
 /* shim/real.c resolves CUDA through the shim's dlsym wrapper, which lives
@@ -70,6 +78,10 @@ static void on_done(const struct kvt_order_done *d, void *userdata) {
         struct bench *b = userdata;
 
         b->done++;
+        if (d->order_id == b->watch_order)
+                b->watch_done_ns = now_ns();
+        else
+                b->last_done_ns = now_ns();
         if (d->status != 0) {
                 b->failed++;
                 fprintf(stderr, "order %llu failed: %s (CUDA error %d)\n", (unsigned long long)d->order_id,
@@ -240,6 +252,43 @@ static int bench_coalesced(struct bench *b) {
         return 0;
 }
 
+/* See --overtake in the header. */
+static int overtake(struct bench *b) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), up = 32, run = 8;
+        uint64_t t0, expected;
+        struct kvt_order o;
+
+        if (n_chunks < up + run)
+                return -EINVAL;
+        if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0 || move_all(b, KVT_TIER_HOST_MAPPED, up, 1) < 0)
+                return -EIO;
+        /* all in VRAM but the last up chunks, on the host */
+        if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
+                return -EIO;
+        o = (struct kvt_order){.region_id = b->reg.id, .first_chunk = n_chunks - up, .n_chunks = up,
+                               .tier = KVT_TIER_HOST, .host_node = -1, .order_id = ++b->next_order};
+        pipeline_submit(b->pipe, &o, 1);
+        wait_all(b, b->done + 1);
+        t0 = now_ns();
+        expected = b->done;
+        for (uint32_t c = 0; c + up < n_chunks; c += run) {
+                o = (struct kvt_order){.region_id = b->reg.id, .first_chunk = c, .n_chunks = run, .tier = KVT_TIER_HOST,
+                                       .host_node = -1, .order_id = ++b->next_order};
+                pipeline_submit(b->pipe, &o, 1);
+                expected++;
+        }
+        o = (struct kvt_order){.region_id = b->reg.id, .first_chunk = n_chunks - up, .n_chunks = up,
+                               .tier = KVT_TIER_VRAM, .host_node = -1, .order_id = ++b->next_order};
+        b->watch_order = o.order_id;
+        pipeline_submit(b->pipe, &o, 1);
+        wait_all(b, expected + 1);
+        printf("overtake: %u MiB evicted in %u MiB orders, then %u MiB promoted: promotion done after %.1f ms, "
+               "last eviction after %.1f ms\n",
+               (n_chunks - up) * 2, run * 2, up * 2, (double)(b->watch_done_ns - t0) / 1e6,
+               (double)(b->last_done_ns - t0) / 1e6);
+        return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
+}
+
 /*
  * Explore: a sequence is a string of two-letter steps, applied to each
  * 64 MiB piece in turn (actions) or to the whole region (setups), then the
@@ -377,8 +426,8 @@ static int setup(struct bench *b, uint64_t size) {
         if (r < 0)
                 return r;
         pipeline_config_from_env(&cfg);
-        printf("mover: %u streams per direction, read_dup %d, host_numa %d\n", cfg.streams_per_dir, cfg.read_dup,
-               cfg.host_numa);
+        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads\n",
+               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
 }
 
@@ -388,11 +437,12 @@ int main(int argc, char **argv) {
                 { "runs", required_argument, NULL, 'r' },
                 { "check-only", no_argument, NULL, 'c' },
                 { "explore", no_argument, NULL, 'e' },
+                { "overtake", no_argument, NULL, 'o' },
                 {},
         };
         const char *runs = "2M,8M,64M,256M,1G";
         uint64_t size = (uint64_t)1 << 30;
-        bool check_only = false, do_explore = false;
+        bool check_only = false, do_explore = false, do_overtake = false;
         struct bench b = {};
         struct shim_region taken;
         int c, r;
@@ -414,6 +464,9 @@ int main(int argc, char **argv) {
                 case 'e':
                         do_explore = true;
                         break;
+                case 'o':
+                        do_overtake = true;
+                        break;
                 default:
                         return 2;
                 }
@@ -422,8 +475,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "setup: %s\n", strerror(-r));
                 return 1;
         }
-        r = do_explore ? explore(&b) : check(&b);
-        if (r == 0 && !check_only && !do_explore) {
+        r = do_explore ? explore(&b) : do_overtake ? overtake(&b) : check(&b);
+        if (r == 0 && !check_only && !do_explore && !do_overtake) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {

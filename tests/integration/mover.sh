@@ -62,6 +62,29 @@ max_in_flight=$(sed -n 's/.*at most \([0-9]*\) in flight/\1/p' "$TMP/late.out")
 check_gt "late completion: several runs in flight at once" "${max_in_flight:-0}" 1
 [ $rc -eq 0 ] || diag "$(cat "$TMP/late.out")"
 
+# Evictor threads: the fake's prefetch, like a prefetch to the host on the
+# H200, returns only when its pages have moved.  A promotion ordered after
+# 448 MiB of evictions completes before them with evictor threads, after
+# them without (the owner then makes every eviction's calls first).
+overtake() { # NAME ENV...
+        local name=$1; shift
+        env FAKECUDA_PREFETCH_DELAY_US=1000 "$@" "$BENCH" --size 512M --overtake >"$TMP/$name.out" 2>&1
+}
+overtake overtake-2; rc=$?
+check "evictor threads (default): the promotion does not wait for the evictions" [ $rc -eq 0 ]
+check "evictor threads (default): two of them" grep -q ", 2 evictor threads" "$TMP/overtake-2.out"
+diag "$(grep '^overtake:' "$TMP/overtake-2.out")"
+overtake overtake-0 KVTIER_MOVER_EVICT_THREADS=0; rc=$?
+check "KVTIER_MOVER_EVICT_THREADS=0: evictions inline, the promotion waits for them" [ $rc -eq 1 ]
+diag "$(grep '^overtake:' "$TMP/overtake-0.out")"
+bench evict1 KVTIER_MOVER_EVICT_THREADS=1 FAKECUDA_EVENT_DELAY_US=1000; rc=$?
+check "one evictor thread, late events: no write lost" rc_and $rc lost_none evict1
+bench evict0 KVTIER_MOVER_EVICT_THREADS=0; rc=$?
+check "no evictor thread: no write lost" rc_and $rc lost_none evict0
+KVTIER_MOVER_EVICT_THREADS=lots "$BENCH" --size 64M --check-only >"$TMP/evictbad.out" 2>&1; rc=$?
+check "a bad KVTIER_MOVER_EVICT_THREADS is ignored with a warning" \
+        rc_and $rc grep -q "KVTIER_MOVER_EVICT_THREADS=lots is not a number in 0..8" "$TMP/evictbad.out"
+
 BUDGET=$((64 << 20))
 write_config 64M
 check "kvtierd starts" start_daemon
