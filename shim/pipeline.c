@@ -413,8 +413,10 @@ static void *evictor_main(void *arg) {
                 p->evq_busy--;
                 pthread_cond_broadcast(&p->cond); /* pipeline_drain() may wait for this */
                 pthread_mutex_unlock(&p->lock);
-                if (!ev)
-                        wake((void *)(intptr_t)p->wake_fd); /* no host function will */
+                /* Always: the run's host function may have woken the owner
+                 * before the run was published here, and a reap that found
+                 * it still queued would leave it to the next poll timeout. */
+                wake((void *)(intptr_t)p->wake_fd);
                 pthread_mutex_lock(&p->lock);
         }
         pthread_mutex_unlock(&p->lock);
