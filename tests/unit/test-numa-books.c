@@ -16,30 +16,15 @@
 
 #include "conf.h"
 #include "log.h"
+#include "order-sink.h"
 #include "planner.h"
 #include "registry.h"
 #include "tap.h"
 #include "topology.h"
 
-#define CHUNK   KVT_CHUNK_BYTES
-#define MAX_ORD 64
+#define CHUNK KVT_CHUNK_BYTES
 
 static char root[] = "/tmp/test-numa-XXXXXX";
-static struct kvt_order sent[MAX_ORD];
-static size_t n_sent;
-
-static bool ready(struct client *c, void *userdata) {
-        (void)c, (void)userdata;
-        return true;
-}
-
-static void send_order(struct client *c, const struct kvt_order *o, void *userdata) {
-        (void)c, (void)userdata;
-        if (n_sent < MAX_ORD)
-                sent[n_sent++] = *o;
-}
-
-static const struct planner_ops ops = {.client_ready = ready, .send_order = send_order};
 
 static void write_file(const char *path, const char *text) {
         FILE *f = fopen(path, "w");
@@ -120,14 +105,6 @@ static struct region *add_region(struct registry *r, struct client **ret_client,
         return registry_regions(r);
 }
 
-static void complete_all(struct registry *r, struct client *c, int status) {
-        for (size_t i = 0; i < n_sent; i++) {
-                struct kvt_order_done done = {.order_id = sent[i].order_id, .status = status};
-                (void)registry_order_done(r, c, &done);
-        }
-        n_sent = 0;
-}
-
 /* Chunks [first, first + n) used now, the others not. */
 static void use(struct registry *r, struct region *reg, uint32_t first, uint32_t n) {
         registry_advance_tick(r);
@@ -170,15 +147,15 @@ static void test_books_and_spill(const struct topology *t) {
 
         /* The first 4 chunks come into VRAM: node 0 keeps 12 chunks (24M, over its 12M). */
         use(r, reg, 0, 4);
-        TAP_EQ_INT(planner_tick(p, r, &ops, NULL), 1, "books: one order promotes chunks 0..3");
-        complete_all(r, cl, 0);
+        TAP_EQ_INT(planner_tick(p, r, &sink_ops, NULL), 1, "books: one order promotes chunks 0..3");
+        sink_complete(r, cl, SINK_ALL, 0);
         TAP_EQ_U64(n0->charged_bytes, 12 * CHUNK, "books: promoted chunks leave node 0");
         TAP_EQ_U64(registry_gpu(r, 0)->charged_bytes, 4 * CHUNK, "books: and charge the GPU");
 
         /* Now chunks 4..7 are wanted: node 0 is over its budget, node 2 (distance
          * 20) takes 2, node 1 (distance 30, no budget) the rest. */
         use(r, reg, 4, 4);
-        planner_tick(p, r, &ops, NULL);
+        planner_tick(p, r, &sink_ops, NULL);
         TAP_EQ_INT(sent_to(0) == -2 && sent_to(1) == -2 ? 1 : 0, 0, "books: the cold VRAM chunks are evicted");
         TAP_EQ_INT(sent_to(3), 2, "books: the warmest evicted to the nearest node with room (2, not 1)");
         TAP_EQ_INT(sent_to(2), 2, "books: node 2 takes two");
@@ -190,7 +167,7 @@ static void test_books_and_spill(const struct topology *t) {
         TAP_EQ_U64(n0->charged_bytes, 12 * CHUNK, "books: nothing went to the full home node");
         TAP_EQ_U64(n0->peak_charged_bytes, 0, "books: no eviction ever went to node 0");
 
-        complete_all(r, cl, 0);
+        sink_complete(r, cl, SINK_ALL, 0);
         TAP_EQ_U64(n2->host_chunks, 2, "books: done: two chunks on node 2");
         TAP_EQ_U64(n1->host_chunks, 2, "books: done: two on node 1");
         TAP_EQ_U64(n2->peak_charged_bytes, 2 * CHUNK, "books: node 2's peak is its budget's worth");
@@ -264,13 +241,13 @@ static void test_no_budgets(const struct topology *t) {
         TAP_EQ_INT(registry_set_topology(r, t), 0, "no budgets: topology");
         reg = add_region(r, &cl, 4);
         use(r, reg, 0, 2);
-        planner_tick(p, r, &ops, NULL);
-        complete_all(r, cl, 0);
+        planner_tick(p, r, &sink_ops, NULL);
+        sink_complete(r, cl, SINK_ALL, 0);
         use(r, reg, 2, 2);
-        planner_tick(p, r, &ops, NULL);
+        planner_tick(p, r, &sink_ops, NULL);
         TAP_EQ_INT(sent_to(0), 0, "no budgets: evicted to the home node");
         TAP_EQ_INT(sent_to(1), 0, "no budgets: both");
-        complete_all(r, cl, 0);
+        sink_complete(r, cl, SINK_ALL, 0);
         TAP_EQ_U64(registry_node(r, 0)->host_chunks, 4, "no budgets: all four on node 0 again");
         planner_free(p);
         registry_free(r);

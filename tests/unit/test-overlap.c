@@ -16,28 +16,12 @@
 
 #include "conf.h"
 #include "log.h"
+#include "order-sink.h"
 #include "planner.h"
 #include "registry.h"
 #include "tap.h"
 
-#define CHUNK   KVT_CHUNK_BYTES
-#define MAX_ORD 64
-
-static struct kvt_order sent[MAX_ORD];
-static size_t n_sent;
-
-static bool ready(struct client *c, void *userdata) {
-        (void)c, (void)userdata;
-        return true;
-}
-
-static void send_order(struct client *c, const struct kvt_order *o, void *userdata) {
-        (void)c, (void)userdata;
-        if (n_sent < MAX_ORD)
-                sent[n_sent++] = *o;
-}
-
-static const struct planner_ops ops = {.client_ready = ready, .send_order = send_order};
+#define CHUNK KVT_CHUNK_BYTES
 
 struct rig {
         struct conf *conf;
@@ -80,24 +64,6 @@ static void use(struct rig *x, uint32_t first, uint32_t n) {
                 registry_chunk_touch(x->r, x->reg, i, 4);
 }
 
-enum which { ALL, PROMOTIONS, EVICTIONS };
-
-/* Completes the orders sent and not yet completed, or those of one direction. */
-static void complete(struct rig *x, enum which w, int status) {
-        size_t j = 0;
-
-        for (size_t i = 0; i < n_sent; i++) {
-                struct kvt_order_done done = {.order_id = sent[i].order_id, .status = status};
-                bool up = sent[i].tier == KVT_TIER_VRAM;
-
-                if (w == ALL || (w == PROMOTIONS) == up)
-                        (void)registry_order_done(x->r, x->cl, &done);
-                else
-                        sent[j++] = sent[i];
-        }
-        n_sent = j;
-}
-
 /* Chunks ordered to VRAM (up) or away from it (!up) by the orders not yet completed. */
 static uint32_t ordered(bool up) {
         uint32_t n = 0;
@@ -110,10 +76,10 @@ static uint32_t ordered(bool up) {
 /* Fills the budget with chunks 0..3, then makes 4..7 the wanted ones. */
 static void fill_then_switch(struct rig *x) {
         use(x, 0, 4);
-        planner_tick(x->p, x->r, &ops, NULL);
-        complete(x, ALL, 0);
+        planner_tick(x->p, x->r, &sink_ops, NULL);
+        sink_complete(x->r, x->cl, SINK_ALL, 0);
         use(x, 4, 4);
-        planner_tick(x->p, x->r, &ops, NULL);
+        planner_tick(x->p, x->r, &sink_ops, NULL);
 }
 
 static void test_without_overlap(void) {
@@ -124,10 +90,10 @@ static void test_without_overlap(void) {
         TAP_EQ_U64(ordered(false), 4, "no overlap: chunks 0..3 evicted");
         TAP_EQ_U64(ordered(true), 0, "no overlap: nothing promoted while the budget is full");
         TAP_EQ_U64(x.g->evicting_chunks, 4, "no overlap: 4 chunks evicting");
-        complete(&x, ALL, 0);
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
         TAP_EQ_U64(x.g->evicting_chunks, 0, "no overlap: none once they land");
         registry_advance_tick(x.r);
-        planner_tick(x.p, x.r, &ops, NULL);
+        planner_tick(x.p, x.r, &sink_ops, NULL);
         TAP_EQ_U64(ordered(true), 4, "no overlap: a tick later 4..7 are promoted");
         TAP_EQ_U64(x.g->peak_charged_bytes, 4 * CHUNK, "no overlap: the budget was never exceeded");
         rig_down(&x);
@@ -148,13 +114,13 @@ static void test_with_overlap(void) {
 
         /* The evictions land: the charge is back within the budget, and the
          * rest is promoted. */
-        complete(&x, EVICTIONS, 0);
+        sink_complete(x.r, x.cl, SINK_EVICTIONS, 0);
         TAP_EQ_U64(x.g->evicting_chunks, 0, "overlap 2: no eviction in flight");
         TAP_EQ_U64(x.g->charged_bytes, 2 * CHUNK, "overlap 2: charged 2 once the evictions land");
         registry_advance_tick(x.r);
-        planner_tick(x.p, x.r, &ops, NULL);
+        planner_tick(x.p, x.r, &sink_ops, NULL);
         TAP_EQ_U64(ordered(true), 4, "overlap 2: the other two follow");
-        complete(&x, ALL, 0);
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
         TAP_EQ_U64(x.g->charged_bytes, 4 * CHUNK, "overlap 2: 4..7 in VRAM, the budget's worth");
         rig_down(&x);
 
@@ -185,14 +151,14 @@ static void test_failed_eviction(void) {
 
         rig_up(&x, "4M");
         fill_then_switch(&x);
-        complete(&x, PROMOTIONS, 0);
-        complete(&x, EVICTIONS, -EIO);
+        sink_complete(x.r, x.cl, SINK_PROMOTIONS, 0);
+        sink_complete(x.r, x.cl, SINK_EVICTIONS, -EIO);
         TAP_EQ_U64(x.g->evicting_chunks, 0, "failed: no eviction in flight");
         TAP_EQ_U64(x.g->charged_bytes, 6 * CHUNK, "failed: 6 chunks still charged");
         TAP_EQ_INT(registry_order_new(x.r, x.reg, 4, 1, KVT_TIER_VRAM, -1, &o), -ENOSPC,
                    "failed: no promotion while over the budget");
         use(&x, 4, 4);
-        planner_tick(x.p, x.r, &ops, NULL);
+        planner_tick(x.p, x.r, &sink_ops, NULL);
         TAP_EQ_U64(ordered(false), 4, "failed: the planner evicts again");
         TAP_EQ_U64(ordered(true), 0, "failed: and promotes nothing while charged over budget + overlap");
         rig_down(&x);
