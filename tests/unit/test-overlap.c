@@ -34,16 +34,23 @@ struct rig {
 
 /* Budget 4 chunks, one region of 8 chunks in host memory, overlap as given. */
 static void rig_up(struct rig *x, const char *overlap) {
-        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
+        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION,
+                              .device = 0,
+                              .device_total_bytes = 1ull << 30,
                               .name = "test"};
-        struct kvt_region_add a = {.region_id = 1, .device = 0, .base = 1ull << 30, .size_bytes = 8 * CHUNK,
-                                   .api = KVT_API_CUDA_MALLOC, .tier = KVT_TIER_HOST_MAPPED};
+        struct kvt_region_add a = {.region_id = 1,
+                                   .device = 0,
+                                   .base = 1ull << 30,
+                                   .size_bytes = 8 * CHUNK,
+                                   .api = KVT_API_CUDA_MALLOC,
+                                   .tier = KVT_TIER_HOST_MAPPED};
 
         if (conf_new(&x->conf) < 0 || conf_set(x->conf, "gpu", "vram_budget", "8M", "test") < 0 ||
             conf_set(x->conf, "policy", "name", "lru", "test") < 0 ||
             conf_set(x->conf, "policy", "max_migration_rate", "0", "test") < 0 ||
-            conf_set(x->conf, "policy", "overlap", overlap, "test") < 0 || registry_new(x->conf, &x->r) < 0 ||
-            planner_new(x->conf, &x->p) < 0 || registry_client_new(x->r, 100, 0, &h, NULL, &x->cl) < 0 ||
+            conf_set(x->conf, "policy", "overlap", overlap, "test") < 0 ||
+            registry_new(x->conf, &x->r) < 0 || planner_new(x->conf, &x->p) < 0 ||
+            registry_client_new(x->r, 100, 0, &h, NULL, &x->cl) < 0 ||
             registry_region_add(x->r, x->cl, &a) < 0)
                 abort();
         x->reg = registry_regions(x->r);
