@@ -260,8 +260,6 @@ static int overtake(struct bench *b) {
 
         if (n_chunks < up + run)
                 return -EINVAL;
-        if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0 || move_all(b, KVT_TIER_HOST_MAPPED, up, 1) < 0)
-                return -EIO;
         /* all in VRAM but the last up chunks, on the host */
         if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
                 return -EIO;
