@@ -62,6 +62,12 @@ struct pipeline {
         pthread_cond_t cond;
         struct run *evq_head, **evq_tail;
         unsigned evq_busy; /* runs an evictor has taken and not yet started */
+        /* Promotions issued and not yet finished.  With cfg.evict_yield an
+         * evictor starts no eviction while this is not 0 (draining aside):
+         * on the H200 a promotion under concurrent evictions moved at a
+         * fraction of its speed alone (tests/bench/RESULTS.md, session 12). */
+        unsigned promoting;
+        bool draining;
         bool stopping;
         pthread_t evictors[MAX_EVICTORS];
         unsigned n_evictors;
@@ -110,10 +116,11 @@ void pipeline_config_from_env(struct pipeline_config *ret) {
          * migration, more than the copy-free eviction of clean chunks wins
          * back; and the host NUMA location slows read-duplication further. */
         *ret = (struct pipeline_config){
-                .streams_per_dir = 2, .read_dup = false, .host_numa = true, .evict_threads = 2};
+                .streams_per_dir = 2, .read_dup = false, .host_numa = true, .evict_threads = 2, .evict_yield = true};
         ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
         ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
         ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
+        ret->evict_yield = env_bool("KVTIER_MOVER_EVICT_YIELD", ret->evict_yield);
         ret->host_numa = pipeline_host_numa_from_env();
 }
 
@@ -329,16 +336,35 @@ static int run_status(cudaError_t e) {
         return e == cudaErrorCudartUnloading ? -ENOENT : -EIO;
 }
 
+/* Whether evictions wait for the promotions in flight.  Under the lock. */
+static bool evict_held(const struct pipeline *p) {
+        return p->cfg.evict_yield && p->promoting > 0 && !p->draining;
+}
+
+/* A promotion starts or ends: evictions held back for it may go once the
+ * last one ends. */
+static void promoting_add(struct pipeline *p, int delta) {
+        pthread_mutex_lock(&p->lock);
+        p->promoting += delta;
+        if (p->promoting == 0)
+                pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+}
+
 /* Completes a started run whose work ended with e: finishes a promotion,
  * unpins the region, reports. */
 static void run_finish(struct pipeline *p, struct run *r, cudaError_t e) {
-        if (r->tier == KVT_TIER_VRAM) {
+        bool promotion = r->tier == KVT_TIER_VRAM;
+
+        if (promotion) {
                 cudaError_t d = p->rt->cudaSetDevice(r->device);
                 e = promote_finish(p, r, d == cudaSuccess ? e : d);
         }
         regions_release(r->region_id);
         report(p, r, run_status(e), e);
         run_free(p, r);
+        if (promotion)
+                promoting_add(p, -1); /* counted by run_issue() */
 }
 
 /* An event recorded on s after the work queued so far, with a host function
@@ -389,7 +415,7 @@ static void *evictor_main(void *arg) {
                 struct run *r;
                 cudaError_t e;
 
-                while (!p->evq_head && !p->stopping)
+                while ((!p->evq_head || evict_held(p)) && !p->stopping)
                         pthread_cond_wait(&p->cond, &p->lock);
                 if (!p->evq_head)
                         break;
@@ -463,6 +489,8 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 evict_enqueue(p, r);
                 return;
         }
+        if (r->tier == KVT_TIER_VRAM)
+                promoting_add(p, 1); /* before its calls: they may block until the pages moved */
         e = run_start(p, r);
         if (e != cudaSuccess) {
                 run_finish(p, r, e);
@@ -483,12 +511,15 @@ static bool continues(const struct kvt_order *prev, const struct kvt_order *o) {
                o->first_chunk == (uint64_t)prev->first_chunk + prev->n_chunks;
 }
 
-void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t n) {
+/* Issues the runs of orders[0..n) that go to VRAM (up) or elsewhere (!up). */
+static void submit_pass(struct pipeline *p, const struct kvt_order *orders, size_t n, bool up) {
         for (size_t i = 0, j; i < n; i = j) {
                 struct run *r;
 
                 for (j = i + 1; j < n && continues(&orders[j - 1], &orders[j]); j++)
                         ;
+                if ((orders[i].tier == KVT_TIER_VRAM) != up)
+                        continue;
                 r = calloc(1, sizeof(*r));
                 if (r)
                         r->orders = malloc((j - i) * sizeof(*orders));
@@ -514,6 +545,16 @@ void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t 
                 r->t0 = now_ns();
                 run_issue(p, r);
         }
+}
+
+/* Promotions of the batch first, then the rest: the engine waits for
+ * promotions, while evictions only make room, and with evict_yield an
+ * eviction issued first would hold the evictors before the promotion
+ * could hold them back.  The orders of a batch name distinct chunks, so
+ * their order does not matter to the books. */
+void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t n) {
+        submit_pass(p, orders, n, true);
+        submit_pass(p, orders, n, false);
 }
 
 size_t pipeline_reap(struct pipeline *p) {
@@ -552,6 +593,8 @@ size_t pipeline_reap(struct pipeline *p) {
  * function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
         pthread_mutex_lock(&p->lock);
+        p->draining = true; /* the promotions in flight are reaped only after this wait */
+        pthread_cond_broadcast(&p->cond);
         while (p->evq_head || p->evq_busy)
                 pthread_cond_wait(&p->cond, &p->lock);
         pthread_mutex_unlock(&p->lock);
@@ -571,6 +614,9 @@ void pipeline_drain(struct pipeline *p) {
                         run_finish(p, r, cudaErrorUnknown);
                 }
         p->tail = &p->head;
+        pthread_mutex_lock(&p->lock);
+        p->draining = false;
+        pthread_mutex_unlock(&p->lock);
 }
 
 size_t pipeline_in_flight(const struct pipeline *p) {

@@ -4,7 +4,7 @@
  * linked in) moving a managed region up and down, by orders as the daemon
  * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
  *
- *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore | --overtake]
+ *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore | --overtake | --contend]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -31,6 +31,13 @@
  * prints when the promotion and the last eviction completed: a promotion
  * ordered after evictions should not wait for them (the pipeline's evictor
  * threads, KVTIER_MOVER_EVICT_THREADS; 0 = inline).  Exit 1 if it waited.
+ *
+ * --contend instead times a promotion of the region's second half alone,
+ * then again in one batch with the eviction of its first half (16 MiB
+ * orders, listed first, as the daemon plans them), and counts the
+ * evictions whose calls began only after every promotion had completed
+ * (KVTIER_MOVER_EVICT_YIELD holds evictions back while promotions are in
+ * flight).
  */
 #include "config.h"
 
@@ -38,6 +45,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,9 +71,28 @@ struct bench {
         struct shim_region reg;
         uint64_t next_order;
         uint64_t done, failed;
-        uint64_t watch_order;           /* --overtake: the promotion */
+        uint64_t watch_order;           /* --overtake, --contend: orders from this id on are watched */
         uint64_t watch_done_ns, last_done_ns;
 };
+
+/* Start times of the prefetches to the host the pipeline makes (it gets
+ * a copy of CUDA's table with this wrapper in). */
+#define MAX_EVICT_STARTS 4096
+static cudaError_t (*real_prefetch)(const void *, size_t, struct cudaMemLocation, unsigned int, cudaStream_t);
+static pthread_mutex_t starts_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t evict_starts[MAX_EVICT_STARTS];
+static size_t n_evict_starts;
+
+static cudaError_t prefetch_recorded(const void *p, size_t len, struct cudaMemLocation loc, unsigned int flags,
+                                     cudaStream_t s) {
+        if (loc.type != cudaMemLocationTypeDevice) {
+                pthread_mutex_lock(&starts_lock);
+                if (n_evict_starts < MAX_EVICT_STARTS)
+                        evict_starts[n_evict_starts++] = now_ns();
+                pthread_mutex_unlock(&starts_lock);
+        }
+        return real_prefetch(p, len, loc, flags, s);
+}
 
 /* shim/real.c resolves CUDA through the shim's dlsym wrapper, which lives
  * with the interposer (shim/dlsym.c); this program interposes nothing, so
@@ -78,7 +105,7 @@ static void on_done(const struct kvt_order_done *d, void *userdata) {
         struct bench *b = userdata;
 
         b->done++;
-        if (d->order_id == b->watch_order)
+        if (b->watch_order && d->order_id >= b->watch_order)
                 b->watch_done_ns = now_ns();
         else
                 b->last_done_ns = now_ns();
@@ -287,6 +314,86 @@ static int overtake(struct bench *b) {
         return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
 }
 
+/* Orders chunks [first, first + n) to tier in orders of run chunks, ids
+ * from the bench's counter, into o; returns how many. */
+static size_t orders_for(struct bench *b, struct kvt_order *o, uint32_t first, uint32_t n, uint32_t run,
+                         uint32_t tier) {
+        size_t k = 0;
+
+        for (uint32_t c = first; c < first + n; c += run)
+                o[k++] = (struct kvt_order){.region_id = b->reg.id, .first_chunk = c,
+                                            .n_chunks = c + run <= first + n ? run : first + n - c, .tier = tier,
+                                            .host_node = -1, .order_id = ++b->next_order};
+        return k;
+}
+
+/* See --contend in the header. */
+static int contend(struct bench *b) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), half = n_chunks / 2, ev_run = 8, pr_run = 32;
+        struct kvt_order *o = calloc(n_chunks, sizeof(*o));
+        size_t n_ev, n_pr, late = 0;
+        uint64_t t0, alone_ns, submit_ns, expected;
+        int r = -EIO;
+
+        if (!o || half < pr_run) {
+                free(o);
+                return o ? -EINVAL : -ENOMEM;
+        }
+        /* the second half promoted alone, then back to the host */
+        if (move_all(b, KVT_TIER_HOST, n_chunks, 1) < 0)
+                goto out;
+        n_pr = orders_for(b, o, half, n_chunks - half, pr_run, KVT_TIER_VRAM);
+        t0 = now_ns();
+        expected = b->done + n_pr;
+        pipeline_submit(b->pipe, o, n_pr);
+        submit_ns = now_ns() - t0;
+        wait_all(b, expected);
+        alone_ns = now_ns() - t0;
+        n_pr = orders_for(b, o, half, n_chunks - half, pr_run, KVT_TIER_HOST);
+        expected = b->done + n_pr;
+        pipeline_submit(b->pipe, o, n_pr);
+        wait_all(b, expected);
+        /* the first half in VRAM; then its eviction and the promotion in one batch */
+        n_ev = orders_for(b, o, 0, half, half, KVT_TIER_VRAM);
+        expected = b->done + n_ev;
+        pipeline_submit(b->pipe, o, n_ev);
+        wait_all(b, expected);
+        if (b->failed)
+                goto out;
+        /* every other run of ev_run chunks, so that they do not coalesce */
+        n_ev = 0;
+        for (uint32_t c = 0; c + ev_run <= half; c += 2 * ev_run)
+                n_ev += orders_for(b, o + n_ev, c, ev_run, ev_run, KVT_TIER_HOST);
+        b->watch_order = b->next_order + 1;
+        n_pr = orders_for(b, o + n_ev, half, n_chunks - half, pr_run, KVT_TIER_VRAM);
+        pthread_mutex_lock(&starts_lock);
+        n_evict_starts = 0;
+        pthread_mutex_unlock(&starts_lock);
+        t0 = now_ns();
+        expected = b->done + n_ev + n_pr;
+        pipeline_submit(b->pipe, o, n_ev + n_pr);
+        wait_all(b, expected);
+        if (b->failed)
+                goto out;
+        pthread_mutex_lock(&starts_lock);
+        for (size_t i = 0; i < n_evict_starts; i++)
+                late += evict_starts[i] >= b->watch_done_ns;
+        pthread_mutex_unlock(&starts_lock);
+        printf("contend: %u MiB promoted alone in %.1f ms (%.1f GB/s; its calls returned after %.1f ms); "
+               "in one batch with %zu MiB of evictions: promotions done after %.1f ms (%.1f GB/s), evictions "
+               "after %.1f ms; %zu of %zu eviction runs started after the promotions completed\n",
+               (n_chunks - half) * 2, (double)alone_ns / 1e6,
+               gbps((size_t)(n_chunks - half) * CHUNK, (double)alone_ns / 1e9), (double)submit_ns / 1e6,
+               n_ev * ev_run * 2, (double)(b->watch_done_ns - t0) / 1e6,
+               gbps((size_t)(n_chunks - half) * CHUNK, (double)(b->watch_done_ns - t0) / 1e9),
+               (double)(b->last_done_ns - t0) / 1e6, late, n_evict_starts);
+        r = 0;
+out:
+        b->watch_order = 0;
+        free(o);
+        return r;
+}
+
 /*
  * Explore: a sequence is a string of two-letter steps, applied to each
  * 64 MiB piece in turn (actions) or to the whole region (setups), then the
@@ -395,6 +502,7 @@ static int explore(struct bench *b) {
 }
 
 static int setup(struct bench *b, uint64_t size) {
+        static struct kvt_cudart recorded;
         struct pipeline_config cfg;
         void *p;
         cudaError_t e;
@@ -404,9 +512,12 @@ static int setup(struct bench *b, uint64_t size) {
         int level = lv ? kvt_log_level_parse(lv) : KVT_LOG_INFO;
 
         kvt_log_setup("mover-bench", level < 0 ? KVT_LOG_INFO : level);
-        b->rt = real_cudart();
-        if (!b->rt)
+        if (!real_cudart())
                 return -ENOSYS;
+        recorded = *real_cudart();
+        real_prefetch = recorded.cudaMemPrefetchAsync;
+        recorded.cudaMemPrefetchAsync = prefetch_recorded;
+        b->rt = &recorded;
         e = b->rt->cudaMallocManaged(&p, size + CHUNK, cudaMemAttachGlobal);
         if (e != cudaSuccess) {
                 fprintf(stderr, "cudaMallocManaged(%llu): %s\n", (unsigned long long)size,
@@ -424,8 +535,8 @@ static int setup(struct bench *b, uint64_t size) {
         if (r < 0)
                 return r;
         pipeline_config_from_env(&cfg);
-        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads\n",
-               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads);
+        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads, evict_yield %d\n",
+               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads, cfg.evict_yield);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
 }
 
@@ -436,11 +547,12 @@ int main(int argc, char **argv) {
                 { "check-only", no_argument, NULL, 'c' },
                 { "explore", no_argument, NULL, 'e' },
                 { "overtake", no_argument, NULL, 'o' },
+                { "contend", no_argument, NULL, 'C' },
                 {},
         };
         const char *runs = "2M,8M,64M,256M,1G";
         uint64_t size = (uint64_t)1 << 30;
-        bool check_only = false, do_explore = false, do_overtake = false;
+        bool check_only = false, do_explore = false, do_overtake = false, do_contend = false;
         struct bench b = {};
         struct shim_region taken;
         int c, r;
@@ -465,6 +577,9 @@ int main(int argc, char **argv) {
                 case 'o':
                         do_overtake = true;
                         break;
+                case 'C':
+                        do_contend = true;
+                        break;
                 default:
                         return 2;
                 }
@@ -473,8 +588,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "setup: %s\n", strerror(-r));
                 return 1;
         }
-        r = do_explore ? explore(&b) : do_overtake ? overtake(&b) : check(&b);
-        if (r == 0 && !check_only && !do_explore && !do_overtake) {
+        r = do_explore ? explore(&b) : do_overtake ? overtake(&b) : do_contend ? contend(&b) : check(&b);
+        if (r == 0 && !check_only && !do_explore && !do_overtake && !do_contend) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {
