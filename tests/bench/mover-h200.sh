@@ -7,7 +7,8 @@
 # KVT_KV_VARIANTS lists step 2's kvtier runs as NAME=CONF, CONF being extra
 # kvtierd.conf text, a [section] first, \n for new lines, no spaces (default
 # "defaults= nohint"; a NAME starting with nohint runs without --hint, one
-# starting with ahead with --hint-ahead 16);
+# starting with ahead with --hint-ahead 16; CONF may end in +VAR=VALUE items,
+# the shim's environment: ahead16noyield=+KVTIER_MOVER_EVICT_YIELD=0);
 # KVT_KV_INTER=1 repeats step 2 on the interleaved layout.
 # (0) mover-bench-cuda --explore: raw advice/prefetch sequences, timed.
 # (1) mover-bench-cuda: an 8 GiB managed region up and down through the
@@ -113,8 +114,9 @@ for l in $layouts; do
         kv "offload-$tag" $P --pool offload $A
         runs+=("$tag:vram-$tag" "$tag:managed-$tag" "$tag:zerocopy-$tag" "$tag:offload-$tag")
         for v in "${variants[@]}"; do
-                name=${v%%=*} conf=
+                name=${v%%=*} conf= venv=
                 [[ $v == *=* ]] && conf=${v#*=}
+                if [[ $conf == *+* ]]; then venv=${conf#*+} conf=${conf%%+*}; fi
                 hint=--hint
                 [[ $name == nohint* ]] && hint=
                 [[ $name == ahead* ]] && hint="--hint --hint-ahead 16"
@@ -126,7 +128,7 @@ for l in $layouts; do
                         stop_daemon
                         continue
                 fi
-                kv "$run" $SHIM $P --pool torch $A $hint
+                kv "$run" env ${venv//+/ } $SHIM $P --pool torch $A $hint
                 # the daemon's counts before it goes (migrations.* in daemon/status.c)
                 "$CTL" -s "$SOCK" status --json >"$OUT/status-$run.json" 2>&1
                 "$CTL" -s "$SOCK" status >"$OUT/status-$run.txt" 2>&1
