@@ -4,7 +4,7 @@
  * linked in) moving a managed region up and down, by orders as the daemon
  * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
  *
- *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore | --overtake | --contend]
+ *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore | --overtake | --contend | --interfere]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -38,6 +38,15 @@
  * evictions whose calls began only after every promotion had completed
  * (KVTIER_MOVER_EVICT_YIELD holds evictions back while promotions are in
  * flight).
+ *
+ * --interfere instead measures what moving does to an engine that only
+ * computes: a probe step (a 64 MiB read of plain VRAM on a stream of its
+ * own, then a wait for that stream) runs back to back while nothing moves,
+ * while the region's first half is evicted in 16 MiB and then 2 MiB orders
+ * (each its own batch, as the daemon's ticks send them), and while its
+ * second half is promoted; per phase the probe's median, 99th percentile
+ * and longest step, its longest launch call, and the time the probe lost
+ * against its idle median.
  */
 #include "config.h"
 
@@ -394,6 +403,130 @@ out:
         return r;
 }
 
+/* Probe steps of --interfere in one phase. */
+struct probes {
+        double *total_us;
+        size_t n, cap;
+        double launch_max_us;
+};
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *)a, y = *(const double *)b;
+
+        return (x > y) - (x < y);
+}
+
+/* Runs probe steps on buf until the bench has seen expected completions
+ * and at least min_ns passed, reaping the pipeline between steps. */
+static int probe_until(struct bench *b, const void *buf, size_t len, uint64_t expected, uint64_t min_ns,
+                       struct probes *ps) {
+        uint64_t t0 = now_ns();
+
+        ps->n = 0;
+        ps->launch_max_us = 0;
+        while (b->done < expected || now_ns() - t0 < min_ns) {
+                struct pollfd p = { .fd = pipeline_fd(b->pipe), .events = POLLIN };
+                double launch, total;
+
+                if (backend_probe(buf, len, &launch, &total) < 0)
+                        return -EIO;
+                if (ps->n == ps->cap) {
+                        size_t cap = ps->cap ? 2 * ps->cap : 1024;
+                        double *t = realloc(ps->total_us, cap * sizeof(*t));
+
+                        if (!t)
+                                return -ENOMEM;
+                        ps->total_us = t;
+                        ps->cap = cap;
+                }
+                ps->total_us[ps->n++] = total;
+                ps->launch_max_us = launch > ps->launch_max_us ? launch : ps->launch_max_us;
+                if (poll(&p, 1, 0) > 0 || b->done < expected)
+                        pipeline_reap(b->pipe);
+        }
+        qsort(ps->total_us, ps->n, sizeof(*ps->total_us), cmp_double);
+        return b->failed ? -EIO : 0;
+}
+
+static void probes_print(const char *what, const struct probes *ps, double idle_median_us, uint64_t move_ns) {
+        double lost = 0;
+
+        for (size_t i = 0; i < ps->n; i++)
+                lost += ps->total_us[i] > idle_median_us ? ps->total_us[i] - idle_median_us : 0;
+        printf("interfere: %-28s %6zu steps, median %7.1f us, p99 %8.1f, max %8.1f, longest launch %8.1f us; "
+               "lost %7.1f ms", what, ps->n, ps->total_us[ps->n / 2], ps->total_us[ps->n * 99 / 100],
+               ps->total_us[ps->n - 1], ps->launch_max_us, lost / 1e3);
+        if (move_ns)
+                printf(" in %.1f ms of moving", (double)move_ns / 1e6);
+        printf("\n");
+        fflush(stdout);
+}
+
+/* Submits orders of run chunks over [first, first + n) to tier, each order
+ * its own batch; returns the completions to wait for. */
+static uint64_t submit_each(struct bench *b, uint32_t first, uint32_t n, uint32_t run, uint32_t tier) {
+        uint64_t expected = b->done;
+
+        for (uint32_t c = first; c < first + n; c += run) {
+                struct kvt_order o;
+
+                orders_for(b, &o, c, run < first + n - c ? run : first + n - c, run, tier);
+                pipeline_submit(b->pipe, &o, 1);
+                expected++;
+        }
+        return expected;
+}
+
+/* See --interfere in the header. */
+static int interfere(struct bench *b) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), half = n_chunks / 2;
+        const size_t probe_len = (size_t)64 << 20;
+        static const struct {
+                const char *what;
+                uint32_t run, tier;
+        } phases[] = {
+                { "evicting, 16 MiB orders", 8, KVT_TIER_HOST },
+                { "evicting, 2 MiB orders", 1, KVT_TIER_HOST },
+                { "promoting, 16 MiB orders", 8, KVT_TIER_VRAM },
+        };
+        struct probes ps = {};
+        double idle;
+        void *buf = NULL;
+        int r = -EIO;
+
+        if (half == 0)
+                return -EINVAL;
+        if (b->rt->cudaMalloc(&buf, probe_len) != cudaSuccess)
+                return -ENOMEM;
+        if (backend_fill(buf, probe_len, SEED_FIRST) < 0 || move_all(b, KVT_TIER_HOST, n_chunks, 1) < 0)
+                goto out;
+        if ((r = probe_until(b, buf, probe_len, b->done, 200000000ull, &ps)) < 0)
+                goto out;
+        idle = ps.total_us[ps.n / 2];
+        probes_print("idle", &ps, idle, 0);
+        for (size_t i = 0; i < ELEMENTSOF(phases); i++) {
+                /* evictions start from the first half in VRAM; the promotion
+                 * takes the second half, on the host */
+                uint32_t first = phases[i].tier == KVT_TIER_VRAM ? half : 0;
+                uint64_t expected, t0;
+
+                if (phases[i].tier != KVT_TIER_VRAM) {
+                        expected = submit_each(b, 0, half, half, KVT_TIER_VRAM);
+                        wait_all(b, expected);
+                }
+                t0 = now_ns();
+                expected = submit_each(b, first, half, phases[i].run, phases[i].tier);
+                if ((r = probe_until(b, buf, probe_len, expected, 0, &ps)) < 0)
+                        goto out;
+                probes_print(phases[i].what, &ps, idle, b->last_done_ns - t0);
+        }
+        r = 0;
+out:
+        free(ps.total_us);
+        (void)b->rt->cudaFree(buf);
+        return r;
+}
+
 /*
  * Explore: a sequence is a string of two-letter steps, applied to each
  * 64 MiB piece in turn (actions) or to the whole region (setups), then the
@@ -548,11 +681,13 @@ int main(int argc, char **argv) {
                 { "explore", no_argument, NULL, 'e' },
                 { "overtake", no_argument, NULL, 'o' },
                 { "contend", no_argument, NULL, 'C' },
+                { "interfere", no_argument, NULL, 'I' },
                 {},
         };
         const char *runs = "2M,8M,64M,256M,1G";
         uint64_t size = (uint64_t)1 << 30;
-        bool check_only = false, do_explore = false, do_overtake = false, do_contend = false;
+        bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
+             do_interfere = false;
         struct bench b = {};
         struct shim_region taken;
         int c, r;
@@ -580,6 +715,9 @@ int main(int argc, char **argv) {
                 case 'C':
                         do_contend = true;
                         break;
+                case 'I':
+                        do_interfere = true;
+                        break;
                 default:
                         return 2;
                 }
@@ -588,8 +726,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "setup: %s\n", strerror(-r));
                 return 1;
         }
-        r = do_explore ? explore(&b) : do_overtake ? overtake(&b) : do_contend ? contend(&b) : check(&b);
-        if (r == 0 && !check_only && !do_explore && !do_overtake && !do_contend) {
+        r = do_explore     ? explore(&b)
+            : do_overtake  ? overtake(&b)
+            : do_contend   ? contend(&b)
+            : do_interfere ? interfere(&b)
+                           : check(&b);
+        if (r == 0 && !check_only && !do_explore && !do_overtake && !do_contend && !do_interfere) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {

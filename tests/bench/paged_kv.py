@@ -56,8 +56,12 @@ LINK_BYTES_S = 55.3e9  # pinned H2D on the H200 test machine (BENCHMARKS.md)
 
 
 def sync():
+    """Waits for the engine's own work: its stream, not the device.  A
+    device-wide synchronize would also wait for the moves kvtier's shim
+    queues on streams of its own, which no engine waits for (a step that
+    needs a page in flight waits for it inside its kernels, on this stream)."""
     if DEVICE == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.current_stream().synchronize()
 
 
 def zipf_sampler(n, s, rng):

@@ -32,6 +32,11 @@ int backend_check(const void *ptr, size_t len, uint64_t seed, uint64_t *ret_bad_
 /* Reads [ptr, ptr+len) on the device (a touch, as a decode step would). */
 int backend_read(const void *ptr, size_t len);
 
+/* One step of an engine that is not the one moving memory: reads [ptr,
+ * ptr+len) on a stream of its own and waits for that stream only.  Sets
+ * the time the launch call took and the whole step took, in microseconds. */
+int backend_probe(const void *ptr, size_t len, double *ret_launch_us, double *ret_total_us);
+
 /* Bytes of managed range [ptr, ptr+len) resident in device dev's memory now,
  * as the backend can tell (the fake's model; on a real GPU a timed probe).
  * Returns -EOPNOTSUPP if it cannot tell. */

@@ -167,36 +167,22 @@ static struct CUstream_st *stream_find_locked(cudaStream_t s) {
         return NULL;
 }
 
-/* Pushes the completion of created stream s ns past now or past its queued
- * work, and returns when that is; 0 for the streams that never defer. */
-static uint64_t stream_push(cudaStream_t s, uint64_t ns) {
-        struct CUstream_st *st;
-        uint64_t t = 0, now = mono_ns();
-
-        pthread_mutex_lock(&streams_lock);
-        st = stream_find_locked(s);
-        if (st) {
-                st->done_ns = (st->done_ns > now ? st->done_ns : now) + ns;
-                t = st->done_ns;
-        }
-        pthread_mutex_unlock(&streams_lock);
-        return t;
-}
-
-/* When the work queued on s so far completes: with FAKECUDA_EVENT_DELAY_US
- * one delay past now (or past its queued work); else when its queued
- * prefetches to a GPU are done, or 0 if they are or there are none. */
+/* With FAKECUDA_EVENT_DELAY_US: pushes s's completion one delay past now
+ * (or past its queued work) and returns when that is; 0 otherwise. */
 static uint64_t stream_defer(cudaStream_t s) {
         unsigned delay = model_event_delay_us();
         struct CUstream_st *st;
-        uint64_t t = 0;
+        uint64_t t = 0, now;
 
-        if (delay)
-                return stream_push(s, (uint64_t)delay * 1000u);
+        if (!delay)
+                return 0;
+        now = mono_ns();
         pthread_mutex_lock(&streams_lock);
         st = stream_find_locked(s);
-        if (st && st->done_ns > mono_ns())
+        if (st) {
+                st->done_ns = (st->done_ns > now ? st->done_ns : now) + (uint64_t)delay * 1000u;
                 t = st->done_ns;
+        }
         pthread_mutex_unlock(&streams_lock);
         return t;
 }
@@ -389,19 +375,14 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
                            location.type == cudaMemLocationTypeHostNuma ? location.id : -1, &moved);
         if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
                 model_count_numa_location(model_current_device());
-        /* The link's time, spent outside the model's lock.  As on the H200
-         * (tests/bench/RESULTS.md): a prefetch to the host returns only once
-         * its pages have moved; one to a GPU is queued on its stream and
-         * returns at once (on the NULL stream it waits). */
+        /* the link's time, spent outside the model's lock */
         delay_us = model_prefetch_delay_us();
         if (delay_us > 0 && moved > 0) {
                 uint64_t ns = (uint64_t)delay_us * 1000 * moved;
                 struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000),
                                       .tv_nsec = (long)(ns % 1000000000)};
-
-                if (location.type != cudaMemLocationTypeDevice || !stream_push(stream, ns))
-                        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                                ;
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
         }
         return fail_errno(r);
 }

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -82,6 +83,26 @@ extern "C" int backend_read(const void *ptr, size_t len) {
                 return -EIO;
         k_read<<<blocks_for(len / 8), 256>>>((const uint64_t *)ptr, len / 8, scratch + 1);
         return ok(cudaDeviceSynchronize(), "read");
+}
+
+static double us_since(const struct timespec *t0) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (double)(t.tv_sec - t0->tv_sec) * 1e6 + (double)(t.tv_nsec - t0->tv_nsec) / 1e3;
+}
+
+extern "C" int backend_probe(const void *ptr, size_t len, double *ret_launch_us, double *ret_total_us) {
+        static cudaStream_t s;
+        struct timespec t0;
+        if (get_scratch() || (!s && ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "probe stream")))
+                return -EIO;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        k_read<<<blocks_for(len / 8), 256, 0, s>>>((const uint64_t *)ptr, len / 8, scratch + 1);
+        *ret_launch_us = us_since(&t0);
+        if (ok(cudaStreamSynchronize(s), "probe"))
+                return -EIO;
+        *ret_total_us = us_since(&t0);
+        return 0;
 }
 
 // A chunk read from VRAM takes a few microseconds (HBM at ~4 TB/s plus launch

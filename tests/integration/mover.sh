@@ -79,12 +79,13 @@ check "KVTIER_MOVER_EVICT_THREADS=0: evictions inline, the promotion waits for t
 diag "$(grep '^overtake:' "$TMP/overtake-0.out")"
 # Evictions yield to promotions: a batch that evicts and promotes issues
 # its promotions first, and no eviction starts until they completed.  The
-# fake's prefetch to the GPU, as the H200's, is queued on the stream and
-# completes a while after the call returns, so without the yield the
-# evictor threads start as soon as the promotions' calls return.
+# promotions' completion comes 50 ms after their calls return
+# (FAKECUDA_EVENT_DELAY_US), so without the yield the evictor threads start
+# as soon as those calls return.
 contend() { # NAME ENV...
         local name=$1; shift
-        env FAKECUDA_PREFETCH_DELAY_US=1000 "$@" "$BENCH" --size 256M --contend >"$TMP/$name.out" 2>&1
+        env FAKECUDA_PREFETCH_DELAY_US=1000 FAKECUDA_EVENT_DELAY_US=50000 "$@" "$BENCH" --size 256M --contend \
+                >"$TMP/$name.out" 2>&1
 }
 late_runs() { sed -n 's/.* \([0-9]*\) of \([0-9]*\) eviction runs started after.*/\1 \2/p' "$TMP/$1.out"; }
 contend contend-yield; rc=$?
