@@ -55,10 +55,12 @@
 #include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../engine/backend.h"
 #include "log.h"
@@ -403,12 +405,53 @@ out:
         return r;
 }
 
-/* Probe steps of --interfere in one phase. */
-struct probes {
+/* The probe of --interfere: an engine's thread stepping on its own while
+ * the bench's thread moves memory. */
+struct prober {
+        pthread_t thread;
+        const void *buf;
+        size_t len;
+        atomic_bool stop;
         double *total_us;
         size_t n, cap;
         double launch_max_us;
+        int err;
 };
+
+static void *prober_main(void *arg) {
+        struct prober *pr = arg;
+
+        while (!atomic_load(&pr->stop) && pr->err == 0) {
+                double launch, total;
+
+                if (backend_probe(pr->buf, pr->len, &launch, &total) < 0) {
+                        pr->err = -EIO;
+                        break;
+                }
+                if (pr->n == pr->cap) {
+                        size_t cap = pr->cap ? 2 * pr->cap : 4096;
+                        double *t = realloc(pr->total_us, cap * sizeof(*t));
+
+                        if (!t) {
+                                pr->err = -ENOMEM;
+                                break;
+                        }
+                        pr->total_us = t;
+                        pr->cap = cap;
+                }
+                pr->total_us[pr->n++] = total;
+                pr->launch_max_us = launch > pr->launch_max_us ? launch : pr->launch_max_us;
+        }
+        return NULL;
+}
+
+static int prober_start(struct prober *pr) {
+        pr->n = 0;
+        pr->launch_max_us = 0;
+        pr->err = 0;
+        atomic_store(&pr->stop, false);
+        return -pthread_create(&pr->thread, NULL, prober_main, pr);
+}
 
 static int cmp_double(const void *a, const void *b) {
         double x = *(const double *)a, y = *(const double *)b;
@@ -416,50 +459,29 @@ static int cmp_double(const void *a, const void *b) {
         return (x > y) - (x < y);
 }
 
-/* Runs probe steps on buf until the bench has seen expected completions
- * and at least min_ns passed, reaping the pipeline between steps. */
-static int probe_until(struct bench *b, const void *buf, size_t len, uint64_t expected, uint64_t min_ns,
-                       struct probes *ps) {
-        uint64_t t0 = now_ns();
-
-        ps->n = 0;
-        ps->launch_max_us = 0;
-        while (b->done < expected || now_ns() - t0 < min_ns) {
-                struct pollfd p = { .fd = pipeline_fd(b->pipe), .events = POLLIN };
-                double launch, total;
-
-                if (backend_probe(buf, len, &launch, &total) < 0)
-                        return -EIO;
-                if (ps->n == ps->cap) {
-                        size_t cap = ps->cap ? 2 * ps->cap : 1024;
-                        double *t = realloc(ps->total_us, cap * sizeof(*t));
-
-                        if (!t)
-                                return -ENOMEM;
-                        ps->total_us = t;
-                        ps->cap = cap;
-                }
-                ps->total_us[ps->n++] = total;
-                ps->launch_max_us = launch > ps->launch_max_us ? launch : ps->launch_max_us;
-                if (poll(&p, 1, 0) > 0 || b->done < expected)
-                        pipeline_reap(b->pipe);
-        }
-        qsort(ps->total_us, ps->n, sizeof(*ps->total_us), cmp_double);
-        return b->failed ? -EIO : 0;
-}
-
-static void probes_print(const char *what, const struct probes *ps, double idle_median_us, uint64_t move_ns) {
+/* Stops the probe and prints its phase; *idle_us is the idle median
+ * (set by the first phase). */
+static int prober_stop(struct prober *pr, const char *what, uint64_t move_ns, double *idle_us) {
         double lost = 0;
 
-        for (size_t i = 0; i < ps->n; i++)
-                lost += ps->total_us[i] > idle_median_us ? ps->total_us[i] - idle_median_us : 0;
-        printf("interfere: %-28s %6zu steps, median %7.1f us, p99 %8.1f, max %8.1f, longest launch %8.1f us; "
-               "lost %7.1f ms", what, ps->n, ps->total_us[ps->n / 2], ps->total_us[ps->n * 99 / 100],
-               ps->total_us[ps->n - 1], ps->launch_max_us, lost / 1e3);
+        atomic_store(&pr->stop, true);
+        pthread_join(pr->thread, NULL);
+        if (pr->err < 0 || pr->n == 0)
+                return pr->err < 0 ? pr->err : -EIO;
+        qsort(pr->total_us, pr->n, sizeof(*pr->total_us), cmp_double);
+        if (*idle_us <= 0)
+                *idle_us = pr->total_us[pr->n / 2];
+        for (size_t i = 0; i < pr->n; i++)
+                lost += pr->total_us[i] > *idle_us ? pr->total_us[i] - *idle_us : 0;
+        printf("interfere: %-30s %6zu steps, median %7.1f us, p99 %8.1f, max %8.1f, longest launch %8.1f us; "
+               "lost %7.1f ms",
+               what, pr->n, pr->total_us[pr->n / 2], pr->total_us[pr->n * 99 / 100], pr->total_us[pr->n - 1],
+               pr->launch_max_us, lost / 1e3);
         if (move_ns)
                 printf(" in %.1f ms of moving", (double)move_ns / 1e6);
         printf("\n");
         fflush(stdout);
+        return 0;
 }
 
 /* Submits orders of run chunks over [first, first + n) to tier, each order
@@ -477,52 +499,113 @@ static uint64_t submit_each(struct bench *b, uint32_t first, uint32_t n, uint32_
         return expected;
 }
 
+/* Eviction by the CPU's touch: a read of one word per 4 KiB page faults
+ * each page to the host (preferred location host, set first). */
+struct toucher {
+        pthread_t thread;
+        const volatile uint64_t *p;
+        size_t len;
+        uint64_t sum;
+};
+
+static void *toucher_main(void *arg) {
+        struct toucher *t = arg;
+
+        for (size_t off = 0; off < t->len; off += 4096)
+                t->sum += t->p[off / 8];
+        return NULL;
+}
+
+static int evict_by_touch(struct bench *b, char *p, size_t len, unsigned threads) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 }, host = { cudaMemLocationTypeHost, 0 };
+        struct toucher t[8];
+        size_t part = len / threads / CHUNK * CHUNK;
+
+        if (threads == 0 || threads > ELEMENTSOF(t) || part == 0 ||
+            b->rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, host) != cudaSuccess ||
+            b->rt->cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, gpu) != cudaSuccess)
+                return -EIO;
+        for (unsigned i = 0; i < threads; i++) {
+                t[i] = (struct toucher){ .p = (const volatile uint64_t *)(p + i * part),
+                                         .len = i + 1 == threads ? len - i * part : part };
+                if (pthread_create(&t[i].thread, NULL, toucher_main, &t[i]) != 0)
+                        return -EIO; /* a benchmark: the threads started so far are left */
+        }
+        for (unsigned i = 0; i < threads; i++)
+                pthread_join(t[i].thread, NULL);
+        return 0;
+}
+
 /* See --interfere in the header. */
 static int interfere(struct bench *b) {
         const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), half = n_chunks / 2;
-        const size_t probe_len = (size_t)64 << 20;
         static const struct {
                 const char *what;
                 uint32_t run, tier;
+                unsigned touch_threads; /* evict by the CPU's touch instead of the pipeline */
         } phases[] = {
-                { "evicting, 16 MiB orders", 8, KVT_TIER_HOST },
-                { "evicting, 2 MiB orders", 1, KVT_TIER_HOST },
-                { "promoting, 16 MiB orders", 8, KVT_TIER_VRAM },
+                { "evicting, 16 MiB orders", 8, KVT_TIER_HOST, 0 },
+                { "evicting, 2 MiB orders", 1, KVT_TIER_HOST, 0 },
+                { "evicting by CPU touch, 1 thread", 0, KVT_TIER_HOST, 1 },
+                { "evicting by CPU touch, 4 threads", 0, KVT_TIER_HOST, 4 },
+                { "promoting, 16 MiB orders", 8, KVT_TIER_VRAM, 0 },
         };
-        struct probes ps = {};
-        double idle;
+        struct prober pr = { .len = (size_t)64 << 20 };
+        double idle = 0;
         void *buf = NULL;
         int r = -EIO;
 
         if (half == 0)
                 return -EINVAL;
-        if (b->rt->cudaMalloc(&buf, probe_len) != cudaSuccess)
+        if (b->rt->cudaMalloc(&buf, pr.len) != cudaSuccess)
                 return -ENOMEM;
-        if (backend_fill(buf, probe_len, SEED_FIRST) < 0 || move_all(b, KVT_TIER_HOST, n_chunks, 1) < 0)
+        pr.buf = buf;
+        if (backend_fill(buf, pr.len, SEED_FIRST) < 0 || move_all(b, KVT_TIER_HOST, n_chunks, 1) < 0)
                 goto out;
-        if ((r = probe_until(b, buf, probe_len, b->done, 200000000ull, &ps)) < 0)
+        if ((r = prober_start(&pr)) < 0)
                 goto out;
-        idle = ps.total_us[ps.n / 2];
-        probes_print("idle", &ps, idle, 0);
+        (void)usleep(200000);
+        if ((r = prober_stop(&pr, "idle", 0, &idle)) < 0)
+                goto out;
         for (size_t i = 0; i < ELEMENTSOF(phases); i++) {
                 /* evictions start from the first half in VRAM; the promotion
                  * takes the second half, on the host */
                 uint32_t first = phases[i].tier == KVT_TIER_VRAM ? half : 0;
-                uint64_t expected, t0;
+                uint64_t expected, t0, moved;
 
                 if (phases[i].tier != KVT_TIER_VRAM) {
                         expected = submit_each(b, 0, half, half, KVT_TIER_VRAM);
                         wait_all(b, expected);
                 }
-                t0 = now_ns();
-                expected = submit_each(b, first, half, phases[i].run, phases[i].tier);
-                if ((r = probe_until(b, buf, probe_len, expected, 0, &ps)) < 0)
+                if (b->failed || (r = prober_start(&pr)) < 0)
                         goto out;
-                probes_print(phases[i].what, &ps, idle, b->last_done_ns - t0);
+                t0 = now_ns();
+                if (phases[i].touch_threads) {
+                        r = evict_by_touch(b, (char *)b->reg.base, (size_t)half * CHUNK, phases[i].touch_threads);
+                        moved = now_ns() - t0;
+                } else {
+                        expected = submit_each(b, first, half, phases[i].run, phases[i].tier);
+                        wait_all(b, expected);
+                        moved = b->last_done_ns - t0;
+                        r = b->failed ? -EIO : 0;
+                }
+                if (prober_stop(&pr, phases[i].what, moved, &idle) < 0 || r < 0)
+                        goto out;
+                if (phases[i].touch_threads) {
+                        uint64_t resident = 0;
+
+                        size_t probe = (size_t)MIN(32u, half) * CHUNK;
+
+                        if (backend_vram_resident((void *)b->reg.base, probe, 0, &resident) == 0)
+                                printf("interfere: after the touch, %llu of the first %zu MiB read as VRAM-resident\n",
+                                       (unsigned long long)(resident >> 20), probe >> 20);
+                        /* back to the books' state: on the host, unmapped advice as the pipeline left it */
+                        (void)move_all(b, KVT_TIER_HOST, half, 1);
+                }
         }
         r = 0;
 out:
-        free(ps.total_us);
+        free(pr.total_us);
         (void)b->rt->cudaFree(buf);
         return r;
 }
