@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/mempolicy.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -15,8 +17,11 @@
 #include "regions.h"
 #include "util.h"
 
-#define MAX_STREAMS 8
+#define MAX_STREAMS  8
 #define MAX_EVICTORS 8
+#define TOUCH_STRIDE 4096 /* the host's smallest page */
+
+static volatile uint64_t touch_sink; /* keeps the touching reads */
 
 enum { DIR_UP, DIR_DOWN, _DIR_MAX };
 
@@ -33,6 +38,7 @@ struct run {
         size_t len;
         cudaStream_t stream;
         cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue */
+        bool done_at_start; /* its calls did all of the work (an eviction by touch) */
         uint64_t t0;
         /* Evictions handed to an evictor thread: queued until it has made
          * the run's calls; then start_err (the calls' error, or the stream's
@@ -62,12 +68,6 @@ struct pipeline {
         pthread_cond_t cond;
         struct run *evq_head, **evq_tail;
         unsigned evq_busy; /* runs an evictor has taken and not yet started */
-        /* Promotions issued and not yet finished.  With cfg.evict_yield an
-         * evictor starts no eviction while this is not 0 (draining aside):
-         * on the H200 a promotion under concurrent evictions moved at a
-         * fraction of its speed alone (tests/bench/RESULTS.md, session 12). */
-        unsigned promoting;
-        bool draining;
         bool stopping;
         pthread_t evictors[MAX_EVICTORS];
         unsigned n_evictors;
@@ -116,11 +116,11 @@ void pipeline_config_from_env(struct pipeline_config *ret) {
          * migration, more than the copy-free eviction of clean chunks wins
          * back; and the host NUMA location slows read-duplication further. */
         *ret = (struct pipeline_config){
-                .streams_per_dir = 2, .read_dup = false, .host_numa = true, .evict_threads = 2, .evict_yield = true};
+                .streams_per_dir = 2, .read_dup = false, .host_numa = true, .evict_threads = 2, .evict_touch = false};
         ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
         ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
         ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
-        ret->evict_yield = env_bool("KVTIER_MOVER_EVICT_YIELD", ret->evict_yield);
+        ret->evict_touch = env_bool("KVTIER_MOVER_EVICT_TOUCH", ret->evict_touch);
         ret->host_numa = pipeline_host_numa_from_env();
 }
 
@@ -226,6 +226,44 @@ static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int 
         return e;
 }
 
+/* Moves [ptr, len) to the host by reading one word of every 4 KiB page
+ * from this thread: each read of a page in VRAM faults, and the driver
+ * migrates the page (its preferred location is the host by now).  Measured
+ * on the H200 (tests/bench/RESULTS.md, session 12, mover-bench
+ * --interfere): as fast as a prefetch from four threads (7.6-9.1 against
+ * 9.9-10.9 GB/s), and another thread's kernel launches went on meanwhile,
+ * where a prefetch to the host held them back for its whole copy (the
+ * probe engine lost 189-209 of 197-217 ms).  Reads change no data; a page
+ * the GPU writes meanwhile stays coherent, as under any CPU access.  The
+ * pages go where the driver puts a CPU fault's pages: the thread's memory
+ * policy prefers the node the order names while it reads (whether the
+ * driver follows it is not measured here). */
+static void touch_host(struct pipeline *p, const void *ptr, size_t len, int dev, int node) {
+        const volatile uint64_t *w = ptr;
+        struct cudaMemLocation loc;
+        unsigned long mask, old_mask[16];
+        int old_mode;
+        bool policy = false;
+        uint64_t sum = 0;
+
+        pthread_mutex_lock(&p->lock);
+        loc = host_target(p, dev, node);
+        pthread_mutex_unlock(&p->lock);
+        /* the caller's own policy is put back after (pipeline_move_sync()
+         * runs on the engine's thread) */
+        if (loc.type == cudaMemLocationTypeHostNuma && loc.id >= 0 && loc.id < (int)(8 * sizeof(mask)) &&
+            syscall(SYS_get_mempolicy, &old_mode, old_mask, 8 * sizeof(old_mask), NULL, 0ul) == 0) {
+                mask = 1ul << loc.id;
+                policy = syscall(SYS_set_mempolicy, MPOL_PREFERRED, &mask, 8 * sizeof(mask) + 1) == 0;
+        }
+        for (size_t off = 0; off < len; off += TOUCH_STRIDE)
+                sum += w[off / sizeof(*w)];
+        touch_sink = sum;
+        if (policy)
+                (void)syscall(SYS_set_mempolicy, old_mode, old_mode == MPOL_DEFAULT ? NULL : old_mask,
+                              old_mode == MPOL_DEFAULT ? 0ul : 8 * sizeof(old_mask));
+}
+
 /* Starts promoting [ptr, len) to VRAM.  The prefetch comes before the
  * preferred-location advice (promote_finish): if it fails, the daemon's
  * books (chunk host-mapped, uncharged) stay true.  With read_dup, the pages
@@ -284,7 +322,9 @@ static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int d
                                          gpu);
         if (e == cudaSuccess && p->cfg.read_dup)
                 e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
-        if (e == cudaSuccess)
+        if (e == cudaSuccess && p->cfg.evict_touch)
+                touch_host(p, ptr, len, dev, node);
+        else if (e == cudaSuccess)
                 e = prefetch_host(p, ptr, len, dev, node, s);
         return e;
 }
@@ -295,6 +335,7 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                 return promote_issue(p, r->ptr, r->len, r->device, r->stream);
         case KVT_TIER_HOST_MAPPED:
         case KVT_TIER_HOST:
+                r->done_at_start = p->cfg.evict_touch;
                 return demote_issue(p, r->ptr, r->len, r->device, r->host_node, r->tier == KVT_TIER_HOST_MAPPED,
                                     r->stream);
         default:
@@ -336,35 +377,16 @@ static int run_status(cudaError_t e) {
         return e == cudaErrorCudartUnloading ? -ENOENT : -EIO;
 }
 
-/* Whether evictions wait for the promotions in flight.  Under the lock. */
-static bool evict_held(const struct pipeline *p) {
-        return p->cfg.evict_yield && p->promoting > 0 && !p->draining;
-}
-
-/* A promotion starts or ends: evictions held back for it may go once the
- * last one ends. */
-static void promoting_add(struct pipeline *p, int delta) {
-        pthread_mutex_lock(&p->lock);
-        p->promoting += delta;
-        if (p->promoting == 0)
-                pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
-}
-
 /* Completes a started run whose work ended with e: finishes a promotion,
  * unpins the region, reports. */
 static void run_finish(struct pipeline *p, struct run *r, cudaError_t e) {
-        bool promotion = r->tier == KVT_TIER_VRAM;
-
-        if (promotion) {
+        if (r->tier == KVT_TIER_VRAM) {
                 cudaError_t d = p->rt->cudaSetDevice(r->device);
                 e = promote_finish(p, r, d == cudaSuccess ? e : d);
         }
         regions_release(r->region_id);
         report(p, r, run_status(e), e);
         run_free(p, r);
-        if (promotion)
-                promoting_add(p, -1); /* counted by run_issue() */
 }
 
 /* An event recorded on s after the work queued so far, with a host function
@@ -415,7 +437,7 @@ static void *evictor_main(void *arg) {
                 struct run *r;
                 cudaError_t e;
 
-                while ((!p->evq_head || evict_held(p)) && !p->stopping)
+                while (!p->evq_head && !p->stopping)
                         pthread_cond_wait(&p->cond, &p->lock);
                 if (!p->evq_head)
                         break;
@@ -429,7 +451,7 @@ static void *evictor_main(void *arg) {
                 e = p->rt->cudaSetDevice(r->device);
                 if (e == cudaSuccess)
                         e = run_start(p, r);
-                if (e == cudaSuccess && !(ev = run_track(p, r->stream)))
+                if (e == cudaSuccess && !r->done_at_start && !(ev = run_track(p, r->stream)))
                         e = p->rt->cudaStreamSynchronize(r->stream);
 
                 pthread_mutex_lock(&p->lock);
@@ -489,10 +511,8 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 evict_enqueue(p, r);
                 return;
         }
-        if (r->tier == KVT_TIER_VRAM)
-                promoting_add(p, 1); /* before its calls: they may block until the pages moved */
         e = run_start(p, r);
-        if (e != cudaSuccess) {
+        if (e != cudaSuccess || r->done_at_start) {
                 run_finish(p, r, e);
                 return;
         }
@@ -548,10 +568,10 @@ static void submit_pass(struct pipeline *p, const struct kvt_order *orders, size
 }
 
 /* Promotions of the batch first, then the rest: the engine waits for
- * promotions, while evictions only make room, and with evict_yield an
- * eviction issued first would hold the evictors before the promotion
- * could hold them back.  The orders of a batch name distinct chunks, so
- * their order does not matter to the books. */
+ * promotions, while evictions only make room, and a prefetch to the GPU
+ * blocks its caller (the mover) for the whole copy, so evictions issued
+ * first would run under it and slow it.  The orders of a batch name
+ * distinct chunks, so their order does not matter to the books. */
 void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t n) {
         submit_pass(p, orders, n, true);
         submit_pass(p, orders, n, false);
@@ -593,8 +613,6 @@ size_t pipeline_reap(struct pipeline *p) {
  * function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
         pthread_mutex_lock(&p->lock);
-        p->draining = true; /* the promotions in flight are reaped only after this wait */
-        pthread_cond_broadcast(&p->cond);
         while (p->evq_head || p->evq_busy)
                 pthread_cond_wait(&p->cond, &p->lock);
         pthread_mutex_unlock(&p->lock);
@@ -614,9 +632,6 @@ void pipeline_drain(struct pipeline *p) {
                         run_finish(p, r, cudaErrorUnknown);
                 }
         p->tail = &p->head;
-        pthread_mutex_lock(&p->lock);
-        p->draining = false;
-        pthread_mutex_unlock(&p->lock);
 }
 
 size_t pipeline_in_flight(const struct pipeline *p) {

@@ -36,12 +36,13 @@ struct pipeline_config {
         bool host_numa;           /* host tier on the GPU's NUMA node where CUDA allows (orders
                                    * that name a node go there regardless) */
         unsigned evict_threads;   /* threads issuing evictions; 0 = the owner, inline */
-        bool evict_yield;         /* evictor threads start no eviction while a promotion is in
-                                   * flight (promotions of a batch are issued first) */
+        bool evict_touch;         /* evict by reading every 4 KiB page from the CPU (the driver
+                                   * faults it to the host) instead of a prefetch, which holds
+                                   * the engine's CUDA calls back for its whole copy */
 };
 
 /* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP,
- * KVTIER_MOVER_HOST_NUMA, KVTIER_MOVER_EVICT_THREADS and KVTIER_MOVER_EVICT_YIELD.  Reads the environment: call once, at start. */
+ * KVTIER_MOVER_HOST_NUMA, KVTIER_MOVER_EVICT_THREADS and KVTIER_MOVER_EVICT_TOUCH.  Reads the environment: call once, at start. */
 void pipeline_config_from_env(struct pipeline_config *ret);
 
 /* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the

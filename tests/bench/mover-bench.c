@@ -35,9 +35,9 @@
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB
  * orders, listed first, as the daemon plans them), and counts the
- * evictions whose calls began only after every promotion had completed
- * (KVTIER_MOVER_EVICT_YIELD holds evictions back while promotions are in
- * flight).
+ * eviction runs that began while the promotions' prefetch calls ran: the
+ * pipeline issues a batch's promotions first, so none should (on the H200
+ * those calls return only once the pages have moved).
  *
  * --interfere instead measures what moving does to an engine that only
  * computes: a probe step (a 64 MiB read of plain VRAM on a stream of its
@@ -86,23 +86,33 @@ struct bench {
         uint64_t watch_done_ns, last_done_ns;
 };
 
-/* Start times of the prefetches to the host the pipeline makes (it gets
- * a copy of CUDA's table with this wrapper in). */
+/* Start times of the prefetches to the host the pipeline makes, and when
+ * its last prefetch to a GPU returned (it gets a copy of CUDA's table with
+ * this wrapper in). */
 #define MAX_EVICT_STARTS 4096
 static cudaError_t (*real_prefetch)(const void *, size_t, struct cudaMemLocation, unsigned int, cudaStream_t);
 static pthread_mutex_t starts_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t evict_starts[MAX_EVICT_STARTS];
 static size_t n_evict_starts;
+static uint64_t promote_returned_ns;
 
 static cudaError_t prefetch_recorded(const void *p, size_t len, struct cudaMemLocation loc, unsigned int flags,
                                      cudaStream_t s) {
+        cudaError_t e;
+
         if (loc.type != cudaMemLocationTypeDevice) {
                 pthread_mutex_lock(&starts_lock);
                 if (n_evict_starts < MAX_EVICT_STARTS)
                         evict_starts[n_evict_starts++] = now_ns();
                 pthread_mutex_unlock(&starts_lock);
         }
-        return real_prefetch(p, len, loc, flags, s);
+        e = real_prefetch(p, len, loc, flags, s);
+        if (loc.type == cudaMemLocationTypeDevice) {
+                pthread_mutex_lock(&starts_lock);
+                promote_returned_ns = now_ns();
+                pthread_mutex_unlock(&starts_lock);
+        }
+        return e;
 }
 
 /* shim/real.c resolves CUDA through the shim's dlsym wrapper, which lives
@@ -342,7 +352,7 @@ static size_t orders_for(struct bench *b, struct kvt_order *o, uint32_t first, u
 static int contend(struct bench *b) {
         const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), half = n_chunks / 2, ev_run = 8, pr_run = 32;
         struct kvt_order *o = calloc(n_chunks, sizeof(*o));
-        size_t n_ev, n_pr, late = 0;
+        size_t n_ev, n_pr, under = 0;
         uint64_t t0, alone_ns, submit_ns, expected;
         int r = -EIO;
 
@@ -388,16 +398,16 @@ static int contend(struct bench *b) {
                 goto out;
         pthread_mutex_lock(&starts_lock);
         for (size_t i = 0; i < n_evict_starts; i++)
-                late += evict_starts[i] >= b->watch_done_ns;
+                under += evict_starts[i] < promote_returned_ns;
         pthread_mutex_unlock(&starts_lock);
         printf("contend: %u MiB promoted alone in %.1f ms (%.1f GB/s; its calls returned after %.1f ms); "
                "in one batch with %zu MiB of evictions: promotions done after %.1f ms (%.1f GB/s), evictions "
-               "after %.1f ms; %zu of %zu eviction runs started after the promotions completed\n",
+               "after %.1f ms; %zu of %zu eviction runs started while the promotions' calls ran\n",
                (n_chunks - half) * 2, (double)alone_ns / 1e6,
                gbps((size_t)(n_chunks - half) * CHUNK, (double)alone_ns / 1e9), (double)submit_ns / 1e6,
                n_ev * ev_run * 2, (double)(b->watch_done_ns - t0) / 1e6,
                gbps((size_t)(n_chunks - half) * CHUNK, (double)(b->watch_done_ns - t0) / 1e9),
-               (double)(b->last_done_ns - t0) / 1e6, late, n_evict_starts);
+               (double)(b->last_done_ns - t0) / 1e6, under, n_evict_starts);
         r = 0;
 out:
         b->watch_order = 0;
@@ -751,8 +761,8 @@ static int setup(struct bench *b, uint64_t size) {
         if (r < 0)
                 return r;
         pipeline_config_from_env(&cfg);
-        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads, evict_yield %d\n",
-               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads, cfg.evict_yield);
+        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads, evict_touch %d\n",
+               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads, cfg.evict_touch);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
 }
 
