@@ -22,6 +22,7 @@
 #define TOUCH_STRIDE 4096 /* the host's smallest page */
 
 static volatile uint64_t touch_sink; /* keeps the touching reads */
+static __thread bool in_evictor;     /* this thread is one of a pipeline's evictors */
 
 enum { DIR_UP, DIR_DOWN, _DIR_MAX };
 
@@ -68,6 +69,12 @@ struct pipeline {
         pthread_cond_t cond;
         struct run *evq_head, **evq_tail;
         unsigned evq_busy; /* runs an evictor has taken and not yet started */
+        /* Promotions issued and not yet finished.  Evictions by touch wait
+         * while there are any (draining aside): on the H200 a promotion
+         * under them ran at a tenth of its speed (tests/bench/RESULTS.md,
+         * session 12, call 5). */
+        unsigned promoting;
+        bool draining;
         bool stopping;
         pthread_t evictors[MAX_EVICTORS];
         unsigned n_evictors;
@@ -226,6 +233,32 @@ static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int 
         return e;
 }
 
+/* Whether evictions by touch wait for the promotions in flight.  Under
+ * the lock. */
+static bool evict_held(const struct pipeline *p) {
+        return p->cfg.evict_touch && p->promoting > 0 && !p->draining;
+}
+
+/* In an evictor thread: waits while evictions are held back. */
+static void evict_wait(struct pipeline *p) {
+        if (!in_evictor)
+                return; /* the owner reaps the promotions: it must not wait for them */
+        pthread_mutex_lock(&p->lock);
+        while (evict_held(p) && !p->stopping)
+                pthread_cond_wait(&p->cond, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+}
+
+/* A promotion starts or ends; evictions held back for it may go on once
+ * the last one has ended. */
+static void promoting_add(struct pipeline *p, int delta) {
+        pthread_mutex_lock(&p->lock);
+        p->promoting += delta;
+        if (p->promoting == 0)
+                pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+}
+
 /* Moves [ptr, len) to the host by reading one word of every 4 KiB page
  * from this thread: each read of a page in VRAM faults, and the driver
  * migrates the page (its preferred location is the host by now).  Measured
@@ -237,7 +270,8 @@ static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int 
  * the GPU writes meanwhile stays coherent, as under any CPU access.  The
  * pages go where the driver puts a CPU fault's pages: the thread's memory
  * policy prefers the node the order names while it reads (whether the
- * driver follows it is not measured here). */
+ * driver follows it is not measured here).  In an evictor thread the reads
+ * pause, between chunks, while promotions are in flight. */
 static void touch_host(struct pipeline *p, const void *ptr, size_t len, int dev, int node) {
         const volatile uint64_t *w = ptr;
         struct cudaMemLocation loc;
@@ -256,8 +290,11 @@ static void touch_host(struct pipeline *p, const void *ptr, size_t len, int dev,
                 mask = 1ul << loc.id;
                 policy = syscall(SYS_set_mempolicy, MPOL_PREFERRED, &mask, 8 * sizeof(mask) + 1) == 0;
         }
-        for (size_t off = 0; off < len; off += TOUCH_STRIDE)
+        for (size_t off = 0; off < len; off += TOUCH_STRIDE) {
+                if (off % KVT_CHUNK_BYTES == 0)
+                        evict_wait(p); /* a promotion goes first, chunk by chunk */
                 sum += w[off / sizeof(*w)];
+        }
         touch_sink = sum;
         if (policy)
                 (void)syscall(SYS_set_mempolicy, old_mode, old_mode == MPOL_DEFAULT ? NULL : old_mask,
@@ -380,13 +417,17 @@ static int run_status(cudaError_t e) {
 /* Completes a started run whose work ended with e: finishes a promotion,
  * unpins the region, reports. */
 static void run_finish(struct pipeline *p, struct run *r, cudaError_t e) {
-        if (r->tier == KVT_TIER_VRAM) {
+        bool promotion = r->tier == KVT_TIER_VRAM;
+
+        if (promotion) {
                 cudaError_t d = p->rt->cudaSetDevice(r->device);
                 e = promote_finish(p, r, d == cudaSuccess ? e : d);
         }
         regions_release(r->region_id);
         report(p, r, run_status(e), e);
         run_free(p, r);
+        if (promotion)
+                promoting_add(p, -1); /* counted by run_issue() */
 }
 
 /* An event recorded on s after the work queued so far, with a host function
@@ -431,13 +472,14 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
 static void *evictor_main(void *arg) {
         struct pipeline *p = arg;
 
+        in_evictor = true;
         pthread_mutex_lock(&p->lock);
         for (;;) {
                 cudaEvent_t ev = NULL;
                 struct run *r;
                 cudaError_t e;
 
-                while (!p->evq_head && !p->stopping)
+                while ((!p->evq_head || evict_held(p)) && !p->stopping)
                         pthread_cond_wait(&p->cond, &p->lock);
                 if (!p->evq_head)
                         break;
@@ -511,6 +553,8 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 evict_enqueue(p, r);
                 return;
         }
+        if (r->tier == KVT_TIER_VRAM)
+                promoting_add(p, 1); /* before its calls, which block until the pages have moved */
         e = run_start(p, r);
         if (e != cudaSuccess || r->done_at_start) {
                 run_finish(p, r, e);
@@ -613,6 +657,8 @@ size_t pipeline_reap(struct pipeline *p) {
  * function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
         pthread_mutex_lock(&p->lock);
+        p->draining = true; /* the promotions in flight are reaped only after this wait */
+        pthread_cond_broadcast(&p->cond);
         while (p->evq_head || p->evq_busy)
                 pthread_cond_wait(&p->cond, &p->lock);
         pthread_mutex_unlock(&p->lock);
@@ -632,6 +678,9 @@ void pipeline_drain(struct pipeline *p) {
                         run_finish(p, r, cudaErrorUnknown);
                 }
         p->tail = &p->head;
+        pthread_mutex_lock(&p->lock);
+        p->draining = false;
+        pthread_mutex_unlock(&p->lock);
 }
 
 size_t pipeline_in_flight(const struct pipeline *p) {
