@@ -87,6 +87,14 @@ check_gt "promotions first: eviction runs were made" "${runs:-0}" 1
 check "promotions first: no eviction started while the promotions' calls ran" [ "${under:-x}" = 0 ]
 diag "$(grep '^contend:' "$TMP/contend.out")"
 
+# The interference probe keeps working (its figures mean something only on
+# a GPU): idle, five moving phases, each with steps counted.
+"$BENCH" --size 64M --interfere >"$TMP/interfere.out" 2>&1; rc=$?
+check "interfere: exits 0" [ $rc -eq 0 ]
+check "interfere: idle and five phases probed" \
+        [ "$(grep -c '^interfere: .* steps, median' "$TMP/interfere.out")" -eq 6 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/interfere.out")"
+
 bench evict1 KVTIER_MOVER_EVICT_THREADS=1 FAKECUDA_EVENT_DELAY_US=1000; rc=$?
 check "one evictor thread, late events: no write lost" rc_and $rc lost_none evict1
 bench evict0 KVTIER_MOVER_EVICT_THREADS=0; rc=$?
