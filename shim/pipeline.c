@@ -21,8 +21,6 @@
 #define MAX_EVICTORS 8
 #define TOUCH_STRIDE 4096 /* the host's smallest page */
 
-static volatile uint64_t touch_sink; /* keeps the touching reads */
-static __thread bool in_evictor;     /* this thread is one of a pipeline's evictors */
 
 enum { DIR_UP, DIR_DOWN, _DIR_MAX };
 
@@ -69,12 +67,13 @@ struct pipeline {
         pthread_cond_t cond;
         struct run *evq_head, **evq_tail;
         unsigned evq_busy; /* runs an evictor has taken and not yet started */
-        /* Promotions issued and not yet finished.  Evictions by touch wait
-         * while there are any (draining aside): on the H200 a promotion
-         * under them ran at a tenth of its speed (tests/bench/RESULTS.md,
-         * session 12, call 5). */
+        /* Promotions whose calls are being made (on the H200 they return
+         * once the pages have moved).  Evictions by touch wait while there
+         * are any: on the H200 a promotion beside them ran
+         * at a tenth of its speed (tests/bench/RESULTS.md, session 12, call
+         * 5).  Counted only during the calls, not until the owner reaps
+         * the run, so that batches of promotions cannot starve evictions. */
         unsigned promoting;
-        bool draining;
         bool stopping;
         pthread_t evictors[MAX_EVICTORS];
         unsigned n_evictors;
@@ -122,8 +121,11 @@ void pipeline_config_from_env(struct pipeline_config *ret) {
          * duplicated promotion runs at 8-13 GB/s against 45-51 for plain
          * migration, more than the copy-free eviction of clean chunks wins
          * back; and the host NUMA location slows read-duplication further. */
-        *ret = (struct pipeline_config){
-                .streams_per_dir = 2, .read_dup = false, .host_numa = true, .evict_threads = 2, .evict_touch = false};
+        *ret = (struct pipeline_config){.streams_per_dir = 2,
+                                        .read_dup = false,
+                                        .host_numa = true,
+                                        .evict_threads = 2,
+                                        .evict_touch = false};
         ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
         ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
         ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
@@ -233,24 +235,23 @@ static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int 
         return e;
 }
 
-/* Whether evictions by touch wait for the promotions in flight.  Under
- * the lock. */
+/* Whether evictions by touch wait for a promotion's calls.  Under the
+ * lock. */
 static bool evict_held(const struct pipeline *p) {
-        return p->cfg.evict_touch && p->promoting > 0 && !p->draining;
+        return p->cfg.evict_touch && p->promoting > 0;
 }
 
-/* In an evictor thread: waits while evictions are held back. */
+/* Waits while evictions are held back.  Only the owner makes promotions'
+ * calls, so on the owner's thread (evictions inline) this never waits. */
 static void evict_wait(struct pipeline *p) {
-        if (!in_evictor)
-                return; /* the owner reaps the promotions: it must not wait for them */
         pthread_mutex_lock(&p->lock);
         while (evict_held(p) && !p->stopping)
                 pthread_cond_wait(&p->cond, &p->lock);
         pthread_mutex_unlock(&p->lock);
 }
 
-/* A promotion starts or ends; evictions held back for it may go on once
- * the last one has ended. */
+/* The mover starts or ends a promotion's calls; evictions held back for
+ * them go on once they have returned. */
 static void promoting_add(struct pipeline *p, int delta) {
         pthread_mutex_lock(&p->lock);
         p->promoting += delta;
@@ -270,21 +271,20 @@ static void promoting_add(struct pipeline *p, int delta) {
  * the GPU writes meanwhile stays coherent, as under any CPU access.  The
  * pages go where the driver puts a CPU fault's pages: the thread's memory
  * policy prefers the node the order names while it reads (whether the
- * driver follows it is not measured here).  In an evictor thread the reads
- * pause, between chunks, while promotions are in flight. */
+ * driver follows it is not measured here).  The reads pause, between
+ * chunks, while the mover makes a promotion's calls. */
 static void touch_host(struct pipeline *p, const void *ptr, size_t len, int dev, int node) {
         const volatile uint64_t *w = ptr;
         struct cudaMemLocation loc;
         unsigned long mask, old_mask[16];
         int old_mode;
         bool policy = false;
-        uint64_t sum = 0;
 
         pthread_mutex_lock(&p->lock);
         loc = host_target(p, dev, node);
         pthread_mutex_unlock(&p->lock);
-        /* the caller's own policy is put back after (pipeline_move_sync()
-         * runs on the engine's thread) */
+        /* the thread's own policy is put back after: with no evictor
+         * threads the mover thread reads */
         if (loc.type == cudaMemLocationTypeHostNuma && loc.id >= 0 && loc.id < (int)(8 * sizeof(mask)) &&
             syscall(SYS_get_mempolicy, &old_mode, old_mask, 8 * sizeof(old_mask), NULL, 0ul) == 0) {
                 mask = 1ul << loc.id;
@@ -293,12 +293,11 @@ static void touch_host(struct pipeline *p, const void *ptr, size_t len, int dev,
         for (size_t off = 0; off < len; off += TOUCH_STRIDE) {
                 if (off % KVT_CHUNK_BYTES == 0)
                         evict_wait(p); /* a promotion goes first, chunk by chunk */
-                sum += w[off / sizeof(*w)];
+                (void)w[off / sizeof(*w)]; /* a volatile read: made, and faults the page in */
         }
-        touch_sink = sum;
-        if (policy)
-                (void)syscall(SYS_set_mempolicy, old_mode, old_mode == MPOL_DEFAULT ? NULL : old_mask,
-                              old_mode == MPOL_DEFAULT ? 0ul : 8 * sizeof(old_mask));
+        if (policy && syscall(SYS_set_mempolicy, old_mode, old_mode == MPOL_DEFAULT ? NULL : old_mask,
+                              old_mode == MPOL_DEFAULT ? 0ul : 8 * sizeof(old_mask)) < 0)
+                log_debug("Could not put the memory policy back (mode %d): %s.", old_mode, strerror(errno));
 }
 
 /* Starts promoting [ptr, len) to VRAM.  The prefetch comes before the
@@ -417,17 +416,13 @@ static int run_status(cudaError_t e) {
 /* Completes a started run whose work ended with e: finishes a promotion,
  * unpins the region, reports. */
 static void run_finish(struct pipeline *p, struct run *r, cudaError_t e) {
-        bool promotion = r->tier == KVT_TIER_VRAM;
-
-        if (promotion) {
+        if (r->tier == KVT_TIER_VRAM) {
                 cudaError_t d = p->rt->cudaSetDevice(r->device);
                 e = promote_finish(p, r, d == cudaSuccess ? e : d);
         }
         regions_release(r->region_id);
         report(p, r, run_status(e), e);
         run_free(p, r);
-        if (promotion)
-                promoting_add(p, -1); /* counted by run_issue() */
 }
 
 /* An event recorded on s after the work queued so far, with a host function
@@ -472,7 +467,6 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
 static void *evictor_main(void *arg) {
         struct pipeline *p = arg;
 
-        in_evictor = true;
         pthread_mutex_lock(&p->lock);
         for (;;) {
                 cudaEvent_t ev = NULL;
@@ -554,8 +548,10 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 return;
         }
         if (r->tier == KVT_TIER_VRAM)
-                promoting_add(p, 1); /* before its calls, which block until the pages have moved */
+                promoting_add(p, 1); /* its calls block until the pages have moved */
         e = run_start(p, r);
+        if (r->tier == KVT_TIER_VRAM)
+                promoting_add(p, -1);
         if (e != cudaSuccess || r->done_at_start) {
                 run_finish(p, r, e);
                 return;
@@ -657,8 +653,6 @@ size_t pipeline_reap(struct pipeline *p) {
  * function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
         pthread_mutex_lock(&p->lock);
-        p->draining = true; /* the promotions in flight are reaped only after this wait */
-        pthread_cond_broadcast(&p->cond);
         while (p->evq_head || p->evq_busy)
                 pthread_cond_wait(&p->cond, &p->lock);
         pthread_mutex_unlock(&p->lock);
@@ -678,9 +672,6 @@ void pipeline_drain(struct pipeline *p) {
                         run_finish(p, r, cudaErrorUnknown);
                 }
         p->tail = &p->head;
-        pthread_mutex_lock(&p->lock);
-        p->draining = false;
-        pthread_mutex_unlock(&p->lock);
 }
 
 size_t pipeline_in_flight(const struct pipeline *p) {

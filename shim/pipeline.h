@@ -42,7 +42,8 @@ struct pipeline_config {
 };
 
 /* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP,
- * KVTIER_MOVER_HOST_NUMA, KVTIER_MOVER_EVICT_THREADS and KVTIER_MOVER_EVICT_TOUCH.  Reads the environment: call once, at start. */
+ * KVTIER_MOVER_HOST_NUMA, KVTIER_MOVER_EVICT_THREADS and KVTIER_MOVER_EVICT_TOUCH.  Reads the
+ * environment: call once, at start. */
 void pipeline_config_from_env(struct pipeline_config *ret);
 
 /* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the

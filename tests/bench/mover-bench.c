@@ -4,7 +4,8 @@
  * linked in) moving a managed region up and down, by orders as the daemon
  * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
  *
- *   mover-bench [--size BYTES] [--runs LIST] [--check-only] [--explore | --overtake | --contend | --interfere]
+ *   mover-bench [--size BYTES] [--runs LIST] [--check-only]
+ *               [--explore | --overtake | --contend | --interfere]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -90,14 +91,15 @@ struct bench {
  * its last prefetch to a GPU returned (it gets a copy of CUDA's table with
  * this wrapper in). */
 #define MAX_EVICT_STARTS 4096
-static cudaError_t (*real_prefetch)(const void *, size_t, struct cudaMemLocation, unsigned int, cudaStream_t);
+static cudaError_t (*real_prefetch)(const void *, size_t, struct cudaMemLocation, unsigned int,
+                                    cudaStream_t);
 static pthread_mutex_t starts_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t evict_starts[MAX_EVICT_STARTS];
 static size_t n_evict_starts;
 static uint64_t promote_returned_ns;
 
-static cudaError_t prefetch_recorded(const void *p, size_t len, struct cudaMemLocation loc, unsigned int flags,
-                                     cudaStream_t s) {
+static cudaError_t prefetch_recorded(const void *p, size_t len, struct cudaMemLocation loc,
+                                     unsigned int flags, cudaStream_t s) {
         cudaError_t e;
 
         if (loc.type != cudaMemLocationTypeDevice) {
@@ -313,8 +315,9 @@ static int overtake(struct bench *b) {
                 return -EIO;
         o = (struct kvt_order){.region_id = b->reg.id, .first_chunk = n_chunks - up, .n_chunks = up,
                                .tier = KVT_TIER_HOST, .host_node = -1, .order_id = ++b->next_order};
+        expected = b->done + 1; /* before the submit: an eviction by touch may complete inside it */
         pipeline_submit(b->pipe, &o, 1);
-        wait_all(b, b->done + 1);
+        wait_all(b, expected);
         t0 = now_ns();
         expected = b->done;
         for (uint32_t c = 0; c + up < n_chunks; c += run) {
@@ -342,15 +345,19 @@ static size_t orders_for(struct bench *b, struct kvt_order *o, uint32_t first, u
         size_t k = 0;
 
         for (uint32_t c = first; c < first + n; c += run)
-                o[k++] = (struct kvt_order){.region_id = b->reg.id, .first_chunk = c,
-                                            .n_chunks = c + run <= first + n ? run : first + n - c, .tier = tier,
-                                            .host_node = -1, .order_id = ++b->next_order};
+                o[k++] = (struct kvt_order){.region_id = b->reg.id,
+                                            .first_chunk = c,
+                                            .n_chunks = c + run <= first + n ? run : first + n - c,
+                                            .tier = tier,
+                                            .host_node = -1,
+                                            .order_id = ++b->next_order};
         return k;
 }
 
 /* See --contend in the header. */
 static int contend(struct bench *b) {
-        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), half = n_chunks / 2, ev_run = 8, pr_run = 32;
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), half = n_chunks / 2;
+        const uint32_t ev_run = 8, pr_run = 32;
         struct kvt_order *o = calloc(n_chunks, sizeof(*o));
         size_t n_ev, n_pr, under = 0;
         uint64_t t0, alone_ns, submit_ns, expected;
@@ -401,8 +408,8 @@ static int contend(struct bench *b) {
                 under += evict_starts[i] < promote_returned_ns;
         pthread_mutex_unlock(&starts_lock);
         printf("contend: %u MiB promoted alone in %.1f ms (%.1f GB/s; its calls returned after %.1f ms); "
-               "in one batch with %zu MiB of evictions: promotions done after %.1f ms (%.1f GB/s), evictions "
-               "after %.1f ms; %zu of %zu eviction runs started while the promotions' calls ran\n",
+               "in one batch with %zu MiB of evictions: promotions done after %.1f ms (%.1f GB/s), "
+               "evictions after %.1f ms; %zu of %zu eviction runs started while the promotions' calls ran\n",
                (n_chunks - half) * 2, (double)alone_ns / 1e6,
                gbps((size_t)(n_chunks - half) * CHUNK, (double)alone_ns / 1e9), (double)submit_ns / 1e6,
                n_ev * ev_run * 2, (double)(b->watch_done_ns - t0) / 1e6,
@@ -431,7 +438,7 @@ struct prober {
 static void *prober_main(void *arg) {
         struct prober *pr = arg;
 
-        while (!atomic_load(&pr->stop) && pr->err == 0) {
+        do { /* at least one step, however short the phase */
                 double launch, total;
 
                 if (backend_probe(pr->buf, pr->len, &launch, &total) < 0) {
@@ -451,7 +458,7 @@ static void *prober_main(void *arg) {
                 }
                 pr->total_us[pr->n++] = total;
                 pr->launch_max_us = launch > pr->launch_max_us ? launch : pr->launch_max_us;
-        }
+        } while (!atomic_load(&pr->stop));
         return NULL;
 }
 
@@ -483,8 +490,8 @@ static int prober_stop(struct prober *pr, const char *what, uint64_t move_ns, do
                 *idle_us = pr->total_us[pr->n / 2];
         for (size_t i = 0; i < pr->n; i++)
                 lost += pr->total_us[i] > *idle_us ? pr->total_us[i] - *idle_us : 0;
-        printf("interfere: %-30s %6zu steps, median %7.1f us, p99 %8.1f, max %8.1f, longest launch %8.1f us; "
-               "lost %7.1f ms",
+        printf("interfere: %-30s %6zu steps, median %7.1f us, p99 %8.1f, max %8.1f, "
+               "longest launch %8.1f us; lost %7.1f ms",
                what, pr->n, pr->total_us[pr->n / 2], pr->total_us[pr->n * 99 / 100], pr->total_us[pr->n - 1],
                pr->launch_max_us, lost / 1e3);
         if (move_ns)
@@ -527,23 +534,25 @@ static void *toucher_main(void *arg) {
 }
 
 static int evict_by_touch(struct bench *b, char *p, size_t len, unsigned threads) {
-        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 }, host = { cudaMemLocationTypeHost, 0 };
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 },
+                                     host = { cudaMemLocationTypeHost, 0 };
         struct toucher t[8];
         size_t part = len / threads / CHUNK * CHUNK;
+        unsigned started;
 
         if (threads == 0 || threads > ELEMENTSOF(t) || part == 0 ||
             b->rt->cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, host) != cudaSuccess ||
             b->rt->cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, gpu) != cudaSuccess)
                 return -EIO;
-        for (unsigned i = 0; i < threads; i++) {
-                t[i] = (struct toucher){ .p = (const volatile uint64_t *)(p + i * part),
-                                         .len = i + 1 == threads ? len - i * part : part };
-                if (pthread_create(&t[i].thread, NULL, toucher_main, &t[i]) != 0)
-                        return -EIO; /* a benchmark: the threads started so far are left */
+        for (started = 0; started < threads; started++) {
+                t[started] = (struct toucher){ .p = (const volatile uint64_t *)(p + started * part),
+                                               .len = started + 1 == threads ? len - started * part : part };
+                if (pthread_create(&t[started].thread, NULL, toucher_main, &t[started]) != 0)
+                        break;
         }
-        for (unsigned i = 0; i < threads; i++)
+        for (unsigned i = 0; i < started; i++)
                 pthread_join(t[i].thread, NULL);
-        return 0;
+        return started == threads ? 0 : -EAGAIN;
 }
 
 /* See --interfere in the header. */
@@ -587,11 +596,16 @@ static int interfere(struct bench *b) {
                         expected = submit_each(b, 0, half, half, KVT_TIER_VRAM);
                         wait_all(b, expected);
                 }
-                if (b->failed || (r = prober_start(&pr)) < 0)
+                if (b->failed) {
+                        r = -EIO;
+                        goto out;
+                }
+                if ((r = prober_start(&pr)) < 0)
                         goto out;
                 t0 = now_ns();
                 if (phases[i].touch_threads) {
-                        r = evict_by_touch(b, (char *)b->reg.base, (size_t)half * CHUNK, phases[i].touch_threads);
+                        r = evict_by_touch(b, (char *)b->reg.base, (size_t)half * CHUNK,
+                                           phases[i].touch_threads);
                         moved = now_ns() - t0;
                 } else {
                         expected = submit_each(b, first, half, phases[i].run, phases[i].tier);
@@ -599,7 +613,11 @@ static int interfere(struct bench *b) {
                         moved = b->last_done_ns - t0;
                         r = b->failed ? -EIO : 0;
                 }
-                if (prober_stop(&pr, phases[i].what, moved, &idle) < 0 || r < 0)
+                if (r == 0)
+                        r = prober_stop(&pr, phases[i].what, moved, &idle);
+                else
+                        (void)prober_stop(&pr, phases[i].what, moved, &idle);
+                if (r < 0)
                         goto out;
                 if (phases[i].touch_threads) {
                         uint64_t resident = 0;
@@ -607,10 +625,11 @@ static int interfere(struct bench *b) {
                         size_t probe = (size_t)MIN(32u, half) * CHUNK;
 
                         if (backend_vram_resident((void *)b->reg.base, probe, 0, &resident) == 0)
-                                printf("interfere: after the touch, %llu of the first %zu MiB read as VRAM-resident\n",
+                                printf("interfere: after the touch, %llu of the first %zu MiB read as "
+                                       "VRAM-resident\n",
                                        (unsigned long long)(resident >> 20), probe >> 20);
-                        /* back to the books' state: on the host, unmapped advice as the pipeline left it */
-                        (void)move_all(b, KVT_TIER_HOST, half, 1);
+                        /* the evicted half back to the state the pipeline leaves */
+                        wait_all(b, submit_each(b, 0, half, half, KVT_TIER_HOST));
                 }
         }
         r = 0;
@@ -761,7 +780,8 @@ static int setup(struct bench *b, uint64_t size) {
         if (r < 0)
                 return r;
         pipeline_config_from_env(&cfg);
-        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads, evict_touch %d\n",
+        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads, "
+               "evict_touch %d\n",
                cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads, cfg.evict_touch);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
 }

@@ -8,7 +8,7 @@
 # kvtierd.conf text, a [section] first, \n for new lines, no spaces (default
 # "defaults= nohint"; a NAME starting with nohint runs without --hint, one
 # starting with ahead with --hint-ahead 16; CONF may end in +VAR=VALUE items,
-# the shim's environment: ahead16noyield=+KVTIER_MOVER_EVICT_YIELD=0);
+# the shim's environment: ahead16touch=+KVTIER_MOVER_EVICT_TOUCH=1);
 # KVT_KV_INTER=1 repeats step 2 on the interleaved layout.
 # (0) mover-bench-cuda --explore: raw advice/prefetch sequences, timed.
 # (1) mover-bench-cuda: an 8 GiB managed region up and down through the

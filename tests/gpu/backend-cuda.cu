@@ -94,7 +94,8 @@ static double us_since(const struct timespec *t0) {
 extern "C" int backend_probe(const void *ptr, size_t len, double *ret_launch_us, double *ret_total_us) {
         static cudaStream_t s;
         struct timespec t0;
-        if (get_scratch() || (!s && ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "probe stream")))
+        if (get_scratch() ||
+            (!s && ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "probe stream")))
                 return -EIO;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         k_read<<<blocks_for(len / 8), 256, 0, s>>>((const uint64_t *)ptr, len / 8, scratch + 1);
