@@ -16,10 +16,12 @@
  * completes with the right data.  The backing of a device-resident page is
  * also poisoned with 0xDB, so a bug in the protection shows as garbage.
  *
- * The handler takes the model's lock, so nothing in the model touches a
- * host backing without opening it first (host_open), and every state change
- * ends with host_seal.  Syscalls given a device-resident page fail with
- * EFAULT instead of migrating it, unlike under UVM.
+ * The handler takes the model's lock, so the model never touches a backing
+ * the application cannot: it reads one only while readable, and writes one
+ * by filling a new backing aside and moving it in (host_replace), so that
+ * other threads never see a page half migrated.  Every state change ends
+ * with the protection its residency calls for.  Unlike under UVM, syscalls
+ * given a device-resident page fail with EFAULT instead of migrating it.
  */
 
 #define _GNU_SOURCE
@@ -468,32 +470,55 @@ static uint8_t *page_host(const struct alloc *a, size_t i) {
         return a->raw + i * MODEL_PAGE_BYTES;
 }
 
+/* ENOMEM (vm.max_map_count, memory): the model cannot go on faithfully. */
+static _Noreturn void host_fail(const char *what) {
+        fprintf(stderr, "fakecuda: failed to %s a managed page's host backing: %m\n", what);
+        abort();
+}
+
 static void host_protect(struct alloc *a, size_t i, int prot) {
         struct page *p = &a->pages[i];
 
         if (p->prot == prot)
                 return;
-        if (mprotect(page_host(a, i), MODEL_PAGE_BYTES, prot) < 0) {
-                /* ENOMEM: vm.max_map_count; the model cannot go on faithfully */
-                fprintf(stderr, "fakecuda: failed to protect a managed page: %m\n");
-                abort();
-        }
+        if (mprotect(page_host(a, i), MODEL_PAGE_BYTES, prot) < 0)
+                host_fail("protect");
         p->prot = (int8_t)prot;
 }
 
-/* Opens page i's host backing to the model's own copies; returns it. */
-static uint8_t *host_open(struct alloc *a, size_t i) {
-        host_protect(a, i, PROT_RW);
-        return page_host(a, i);
+/* The protection page p's residency calls for: no access while a device
+ * holds the only copy, read-only beside a device's duplicate, read-write
+ * while the host holds the only copy (or nobody touched the page). */
+static int page_prot(const struct page *p) {
+        return p->loc >= 0 ? PROT_NONE : p->dup >= 0 ? PROT_READ : PROT_RW;
 }
 
-/* Protects page i's host backing as its residency says: no access while a
- * device holds the only copy, read-only beside a device's duplicate,
- * read-write while the host holds the only copy (or nobody touched it). */
+/* Protects page i's host backing as its residency says. */
 static void host_seal(struct alloc *a, size_t i) {
-        const struct page *p = &a->pages[i];
+        host_protect(a, i, page_prot(&a->pages[i]));
+}
 
-        host_protect(a, i, p->loc >= 0 ? PROT_NONE : p->dup >= 0 ? PROT_READ : PROT_RW);
+/* Replaces page i's host backing with one holding src (poison if NULL),
+ * protected as its residency says.  Other threads see the old backing (and
+ * fault, then wait for the lock) or the new one, never a page half written:
+ * the new one is filled aside and moved in by mremap. */
+static void host_replace(struct alloc *a, size_t i, const uint8_t *src) {
+        int prot = page_prot(&a->pages[i]);
+        uint8_t *stage =
+                mmap(NULL, MODEL_PAGE_BYTES, PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+        if (stage == MAP_FAILED)
+                host_fail("stage");
+        if (src)
+                memcpy(stage, src, MODEL_PAGE_BYTES);
+        else
+                memset(stage, POISON_BYTE, MODEL_PAGE_BYTES);
+        if (prot != PROT_RW && mprotect(stage, MODEL_PAGE_BYTES, prot) < 0)
+                host_fail("protect");
+        if (mremap(stage, MODEL_PAGE_BYTES, MODEL_PAGE_BYTES, MREMAP_MAYMOVE | MREMAP_FIXED,
+                   page_host(a, i)) == MAP_FAILED)
+                host_fail("replace");
+        a->pages[i].prot = (int8_t)prot;
 }
 
 /* ---------------------------------------------------------------- residency */
@@ -535,17 +560,17 @@ static void page_drop_dup(struct alloc *a, size_t i) {
 /* Migrates a device-resident page back to its host backing. */
 static void page_to_host(struct alloc *a, size_t i) {
         struct page *p = &a->pages[i];
+        uint8_t *data = p->devcopy;
 
         if (p->loc < 0)
                 return;
-        memcpy(host_open(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
         um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         resident_dec(p->loc);
-        free(p->devcopy);
         p->devcopy = NULL;
         p->loc = MODEL_LOC_HOST;
-        host_seal(a, i);
+        host_replace(a, i, data);
+        free(data);
 }
 
 /* Evicts dev's least recently touched managed page other than keep. */
@@ -601,8 +626,7 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
                 /* collapse the duplicate onto dev */
                 p->loc = dev;
                 p->dup = -1;
-                memset(host_open(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
-                host_seal(a, i);
+                host_replace(a, i, NULL);
                 return 0;
         }
         r = make_room(dev, MODEL_PAGE_BYTES, p);
@@ -613,19 +637,20 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
                 return -ENOMEM;
         page_to_host(a, i);
         page_drop_dup(a, i);
-        memcpy(buf, page_host(a, i), MODEL_PAGE_BYTES); /* readable: the host holds the only copy */
+        host_protect(a, i, PROT_READ); /* writers fault and wait while the copy is taken */
+        memcpy(buf, page_host(a, i), MODEL_PAGE_BYTES);
         m.stats[dev].h2d_bytes += MODEL_PAGE_BYTES;
         um_event(UM_HTOD, page_host(a, i), MODEL_PAGE_BYTES, dev);
         p->devcopy = buf;
         if (duplicate) {
                 p->loc = MODEL_LOC_HOST;
                 p->dup = (int8_t)dev;
+                host_seal(a, i);
         } else {
                 p->loc = (int8_t)dev;
-                memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
                 page_set_numa(p, -1);
+                host_replace(a, i, NULL);
         }
-        host_seal(a, i);
         resident_inc(dev);
         return 0;
 }
@@ -776,8 +801,7 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                 if (p->dup >= 0 && p->preferred == p->dup) {
                         p->loc = p->dup;
                         p->dup = -1;
-                        memset(host_open(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
-                        host_seal(a, i);
+                        host_replace(a, i, NULL);
                 } else
                         page_drop_dup(a, i);
                 break;
@@ -839,12 +863,11 @@ static bool page_prefetch_host(struct alloc *a, size_t i) {
                 page_to_host(a, i);
                 return true;
         }
-        memcpy(host_open(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
         um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         p->dup = p->loc;
         p->loc = MODEL_LOC_HOST;
-        host_seal(a, i);
+        host_replace(a, i, p->devcopy);
         return true;
 }
 
@@ -969,22 +992,25 @@ int model_set(void *dst, int value, size_t count) {
 
 /* ---------------------------------------------------------------- CPU faults */
 
-/* Whether the faulting access was a write; false where the context does not
- * say (a write to a read-mostly page then faults twice: once to read it in
- * beside its duplicate, once more to drop the duplicate). */
-static bool fault_is_write(const void *uc) {
+enum fault_access { FAULT_READ, FAULT_WRITE, FAULT_UNKNOWN };
+
+/* Whether the faulting access was a write, where the context says (x86-64's
+ * page-fault error code).  Elsewhere a write to a device-resident read-mostly
+ * page faults twice: once to read it in beside its duplicate, once more to
+ * drop the duplicate. */
+static enum fault_access fault_access(const void *uc) {
 #if defined(__x86_64__)
-        return (((const ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0; /* X86_PF_WRITE */
+        return ((const ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2 ? FAULT_WRITE : FAULT_READ;
 #else
         (void)uc;
-        return false;
+        return FAULT_UNKNOWN;
 #endif
 }
 
 /* The CPU faulted at addr: serves the fault as UVM would if addr is in a
  * managed page's host backing, so that the access can be retried.  Returns
  * false if the fault is not the model's. */
-static bool cpu_fault(uintptr_t addr, bool is_write, bool access_error) {
+static bool cpu_fault(uintptr_t addr, enum fault_access access, bool access_error) {
         static const char held_msg[] =
                 "fakecuda: the model faulted on managed memory while holding its lock\n";
         struct alloc *a;
@@ -1009,16 +1035,16 @@ static bool cpu_fault(uintptr_t addr, bool is_write, bool access_error) {
                 int dev = p->loc;
 
                 /* a read of a read-mostly page leaves a duplicate behind, as a prefetch does */
-                if (p->read_mostly && !is_write)
+                if (p->read_mostly && access != FAULT_WRITE)
                         (void)page_prefetch_host(a, i);
                 else
                         page_to_host(a, i);
                 m.stats[dev].cpu_faults++;
-        } else if (p->dup >= 0 && p->prot == PROT_READ) {
-                m.stats[p->dup].cpu_faults++; /* only a write faults on a readable page */
+        } else if (p->dup >= 0 && p->prot == PROT_READ && access != FAULT_READ) {
+                m.stats[p->dup].cpu_faults++; /* a readable page faults on writes only */
                 page_drop_dup(a, i);
         } else
-                served = access_error && p->prot == PROT_RW; /* another thread served it */
+                served = access_error && p->prot != PROT_NONE; /* raced a migration: retry */
 out:
         unlock();
         return served;
@@ -1044,7 +1070,7 @@ static void segv_chain(int sig, siginfo_t *info, void *uc) {
 
 static void segv_handler(int sig, siginfo_t *info, void *uc) {
         int saved_errno = errno;
-        bool served = cpu_fault((uintptr_t)info->si_addr, fault_is_write(uc), info->si_code == SEGV_ACCERR);
+        bool served = cpu_fault((uintptr_t)info->si_addr, fault_access(uc), info->si_code == SEGV_ACCERR);
 
         errno = saved_errno;
         if (!served)
