@@ -53,6 +53,7 @@ struct fakecuda_stats {
         uint64_t d2h_bytes;                   /* migrated this device -> host */
         uint64_t remote_bytes;                /* read/written over the link, no migration */
         uint64_t faults;                      /* GPU page faults (per 2 MiB page) */
+        uint64_t cpu_faults;                  /* CPU page faults on pages this device held (per 2 MiB page) */
         uint64_t evictions;                   /* pages pushed out for capacity */
         uint64_t managed_resident_bytes;      /* managed bytes in this device's memory now */
         uint64_t managed_resident_peak_bytes; /* most ever resident at once */

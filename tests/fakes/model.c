@@ -4,21 +4,39 @@
  * Residency model of the fake CUDA.  Device memory is host memory.  Managed
  * memory is modelled per 2 MiB page: the host backing is the memory the
  * application sees; a page resident on a device has its data in a separate
- * "device copy" buffer and its host backing poisoned with 0xDB, so code
- * that reads managed memory directly while the model says it lives in VRAM
- * reads garbage, as a lost migration would.  Read-mostly pages may have one
- * read-only duplicate on a device while the host copy stays valid.
+ * "device copy" buffer.  Read-mostly pages may have one read-only duplicate
+ * on a device while the host copy stays valid.
+ *
+ * CPU access works as under UVM (x86, concurrentManagedAccess): the host
+ * backing is protected as residency says (no access while a device holds
+ * the only copy, read-only beside a device's duplicate, read-write when the
+ * host holds the only copy), and a SIGSEGV handler serves the CPU's faults:
+ * a device-resident page migrates to the host (a read of a read-mostly one
+ * leaves a duplicate behind), a write drops a duplicate.  The access then
+ * completes with the right data.  The backing of a device-resident page is
+ * also poisoned with 0xDB, so a bug in the protection shows as garbage.
+ *
+ * The handler takes the model's lock, so the model never touches a backing
+ * the application cannot: it reads one only while readable, and writes one
+ * by filling a new backing aside and moving it in (host_replace), so that
+ * other threads never see a page half migrated.  Every state change ends
+ * with the protection its residency calls for.  Unlike under UVM, syscalls
+ * given a device-resident page fail with EFAULT instead of migrating it.
  */
+
+#define _GNU_SOURCE
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "../engine/backend.h"
@@ -26,6 +44,7 @@
 #include "model.h"
 
 #define POISON_BYTE          0xDB
+#define PROT_RW              (PROT_READ | PROT_WRITE)
 #define MISALIGN_BYTES       ((size_t)64 << 10)
 #define SMALL_ALIGN_BYTES    256
 #define DEFAULT_DEVICE_BYTES ((size_t)16 << 30)
@@ -41,6 +60,7 @@ struct page {
         int8_t preferred;     /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
         bool preferred_numa;  /* preferred is the host, named as a NUMA node: never mapped remotely */
         int8_t numa;          /* host NUMA node a prefetch named for the host copy, or -1 (the kernel's) */
+        int8_t prot;          /* the host backing's protection now (PROT_*) */
         bool read_mostly;
 };
 
@@ -70,6 +90,9 @@ static const char *const fail_kind_names[_MODEL_FAIL_MAX] = {
 
 static struct {
         pthread_mutex_t lock;
+        pthread_t owner; /* the thread holding lock, valid while owned */
+        bool owned;
+        struct sigaction old_segv; /* the SIGSEGV action before ours, chained to */
         bool forked; /* this is the child of a fork() after CUDA was initialized */
         pthread_once_t once;
         bool torn_down; /* the runtime's atexit teardown ran */
@@ -185,9 +208,19 @@ static void parse_fail(const char *spec) {
 
 /* CUDA is not usable in the child of a fork() made after it was
  * initialized: every runtime call there fails with an initialization error.
- * The lock may have been held by another thread of the parent. */
+ * The model itself stays consistent there (fork waits for the lock), so
+ * the child's CPU faults on managed memory are still served. */
+static void atfork_prepare(void) {
+        pthread_mutex_lock(&m.lock);
+}
+
+static void atfork_parent(void) {
+        pthread_mutex_unlock(&m.lock);
+}
+
 static void atfork_child(void) {
         pthread_mutex_init(&m.lock, NULL);
+        __atomic_store_n(&m.owned, false, __ATOMIC_RELAXED);
         m.forked = true;
 }
 
@@ -238,10 +271,14 @@ static void parse_host_numa_ids(const char *s) {
                 m.host_numa_id[d] = (int)id;
 }
 
+static void segv_install(void);
+
 static void init_once(void) {
-        pthread_atfork(NULL, NULL, atfork_child);
         const char *s;
         uint64_t total = DEFAULT_DEVICE_BYTES;
+
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        segv_install();
 
         m.n_devices = (int)env_long("FAKECUDA_DEVICES", 1, 1, MODEL_MAX_DEVICES);
         m.n_numa = (int)env_long("FAKECUDA_NUMA_NODES", 1, 1, 1024);
@@ -278,10 +315,19 @@ bool model_enter(void) {
 static void lock(void) {
         model_init();
         pthread_mutex_lock(&m.lock);
+        __atomic_store_n(&m.owner, pthread_self(), __ATOMIC_RELAXED);
+        __atomic_store_n(&m.owned, true, __ATOMIC_RELEASE);
 }
 
 static void unlock(void) {
+        __atomic_store_n(&m.owned, false, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&m.lock);
+}
+
+/* Whether the calling thread holds the lock. */
+static bool lock_held_here(void) {
+        return __atomic_load_n(&m.owned, __ATOMIC_ACQUIRE) &&
+               pthread_equal(__atomic_load_n(&m.owner, __ATOMIC_RELAXED), pthread_self());
 }
 
 bool model_initialized(void) {
@@ -388,6 +434,17 @@ static struct alloc *managed_find(const void *ptr, size_t count, size_t *ret_fir
         return a;
 }
 
+/* The managed allocation whose host backing holds addr (its 2 MiB pages,
+ * including what lies around the range the application sees), or NULL. */
+static struct alloc *managed_find_backing(uintptr_t addr) {
+        for (size_t i = 0; i < m.n_allocs; i++) {
+                struct alloc *a = m.allocs[i];
+                if (a->managed && addr >= (uintptr_t)a->raw && addr - (uintptr_t)a->raw < a->raw_bytes)
+                        return a;
+        }
+        return NULL;
+}
+
 static int alloc_add(struct alloc *a) {
         if (m.n_allocs == m.cap_allocs) {
                 size_t cap = m.cap_allocs ? m.cap_allocs * 2 : 64;
@@ -413,6 +470,57 @@ static uint8_t *page_host(const struct alloc *a, size_t i) {
         return a->raw + i * MODEL_PAGE_BYTES;
 }
 
+/* ENOMEM (vm.max_map_count, memory): the model cannot go on faithfully. */
+static _Noreturn void host_fail(const char *what) {
+        fprintf(stderr, "fakecuda: failed to %s a managed page's host backing: %m\n", what);
+        abort();
+}
+
+static void host_protect(struct alloc *a, size_t i, int prot) {
+        struct page *p = &a->pages[i];
+
+        if (p->prot == prot)
+                return;
+        if (mprotect(page_host(a, i), MODEL_PAGE_BYTES, prot) < 0)
+                host_fail("protect");
+        p->prot = (int8_t)prot;
+}
+
+/* The protection page p's residency calls for: no access while a device
+ * holds the only copy, read-only beside a device's duplicate, read-write
+ * while the host holds the only copy (or nobody touched the page). */
+static int page_prot(const struct page *p) {
+        return p->loc >= 0 ? PROT_NONE : p->dup >= 0 ? PROT_READ : PROT_RW;
+}
+
+/* Protects page i's host backing as its residency says. */
+static void host_seal(struct alloc *a, size_t i) {
+        host_protect(a, i, page_prot(&a->pages[i]));
+}
+
+/* Replaces page i's host backing with one holding src (poison if NULL),
+ * protected as its residency says.  Other threads see the old backing (and
+ * fault, then wait for the lock) or the new one, never a page half written:
+ * the new one is filled aside and moved in by mremap. */
+static void host_replace(struct alloc *a, size_t i, const uint8_t *src) {
+        int prot = page_prot(&a->pages[i]);
+        uint8_t *stage =
+                mmap(NULL, MODEL_PAGE_BYTES, PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+        if (stage == MAP_FAILED)
+                host_fail("stage");
+        if (src)
+                memcpy(stage, src, MODEL_PAGE_BYTES);
+        else
+                memset(stage, POISON_BYTE, MODEL_PAGE_BYTES);
+        if (prot != PROT_RW && mprotect(stage, MODEL_PAGE_BYTES, prot) < 0)
+                host_fail("protect");
+        if (mremap(stage, MODEL_PAGE_BYTES, MODEL_PAGE_BYTES, MREMAP_MAYMOVE | MREMAP_FIXED,
+                   page_host(a, i)) == MAP_FAILED)
+                host_fail("replace");
+        a->pages[i].prot = (int8_t)prot;
+}
+
 /* ---------------------------------------------------------------- residency */
 
 static size_t managed_capacity(int dev) {
@@ -436,28 +544,33 @@ static bool page_on(const struct page *p, int dev) {
         return p->loc == dev || p->dup == dev;
 }
 
-static void page_drop_dup(struct page *p) {
+/* Invalidates page i's read-only device duplicate, if any. */
+static void page_drop_dup(struct alloc *a, size_t i) {
+        struct page *p = &a->pages[i];
+
         if (p->dup < 0)
                 return;
         resident_dec(p->dup);
         free(p->devcopy);
         p->devcopy = NULL;
         p->dup = -1;
+        host_seal(a, i);
 }
 
 /* Migrates a device-resident page back to its host backing. */
 static void page_to_host(struct alloc *a, size_t i) {
         struct page *p = &a->pages[i];
+        uint8_t *data = p->devcopy;
 
         if (p->loc < 0)
                 return;
-        memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
         um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         resident_dec(p->loc);
-        free(p->devcopy);
         p->devcopy = NULL;
         p->loc = MODEL_LOC_HOST;
+        host_replace(a, i, data);
+        free(data);
 }
 
 /* Evicts dev's least recently touched managed page other than keep. */
@@ -480,7 +593,7 @@ static int evict_lru(int dev, const struct page *keep) {
         if (!victim_alloc)
                 return -ENOMEM;
         if (victim_alloc->pages[victim].dup == dev)
-                page_drop_dup(&victim_alloc->pages[victim]);
+                page_drop_dup(victim_alloc, victim);
         else
                 page_to_host(victim_alloc, victim);
         m.stats[dev].evictions++;
@@ -497,8 +610,9 @@ static int make_room(int dev, size_t extra, const struct page *keep) {
         return 0;
 }
 
-/* Copies page i to device dev: as a read-only duplicate (host stays valid)
- * or as a migration (host poisoned).  Evicts for room first. */
+/* Copies page i to device dev: as a read-only duplicate (host stays valid,
+ * read-only) or as a migration (host poisoned, no access).  Evicts for room
+ * first. */
 static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
         struct page *p = &a->pages[i];
         uint8_t *buf;
@@ -512,7 +626,7 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
                 /* collapse the duplicate onto dev */
                 p->loc = dev;
                 p->dup = -1;
-                memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
+                host_replace(a, i, NULL);
                 return 0;
         }
         r = make_room(dev, MODEL_PAGE_BYTES, p);
@@ -522,7 +636,8 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
         if (!buf)
                 return -ENOMEM;
         page_to_host(a, i);
-        page_drop_dup(p);
+        page_drop_dup(a, i);
+        host_protect(a, i, PROT_READ); /* writers fault and wait while the copy is taken */
         memcpy(buf, page_host(a, i), MODEL_PAGE_BYTES);
         m.stats[dev].h2d_bytes += MODEL_PAGE_BYTES;
         um_event(UM_HTOD, page_host(a, i), MODEL_PAGE_BYTES, dev);
@@ -530,10 +645,11 @@ static int page_to_device(struct alloc *a, size_t i, int dev, bool duplicate) {
         if (duplicate) {
                 p->loc = MODEL_LOC_HOST;
                 p->dup = (int8_t)dev;
+                host_seal(a, i);
         } else {
                 p->loc = (int8_t)dev;
-                memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
                 page_set_numa(p, -1);
+                host_replace(a, i, NULL);
         }
         resident_inc(dev);
         return 0;
@@ -614,7 +730,11 @@ int model_malloc_managed(int dev, size_t size, void **ret) {
         a->managed = true;
         a->dev = dev;
         for (size_t i = 0; i < a->n_pages; i++)
-                a->pages[i] = (struct page){.loc = MODEL_LOC_NONE, .dup = -1, .preferred = MODEL_LOC_NONE, .numa = -1};
+                a->pages[i] = (struct page){.loc = MODEL_LOC_NONE,
+                                            .dup = -1,
+                                            .preferred = MODEL_LOC_NONE,
+                                            .numa = -1,
+                                            .prot = PROT_RW};
         m.stats[dev].managed_alloc_bytes += size;
         m.stats[dev].managed_allocs++;
         *ret = (void *)a->base;
@@ -636,7 +756,7 @@ int model_free(void *ptr) {
         if (a->managed) {
                 for (size_t i = 0; i < a->n_pages; i++) {
                         struct page *p = &a->pages[i];
-                        page_drop_dup(p);
+                        page_drop_dup(a, i);
                         page_set_numa(p, -1);
                         if (p->loc >= 0) {
                                 resident_dec(p->loc);
@@ -681,9 +801,9 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                 if (p->dup >= 0 && p->preferred == p->dup) {
                         p->loc = p->dup;
                         p->dup = -1;
-                        memset(page_host(a, i), POISON_BYTE, MODEL_PAGE_BYTES);
+                        host_replace(a, i, NULL);
                 } else
-                        page_drop_dup(p);
+                        page_drop_dup(a, i);
                 break;
         case cudaMemAdviseSetPreferredLocation:
                 p->preferred_numa = loc == MODEL_LOC_HOST_NUMA;
@@ -743,11 +863,11 @@ static bool page_prefetch_host(struct alloc *a, size_t i) {
                 page_to_host(a, i);
                 return true;
         }
-        memcpy(page_host(a, i), p->devcopy, MODEL_PAGE_BYTES);
         m.stats[p->loc].d2h_bytes += MODEL_PAGE_BYTES;
         um_event(UM_DTOH, page_host(a, i), MODEL_PAGE_BYTES, p->loc);
         p->dup = p->loc;
         p->loc = MODEL_LOC_HOST;
+        host_replace(a, i, p->devcopy);
         return true;
 }
 
@@ -800,7 +920,7 @@ static int host_resolve(uintptr_t addr, size_t remaining, bool write, bool allow
         size_t i, in_page;
 
         if (!a) {
-                if (!allow_host)
+                if (!allow_host || managed_find_backing(addr))
                         return -EINVAL;
                 *ret_ptr = (uint8_t *)addr;
                 *ret_len = remaining;
@@ -817,7 +937,7 @@ static int host_resolve(uintptr_t addr, size_t remaining, bool write, bool allow
         p = &a->pages[i];
         in_page = addr - (uintptr_t)page_host(a, i);
         if (write)
-                page_drop_dup(p);
+                page_drop_dup(a, i);
         if (p->loc == MODEL_LOC_NONE)
                 p->loc = MODEL_LOC_HOST;
         *ret_ptr = (p->loc >= 0 ? p->devcopy : page_host(a, i)) + in_page;
@@ -870,6 +990,108 @@ int model_set(void *dst, int value, size_t count) {
         return r;
 }
 
+/* ---------------------------------------------------------------- CPU faults */
+
+enum fault_access { FAULT_READ, FAULT_WRITE, FAULT_UNKNOWN };
+
+/* Whether the faulting access was a write, where the context says (x86-64's
+ * page-fault error code).  Elsewhere a write to a device-resident read-mostly
+ * page faults twice: once to read it in beside its duplicate, once more to
+ * drop the duplicate. */
+static enum fault_access fault_access(const void *uc) {
+#if defined(__x86_64__)
+        return ((const ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2 ? FAULT_WRITE : FAULT_READ;
+#else
+        (void)uc;
+        return FAULT_UNKNOWN;
+#endif
+}
+
+/* The CPU faulted at addr: serves the fault as UVM would if addr is in a
+ * managed page's host backing, so that the access can be retried.  Returns
+ * false if the fault is not the model's. */
+static bool cpu_fault(uintptr_t addr, enum fault_access access, bool access_error) {
+        static const char held_msg[] =
+                "fakecuda: the model faulted on managed memory while holding its lock\n";
+        struct alloc *a;
+        struct page *p;
+        bool served = true;
+        size_t i;
+
+        if (lock_held_here()) {
+                /* a bug in the model: let the fault take its course */
+                (void)!write(STDERR_FILENO, held_msg, sizeof(held_msg) - 1);
+                return false;
+        }
+        lock();
+        a = managed_find_backing(addr);
+        if (!a) {
+                served = false;
+                goto out;
+        }
+        i = page_index(a, addr);
+        p = &a->pages[i];
+        if (p->loc >= 0) {
+                int dev = p->loc;
+
+                /* a read of a read-mostly page leaves a duplicate behind, as a prefetch does */
+                if (p->read_mostly && access != FAULT_WRITE)
+                        (void)page_prefetch_host(a, i);
+                else
+                        page_to_host(a, i);
+                m.stats[dev].cpu_faults++;
+        } else if (p->dup >= 0 && p->prot == PROT_READ && access != FAULT_READ) {
+                m.stats[p->dup].cpu_faults++; /* a readable page faults on writes only */
+                page_drop_dup(a, i);
+        } else
+                served = access_error && p->prot != PROT_NONE; /* raced a migration: retry */
+out:
+        unlock();
+        return served;
+}
+
+/* Hands a fault that is not the model's to the action installed before. */
+static void segv_chain(int sig, siginfo_t *info, void *uc) {
+        const struct sigaction *old = &m.old_segv;
+
+        if (!(old->sa_flags & SA_SIGINFO) && (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN)) {
+                /* the access faults again on return, and kills the process */
+                struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+                sigemptyset(&dfl.sa_mask);
+                sigaction(sig, &dfl, NULL);
+                return;
+        }
+        if (old->sa_flags & SA_SIGINFO)
+                old->sa_sigaction(sig, info, uc);
+        else
+                old->sa_handler(sig);
+}
+
+static void segv_handler(int sig, siginfo_t *info, void *uc) {
+        int saved_errno = errno;
+        bool served = cpu_fault((uintptr_t)info->si_addr, fault_access(uc), info->si_code == SEGV_ACCERR);
+
+        errno = saved_errno;
+        if (!served)
+                segv_chain(sig, info, uc);
+}
+
+/* Installs the CPU fault handler once, at initialization; on the alternate
+ * stack if the handler before it (AddressSanitizer's) used one. */
+static void segv_install(void) {
+        struct sigaction sa = {.sa_sigaction = segv_handler};
+
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGSEGV, NULL, &m.old_segv) < 0) {
+                fprintf(stderr, "fakecuda: failed to read the SIGSEGV action: %m\n");
+                return;
+        }
+        sa.sa_flags = SA_SIGINFO | (m.old_segv.sa_flags & SA_ONSTACK);
+        if (sigaction(SIGSEGV, &sa, NULL) < 0)
+                fprintf(stderr, "fakecuda: failed to install the SIGSEGV handler: %m\n");
+}
+
 /* ---------------------------------------------------------------- kernels */
 
 /* A GPU access by dev to page i: a hit, a remote access over the link
@@ -898,7 +1120,7 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
         if (p->preferred != dev && !p->preferred_numa && ((p->accessed_by | p->mapped_by) & (1u << dev))) {
                 m.stats[dev].remote_bytes += bytes;
                 if (write)
-                        page_drop_dup(p);
+                        page_drop_dup(a, i);
                 if (p->loc == MODEL_LOC_NONE)
                         p->loc = MODEL_LOC_HOST;
                 *ret_data = p->loc >= 0 ? p->devcopy : page_host(a, i);
@@ -1061,14 +1283,14 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                 char line[1024];
                 int n = snprintf(line, sizeof(line),
                                  "{\"pid\":%d,\"device\":%d,\"h2d_bytes\":%" PRIu64 ",\"d2h_bytes\":%" PRIu64
-                                 ",\"remote_bytes\":%" PRIu64 ",\"faults\":%" PRIu64
+                                 ",\"remote_bytes\":%" PRIu64 ",\"faults\":%" PRIu64 ",\"cpu_faults\":%" PRIu64
                                  ",\"evictions\":%" PRIu64 ",\"managed_resident_bytes\":%" PRIu64
                                  ",\"managed_resident_peak_bytes\":%" PRIu64
                                  ",\"device_alloc_bytes\":%" PRIu64 ",\"managed_alloc_bytes\":%" PRIu64
                                  ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"advise_calls\":%" PRIu64
                                  ",\"numa_location_calls\":%" PRIu64 ",\"total_bytes\":%zu}\n",
                                  (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
-                                 s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
+                                 s->cpu_faults, s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
                                  s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)

@@ -27,7 +27,9 @@ asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ { print $3 }')
 # Leak checking stays with the unit tests and tests/integration/leaks.sh
 # (valgrind): LeakSanitizer's ptrace-based stop-the-world hung a kvtierd at
 # exit here once (tracer in wait4, tracee spinning; google/sanitizers#777).
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
+# The fake CUDA serves CPU faults on managed memory from a SIGSEGV handler
+# of its own (chaining to ASan's for the rest): ASan must let it install it.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}:allow_user_segv_handler=1"
 export LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 cleanup() {

@@ -10,7 +10,9 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,13 +67,6 @@ static uint64_t host_bad_words(const void *p, size_t off, size_t len, uint64_t s
                 bad += w != backend_pattern(seed, o);
         }
         return bad;
-}
-
-static bool all_bytes(const void *p, size_t len, unsigned char c) {
-        for (size_t i = 0; i < len; i++)
-                if (((const unsigned char *)p)[i] != c)
-                        return false;
-        return true;
 }
 
 /* Bad words of a managed range as read back through cudaMemcpy. */
@@ -168,6 +163,110 @@ static void child_stats(void) {
         us = (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
         CHILD_CHECK(us >= 4 * 20000); /* FAKECUDA_PREFETCH_DELAY_US=20000, 4 pages */
         CHILD_CHECK(cudaMemPrefetchAsync(p, 2 * MiB, HOST, 0, NULL) == cudaSuccess);
+        CHILD_CHECK(((volatile char *)p)[2 * MiB] == 0); /* a CPU fault brings the second page back */
+}
+
+/* ---------------------------------------------------------------- crashing children */
+
+static volatile sig_atomic_t managed_read_ok;
+
+/* Initializes CUDA, reads a device-resident managed page from the CPU
+ * (the fault handler serves it) and notes whether the data was right. */
+static void read_device_resident(void) {
+        char *p = NULL;
+
+        if (cudaMallocManaged((void **)&p, PAGE, cudaMemAttachGlobal) != cudaSuccess)
+                return;
+        host_fill(p, PAGE, 12);
+        if (cudaMemPrefetchAsync(p, PAGE, DEV0, 0, NULL) != cudaSuccess)
+                return;
+        managed_read_ok = host_bad_words(p, 0, PAGE, 12) == 0;
+}
+
+/* A genuine segmentation fault: a store to a page mapped without access. */
+static void genuine_fault(void) {
+        volatile char *bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+        if ((void *)bad != MAP_FAILED)
+                *bad = 1;
+}
+
+static void user_segv_handler(int sig) {
+        (void)sig;
+        _exit(managed_read_ok ? 42 : 43);
+}
+
+/* Runs fn in a child with stderr to a file; *ret_status is its wait status,
+ * err what it wrote to stderr (truncated to err_len - 1).  Returns whether
+ * the managed read was right (a byte on a pipe before fn crashes). */
+static bool run_crasher(void (*fn)(void), int *ret_status, char *err, size_t err_len) {
+        char path[] = "/tmp/test-fakecuda-err-XXXXXX";
+        int fds[2], errfd = mkstemp(path);
+        char ok = 0;
+        ssize_t n;
+        pid_t pid;
+
+        *ret_status = -1;
+        err[0] = '\0';
+        if (errfd < 0 || pipe(fds) < 0)
+                return false;
+        fflush(stdout);
+        pid = fork();
+        if (pid == 0) {
+                dup2(errfd, STDERR_FILENO);
+                close(fds[0]);
+                read_device_resident();
+                if (write(fds[1], managed_read_ok ? "y" : "n", 1) != 1)
+                        _exit(98);
+                fn();
+                _exit(99);
+        }
+        close(fds[1]);
+        if (pid > 0) {
+                if (read(fds[0], &ok, 1) != 1)
+                        ok = 0;
+                waitpid(pid, ret_status, 0);
+        }
+        close(fds[0]);
+        n = pread(errfd, err, err_len - 1, 0);
+        err[n > 0 ? n : 0] = '\0';
+        close(errfd);
+        unlink(path);
+        return ok == 'y';
+}
+
+static void test_crashes(void) {
+        char err[4096];
+        bool ok;
+        int st;
+
+        ok = run_crasher(genuine_fault, &st, err, sizeof(err));
+        TAP_OK(ok, "a CPU read of a device-resident page is served with the right data");
+#ifdef __SANITIZE_ADDRESS__
+        TAP_OK(st != -1 && !(WIFEXITED(st) && WEXITSTATUS(st) == 99) &&
+                       strstr(err, "AddressSanitizer: SEGV"),
+               "a fault outside managed memory still reaches AddressSanitizer (status %#x)", st);
+#else
+        TAP_OK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+               "a fault outside managed memory kills with SIGSEGV (status %#x)", st);
+#endif
+        if (err[0]) {
+                err[strcspn(err, "\n")] = '\0';
+                TAP_DIAG("child stderr: %.200s", err);
+        }
+
+        /* the user's handler goes in first, in the child, before CUDA's initialization */
+        {
+                struct sigaction sa = {.sa_handler = user_segv_handler}, old;
+
+                sigemptyset(&sa.sa_mask);
+                sigaction(SIGSEGV, &sa, &old);
+                ok = run_crasher(genuine_fault, &st, err, sizeof(err));
+                sigaction(SIGSEGV, &old, NULL);
+        }
+        TAP_OK(ok, "with a handler installed before: the managed read is still served");
+        TAP_OK(WIFEXITED(st) && WEXITSTATUS(st) == 42,
+               "and a fault outside managed memory reaches that handler (status %#x)", st);
 }
 
 static void test_children(void) {
@@ -201,12 +300,14 @@ static void test_children(void) {
                 fclose(f);
         }
         unlink(path);
-        TAP_OK(strstr(line[0], "\"device\":0,\"h2d_bytes\":8388608,\"d2h_bytes\":2097152,"),
+        TAP_OK(strstr(line[0], "\"device\":0,\"h2d_bytes\":8388608,\"d2h_bytes\":4194304,"),
                "FAKECUDA_STATS line for device 0: %s", line[0]);
-        TAP_OK(strstr(line[0], "\"managed_resident_bytes\":6291456,\"managed_resident_peak_bytes\":8388608"),
+        TAP_OK(strstr(line[0], "\"faults\":0,\"cpu_faults\":1,"), "FAKECUDA_STATS carries cpu_faults");
+        TAP_OK(strstr(line[0], "\"managed_resident_bytes\":4194304,\"managed_resident_peak_bytes\":8388608"),
                "FAKECUDA_STATS carries resident and peak");
         TAP_OK(strstr(line[1], "\"device\":1,\"h2d_bytes\":0"), "FAKECUDA_STATS line for device 1: %s",
                line[1]);
+        test_crashes();
 }
 
 /* ---------------------------------------------------------------- this process */
@@ -303,7 +404,6 @@ static void test_prefetch_roundtrip(void) {
         TAP_EQ_U64(s0.managed_resident_bytes, len, "resident bytes");
         TAP_EQ_U64(resident(p, len, 0), len, "fakecuda_resident_bytes sees all of it");
         TAP_EQ_U64(resident(p + MiB, 2 * MiB, 0), 2 * MiB, "and a sub-range");
-        TAP_OK(all_bytes(p, len, 0xDB), "host backing poisoned while device-resident");
         TAP_EQ_INT(fakecuda_kernel_check(p, len, 1, &bad), cudaSuccess, "kernel check");
         TAP_EQ_U64(bad, 0, "data intact on the device");
         TAP_EQ_U64(memcpy_bad_words(p, len, 1), 0, "cudaMemcpy reads the device copy");
@@ -373,7 +473,7 @@ static void test_advice_and_faults(void) {
                 host_fill(buf, len, 3);
         TAP_EQ_INT(cudaMemcpy(p, buf, len, cudaMemcpyHostToDevice), cudaSuccess, "memcpy into device copy");
         free(buf);
-        TAP_OK(all_bytes(p, len, 0xDB), "host backing still poisoned");
+        TAP_EQ_U64(resident(p, len, 0), len, "memcpy moved nothing");
         TAP_EQ_INT(fakecuda_kernel_check(p, len, 3, &bad), cudaSuccess, "kernel check");
         TAP_EQ_U64(bad, 0, "kernel sees the memcpy'd data");
         TAP_EQ_INT(cudaMemset(p, 0, 16), cudaSuccess, "cudaMemset managed");
@@ -421,6 +521,92 @@ static void test_read_mostly(void) {
         TAP_EQ_U64(s0.managed_resident_bytes, 0, "duplicates collapsed to the preferred host");
         TAP_EQ_U64(s0.d2h_bytes, 0, "without copying");
         TAP_EQ_U64(host_bad_words(p, 0, len, 5), 0, "host data intact");
+        cudaFree(p);
+}
+
+/* The CPU's accesses to managed memory fault as under UVM (x86): the
+ * access completes with the right data, and the page moves as it would. */
+static void test_cpu_faults(void) {
+        const size_t len = 4 * MiB;
+        struct fakecuda_page_info pi = {0};
+        struct fakecuda_stats s0;
+        char *p = NULL;
+        uint64_t w, bad = 1;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        host_fill(p, len, 10);
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        fakecuda_reset_stats(0);
+        TAP_EQ_U64(host_bad_words(p, 0, PAGE, 10), 0, "cpu read of a device-resident page: the data");
+        fakecuda_page_info(p, &pi);
+        TAP_EQ_INT(pi.location, FAKECUDA_LOC_HOST, "the page migrated to the host");
+        TAP_EQ_U64(resident(p, PAGE, 0), 0, "and left device 0");
+        TAP_EQ_U64(resident(p + PAGE, PAGE, 0), PAGE, "the other page stayed");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.cpu_faults, 1, "one cpu fault");
+        TAP_EQ_U64(s0.d2h_bytes, PAGE, "one page copied back");
+        TAP_EQ_U64(s0.faults, 0, "cpu faults are not GPU faults");
+        w = 77;
+        memcpy(p + PAGE + 8, &w, 8);
+        fakecuda_page_info(p + PAGE, &pi);
+        TAP_EQ_INT(pi.location, FAKECUDA_LOC_HOST, "cpu write of a device-resident page migrates it");
+        TAP_EQ_U64(host_bad_words(p, PAGE + 16, PAGE - 16, 10) + host_bad_words(p, PAGE, 8, 10), 0,
+                   "the rest of the page came along");
+        TAP_EQ_U64(stats(0).cpu_faults, 2, "two cpu faults");
+        TAP_EQ_INT(fakecuda_kernel_check(p, 2 * PAGE, 10, &bad), cudaSuccess, "kernel checks both pages");
+        TAP_EQ_U64(bad, 1, "and sees the cpu's write");
+        TAP_EQ_U64(memcpy_bad_words(p, PAGE, 10), 0, "cudaMemcpy reads the migrated page");
+        cudaFree(p);
+
+        /* read-mostly, resident on the device: a cpu read leaves a duplicate there */
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        host_fill(p, len, 11);
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        cudaMemAdvise(p, len, cudaMemAdviseSetReadMostly, DEV0);
+        fakecuda_reset_stats(0);
+        TAP_EQ_U64(host_bad_words(p, 0, PAGE, 11), 0, "cpu read of a read-mostly device page: the data");
+        fakecuda_page_info(p, &pi);
+        TAP_EQ_INT(pi.location, FAKECUDA_LOC_HOST, "the host has a copy");
+        TAP_EQ_INT(pi.duplicate_device, 0, "device 0 keeps its copy as a duplicate");
+        TAP_EQ_U64(resident(p, PAGE, 0), PAGE, "still resident on device 0");
+        TAP_EQ_U64(stats(0).cpu_faults, 1, "one cpu fault");
+        TAP_EQ_U64(host_bad_words(p, 0, PAGE, 11), 0, "a cpu read of a duplicated page");
+        fakecuda_page_info(p, &pi);
+        TAP_EQ_INT(pi.duplicate_device, 0, "leaves the duplicate");
+        TAP_EQ_U64(stats(0).cpu_faults, 1, "without a fault");
+        TAP_EQ_INT(fakecuda_kernel_check(p, PAGE, 11, &bad), cudaSuccess, "kernel reads the duplicate");
+        TAP_EQ_U64(bad + stats(0).faults, 0, "right, without GPU faults");
+
+        /* a write to a device-resident read-mostly page migrates it, no duplicate */
+        w = 79;
+        memcpy(p + PAGE, &w, 8);
+        fakecuda_page_info(p + PAGE, &pi);
+        TAP_OK(pi.location == FAKECUDA_LOC_HOST && pi.duplicate_device == -1,
+               "cpu write to a read-mostly device page migrates it (loc %d, dup %d)", pi.location,
+               pi.duplicate_device);
+        TAP_EQ_U64(host_bad_words(p, PAGE + 8, PAGE - 8, 11), 0, "with its data");
+        TAP_EQ_U64(resident(p + PAGE, PAGE, 0), 0, "and leaves nothing on device 0");
+        cudaFree(p);
+
+        /* a cpu write to a page duplicated by a prefetch drops the duplicate */
+        cudaMallocManaged((void **)&p, PAGE, cudaMemAttachGlobal);
+        host_fill(p, PAGE, 12);
+        cudaMemAdvise(p, PAGE, cudaMemAdviseSetReadMostly, DEV0);
+        cudaMemPrefetchAsync(p, PAGE, DEV0, 0, NULL);
+        fakecuda_reset_stats(0);
+        w = 78;
+        memcpy(p + 8, &w, 8);
+        fakecuda_page_info(p, &pi);
+        TAP_EQ_INT(pi.duplicate_device, -1, "cpu write to a duplicated page drops the duplicate");
+        TAP_EQ_INT(pi.location, FAKECUDA_LOC_HOST, "the host holds the only copy");
+        TAP_EQ_U64(resident(p, PAGE, 0), 0, "device 0 holds nothing of it");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.cpu_faults, 1, "the write faulted once");
+        TAP_EQ_U64(s0.d2h_bytes, 0, "copying nothing");
+        TAP_EQ_INT(fakecuda_kernel_check(p, PAGE, 12, &bad), cudaSuccess, "kernel checks the page");
+        TAP_EQ_U64(bad, 1, "and sees the cpu's write, not the old duplicate");
+        memcpy(&w, p + 8, 8);
+        TAP_EQ_U64(w, 78, "the cpu reads its write back");
         cudaFree(p);
 }
 
@@ -566,6 +752,26 @@ static void test_concurrency(void) {
         pthread_join(t, NULL);
         TAP_EQ_U64(total_bad, 0, "kernels racing a prefetching thread always see the data");
         TAP_EQ_U64(memcpy_bad_words(a.p, a.len, 9), 0, "and so does cudaMemcpy");
+
+        /* the CPU's reads fault pages back while the mover sends them away */
+        total_bad = 0;
+        fakecuda_reset_stats(0);
+        TAP_EQ_INT(pthread_create(&t, NULL, mover, &a), 0, "mover thread started again");
+        for (int i = 0; i < 20; i++)
+                total_bad += host_bad_words(a.p, 0, a.len, 9);
+        pthread_join(t, NULL);
+        TAP_EQ_U64(total_bad, 0, "cpu reads racing a prefetching thread always see the data");
+        TAP_OK(stats(0).cpu_faults > 0, "and faulted (%" PRIu64 ")", stats(0).cpu_faults);
+
+        /* and no CPU write is lost to a migration copying the page away */
+        total_bad = 0;
+        TAP_EQ_INT(pthread_create(&t, NULL, mover, &a), 0, "mover thread started a third time");
+        for (uint64_t seed = 14; seed < 54; seed++) {
+                host_fill(a.p, a.len, seed);
+                total_bad += host_bad_words(a.p, 0, a.len, seed);
+        }
+        pthread_join(t, NULL);
+        TAP_EQ_U64(total_bad, 0, "cpu writes racing a prefetching thread all land");
         cudaFree(a.p);
 }
 
@@ -610,6 +816,7 @@ static void test_driver(void) {
  * another thread held). */
 static void test_fork(void) {
         void *p = NULL;
+        char *mp = NULL;
         int status = 0;
         pid_t pid;
 
@@ -623,6 +830,18 @@ static void test_fork(void) {
         TAP_OK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
                "fork: the child's CUDA calls fail with an initialization error");
         TAP_EQ_INT(cudaFree(p), cudaSuccess, "fork: the parent's CUDA still works");
+
+        /* the child's memory is a copy of the parent's: its CPU reads fault the data in */
+        cudaMallocManaged((void **)&mp, PAGE, cudaMemAttachGlobal);
+        host_fill(mp, PAGE, 13);
+        cudaMemPrefetchAsync(mp, PAGE, DEV0, 0, NULL);
+        pid = fork();
+        if (pid == 0)
+                _exit(host_bad_words(mp, 0, PAGE, 13) == 0 ? 0 : 1);
+        TAP_OK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "fork: the child's CPU reads a device-resident page (status %#x)", status);
+        TAP_EQ_U64(resident(mp, PAGE, 0), PAGE, "fork: still on device 0 in the parent");
+        cudaFree(mp);
 }
 
 int main(void) {
@@ -635,6 +854,7 @@ int main(void) {
         test_prefetch_roundtrip();
         test_advice_and_faults();
         test_read_mostly();
+        test_cpu_faults();
         test_eviction();
         test_invalid();
         test_concurrency();
