@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,4 +80,18 @@ uint64_t now_ns(void) {
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int kvt_thread_create(pthread_t *ret, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+        static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
+        sigset_t quiet, old;
+        int r;
+
+        sigfillset(&quiet);
+        for (size_t i = 0; i < ELEMENTSOF(faults); i++)
+                sigdelset(&quiet, faults[i]);
+        pthread_sigmask(SIG_SETMASK, &quiet, &old);
+        r = -pthread_create(ret, attr, fn, arg);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return r;
 }

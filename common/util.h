@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,3 +23,10 @@ char *format_bytes(char *buf, size_t len, uint64_t bytes);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
+
+/* pthread_create() for kvtier's own threads inside an engine: the thread
+ * takes none of the process's asynchronous signals (they are the engine's),
+ * but not those a fault of its own raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGTRAP, SIGSYS): blocked, those kill the process instead of reaching a
+ * handler that would serve them.  Returns 0 or a negative errno. */
+int kvt_thread_create(pthread_t *ret, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);

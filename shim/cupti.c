@@ -30,7 +30,6 @@
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -425,7 +424,6 @@ static int setup(void) {
  * stayed). */
 int cupti_start(void) {
         const struct kvt_cudart *rt = real_cudart();
-        sigset_t all, old;
         int r;
 
         if (started)
@@ -440,10 +438,7 @@ int cupti_start(void) {
         if (r < 0)
                 return r;
         sampler_running = true;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&sampler, NULL, sampler_main, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        r = kvt_thread_create(&sampler, NULL, sampler_main, NULL);
         if (r < 0) {
                 sampler_running = false;
                 return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.",

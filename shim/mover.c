@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,7 +234,6 @@ int mover_start(void) {
         struct mover *mv = calloc(1, sizeof(*mv));
         pthread_attr_t attr;
         pthread_t t;
-        sigset_t all, old;
         int r;
 
 
@@ -245,11 +243,9 @@ int mover_start(void) {
         pipeline_config_from_env(&mv->cfg);
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        /* The engine's signals are the engine's: the mover takes none. */
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&t, &attr, mover_main, mv);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        /* The engine's signals are the engine's: the mover (and the
+         * evictors it starts, which inherit its mask) take none. */
+        r = kvt_thread_create(&t, &attr, mover_main, mv);
         pthread_attr_destroy(&attr);
         if (r < 0) {
                 free(mv);

@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -273,7 +272,6 @@ static void *policy_main(void *arg) {
 static int start_locked(void) {
         pthread_attr_t attr;
         pthread_t t;
-        sigset_t all, old;
         const char *v;
         uint64_t bytes;
         int r;
@@ -298,10 +296,7 @@ static int start_locked(void) {
                 return -errno;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all); /* the engine's signals are the engine's */
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&t, &attr, policy_main, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        r = kvt_thread_create(&t, &attr, policy_main, NULL); /* the engine's signals are the engine's */
         pthread_attr_destroy(&attr);
         if (r < 0) {
                 close(wake[0]);

@@ -2,7 +2,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -140,7 +139,6 @@ static void *writer(void *arg) {
 
 int trace_start(const char *path) {
         struct trace *t = calloc(1, sizeof(*t));
-        sigset_t all, old;
         int r;
 
         if (!t)
@@ -161,10 +159,7 @@ int trace_start(const char *path) {
                 "kvtier-trace 1\n# recorded by libkvtier.so; times CLOCK_MONOTONIC ns; chunk %u bytes\n",
                 2u << 20);
         /* The writer takes no signal meant for the application. */
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&t->thread, NULL, writer, t);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        r = kvt_thread_create(&t->thread, NULL, writer, t);
         if (r < 0) {
                 fclose(t->f);
                 free(t->ring);

@@ -103,6 +103,19 @@ KVTIER_MOVER_EVICT_THREADS=lots "$BENCH" --size 64M --check-only >"$TMP/evictbad
 check "a bad KVTIER_MOVER_EVICT_THREADS is ignored with a warning" \
         rc_and $rc grep -q "KVTIER_MOVER_EVICT_THREADS=lots is not a number in 0..8" "$TMP/evictbad.out"
 
+# Eviction by touch: the evictor threads read the pages, and the fake,
+# as UVM does, faults each one to the host.  No write may be lost, with
+# evictor threads, inline and with read-duplication.
+for v in "touch:" "touch-inline:KVTIER_MOVER_EVICT_THREADS=0" "touch-readdup:KVTIER_MOVER_READ_DUP=1"; do
+        name=${v%%:*} extra=${v#*:}
+        bench "$name" KVTIER_MOVER_EVICT_TOUCH=1 $extra; rc=$?
+        check "$name: check exits 0" [ $rc -eq 0 ]
+        check "$name: no write lost (host and GPU)" lost_none "$name"
+        check_gt "$name: pages came to the host by CPU faults" "$(stat_of "$name" cpu_faults)" 0
+        [ $rc -eq 0 ] || diag "$(cat "$TMP/$name.out")"
+done
+check "touch: no prefetch to a host NUMA node" [ "$(stat_of touch numa_location_calls)" -eq 0 ]
+
 BUDGET=$((64 << 20))
 write_config 64M
 check "kvtierd starts" start_daemon
@@ -119,6 +132,17 @@ check "late completion, engine: none in flight after exit" \
         [ "$(echo "$s" | jq '[.gpus[].inflight_orders] | add')" -eq 0 ]
 check_le "late completion, engine: peak VRAM by the fake's counters within the budget" \
         "$(stat_of late-engine managed_resident_peak_bytes)" $BUDGET
+
+# An engine under the shim with evictions by touch, completions late.
+ENGINE_ENV="FAKECUDA_EVENT_DELAY_US=3000 KVTIER_MOVER_EVICT_TOUCH=1" \
+        run_engine touch-engine --regions 4 --region-size 64M --window 32M --steps 30 --step-ms 15 --hint \
+        --max-vram $BUDGET; rc=$?
+check "touch, engine under the shim: exits 0" [ $rc -eq 0 ]
+check "touch, engine: pattern intact" grep -q "mismatched words 0" "$TMP/touch-engine.out"
+[ $rc -eq 0 ] || diag "$(cat "$TMP/touch-engine.out")"
+check_gt "touch, engine: evictions by CPU faults" "$(stat_of touch-engine cpu_faults)" 0
+check_le "touch, engine: peak VRAM by the fake's counters within the budget" \
+        "$(stat_of touch-engine managed_resident_peak_bytes)" $BUDGET
 stop_daemon
 
 done_testing
