@@ -119,30 +119,30 @@ check "touch: no prefetch to a host NUMA node" [ "$(stat_of touch numa_location_
 BUDGET=$((64 << 20))
 write_config 64M
 check "kvtierd starts" start_daemon
-ENGINE_ENV="FAKECUDA_EVENT_DELAY_US=3000" \
-        run_engine late-engine --regions 4 --region-size 64M --window 32M --steps 30 --step-ms 15 --hint \
-        --max-vram $BUDGET; rc=$?
-check "late completion, engine under the shim: exits 0" [ $rc -eq 0 ]
-check "late completion, engine: pattern intact" grep -q "mismatched words 0" "$TMP/late-engine.out"
-[ $rc -eq 0 ] || diag "$(cat "$TMP/late-engine.out")"
-s=$(status_json)
-check_gt "late completion, engine: orders completed" "$(echo "$s" | jq .migrations.orders_done)" 0
-check "late completion, engine: no order failed" [ "$(echo "$s" | jq .migrations.orders_failed)" -eq 0 ]
-check "late completion, engine: none in flight after exit" \
-        [ "$(echo "$s" | jq '[.gpus[].inflight_orders] | add')" -eq 0 ]
-check_le "late completion, engine: peak VRAM by the fake's counters within the budget" \
-        "$(stat_of late-engine managed_resident_peak_bytes)" $BUDGET
-
-# An engine under the shim with evictions by touch, completions late.
-ENGINE_ENV="FAKECUDA_EVENT_DELAY_US=3000 KVTIER_MOVER_EVICT_TOUCH=1" \
-        run_engine touch-engine --regions 4 --region-size 64M --window 32M --steps 30 --step-ms 15 --hint \
-        --max-vram $BUDGET; rc=$?
-check "touch, engine under the shim: exits 0" [ $rc -eq 0 ]
-check "touch, engine: pattern intact" grep -q "mismatched words 0" "$TMP/touch-engine.out"
-[ $rc -eq 0 ] || diag "$(cat "$TMP/touch-engine.out")"
+# late_engine NAME LABEL [VAR=VALUE...]: the test engine under the shim,
+# its completions late, with more environment; its checks named LABEL.
+late_engine() {
+        local name=$1 label=$2 done0 s rc
+        shift 2
+        done0=$(status_json | jq .migrations.orders_done)
+        ENGINE_ENV="FAKECUDA_EVENT_DELAY_US=3000 $*" \
+                run_engine "$name" --regions 4 --region-size 64M --window 32M --steps 30 --step-ms 15 \
+                --hint --max-vram $BUDGET; rc=$?
+        check "$label, engine under the shim: exits 0" [ $rc -eq 0 ]
+        check "$label, engine: pattern intact" grep -q "mismatched words 0" "$TMP/$name.out"
+        [ $rc -eq 0 ] || diag "$(cat "$TMP/$name.out")"
+        s=$(status_json)
+        check_gt "$label, engine: orders completed" "$(echo "$s" | jq .migrations.orders_done)" "${done0:-0}"
+        check "$label, engine: no order failed" [ "$(echo "$s" | jq .migrations.orders_failed)" -eq 0 ]
+        check "$label, engine: none in flight after exit" \
+                [ "$(echo "$s" | jq '[.gpus[].inflight_orders] | add')" -eq 0 ]
+        check_le "$label, engine: peak VRAM by the fake's counters within the budget" \
+                "$(stat_of "$name" managed_resident_peak_bytes)" $BUDGET
+}
+late_engine late-engine "late completion"
+# evictions by touch: the evictor threads' reads fault the pages out
+late_engine touch-engine touch KVTIER_MOVER_EVICT_TOUCH=1
 check_gt "touch, engine: evictions by CPU faults" "$(stat_of touch-engine cpu_faults)" 0
-check_le "touch, engine: peak VRAM by the fake's counters within the budget" \
-        "$(stat_of touch-engine managed_resident_peak_bytes)" $BUDGET
 stop_daemon
 
 done_testing
