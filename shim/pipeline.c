@@ -21,7 +21,6 @@
 #define MAX_EVICTORS 8
 #define TOUCH_STRIDE 4096 /* the host's smallest page */
 
-
 enum { DIR_UP, DIR_DOWN, _DIR_MAX };
 
 /* Contiguous chunks of one region moving to one tier: one or more orders. */
@@ -69,10 +68,10 @@ struct pipeline {
         unsigned evq_busy; /* runs an evictor has taken and not yet started */
         /* Promotions whose calls are being made (on the H200 they return
          * once the pages have moved).  Evictions by touch wait while there
-         * are any: on the H200 a promotion beside them ran
-         * at a tenth of its speed (tests/bench/RESULTS.md, session 12, call
-         * 5).  Counted only during the calls, not until the owner reaps
-         * the run, so that batches of promotions cannot starve evictions. */
+         * are any: on the H200 a promotion beside them ran at a tenth of
+         * its speed (tests/bench/RESULTS.md, session 12, call 5).  Counted
+         * only during the calls, not until the owner reaps the run, so
+         * that batches of promotions cannot starve evictions. */
         unsigned promoting;
         bool stopping;
         pthread_t evictors[MAX_EVICTORS];
@@ -266,7 +265,7 @@ static void promoting_add(struct pipeline *p, int delta) {
  * on the H200 (tests/bench/RESULTS.md, session 12, mover-bench
  * --interfere): as fast as a prefetch from four threads (7.6-9.1 against
  * 9.9-10.9 GB/s), and another thread's kernel launches went on meanwhile,
- * where a prefetch to the host held them back for its whole copy (the
+ * where a prefetch to the host held them back for most of its copy (the
  * probe engine lost 189-209 of 197-217 ms).  Reads change no data; a page
  * the GPU writes meanwhile stays coherent, as under any CPU access.  The
  * pages go where the driver puts a CPU fault's pages: the thread's memory
