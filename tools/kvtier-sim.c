@@ -86,8 +86,17 @@ static int parse_u32(const char *s, uint32_t *ret) {
         return 0;
 }
 
-static int parse_option(struct options *o, int c, const char *arg) {
+/* A byte count ("64M") in whole chunks, at most UINT32_MAX of them. */
+static int parse_chunks(const char *s, uint32_t *ret) {
         uint64_t b;
+
+        if (parse_bytes(s, &b) < 0 || b / KVT_CHUNK_BYTES > UINT32_MAX)
+                return -EINVAL;
+        *ret = (uint32_t)(b / KVT_CHUNK_BYTES);
+        return 0;
+}
+
+static int parse_option(struct options *o, int c, const char *arg) {
         uint32_t u;
 
         switch (c) {
@@ -121,19 +130,13 @@ static int parse_option(struct options *o, int c, const char *arg) {
                 return 0;
         case 'W':
                 o->set |= OPT_SET_WINDOW;
-                if (parse_bytes(arg, &b) < 0 || b / KVT_CHUNK_BYTES > UINT32_MAX)
-                        return -EINVAL;
-                o->overrides.window_chunks = (uint32_t)(b / KVT_CHUNK_BYTES);
-                return 0;
+                return parse_chunks(arg, &o->overrides.window_chunks);
         case 'F':
                 o->set |= OPT_SET_PREFETCH;
                 return parse_u32(arg, &o->overrides.prefetch_depth);
         case 'O':
                 o->set |= OPT_SET_OVERLAP;
-                if (parse_bytes(arg, &b) < 0 || b / KVT_CHUNK_BYTES > UINT32_MAX)
-                        return -EINVAL;
-                o->overrides.overlap_chunks = (uint32_t)(b / KVT_CHUNK_BYTES);
-                return 0;
+                return parse_chunks(arg, &o->overrides.overlap_chunks);
         }
         return -EINVAL;
 }
