@@ -36,7 +36,6 @@ struct run {
         size_t len;
         cudaStream_t stream;
         cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue */
-        bool done_at_start; /* its calls did all of the work (an eviction by touch) */
         uint64_t t0;
         /* Evictions handed to an evictor thread: queued until it has made
          * the run's calls; then start_err (the calls' error, or the stream's
@@ -370,12 +369,17 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                 return promote_issue(p, r->ptr, r->len, r->device, r->stream);
         case KVT_TIER_HOST_MAPPED:
         case KVT_TIER_HOST:
-                r->done_at_start = p->cfg.evict_touch;
                 return demote_issue(p, r->ptr, r->len, r->device, r->host_node, r->tier == KVT_TIER_HOST_MAPPED,
                                     r->stream);
         default:
                 return cudaErrorInvalidValue;
         }
+}
+
+/* Whether a started run's calls did all of its work: an eviction by
+ * touch, with nothing queued on its stream to track. */
+static bool done_at_start(const struct pipeline *p, const struct run *r) {
+        return r->tier != KVT_TIER_VRAM && p->cfg.evict_touch;
 }
 
 static void report(struct pipeline *p, const struct run *r, int status, cudaError_t e) {
@@ -486,7 +490,7 @@ static void *evictor_main(void *arg) {
                 e = p->rt->cudaSetDevice(r->device);
                 if (e == cudaSuccess)
                         e = run_start(p, r);
-                if (e == cudaSuccess && !r->done_at_start && !(ev = run_track(p, r->stream)))
+                if (e == cudaSuccess && !done_at_start(p, r) && !(ev = run_track(p, r->stream)))
                         e = p->rt->cudaStreamSynchronize(r->stream);
 
                 pthread_mutex_lock(&p->lock);
@@ -551,7 +555,7 @@ static void run_issue(struct pipeline *p, struct run *r) {
         e = run_start(p, r);
         if (r->tier == KVT_TIER_VRAM)
                 promoting_add(p, -1);
-        if (e != cudaSuccess || r->done_at_start) {
+        if (e != cudaSuccess || done_at_start(p, r)) {
                 run_finish(p, r, e);
                 return;
         }
