@@ -302,42 +302,6 @@ static int bench_coalesced(struct bench *b) {
         return 0;
 }
 
-/* See --overtake in the header. */
-static int overtake(struct bench *b) {
-        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), up = 32, run = 8;
-        uint64_t t0, expected;
-        struct kvt_order o;
-
-        if (n_chunks < up + run)
-                return -EINVAL;
-        /* all in VRAM but the last up chunks, on the host */
-        if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
-                return -EIO;
-        o = (struct kvt_order){.region_id = b->reg.id, .first_chunk = n_chunks - up, .n_chunks = up,
-                               .tier = KVT_TIER_HOST, .host_node = -1, .order_id = ++b->next_order};
-        expected = b->done + 1; /* before the submit: an eviction by touch may complete inside it */
-        pipeline_submit(b->pipe, &o, 1);
-        wait_all(b, expected);
-        t0 = now_ns();
-        expected = b->done;
-        for (uint32_t c = 0; c + up < n_chunks; c += run) {
-                o = (struct kvt_order){.region_id = b->reg.id, .first_chunk = c, .n_chunks = run, .tier = KVT_TIER_HOST,
-                                       .host_node = -1, .order_id = ++b->next_order};
-                pipeline_submit(b->pipe, &o, 1);
-                expected++;
-        }
-        o = (struct kvt_order){.region_id = b->reg.id, .first_chunk = n_chunks - up, .n_chunks = up,
-                               .tier = KVT_TIER_VRAM, .host_node = -1, .order_id = ++b->next_order};
-        b->watch_order = o.order_id;
-        pipeline_submit(b->pipe, &o, 1);
-        wait_all(b, expected + 1);
-        printf("overtake: %u MiB evicted in %u MiB orders, then %u MiB promoted: promotion done after %.1f ms, "
-               "last eviction after %.1f ms\n",
-               (n_chunks - up) * 2, run * 2, up * 2, (double)(b->watch_done_ns - t0) / 1e6,
-               (double)(b->last_done_ns - t0) / 1e6);
-        return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
-}
-
 /* Orders chunks [first, first + n) to tier in orders of run chunks, ids
  * from the bench's counter, into o; returns how many. */
 static size_t orders_for(struct bench *b, struct kvt_order *o, uint32_t first, uint32_t n, uint32_t run,
@@ -352,6 +316,45 @@ static size_t orders_for(struct bench *b, struct kvt_order *o, uint32_t first, u
                                             .host_node = -1,
                                             .order_id = ++b->next_order};
         return k;
+}
+
+/* Submits orders of run chunks over [first, first + n) to tier, each order
+ * its own batch; returns the completions to wait for. */
+static uint64_t submit_each(struct bench *b, uint32_t first, uint32_t n, uint32_t run, uint32_t tier) {
+        uint64_t expected = b->done;
+
+        for (uint32_t c = first; c < first + n; c += run) {
+                struct kvt_order o;
+
+                orders_for(b, &o, c, run < first + n - c ? run : first + n - c, run, tier);
+                pipeline_submit(b->pipe, &o, 1);
+                expected++;
+        }
+        return expected;
+}
+
+/* See --overtake in the header. */
+static int overtake(struct bench *b) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), up = 32, run = 8;
+        uint64_t t0, expected;
+
+        if (n_chunks < up + run)
+                return -EINVAL;
+        /* all in VRAM but the last up chunks, on the host */
+        if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
+                return -EIO;
+        wait_all(b, submit_each(b, n_chunks - up, up, up, KVT_TIER_HOST));
+        t0 = now_ns();
+        expected = b->done + (n_chunks - up + run - 1) / run + 1; /* the evictions, then the promotion */
+        (void)submit_each(b, 0, n_chunks - up, run, KVT_TIER_HOST);
+        b->watch_order = b->next_order + 1;
+        (void)submit_each(b, n_chunks - up, up, up, KVT_TIER_VRAM);
+        wait_all(b, expected);
+        printf("overtake: %u MiB evicted in %u MiB orders, then %u MiB promoted: promotion done after %.1f ms, "
+               "last eviction after %.1f ms\n",
+               (n_chunks - up) * 2, run * 2, up * 2, (double)(b->watch_done_ns - t0) / 1e6,
+               (double)(b->last_done_ns - t0) / 1e6);
+        return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
 }
 
 /* See --contend in the header. */
@@ -499,21 +502,6 @@ static int prober_stop(struct prober *pr, const char *what, uint64_t move_ns, do
         printf("\n");
         fflush(stdout);
         return 0;
-}
-
-/* Submits orders of run chunks over [first, first + n) to tier, each order
- * its own batch; returns the completions to wait for. */
-static uint64_t submit_each(struct bench *b, uint32_t first, uint32_t n, uint32_t run, uint32_t tier) {
-        uint64_t expected = b->done;
-
-        for (uint32_t c = first; c < first + n; c += run) {
-                struct kvt_order o;
-
-                orders_for(b, &o, c, run < first + n - c ? run : first + n - c, run, tier);
-                pipeline_submit(b->pipe, &o, 1);
-                expected++;
-        }
-        return expected;
 }
 
 /* Eviction by the CPU's touch: a read of one word per 4 KiB page faults
