@@ -47,7 +47,9 @@
  * (each its own batch, as the daemon's ticks send them), and while its
  * second half is promoted; per phase the probe's median, 99th percentile
  * and longest step, its longest launch call, and the time the probe lost
- * against its idle median.
+ * against its idle median, and the phase's CLOCK_MONOTONIC span (to line
+ * up a probe in another process, tests/bench/probe_engine.py).  On real
+ * CUDA, KVT_PROBE_CTX=own runs the probe in a CUDA context of its own.
  */
 #include "config.h"
 
@@ -435,6 +437,7 @@ struct prober {
         double *total_us;
         size_t n, cap;
         double launch_max_us;
+        uint64_t t_start, t_stop; /* CLOCK_MONOTONIC: lines up with probes in other processes */
         int err;
 };
 
@@ -469,6 +472,7 @@ static int prober_start(struct prober *pr) {
         pr->n = 0;
         pr->launch_max_us = 0;
         pr->err = 0;
+        pr->t_start = now_ns();
         atomic_store(&pr->stop, false);
         return -pthread_create(&pr->thread, NULL, prober_main, pr);
 }
@@ -484,6 +488,7 @@ static int cmp_double(const void *a, const void *b) {
 static int prober_stop(struct prober *pr, const char *what, uint64_t move_ns, double *idle_us) {
         double lost = 0;
 
+        pr->t_stop = now_ns();
         atomic_store(&pr->stop, true);
         pthread_join(pr->thread, NULL);
         if (pr->err < 0 || pr->n == 0)
@@ -499,7 +504,7 @@ static int prober_stop(struct prober *pr, const char *what, uint64_t move_ns, do
                pr->launch_max_us, lost / 1e3);
         if (move_ns)
                 printf(" in %.1f ms of moving", (double)move_ns / 1e6);
-        printf("\n");
+        printf("; monotonic %.6f-%.6f s\n", (double)pr->t_start / 1e9, (double)pr->t_stop / 1e9);
         fflush(stdout);
         return 0;
 }

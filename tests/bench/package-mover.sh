@@ -15,7 +15,7 @@ obj=$(mktemp -d)
 for f in tests/bench/mover-bench.c shim/pipeline.c shim/regions.c shim/real.c common/log.c common/util.c common/protocol.c; do
         cc -O2 -std=gnu11 -pthread -Ibuild -Icommon -Ishim -Iinclude -Itests/bench -c "$f" -o "$obj/$(basename "$f" .c).o"
 done
-"$nvcc" -arch=sm_90 -cudart shared "$obj"/*.o -o "$out/mover-bench-cuda" -ldl -lpthread
+"$nvcc" -arch=sm_90 -cudart shared "$obj"/*.o -o "$out/mover-bench-cuda" -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -ldl -lpthread
 rm -rf "$obj"
-cp tests/bench/mover-h200.sh tests/bench/paged_kv.py tests/bench/long_context.py "$out/"
+cp tests/bench/mover-h200.sh tests/bench/paged_kv.py tests/bench/long_context.py tests/bench/probe_engine.py "$out/"
 ls -la "$out"
