@@ -14,10 +14,20 @@ budget below the KV size.
 
 Prints one JSON line last: time to first token (a generate of one token),
 decode tokens/s (the rest of a full generate), and the generated ids.
+--logits FILE also saves the full generate's logits (float32, one row per
+generated token) for `long_context.py compare`, which tells a difference in
+the engine's arithmetic from a near-tie that flips one greedy choice:
+
+    long_context.py compare REF.pt OTHER.pt ...
+
+prints, per other file, the first step whose choice differs, how far apart
+the reference's two best logits were there, and the largest logit
+difference over the steps before it (0 means bitwise equal).
 """
 import argparse
 import hashlib
 import json
+import sys
 import time
 
 import torch
@@ -38,6 +48,7 @@ def main():
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--logits", help="save the full generate's logits here (torch.save)")
     a = ap.parse_args()
 
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -53,9 +64,11 @@ def main():
     kv_bytes = 2 * a.layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * \
         (a.context + a.new) * 2
 
-    def gen(inp, n):
+    def gen(inp, n, logits=False):
         kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0,
                   cache_implementation=a.cache)
+        if logits:
+            kw.update(output_logits=True, return_dict_in_generate=True)
         with torch.no_grad():
             try:
                 return model.generate(inp, disable_compile=True, **kw)
@@ -73,9 +86,12 @@ def main():
         sync()
         ttft = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = gen(ids, a.new)
+    out = gen(ids, a.new, logits=bool(a.logits))
     sync()
     total = time.perf_counter() - t0
+    if a.logits:
+        torch.save(torch.stack([x[0].float().cpu() for x in out.logits]), a.logits)
+        out = out.sequences
     new_ids = out[0, a.context:].tolist()
     decode_s = max(total - ttft, 1e-9)
     print(json.dumps({
@@ -86,5 +102,22 @@ def main():
     }))
 
 
+def compare(ref_path, others):
+    ref = torch.load(ref_path)
+    top = ref.topk(2, dim=-1).values
+    for path in others:
+        x = torch.load(path)
+        n = min(len(ref), len(x))
+        differ = (ref[:n].argmax(-1) != x[:n].argmax(-1)).nonzero()
+        k = int(differ[0]) if len(differ) else n
+        before = float((ref[:k] - x[:k]).abs().max()) if k else 0.0
+        where = (f"first differing choice at step {k}, where the reference's best two logits were "
+                 f"{float(top[k, 0] - top[k, 1]):.4g} apart" if k < n else f"same choice at all {n} steps")
+        print(f"compare {path}: {where}; largest logit difference before it {before:.4g}")
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3:])
+    else:
+        main()
