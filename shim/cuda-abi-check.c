@@ -35,6 +35,7 @@ KVT_CUDA_HOOKS(CHECK_FUNC)
 #pragma GCC diagnostic pop
 KVT_CUDART_LAUNCH_FUNCS(CHECK_FUNC)
 KVT_CUDA_DRIVER_LAUNCH_FUNCS(CHECK_FUNC)
+KVT_CUDA_CALLS(CHECK_FUNC)
 _Static_assert(sizeof(dim3) == 12, "dim3 layout");
 
 _Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");

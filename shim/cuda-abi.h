@@ -108,6 +108,9 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmemPoolHandle_st *cudaMemPool_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUmemAllocationProp_st CUmemAllocationProp; /* only passed through */
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUctxCreateParams_st CUctxCreateParams; /* only passed as NULL */
 typedef enum CUdriverProcAddressQueryResult_enum {
         CU_GET_PROC_ADDRESS_SUCCESS = 0,
         CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
@@ -127,7 +130,8 @@ enum cudaDriverEntryPointQueryResult {
         X(CUDA_ERROR_NOT_INITIALIZED, 3)                                                           \
         X(CUDA_ERROR_NOT_FOUND, 500)                                                               \
         X(CUDA_ERROR_NOT_SUPPORTED, 801)                                                           \
-        X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)
+        X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)                                       \
+        X(CU_CTX_SCHED_BLOCKING_SYNC, 0x04)
 
 #ifndef KVT_CUDA_ABI_CHECK
 #define KVT_CUDA_ENUM(name, value) name = (value),
@@ -188,6 +192,18 @@ enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
  * cuGetProcAddress to cuGetProcAddress_v2), so the ABI check skips them. */
 #define KVT_CUDA_LEGACY_HOOKS(X)                                                                   \
         X(CUresult, cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags))
+
+/*
+ * Driver entry points the shim calls without interposing them: the mover's
+ * evictor threads work in a CUDA context of their own (shim/pipeline.c).
+ * CUDA 13 names (cuCtxCreate is cuCtxCreate_v4 since CUDA 12.5).
+ */
+#define KVT_CUDA_CALLS(X)                                                                          \
+        X(CUresult, cuDeviceGet, (CUdevice * device, int ordinal))                                 \
+        X(CUresult, cuCtxCreate_v4,                                                                \
+          (CUcontext * pctx, CUctxCreateParams * ctxCreateParams, unsigned int flags, CUdevice dev)) \
+        X(CUresult, cuCtxSetCurrent, (CUcontext ctx))                                              \
+        X(CUresult, cuCtxDestroy_v2, (CUcontext ctx))
 
 /*
  * The runtime entry points the shim calls without interposing them.  CUDA 13

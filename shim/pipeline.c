@@ -45,12 +45,30 @@ struct run {
         struct run *next_queued;
 };
 
+/* The evictors' own context of a GPU (config evict_context). */
+enum evict_ctx_state {
+        EVICT_CTX_NONE,     /* not asked for yet */
+        EVICT_CTX_CREATING, /* an evictor is creating it; the others wait */
+        EVICT_CTX_READY,
+        EVICT_CTX_FAILED,   /* CUDA refused: evictions use the engine's context */
+};
+
 struct device_state {
         cudaStream_t streams[_DIR_MAX][MAX_STREAMS];
         unsigned next[_DIR_MAX];
         struct cudaMemLocation host; /* where this GPU's host tier lives */
         bool host_known;
         uint64_t numa_refused; /* NUMA nodes the driver refused as a location: plain host for them */
+        CUcontext evict_ctx;   /* under the pipeline's lock, with evict_ctx_state */
+        enum evict_ctx_state evict_ctx_state;
+};
+
+/* An evictor thread, and its streams in the evictors' contexts (NULL until
+ * it first evicts there). */
+struct evictor {
+        struct pipeline *p;
+        pthread_t thread;
+        cudaStream_t streams[KVT_MAX_GPUS];
 };
 
 struct pipeline {
@@ -73,9 +91,10 @@ struct pipeline {
          * that batches of promotions cannot starve evictions. */
         unsigned promoting;
         bool stopping;
-        pthread_t evictors[MAX_EVICTORS];
+        struct evictor evictors[MAX_EVICTORS];
         unsigned n_evictors;
         const struct kvt_cudart *rt;
+        const struct kvt_cuda_calls *cu; /* evict_context: the driver's context calls, NULL if none */
         pipeline_done_fn done;
         void *userdata;
         int wake_fd;
@@ -123,11 +142,13 @@ void pipeline_config_from_env(struct pipeline_config *ret) {
                                         .read_dup = false,
                                         .host_numa = true,
                                         .evict_threads = 2,
-                                        .evict_touch = false};
+                                        .evict_touch = false,
+                                        .evict_context = false};
         ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
         ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
         ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
         ret->evict_touch = env_bool("KVTIER_MOVER_EVICT_TOUCH", ret->evict_touch);
+        ret->evict_context = env_bool("KVTIER_MOVER_EVICT_CONTEXT", ret->evict_context);
         ret->host_numa = pipeline_host_numa_from_env();
 }
 
@@ -465,14 +486,116 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
         pthread_mutex_unlock(&p->lock);
 }
 
+/* The evictors' own context on GPU dev, created by the first evictor that
+ * asks (with blocking waits: an evictor sleeps in cudaStreamSynchronize);
+ * NULL where there is none: evict_context off, no driver entry points, or
+ * CUDA refused one (then the engine's context, as without evict_context).
+ * Creating makes it current on the calling thread. */
+static CUcontext evict_context(struct pipeline *p, int dev) {
+        struct device_state *d = &p->dev[dev];
+        CUcontext ctx = NULL;
+        CUdevice cudev;
+        CUresult r;
+
+        if (!p->cfg.evict_context || !p->cu)
+                return NULL;
+        pthread_mutex_lock(&p->lock);
+        while (d->evict_ctx_state == EVICT_CTX_CREATING)
+                pthread_cond_wait(&p->cond, &p->lock);
+        if (d->evict_ctx_state != EVICT_CTX_NONE) {
+                ctx = d->evict_ctx;
+                pthread_mutex_unlock(&p->lock);
+                return ctx;
+        }
+        d->evict_ctx_state = EVICT_CTX_CREATING;
+        pthread_mutex_unlock(&p->lock);
+
+        r = p->cu->cuDeviceGet(&cudev, dev);
+        if (r == CUDA_SUCCESS)
+                r = p->cu->cuCtxCreate_v4(&ctx, NULL, CU_CTX_SCHED_BLOCKING_SYNC, cudev);
+        if (r == CUDA_SUCCESS)
+                log_info("GPU %d: evictions run in a CUDA context of their own.", dev);
+        else {
+                log_info("GPU %d: no CUDA context of their own for evictions (CUDA error %d); they share the "
+                         "engine's.", dev, (int)r);
+                ctx = NULL;
+        }
+        pthread_mutex_lock(&p->lock);
+        d->evict_ctx = ctx;
+        d->evict_ctx_state = ctx ? EVICT_CTX_READY : EVICT_CTX_FAILED;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        return ctx;
+}
+
+/* Makes GPU dev current for an eviction: the evictors' own context and
+ * this evictor's stream there (*ret_own), or, without one, the engine's
+ * (primary) context, with *ret_own NULL. */
+static cudaError_t evictor_enter(struct evictor *ev, int dev, cudaStream_t *ret_own) {
+        struct pipeline *p = ev->p;
+        CUcontext ctx = evict_context(p, dev);
+
+        *ret_own = NULL;
+        if (!ctx || p->cu->cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+                return p->rt->cudaSetDevice(dev);
+        if (!ev->streams[dev] &&
+            p->rt->cudaStreamCreateWithFlags(&ev->streams[dev], cudaStreamNonBlocking) != cudaSuccess) {
+                ev->streams[dev] = NULL;
+                return p->rt->cudaSetDevice(dev);
+        }
+        *ret_own = ev->streams[dev];
+        return cudaSuccess;
+}
+
+/* Makes a queued eviction's calls on an evictor's thread.  In the
+ * evictors' own context the run's work goes on the evictor's stream there,
+ * which it waits for itself (the owner's events live in the engine's
+ * context); otherwise on the run's stream, tracked by an event as the
+ * owner's runs are.  Returns the calls' error; *ret_ev is the event, or
+ * NULL once the run is complete. */
+static cudaError_t evictor_run(struct evictor *ev, struct run *r, cudaEvent_t *ret_ev) {
+        struct pipeline *p = ev->p;
+        cudaStream_t own;
+        cudaError_t e;
+
+        *ret_ev = NULL;
+        e = evictor_enter(ev, r->device, &own);
+        if (e != cudaSuccess)
+                return e;
+        if (own)
+                r->stream = own;
+        e = run_start(p, r);
+        if (e != cudaSuccess || done_at_start(p, r))
+                return e;
+        if (own)
+                return p->rt->cudaStreamSynchronize(own);
+        if (!(*ret_ev = run_track(p, r->stream)))
+                return p->rt->cudaStreamSynchronize(r->stream);
+        return cudaSuccess;
+}
+
+/* An evictor leaving: its streams in the evictors' contexts go first. */
+static void evictor_exit(struct evictor *ev) {
+        struct pipeline *p = ev->p;
+
+        for (int d = 0; d < KVT_MAX_GPUS; d++) {
+                if (!ev->streams[d])
+                        continue;
+                if (p->cu->cuCtxSetCurrent(p->dev[d].evict_ctx) == CUDA_SUCCESS)
+                        (void)p->rt->cudaStreamDestroy(ev->streams[d]);
+                ev->streams[d] = NULL;
+        }
+}
+
 /* An evictor: makes the calls of queued evictions (which may block for the
  * whole copy), then leaves each run to the owner to finish and report. */
 static void *evictor_main(void *arg) {
-        struct pipeline *p = arg;
+        struct evictor *self = arg;
+        struct pipeline *p = self->p;
 
         pthread_mutex_lock(&p->lock);
         for (;;) {
-                cudaEvent_t ev = NULL;
+                cudaEvent_t ev;
                 struct run *r;
                 cudaError_t e;
 
@@ -487,11 +610,7 @@ static void *evictor_main(void *arg) {
                 p->evq_busy++;
                 pthread_mutex_unlock(&p->lock);
 
-                e = p->rt->cudaSetDevice(r->device);
-                if (e == cudaSuccess)
-                        e = run_start(p, r);
-                if (e == cudaSuccess && !done_at_start(p, r) && !(ev = run_track(p, r->stream)))
-                        e = p->rt->cudaStreamSynchronize(r->stream);
+                e = evictor_run(self, r, &ev);
 
                 pthread_mutex_lock(&p->lock);
                 r->event = ev;
@@ -507,6 +626,7 @@ static void *evictor_main(void *arg) {
                 pthread_mutex_lock(&p->lock);
         }
         pthread_mutex_unlock(&p->lock);
+        evictor_exit(self);
         return NULL;
 }
 
@@ -730,16 +850,22 @@ int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt,
         p->evq_tail = &p->evq_head;
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->cond, NULL);
+        if (p->cfg.evict_context && p->cfg.evict_threads > 0 && !(p->cu = real_cuda_calls()))
+                log_info("The CUDA driver has no cuCtxCreate_v4 (older than CUDA 12.5): evictions share the "
+                         "engine's context.");
         /* Evictors inherit the caller's signal mask: the mover's takes none. */
         while (p->n_evictors < MIN(p->cfg.evict_threads, MAX_EVICTORS)) {
-                int r = pthread_create(&p->evictors[p->n_evictors], NULL, evictor_main, p);
+                struct evictor *ev = &p->evictors[p->n_evictors];
+                int r;
 
+                ev->p = p;
+                r = pthread_create(&ev->thread, NULL, evictor_main, ev);
                 if (r != 0) {
                         log_info("Could not start an evictor thread (%s); %u run evictions.", strerror(r),
                                  p->n_evictors);
                         break;
                 }
-                pthread_setname_np(p->evictors[p->n_evictors], "kvtier-evict");
+                pthread_setname_np(ev->thread, "kvtier-evict");
                 p->n_evictors++;
         }
         *ret = p;
@@ -755,9 +881,12 @@ void pipeline_free(struct pipeline *p) {
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
         for (unsigned k = 0; k < p->n_evictors; k++)
-                pthread_join(p->evictors[k], NULL);
+                pthread_join(p->evictors[k].thread, NULL);
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
+        for (int d = 0; d < KVT_MAX_GPUS; d++)
+                if (p->dev[d].evict_ctx)
+                        (void)p->cu->cuCtxDestroy_v2(p->dev[d].evict_ctx);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (int dir = 0; dir < _DIR_MAX; dir++)
                         for (unsigned k = 0; k < MAX_STREAMS; k++)

@@ -21,7 +21,10 @@
  * owner's thread.  Evictions are issued by the pipeline's own evictor
  * threads (config evict_threads), because a prefetch to the host may block
  * its caller until the pages have moved: promotions ordered after them are
- * issued at once.
+ * issued at once.  With evict_context, the evictors make their calls in a
+ * CUDA context of their own (one per GPU, created on first use), on
+ * streams of their own there, and wait for those streams themselves: no
+ * stream or event crosses contexts.
  */
 
 struct kvt_order;
@@ -39,11 +42,14 @@ struct pipeline_config {
         bool evict_touch;         /* evict by reading every 4 KiB page from the CPU (the driver
                                    * faults it to the host) instead of a prefetch, which holds
                                    * the engine's CUDA calls back for its whole copy */
+        bool evict_context;       /* evictor threads work in a CUDA context of their own per GPU:
+                                   * a prefetch holds back the CUDA calls of its own context
+                                   * only, so not the engine's (needs evictor threads) */
 };
 
 /* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP,
- * KVTIER_MOVER_HOST_NUMA, KVTIER_MOVER_EVICT_THREADS and KVTIER_MOVER_EVICT_TOUCH.  Reads the
- * environment: call once, at start. */
+ * KVTIER_MOVER_HOST_NUMA, KVTIER_MOVER_EVICT_THREADS, KVTIER_MOVER_EVICT_TOUCH and
+ * KVTIER_MOVER_EVICT_CONTEXT.  Reads the environment: call once, at start. */
 void pipeline_config_from_env(struct pipeline_config *ret);
 
 /* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the

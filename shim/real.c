@@ -17,6 +17,7 @@
 #define KVT_REAL_NAME(ret, name, args) #name,
 static const char *const cudart_names[] = { KVT_CUDART_FUNCS(KVT_REAL_NAME) };
 static const char *const cuda_names[] = { KVT_CUDA_HOOKS(KVT_REAL_NAME) };
+static const char *const cuda_call_names[] = { KVT_CUDA_CALLS(KVT_REAL_NAME) };
 #undef KVT_REAL_NAME
 
 /* The first entries of struct kvt_cudart are the hooks: optional, except
@@ -36,7 +37,11 @@ _Static_assert(sizeof(struct kvt_cudart) == ELEMENTSOF(cudart_names) * sizeof(vo
 static struct kvt_cuda cuda;
 _Static_assert(sizeof(struct kvt_cuda) == ELEMENTSOF(cuda_names) * sizeof(void *),
                "one pointer per entry point");
+static struct kvt_cuda_calls cuda_calls;
+_Static_assert(sizeof(struct kvt_cuda_calls) == ELEMENTSOF(cuda_call_names) * sizeof(void *),
+               "one pointer per entry point");
 static _Atomic(const struct kvt_cudart *) cudart_ready;
+static _Atomic(const struct kvt_cuda_calls *) cuda_calls_ready;
 static _Atomic(const struct kvt_cuda *) cuda_ready;
 static pthread_mutex_t real_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -156,6 +161,35 @@ const struct kvt_cuda *real_cuda(void) {
                         t = &cuda;
                         atomic_store_explicit(&cuda_ready, t, memory_order_release);
                 }
+        }
+        pthread_mutex_unlock(&real_lock);
+        return t;
+}
+
+/* All or nothing: a driver older than CUDA 12.5 lacks cuCtxCreate_v4. */
+static int fill_cuda_calls(void *handle) {
+        void **slots = (void **)&cuda_calls;
+
+        for (size_t i = 0; i < ELEMENTSOF(cuda_call_names); i++)
+                if (!(slots[i] = real_dlsym(handle, cuda_call_names[i])))
+                        return -ENOENT;
+        return 0;
+}
+
+const struct kvt_cuda_calls *real_cuda_calls(void) {
+        const struct kvt_cuda_calls *t = atomic_load_explicit(&cuda_calls_ready, memory_order_acquire);
+        void *h;
+
+        if (t)
+                return t;
+        pthread_mutex_lock(&real_lock);
+        t = atomic_load_explicit(&cuda_calls_ready, memory_order_relaxed);
+        if (!t && (h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))) {
+                if (fill_cuda_calls(h) == 0) {
+                        t = &cuda_calls;
+                        atomic_store_explicit(&cuda_calls_ready, t, memory_order_release);
+                }
+                dlclose(h); /* drops only the reference NOLOAD took: the runtime holds it loaded */
         }
         pthread_mutex_unlock(&real_lock);
         return t;

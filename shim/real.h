@@ -12,6 +12,11 @@ struct kvt_cudart {
 /* The real driver entry points the shim interposes (KVT_CUDA_HOOKS). */
 struct kvt_cuda {
         KVT_CUDA_HOOKS(KVT_REAL_FIELD)
+};
+
+/* The driver entry points the shim calls (KVT_CUDA_CALLS). */
+struct kvt_cuda_calls {
+        KVT_CUDA_CALLS(KVT_REAL_FIELD)
 #undef KVT_REAL_FIELD
 };
 
@@ -31,6 +36,11 @@ const struct kvt_cudart *real_cudart_load(void);
 /* Returns the real driver entry points (NULL where libcuda lacks one), or
  * NULL while no libcuda.so.1 is loaded. */
 const struct kvt_cuda *real_cuda(void);
+
+/* Returns the driver entry points the shim calls, all of them, resolved
+ * on first use from the loaded libcuda.so.1; NULL while none is loaded or
+ * when it lacks one (a driver older than CUDA 12.5). */
+const struct kvt_cuda_calls *real_cuda_calls(void);
 
 /* The dynamic linker's dlsym: every lookup the shim makes goes through it,
  * never through the interposed dlsym (shim/dlsym.c). */

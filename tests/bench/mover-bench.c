@@ -792,6 +792,7 @@ int main(int argc, char **argv) {
         };
         const char *runs = "2M,8M,64M,256M,1G";
         uint64_t size = (uint64_t)1 << 30;
+        size_t free0 = 0, free1 = 0, total = 0;
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
              do_interfere = false;
         struct bench b = {};
@@ -832,11 +833,17 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "setup: %s\n", strerror(-r));
                 return 1;
         }
+        (void)b.rt->cudaMemGetInfo(&free0, &total);
         r = do_explore     ? explore(&b)
             : do_overtake  ? overtake(&b)
             : do_contend   ? contend(&b)
             : do_interfere ? interfere(&b)
                            : check(&b);
+        /* what the pipeline's own CUDA state took (evictors' contexts,
+         * streams), apart from the region, which setup() allocated */
+        if (b.rt->cudaMemGetInfo(&free1, &total) == cudaSuccess)
+                printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
+                       free1 >> 20);
         if (r == 0 && !check_only && !do_explore && !do_overtake && !do_contend && !do_interfere) {
                 char *list = strdup(runs), *save = NULL;
 

@@ -4,7 +4,7 @@
  * Fake libcuda.so.1: the few driver API entry points kvtier touches, on the
  * same residency model as the fake runtime (model.c, in libcudart).  The
  * current device is the runtime's per-thread current device (the primary
- * context).  As with the real runtime, which calls cuInit itself, any
+ * context, or one it created with cuCtxCreate).  As with the real runtime, which calls cuInit itself, any
  * runtime call also initializes the driver.  cuGetProcAddress(_v2) hands out these same functions, so a
  * shim that interposes it can be tested.
  */
@@ -23,6 +23,7 @@
 /* Values from CUDA 13's cuda.h that shim/cuda-abi.h does not carry. */
 enum {
         CUDA_ERROR_INVALID_DEVICE = 101,
+        CUDA_ERROR_INVALID_CONTEXT = 201,
         CU_MEM_ATTACH_GLOBAL = 0x1,
         CU_MEM_ATTACH_HOST = 0x2,
         FAKE_DRIVER_VERSION = 13000,
@@ -61,6 +62,47 @@ static CUresult from_errno(int r) {
         default:
                 return CUDA_ERROR_INVALID_VALUE;
         }
+}
+
+/* Contexts: a created context's handle is its model key. */
+KVT_CUDA_CALLS(KVT_CUDA_PROTOTYPE)
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!device)
+                return CUDA_ERROR_INVALID_VALUE;
+        if (ordinal < 0 || ordinal >= model_device_count())
+                return CUDA_ERROR_INVALID_DEVICE;
+        *device = ordinal;
+        return CUDA_SUCCESS;
+}
+
+/* Creation parameters (execution affinity, CIG) are not modelled: NULL only. */
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev) {
+        int key, r;
+
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pctx || ctxCreateParams || (flags & ~0x1fu))
+                return CUDA_ERROR_INVALID_VALUE;
+        r = model_ctx_create(dev, &key);
+        if (r < 0)
+                return from_errno(r);
+        *pctx = (CUcontext)(uintptr_t)key;
+        return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return model_ctx_set_current((int)(uintptr_t)ctx) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return ctx && model_ctx_destroy((int)(uintptr_t)ctx) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult cuInit(unsigned int Flags) {

@@ -19,7 +19,8 @@
  *                                 may be one not accepted, or -1
  *   FAKECUDA_MANAGED_MISALIGN=1   cudaMallocManaged returns 2 MiB boundary + 64 KiB
  *   FAKECUDA_FAIL=KIND:N[+],...   the Nth call of KIND fails (N+: from the Nth on);
- *                                 KIND: malloc, malloc_managed, prefetch, advise
+ *                                 KIND: malloc, malloc_managed, prefetch, advise,
+ *                                 ctx_create
  *   FAKECUDA_PREFETCH_DELAY_US=N  cudaMemPrefetchAsync sleeps N us per page moved
  *   FAKECUDA_EVENT_DELAY_US=N     work on a created stream completes N us after the
  *                                 last event recorded or host function launched there:
@@ -61,6 +62,7 @@ struct fakecuda_stats {
         uint64_t managed_alloc_bytes;         /* cudaMallocManaged while current, now */
         uint64_t managed_allocs;              /* successful cudaMallocManaged calls, ever */
         uint64_t prefetch_calls;              /* cudaMemPrefetchAsync by threads current here */
+        uint64_t prefetch_calls_created_ctx;  /* of those, made in a context from cuCtxCreate */
         uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
         uint64_t numa_location_calls;         /* advice or prefetch naming a host NUMA node */
 };

@@ -86,6 +86,7 @@ static const char *const fail_kind_names[_MODEL_FAIL_MAX] = {
         [MODEL_FAIL_MALLOC_MANAGED] = "malloc_managed",
         [MODEL_FAIL_PREFETCH] = "prefetch",
         [MODEL_FAIL_ADVISE] = "advise",
+        [MODEL_FAIL_CTX_CREATE] = "ctx_create",
 };
 
 static struct {
@@ -119,6 +120,17 @@ static struct {
 };
 
 static _Thread_local int current_device;
+static _Thread_local int current_ctx; /* 0: current_device's primary; else a created context's key */
+
+/* Created contexts, by key (1..MODEL_MAX_CTX), under m.lock; their call
+ * locks, and the primaries' (by device), outside it. */
+static struct {
+        bool alive;
+        int device;
+} ctxs[MODEL_MAX_CTX + 1];
+static pthread_mutex_t ctx_locks[MODEL_MAX_DEVICES + MODEL_MAX_CTX + 1] = {
+        [0 ... MODEL_MAX_DEVICES + MODEL_MAX_CTX] = PTHREAD_MUTEX_INITIALIZER,
+};
 
 /* CUPTI-shaped event sink (fakecuda_set_um_hook), called under the lock. */
 static fakecuda_um_hook um_hook;
@@ -388,6 +400,106 @@ int model_current_device(void) {
 
 void model_set_current_device(int dev) {
         current_device = dev;
+        current_ctx = 0;
+}
+
+int model_ctx_current(void) {
+        return current_ctx ? current_ctx : -(1 + current_device);
+}
+
+bool model_ctx_alive(int key) {
+        bool alive;
+
+        if (key < 0)
+                return -key - 1 < MODEL_MAX_DEVICES;
+        if (key == 0 || key > MODEL_MAX_CTX)
+                return false;
+        lock();
+        alive = ctxs[key].alive;
+        unlock();
+        return alive;
+}
+
+int model_ctx_create(int dev, int *ret_key) {
+        int key = 0;
+
+        model_init();
+        if (dev < 0 || dev >= m.n_devices)
+                return -ENODEV;
+        if (model_fail_now(MODEL_FAIL_CTX_CREATE))
+                return -ENOMEM;
+        lock();
+        for (int k = 1; k <= MODEL_MAX_CTX && !key; k++)
+                if (!ctxs[k].alive) {
+                        ctxs[k].alive = true;
+                        ctxs[k].device = dev;
+                        key = k;
+                }
+        unlock();
+        if (!key)
+                return -ENOMEM;
+        current_ctx = key;
+        current_device = dev;
+        *ret_key = key;
+        return 0;
+}
+
+int model_ctx_set_current(int key) {
+        int dev = -1;
+
+        if (key == 0) {
+                current_ctx = 0;
+                return 0;
+        }
+        if (key < 0 || key > MODEL_MAX_CTX)
+                return -EINVAL;
+        lock();
+        if (ctxs[key].alive)
+                dev = ctxs[key].device;
+        unlock();
+        if (dev < 0)
+                return -EINVAL;
+        current_ctx = key;
+        current_device = dev;
+        return 0;
+}
+
+int model_ctx_destroy(int key) {
+        int r = -EINVAL;
+
+        if (key <= 0 || key > MODEL_MAX_CTX)
+                return -EINVAL;
+        lock();
+        if (ctxs[key].alive) {
+                ctxs[key].alive = false;
+                r = 0;
+        }
+        unlock();
+        if (r == 0 && current_ctx == key)
+                current_ctx = 0;
+        return r;
+}
+
+static pthread_mutex_t *ctx_lock_of(int key) {
+        if (key < 0 && -key - 1 < MODEL_MAX_DEVICES)
+                return &ctx_locks[-key - 1];
+        if (key > 0 && key <= MODEL_MAX_CTX)
+                return &ctx_locks[MODEL_MAX_DEVICES + key];
+        return NULL;
+}
+
+void model_ctx_lock(int key) {
+        pthread_mutex_t *l = ctx_lock_of(key);
+
+        if (l)
+                pthread_mutex_lock(l);
+}
+
+void model_ctx_unlock(int key) {
+        pthread_mutex_t *l = ctx_lock_of(key);
+
+        if (l)
+                pthread_mutex_unlock(l);
 }
 
 bool model_fail_now(enum model_fail_kind kind) {
@@ -881,6 +993,7 @@ int model_prefetch(int caller, const void *ptr, size_t count, int loc, int numa,
         if (!a)
                 goto out;
         m.stats[caller].prefetch_calls++;
+        m.stats[caller].prefetch_calls_created_ctx += current_ctx != 0;
         r = 0;
         for (size_t i = first; i <= last; i++) {
                 struct page *p = &a->pages[i];
@@ -1287,12 +1400,13 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  ",\"evictions\":%" PRIu64 ",\"managed_resident_bytes\":%" PRIu64
                                  ",\"managed_resident_peak_bytes\":%" PRIu64
                                  ",\"device_alloc_bytes\":%" PRIu64 ",\"managed_alloc_bytes\":%" PRIu64
-                                 ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"advise_calls\":%" PRIu64
+                                 ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"prefetch_calls_created_ctx\":%" PRIu64
+                                 ",\"advise_calls\":%" PRIu64
                                  ",\"numa_location_calls\":%" PRIu64 ",\"total_bytes\":%zu}\n",
                                  (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
                                  s->cpu_faults, s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
-                                 s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
+                                 s->prefetch_calls_created_ctx, s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
         }

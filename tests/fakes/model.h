@@ -33,6 +33,7 @@ enum model_fail_kind {
         MODEL_FAIL_MALLOC_MANAGED,
         MODEL_FAIL_PREFETCH,
         MODEL_FAIL_ADVISE,
+        MODEL_FAIL_CTX_CREATE,
         _MODEL_FAIL_MAX,
 };
 
@@ -78,9 +79,30 @@ unsigned model_event_delay_us(void);
 /* Microseconds cudaFree takes before it releases memory (FAKECUDA_FREE_DELAY_US). */
 unsigned model_free_delay_us(void);
 
-/* The calling thread's current device, and setting it (no validation). */
+/* The calling thread's current device, and setting it (no validation):
+ * that makes the device's primary context current. */
 int model_current_device(void);
 void model_set_current_device(int dev);
+
+/* Contexts.  A key names one: -(1 + dev) the primary context of device dev,
+ * 1 .. MODEL_MAX_CTX one made by model_ctx_create.  The calling thread's
+ * current context is its current device's primary unless it set a created
+ * one (model_ctx_set_current; 0 goes back to the primary). */
+#define MODEL_MAX_CTX 64
+int model_ctx_current(void);
+bool model_ctx_alive(int key);
+/* Creates a context on dev and makes it current; *ret_key is its key. */
+int model_ctx_create(int dev, int *ret_key);
+int model_ctx_set_current(int key);
+int model_ctx_destroy(int key);
+
+/* A context's call lock.  On the H200 a prefetch holds back every other
+ * CUDA call of its own context (a kernel launch waited for its whole copy)
+ * and none of another context's (tests/bench/RESULTS.md, session 13): a
+ * prefetch holds its context's lock for its link time, a kernel waits for
+ * it. */
+void model_ctx_lock(int key);
+void model_ctx_unlock(int key);
 
 /* Counts one call of kind; returns true if FAKECUDA_FAIL says it fails. */
 bool model_fail_now(enum model_fail_kind kind);

@@ -39,6 +39,7 @@ KVT_CUDART_LAUNCH_FUNCS(KVT_CUDA_PROTOTYPE)
 struct CUstream_st {
         struct CUstream_st *next;
         int device;
+        int ctx; /* the model's key of the context current at its creation */
         unsigned flags;
         uint64_t serial; /* unique for the process: events outlive streams */
         uint64_t held_gen, done_gen;
@@ -49,6 +50,7 @@ struct CUstream_st {
 /* An event completes once its stream has finished the hold it was recorded
  * behind and, with FAKECUDA_EVENT_DELAY_US, once its deferred time passed. */
 struct CUevent_st {
+        int ctx;                /* the context current at its creation */
         uint64_t stream_serial; /* 0: the null stream */
         uint64_t wait_gen;      /* 0: complete when recorded */
         uint64_t ready_ns;      /* 0: no delay */
@@ -156,6 +158,33 @@ static void sleep_until(uint64_t t) {
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                         ;
         }
+}
+
+/* The context whose work s carries: its own for a created stream, the
+ * calling thread's for the NULL, legacy and per-thread streams. */
+static int stream_ctx(cudaStream_t s) {
+        int ctx;
+
+        if (!s || s == FAKE_STREAM_LEGACY || s == FAKE_STREAM_PER_THREAD)
+                return model_ctx_current();
+        pthread_mutex_lock(&streams_lock);
+        ctx = s->ctx;
+        pthread_mutex_unlock(&streams_lock);
+        return ctx;
+}
+
+/* Whether work may be queued on s from this thread: s exists, its context
+ * is alive, and it is the current one.  A stream belongs to one context;
+ * the real CUDA rejects a stream of another context at least where an
+ * event is recorded, the fake wherever work is queued (it may be
+ * stricter). */
+static bool stream_usable(cudaStream_t s) {
+        int ctx;
+
+        if (!stream_valid(s))
+                return false;
+        ctx = stream_ctx(s);
+        return ctx == model_ctx_current() && model_ctx_alive(ctx);
 }
 
 /* The created stream behind s, or NULL for the NULL, legacy and per-thread
@@ -273,7 +302,7 @@ cudaError_t cudaFree(void *devPtr) {
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
         if (!runtime_enter())
                 return fail(entry_error());
-        if (!stream_valid(hStream))
+        if (!stream_usable(hStream))
                 return fail(cudaErrorInvalidResourceHandle);
         return cudaMalloc(devPtr, size);
 }
@@ -288,7 +317,7 @@ cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPo
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
         if (!runtime_enter())
                 return fail(entry_error());
-        if (!stream_valid(hStream))
+        if (!stream_usable(hStream))
                 return fail(cudaErrorInvalidResourceHandle);
         return fail_errno(model_free(devPtr));
 }
@@ -366,7 +395,7 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
                 return fail(cudaErrorInvalidValue);
         if (flags != 0 || count == 0)
                 return fail(cudaErrorInvalidValue);
-        if (!stream_valid(stream))
+        if (!stream_usable(stream))
                 return fail(cudaErrorInvalidResourceHandle);
         r = location_to_model(location, &loc);
         if (r < 0)
@@ -375,14 +404,19 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
                            location.type == cudaMemLocationTypeHostNuma ? location.id : -1, &moved);
         if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
                 model_count_numa_location(model_current_device());
-        /* the link's time, spent outside the model's lock */
+        /* the link's time, spent outside the model's lock, holding back
+         * the kernels of this context (model.h) */
         delay_us = model_prefetch_delay_us();
         if (delay_us > 0 && moved > 0) {
                 uint64_t ns = (uint64_t)delay_us * 1000 * moved;
                 struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000),
                                       .tv_nsec = (long)(ns % 1000000000)};
+                int ctx = model_ctx_current();
+
+                model_ctx_lock(ctx);
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                         ;
+                model_ctx_unlock(ctx);
         }
         return fail_errno(r);
 }
@@ -398,6 +432,7 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned int flags) {
         if (!s)
                 return fail(cudaErrorMemoryAllocation);
         s->device = model_current_device();
+        s->ctx = model_ctx_current();
         s->flags = flags;
         pthread_mutex_lock(&streams_lock);
         s->serial = next_stream_serial++;
@@ -494,6 +529,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
         if (!e)
                 return fail(cudaErrorMemoryAllocation);
         e->flags = flags;
+        e->ctx = model_ctx_current();
         *event = e;
         return cudaSuccess;
 }
@@ -503,7 +539,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                 return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
-        if (!stream_valid(stream))
+        /* "event and stream must be on the same context" */
+        if (!stream_usable(stream) || event->ctx != stream_ctx(stream))
                 return fail(cudaErrorInvalidResourceHandle);
         event->ready_ns = stream_defer(stream);
         pthread_mutex_lock(&streams_lock);
@@ -653,7 +690,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
                 return fail(entry_error());
         if (!fn)
                 return fail(cudaErrorInvalidValue);
-        if (!stream_valid(stream))
+        if (!stream_usable(stream))
                 return fail(cudaErrorInvalidResourceHandle);
         at = stream_defer(stream);
         if (!at) {
@@ -715,7 +752,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
-        if (!stream_valid(stream))
+        if (!stream_usable(stream))
                 return fail(cudaErrorInvalidResourceHandle);
         return memcpy_any(dst, src, count, kind);
 }
@@ -733,7 +770,7 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
 }
 
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
-        if (!stream_valid(stream))
+        if (!stream_usable(stream))
                 return fail(cudaErrorInvalidResourceHandle);
         return memset_any(devPtr, value, count);
 }
@@ -779,8 +816,14 @@ cudaError_t cudaRuntimeGetVersion(int *runtimeVersion) {
 
 /* ---------------------------------------------------------------- fakecuda.h */
 
+/* A kernel waits, at launch, for a prefetch of its context (model.h). */
 static int kernel(void *ptr, size_t len, enum model_access access, uint64_t seed, uint64_t *ret_bad) {
+        int ctx;
+
         model_init();
+        ctx = model_ctx_current();
+        model_ctx_lock(ctx);
+        model_ctx_unlock(ctx);
         return fail_errno(model_kernel(model_current_device(), ptr, len, access, seed, ret_bad));
 }
 

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -269,8 +270,134 @@ static void test_crashes(void) {
                "and a fault outside managed memory reaches that handler (status %#x)", st);
 }
 
+/* The fake driver's context calls, from the built libcuda.so.1. */
+struct ctx_calls {
+        CUresult (*device_get)(CUdevice *, int);
+        CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+        CUresult (*set_current)(CUcontext);
+        CUresult (*destroy)(CUcontext);
+};
+
+static bool load_ctx_calls(struct ctx_calls *ret) {
+        const char *top = getenv("top_builddir");
+        char path[4096];
+        void *h;
+
+        snprintf(path, sizeof(path), "%s/tests/fakes/.libs/libcuda.so.1", top ? top : ".");
+        h = dlopen(path, RTLD_NOW);
+        if (!h)
+                return false;
+        *(void **)&ret->device_get = dlsym(h, "cuDeviceGet");
+        *(void **)&ret->create = dlsym(h, "cuCtxCreate_v4");
+        *(void **)&ret->set_current = dlsym(h, "cuCtxSetCurrent");
+        *(void **)&ret->destroy = dlsym(h, "cuCtxDestroy_v2");
+        return ret->device_get && ret->create && ret->set_current && ret->destroy;
+}
+
+/* A prefetch in a thread of its own: state 1 while its call runs, 2 after. */
+struct prefetcher {
+        pthread_t thread;
+        void *p;
+        atomic_int state;
+};
+
+static void *prefetcher_main(void *arg) {
+        struct prefetcher *f = arg;
+
+        atomic_store(&f->state, 1);
+        (void)cudaMemPrefetchAsync(f->p, PAGE, DEV0, 0, NULL);
+        atomic_store(&f->state, 2);
+        return NULL;
+}
+
+/* Whether a kernel launched while another thread's prefetch holds its
+ * context (entered 50 ms before) waited for that prefetch to return. */
+static bool kernel_waited(void *managed, const void *dbuf) {
+        struct prefetcher f = { .p = managed };
+        bool waited;
+
+        CHILD_CHECK(cudaMemPrefetchAsync(managed, PAGE, HOST, 0, NULL) == cudaSuccess);
+        atomic_store(&f.state, 0);
+        if (pthread_create(&f.thread, NULL, prefetcher_main, &f) != 0)
+                return false;
+        while (atomic_load(&f.state) == 0)
+                usleep(1000);
+        usleep(50000);
+        CHILD_CHECK(fakecuda_kernel_read(dbuf, PAGE) == cudaSuccess);
+        waited = atomic_load(&f.state) == 2;
+        pthread_join(f.thread, NULL);
+        return waited;
+}
+
+/* FAKECUDA_PREFETCH_DELAY_US=400000: a prefetch of one page holds its
+ * context's calls for 0.4 s.  A kernel in the same context waits for it; a
+ * kernel in a context of its own does not. */
+static void child_ctx_holdback(void) {
+        struct ctx_calls cu;
+        CUcontext ctx = NULL;
+        CUdevice dev;
+        void *m = NULL, *d = NULL;
+
+        CHILD_CHECK(load_ctx_calls(&cu));
+        CHILD_CHECK(cudaMallocManaged(&m, PAGE, cudaMemAttachGlobal) == cudaSuccess);
+        CHILD_CHECK(cudaMalloc(&d, PAGE) == cudaSuccess);
+        CHILD_CHECK(kernel_waited(m, d));
+        CHILD_CHECK(cu.device_get(&dev, 0) == CUDA_SUCCESS && cu.create(&ctx, NULL, 0, dev) == CUDA_SUCCESS);
+        CHILD_CHECK(!kernel_waited(m, d));
+        CHILD_CHECK(cu.destroy(ctx) == CUDA_SUCCESS);
+}
+
+/* Contexts from cuCtxCreate: current on their device, streams and events
+ * bound to the context they were made in, gone once destroyed. */
+static void test_contexts(void) {
+        struct ctx_calls cu;
+        CUcontext ctx = NULL;
+        cudaStream_t s = NULL;
+        cudaEvent_t own = NULL, prim = NULL;
+        CUdevice dev = -1;
+        void *mp = NULL;
+        int cur = -1;
+        uint64_t in_ctx;
+
+        TAP_OK(load_ctx_calls(&cu), "contexts: the fake driver exports the context calls");
+        if (!cu.create)
+                return;
+        TAP_EQ_INT(cu.device_get(&dev, 5), 101, "contexts: cuDeviceGet of a device that does not exist");
+        TAP_EQ_INT(cu.device_get(&dev, 1), CUDA_SUCCESS, "contexts: cuDeviceGet(1)");
+        TAP_EQ_INT(cu.create(&ctx, NULL, CU_CTX_SCHED_BLOCKING_SYNC, dev), CUDA_SUCCESS, "contexts: cuCtxCreate");
+        TAP_OK(cudaGetDevice(&cur) == cudaSuccess && cur == 1, "contexts: the new context is current, on its device");
+        cudaMallocManaged(&mp, PAGE, cudaMemAttachGlobal);
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&own, cudaEventDisableTiming);
+        in_ctx = stats(1).prefetch_calls_created_ctx;
+        TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, DEV1, 0, s), cudaSuccess, "contexts: a prefetch on its stream");
+        TAP_EQ_U64(stats(1).prefetch_calls_created_ctx, in_ctx + 1, "contexts: counted as made in a created context");
+        TAP_EQ_INT(cudaEventRecord(own, s), cudaSuccess, "contexts: an event of the context recorded on its stream");
+
+        cudaSetDevice(1); /* the device's primary context */
+        TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, HOST, 0, s), cudaErrorInvalidResourceHandle,
+                   "contexts: its stream is refused in the primary context");
+        TAP_EQ_U64(stats(1).prefetch_calls_created_ctx, in_ctx + 1, "contexts: the primary's prefetches not counted");
+        TAP_EQ_INT(cudaStreamSynchronize(s), cudaSuccess, "contexts: its stream can be waited for from elsewhere");
+        cudaEventCreateWithFlags(&prim, cudaEventDisableTiming);
+        TAP_EQ_INT(cu.set_current(ctx), CUDA_SUCCESS, "contexts: cuCtxSetCurrent");
+        TAP_EQ_INT(cudaEventRecord(prim, s), cudaErrorInvalidResourceHandle,
+                   "contexts: an event of another context is refused on its stream");
+        TAP_EQ_INT(cu.destroy(ctx), CUDA_SUCCESS, "contexts: cuCtxDestroy");
+        TAP_EQ_INT(cu.set_current(ctx), 201, "contexts: a destroyed context cannot be made current");
+        TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, HOST, 0, s), cudaErrorInvalidResourceHandle,
+                   "contexts: nor can its streams be used");
+        TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, HOST, 0, NULL), cudaSuccess,
+                   "contexts: the thread is back in its device's primary context");
+        cudaEventDestroy(own);
+        cudaEventDestroy(prim);
+        cudaFree(mp);
+        cudaSetDevice(0);
+}
+
 static void test_children(void) {
         static const char *const env_misalign[] = {"FAKECUDA_MANAGED_MISALIGN=1", NULL};
+        static const char *const env_holdback[] = {"FAKECUDA_PREFETCH_DELAY_US=400000", NULL};
         static const char *const env_fail[] = {
                 "FAKECUDA_FAIL=malloc:2,malloc_managed:1,advise:1,prefetch:2+", NULL};
         static char stats_env[64], path[48];
@@ -283,6 +410,8 @@ static void test_children(void) {
         TAP_EQ_INT(run_child(env_misalign, child_misalign), 0,
                    "FAKECUDA_MANAGED_MISALIGN: 64 KiB past 2 MiB, pages counted, data intact");
         TAP_EQ_INT(run_child(env_fail, child_fail), 0, "FAKECUDA_FAIL: Nth and N+ calls fail, others pass");
+        TAP_EQ_INT(run_child(env_holdback, child_ctx_holdback), 0,
+                   "contexts: a prefetch holds back the kernels of its context, not another's");
 
         snprintf(path, sizeof(path), "/tmp/test-fakecuda-XXXXXX");
         fd = mkstemp(path);
@@ -859,6 +988,7 @@ int main(void) {
         test_invalid();
         test_concurrency();
         test_driver();
+        test_contexts();
         test_fork();
         return tap_done();
 }
