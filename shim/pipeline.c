@@ -84,9 +84,11 @@ struct pipeline {
         struct run *evq_head, **evq_tail;
         unsigned evq_busy; /* runs an evictor has taken and not yet started */
         /* Promotions whose calls are being made (on the H200 they return
-         * once the pages have moved).  Evictions by touch wait while there
-         * are any: on the H200 a promotion beside them ran at a tenth of
-         * its speed (tests/bench/RESULTS.md, session 12, call 5).  Counted
+         * once the pages have moved).  Evictions by touch, and those made
+         * in the evictors' own context, wait while there are any: on the
+         * H200 a promotion beside them ran at a tenth of its speed
+         * (tests/bench/RESULTS.md, session 12, call 5), and in the engine's
+         * context a prefetch waits for the other's calls anyway.  Counted
          * only during the calls, not until the owner reaps the run, so
          * that batches of promotions cannot starve evictions. */
         unsigned promoting;
@@ -254,10 +256,10 @@ static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int 
         return e;
 }
 
-/* Whether evictions by touch wait for a promotion's calls.  Under the
- * lock. */
+/* Whether evictions by touch or in the evictors' own context wait for a
+ * promotion's calls.  Under the lock. */
 static bool evict_held(const struct pipeline *p) {
-        return p->cfg.evict_touch && p->promoting > 0;
+        return (p->cfg.evict_touch || p->cfg.evict_context) && p->promoting > 0;
 }
 
 /* Waits while evictions are held back.  Only the owner makes promotions'
