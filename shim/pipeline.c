@@ -145,7 +145,7 @@ void pipeline_config_from_env(struct pipeline_config *ret) {
                                         .host_numa = true,
                                         .evict_threads = 2,
                                         .evict_touch = false,
-                                        .evict_context = false};
+                                        .evict_context = true};
         ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
         ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
         ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);

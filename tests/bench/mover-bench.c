@@ -20,7 +20,8 @@
  * 2 MiB orders in batches of 64, as the mover reads them off its socket,
  * to show coalescing.  Pinned memcpy H2D and D2H in calls of the same length
  * are the reference.  The pipeline's settings come from the environment
- * (KVTIER_MOVER_STREAMS, _READ_DUP, _HOST_NUMA).  Builds against the fake
+ * (KVTIER_MOVER_STREAMS, _READ_DUP, _HOST_NUMA, _EVICT_THREADS, _EVICT_TOUCH,
+ * _EVICT_CONTEXT), as in the shim.  Builds against the fake
  * CUDA here (CI runs --check-only) and real CUDA with nvcc.
  *
  * --explore instead times raw sequences of advice and prefetch (not the
@@ -774,8 +775,9 @@ static int setup(struct bench *b, uint64_t size) {
                 return r;
         pipeline_config_from_env(&cfg);
         printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads, "
-               "evict_touch %d\n",
-               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads, cfg.evict_touch);
+               "evict_touch %d, evict_context %d\n",
+               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads, cfg.evict_touch,
+               cfg.evict_context);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
 }
 

@@ -116,15 +116,19 @@ for v in "touch:" "touch-inline:KVTIER_MOVER_EVICT_THREADS=0" "touch-readdup:KVT
 done
 check "touch: no prefetch to a host NUMA node" [ "$(stat_of touch numa_location_calls)" -eq 0 ]
 
-# Evictions in a CUDA context of their own (KVTIER_MOVER_EVICT_CONTEXT): a
-# prefetch holds back every other call of its context (on the H200, and in
-# the fake), so evictions made in the engine's context stall its launches.
-# The fake counts the prefetches made in a created context.
-check "engine's context (default): no prefetch made in another" \
-        [ "$(stat_of migrate prefetch_calls_created_ctx)" -eq 0 ]
+# Evictions in a CUDA context of their own (KVTIER_MOVER_EVICT_CONTEXT,
+# default on): a prefetch holds back every other call of its context (on
+# the H200, and in the fake), so evictions made in the engine's context
+# stall its launches.  The fake counts the prefetches made in a created
+# context.
+bench ectx-off KVTIER_MOVER_EVICT_CONTEXT=0; rc=$?
+check "engine's context: no write lost" rc_and $rc lost_none ectx-off
+check "engine's context: no prefetch made in another" \
+        [ "$(stat_of ectx-off prefetch_calls_created_ctx)" -eq 0 ]
+check_gt "default: prefetches made in the evictors' context" "$(stat_of migrate prefetch_calls_created_ctx)" 0
 for v in "ectx:" "ectx-late:FAKECUDA_EVENT_DELAY_US=1000" "ectx-readdup:KVTIER_MOVER_READ_DUP=1"; do
         name=${v%%:*} extra=${v#*:}
-        bench "$name" KVTIER_MOVER_EVICT_CONTEXT=1 KVTIER_LOG=info $extra; rc=$?
+        bench "$name" KVTIER_LOG=info $extra; rc=$?
         check "$name: check exits 0, no write lost" rc_and $rc lost_none "$name"
         check "$name: context created" grep -q "evictions run in a CUDA context of their own" "$TMP/$name.out"
         check_gt "$name: prefetches made in it" "$(stat_of "$name" prefetch_calls_created_ctx)" 0
@@ -134,12 +138,12 @@ for v in "ectx:" "ectx-late:FAKECUDA_EVENT_DELAY_US=1000" "ectx-readdup:KVTIER_M
                 "$(stat_of "$name" prefetch_calls_created_ctx)"
         [ $rc -eq 0 ] || diag "$(cat "$TMP/$name.out")"
 done
-bench ectx-refused KVTIER_MOVER_EVICT_CONTEXT=1 KVTIER_LOG=info FAKECUDA_FAIL=ctx_create:1+; rc=$?
+bench ectx-refused KVTIER_LOG=info FAKECUDA_FAIL=ctx_create:1+; rc=$?
 check "no context to be had: check exits 0, no write lost" rc_and $rc lost_none ectx-refused
 check "no context to be had: logged" grep -q "no CUDA context of their own for evictions" "$TMP/ectx-refused.out"
 check "no context to be had: evictions in the engine's context" \
         [ "$(stat_of ectx-refused prefetch_calls_created_ctx)" -eq 0 ]
-bench ectx-inline KVTIER_MOVER_EVICT_CONTEXT=1 KVTIER_MOVER_EVICT_THREADS=0; rc=$?
+bench ectx-inline KVTIER_MOVER_EVICT_THREADS=0; rc=$?
 check "no evictor threads: the setting has nothing to act on" \
         rc_and $rc [ "$(stat_of ectx-inline prefetch_calls_created_ctx)" -eq 0 ]
 
@@ -170,9 +174,12 @@ late_engine late-engine "late completion"
 # evictions by touch: the evictor threads' reads fault the pages out
 late_engine touch-engine touch KVTIER_MOVER_EVICT_TOUCH=1
 check_gt "touch, engine: evictions by CPU faults" "$(stat_of touch-engine cpu_faults)" 0
-# evictions in a context of their own, under the shim
-late_engine ectx-engine "own context" KVTIER_MOVER_EVICT_CONTEXT=1
-check_gt "own context, engine: prefetches made in it" "$(stat_of ectx-engine prefetch_calls_created_ctx)" 0
+check_gt "late completion, engine: evictions in the evictors' own context" \
+        "$(stat_of late-engine prefetch_calls_created_ctx)" 0
+# evictions in the engine's context, under the shim
+late_engine ectx-off-engine "engine's context" KVTIER_MOVER_EVICT_CONTEXT=0
+check "engine's context, engine: no prefetch made in another" \
+        [ "$(stat_of ectx-off-engine prefetch_calls_created_ctx)" -eq 0 ]
 stop_daemon
 
 done_testing
