@@ -490,16 +490,17 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
 
 /* The evictors' own context on GPU dev, created by the first evictor that
  * asks (with blocking waits: an evictor sleeps in cudaStreamSynchronize);
- * NULL where there is none: evict_context off, no driver entry points, or
- * CUDA refused one (then the engine's context, as without evict_context).
- * Creating makes it current on the calling thread. */
+ * NULL where there is none: evict_context off, evictions by touch (no
+ * prefetch to hold anything back), no driver entry points, or CUDA refused
+ * one (then the engine's context, as without evict_context).  Creating
+ * makes it current on the calling thread. */
 static CUcontext evict_context(struct pipeline *p, int dev) {
         struct device_state *d = &p->dev[dev];
         CUcontext ctx = NULL;
         CUdevice cudev;
         CUresult r;
 
-        if (!p->cfg.evict_context || !p->cu)
+        if (!p->cfg.evict_context || p->cfg.evict_touch || !p->cu)
                 return NULL;
         pthread_mutex_lock(&p->lock);
         while (d->evict_ctx_state == EVICT_CTX_CREATING)
