@@ -6,9 +6,10 @@
 # settings to compare in step 1 (default: the built-in defaults only).
 # KVT_KV_VARIANTS lists step 2's kvtier runs as NAME=CONF, CONF being extra
 # kvtierd.conf text, a [section] first, \n for new lines, no spaces (default
-# "defaults= nohint"; a NAME starting with nohint runs without --hint, one
-# starting with ahead with --hint-ahead 16; CONF may end in +VAR=VALUE items,
-# the shim's environment: ahead16touch=+KVTIER_MOVER_EVICT_TOUCH=1);
+# "defaults= ahead64= ahead64ov=[policy]\noverlap=1G nohint"; a NAME starting
+# with nohint runs without --hint, one starting with aheadN with --hint-ahead N
+# (16 without N: ahead=); CONF may end in +VAR=VALUE items, the shim's
+# environment: ahead16touch=+KVTIER_MOVER_EVICT_TOUCH=1);
 # KVT_KV_INTER=1 repeats step 2 on the interleaved layout.
 # (0) mover-bench-cuda --explore: raw advice/prefetch sequences, timed.
 # (1) mover-bench-cuda: an 8 GiB managed region up and down through the
@@ -99,9 +100,10 @@ echo "== 2. paged multi-session KV, pool 8 GiB, budget 2G"
 P="python3 $C/paged_kv.py --bound-budget 2G"
 SHIM="env LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_LOG=notice KVTIER_MIN_SIZE=256M"
 # NAME=CONF, CONF extra kvtierd.conf text with \n escapes and no spaces; a
-# NAME starting with nohint runs without --hint, one starting with ahead
-# hints the next turn's sessions 16 steps early (--hint-ahead 16)
-read -r -a variants <<<"${KVT_KV_VARIANTS:-defaults= nohint}"
+# NAME starting with nohint runs without --hint, one starting with aheadN
+# hints the next turn's sessions N steps early (--hint-ahead N, default 16;
+# 64 is a whole turn)
+read -r -a variants <<<"${KVT_KV_VARIANTS:-defaults= ahead64= ahead64ov=[policy]\noverlap=1G nohint}"
 layouts="contig:contiguous:3"
 [ "${KVT_KV_INTER:-0}" = 1 ] && layouts+=" inter:interleaved:2"
 runs=()
@@ -119,7 +121,7 @@ for l in $layouts; do
                 if [[ $conf == *+* ]]; then venv=${conf#*+} conf=${conf%%+*}; fi
                 hint=--hint
                 [[ $name == nohint* ]] && hint=
-                [[ $name == ahead* ]] && hint="--hint --hint-ahead 16"
+                [[ $name =~ ^ahead([0-9]*) ]] && hint="--hint --hint-ahead ${BASH_REMATCH[1]:-16}"
                 run="kvtier-$name-$tag"
                 runs+=("$tag:$run")
                 if ! start_daemon 2G "$conf" "$run"; then
