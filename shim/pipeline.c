@@ -96,7 +96,8 @@ struct pipeline {
         struct evictor evictors[MAX_EVICTORS];
         unsigned n_evictors;
         const struct kvt_cudart *rt;
-        const struct kvt_cuda_calls *cu; /* evict_context: the driver's context calls, NULL if none */
+        const struct kvt_cuda_calls *cu; /* evict_context: the driver's context calls, resolved at the
+                                          * first eviction (under the lock); NULL until then or if none */
         pipeline_done_fn done;
         void *userdata;
         int wake_fd;
@@ -484,7 +485,7 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
         pthread_mutex_lock(&p->lock);
         *p->evq_tail = r;
         p->evq_tail = &r->next_queued;
-        pthread_cond_signal(&p->cond);
+        pthread_cond_broadcast(&p->cond); /* evictors share the condition with other waits */
         pthread_mutex_unlock(&p->lock);
 }
 
@@ -496,11 +497,12 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
  * makes it current on the calling thread. */
 static CUcontext evict_context(struct pipeline *p, int dev) {
         struct device_state *d = &p->dev[dev];
+        const struct kvt_cuda_calls *cu;
         CUcontext ctx = NULL;
         CUdevice cudev;
         CUresult r;
 
-        if (!p->cfg.evict_context || p->cfg.evict_touch || !p->cu)
+        if (!p->cfg.evict_context || p->cfg.evict_touch)
                 return NULL;
         pthread_mutex_lock(&p->lock);
         while (d->evict_ctx_state == EVICT_CTX_CREATING)
@@ -511,18 +513,21 @@ static CUcontext evict_context(struct pipeline *p, int dev) {
                 return ctx;
         }
         d->evict_ctx_state = EVICT_CTX_CREATING;
+        if (!p->cu) /* by now the runtime has loaded libcuda */
+                p->cu = real_cuda_calls();
+        cu = p->cu;
         pthread_mutex_unlock(&p->lock);
 
-        r = p->cu->cuDeviceGet(&cudev, dev);
-        if (r == CUDA_SUCCESS)
-                r = p->cu->cuCtxCreate_v4(&ctx, NULL, CU_CTX_SCHED_BLOCKING_SYNC, cudev);
-        if (r == CUDA_SUCCESS)
-                log_info("GPU %d: evictions run in a CUDA context of their own.", dev);
-        else {
+        if (!cu)
+                log_info("GPU %d: the CUDA driver has no cuCtxCreate_v4 (older than CUDA 12.5); evictions share "
+                         "the engine's context.", dev);
+        else if ((r = cu->cuDeviceGet(&cudev, dev)) != CUDA_SUCCESS ||
+                 (r = cu->cuCtxCreate_v4(&ctx, NULL, CU_CTX_SCHED_BLOCKING_SYNC, cudev)) != CUDA_SUCCESS) {
                 log_info("GPU %d: no CUDA context of their own for evictions (CUDA error %d); they share the "
                          "engine's.", dev, (int)r);
                 ctx = NULL;
-        }
+        } else
+                log_info("GPU %d: evictions run in a CUDA context of their own.", dev);
         pthread_mutex_lock(&p->lock);
         d->evict_ctx = ctx;
         d->evict_ctx_state = ctx ? EVICT_CTX_READY : EVICT_CTX_FAILED;
@@ -853,9 +858,6 @@ int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt,
         p->evq_tail = &p->evq_head;
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->cond, NULL);
-        if (p->cfg.evict_context && p->cfg.evict_threads > 0 && !(p->cu = real_cuda_calls()))
-                log_info("The CUDA driver has no cuCtxCreate_v4 (older than CUDA 12.5): evictions share the "
-                         "engine's context.");
         /* Evictors inherit the caller's signal mask: the mover's takes none. */
         while (p->n_evictors < MIN(p->cfg.evict_threads, MAX_EVICTORS)) {
                 struct evictor *ev = &p->evictors[p->n_evictors];

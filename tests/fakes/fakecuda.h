@@ -63,6 +63,7 @@ struct fakecuda_stats {
         uint64_t managed_allocs;              /* successful cudaMallocManaged calls, ever */
         uint64_t prefetch_calls;              /* cudaMemPrefetchAsync by threads current here */
         uint64_t prefetch_calls_created_ctx;  /* of those, made in a context from cuCtxCreate */
+        uint64_t prefetch_to_device_created_ctx; /* of those, to a device */
         uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
         uint64_t numa_location_calls;         /* advice or prefetch naming a host NUMA node */
 };

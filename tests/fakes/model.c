@@ -122,12 +122,14 @@ static struct {
 static _Thread_local int current_device;
 static _Thread_local int current_ctx; /* 0: current_device's primary; else a created context's key */
 
-/* Created contexts, by key (1..MODEL_MAX_CTX), under m.lock; their call
- * locks, and the primaries' (by device), outside it. */
+/* Created contexts, by key (1..MODEL_MAX_CTX, never reused: a destroyed
+ * context's streams stay dead), under m.lock; their call locks, and the
+ * primaries' (by device), outside it. */
 static struct {
         bool alive;
         int device;
 } ctxs[MODEL_MAX_CTX + 1];
+static int next_ctx_key = 1;
 static pthread_mutex_t ctx_locks[MODEL_MAX_DEVICES + MODEL_MAX_CTX + 1] = {
         [0 ... MODEL_MAX_DEVICES + MODEL_MAX_CTX] = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -232,6 +234,9 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
         pthread_mutex_init(&m.lock, NULL);
+        /* a prefetch of the parent's may have held one */
+        for (size_t i = 0; i < sizeof(ctx_locks) / sizeof(ctx_locks[0]); i++)
+                pthread_mutex_init(&ctx_locks[i], NULL);
         __atomic_store_n(&m.owned, false, __ATOMIC_RELAXED);
         m.forked = true;
 }
@@ -429,12 +434,11 @@ int model_ctx_create(int dev, int *ret_key) {
         if (model_fail_now(MODEL_FAIL_CTX_CREATE))
                 return -ENOMEM;
         lock();
-        for (int k = 1; k <= MODEL_MAX_CTX && !key; k++)
-                if (!ctxs[k].alive) {
-                        ctxs[k].alive = true;
-                        ctxs[k].device = dev;
-                        key = k;
-                }
+        if (next_ctx_key <= MODEL_MAX_CTX) {
+                key = next_ctx_key++;
+                ctxs[key].alive = true;
+                ctxs[key].device = dev;
+        }
         unlock();
         if (!key)
                 return -ENOMEM;
@@ -994,6 +998,7 @@ int model_prefetch(int caller, const void *ptr, size_t count, int loc, int numa,
                 goto out;
         m.stats[caller].prefetch_calls++;
         m.stats[caller].prefetch_calls_created_ctx += current_ctx != 0;
+        m.stats[caller].prefetch_to_device_created_ctx += current_ctx != 0 && loc >= 0;
         r = 0;
         for (size_t i = first; i <= last; i++) {
                 struct page *p = &a->pages[i];
@@ -1401,12 +1406,13 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  ",\"managed_resident_peak_bytes\":%" PRIu64
                                  ",\"device_alloc_bytes\":%" PRIu64 ",\"managed_alloc_bytes\":%" PRIu64
                                  ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"prefetch_calls_created_ctx\":%" PRIu64
+                                 ",\"prefetch_to_device_created_ctx\":%" PRIu64
                                  ",\"advise_calls\":%" PRIu64
                                  ",\"numa_location_calls\":%" PRIu64 ",\"total_bytes\":%zu}\n",
                                  (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
                                  s->cpu_faults, s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
-                                 s->prefetch_calls_created_ctx, s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
+                                 s->prefetch_calls_created_ctx, s->prefetch_to_device_created_ctx, s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
         }

@@ -173,18 +173,20 @@ static int stream_ctx(cudaStream_t s) {
         return ctx;
 }
 
-/* Whether work may be queued on s from this thread: s exists, its context
- * is alive, and it is the current one.  A stream belongs to one context;
- * the real CUDA rejects a stream of another context at least where an
- * event is recorded, the fake wherever work is queued (it may be
- * stricter). */
+/* Whether work may be queued on s from this thread: s exists and its
+ * context is alive; a stream of a created context only while that context
+ * is current.  (The real CUDA takes a stream of another device's primary
+ * context for copies, so the fake does for all work; where a created
+ * context's stream is used under another context it is stricter than the
+ * real one may be, which rejects it at least where an event is recorded.) */
 static bool stream_usable(cudaStream_t s) {
-        int ctx;
+        int ctx, cur;
 
         if (!stream_valid(s))
                 return false;
         ctx = stream_ctx(s);
-        return ctx == model_ctx_current() && model_ctx_alive(ctx);
+        cur = model_ctx_current();
+        return model_ctx_alive(ctx) && (ctx == cur || (ctx < 0 && cur < 0));
 }
 
 /* The created stream behind s, or NULL for the NULL, legacy and per-thread

@@ -294,56 +294,71 @@ static bool load_ctx_calls(struct ctx_calls *ret) {
         return ret->device_get && ret->create && ret->set_current && ret->destroy;
 }
 
-/* A prefetch in a thread of its own: state 1 while its call runs, 2 after. */
+/* A prefetch to device 0 in a thread of its own; done once it returned. */
 struct prefetcher {
         pthread_t thread;
         void *p;
-        atomic_int state;
+        atomic_bool done;
 };
 
 static void *prefetcher_main(void *arg) {
         struct prefetcher *f = arg;
 
-        atomic_store(&f->state, 1);
         (void)cudaMemPrefetchAsync(f->p, PAGE, DEV0, 0, NULL);
-        atomic_store(&f->state, 2);
+        atomic_store(&f->done, true);
         return NULL;
 }
 
-/* Whether a kernel launched while another thread's prefetch holds its
- * context (entered 50 ms before) waited for that prefetch to return. */
-static bool kernel_waited(void *managed, const void *dbuf) {
-        struct prefetcher f = { .p = managed };
-        bool waited;
+static double ms_since(const struct timespec *t0) {
+        struct timespec t;
 
-        CHILD_CHECK(cudaMemPrefetchAsync(managed, PAGE, HOST, 0, NULL) == cudaSuccess);
-        atomic_store(&f.state, 0);
-        if (pthread_create(&f.thread, NULL, prefetcher_main, &f) != 0)
-                return false;
-        while (atomic_load(&f.state) == 0)
-                usleep(1000);
-        usleep(50000);
-        CHILD_CHECK(fakecuda_kernel_read(dbuf, PAGE) == cudaSuccess);
-        waited = atomic_load(&f.state) == 2;
-        pthread_join(f.thread, NULL);
-        return waited;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-/* FAKECUDA_PREFETCH_DELAY_US=400000: a prefetch of one page holds its
- * context's calls for 0.4 s.  A kernel in the same context waits for it; a
- * kernel in a context of its own does not. */
+/* Runs a kernel on dbuf in this thread's current context while another
+ * thread, in device 0's primary context, prefetches the host page managed
+ * to device 0 (FAKECUDA_PREFETCH_DELAY_US=1000000: one second of link
+ * time).  The kernel starts 50 ms after the prefetch was counted (its move
+ * done, its link time about to begin).  Returns how long the kernel took,
+ * in ms; *ret_prefetch_done: whether the prefetch had returned by then. */
+static double kernel_beside_prefetch(void *managed, const void *dbuf, bool *ret_prefetch_done) {
+        struct prefetcher f = { .p = managed };
+        uint64_t calls = stats(0).prefetch_calls;
+        struct timespec t0;
+        double ms;
+
+        host_fill(managed, PAGE, 5);
+        if (pthread_create(&f.thread, NULL, prefetcher_main, &f) != 0)
+                return -1;
+        while (stats(0).prefetch_calls == calls)
+                usleep(1000);
+        usleep(50000);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        CHILD_CHECK(fakecuda_kernel_read(dbuf, PAGE) == cudaSuccess);
+        ms = ms_since(&t0);
+        *ret_prefetch_done = atomic_load(&f.done);
+        pthread_join(f.thread, NULL);
+        return ms;
+}
+
+/* A prefetch holds its context's calls for its link time: a kernel in the
+ * same context waits for it (most of a second), a kernel in a context of
+ * its own does not (it returns while the prefetch still runs). */
 static void child_ctx_holdback(void) {
         struct ctx_calls cu;
         CUcontext ctx = NULL;
         CUdevice dev;
-        void *m = NULL, *d = NULL;
+        void *m1 = NULL, *m2 = NULL, *d = NULL;
+        bool done = true;
 
         CHILD_CHECK(load_ctx_calls(&cu));
-        CHILD_CHECK(cudaMallocManaged(&m, PAGE, cudaMemAttachGlobal) == cudaSuccess);
+        CHILD_CHECK(cudaMallocManaged(&m1, PAGE, cudaMemAttachGlobal) == cudaSuccess);
+        CHILD_CHECK(cudaMallocManaged(&m2, PAGE, cudaMemAttachGlobal) == cudaSuccess);
         CHILD_CHECK(cudaMalloc(&d, PAGE) == cudaSuccess);
-        CHILD_CHECK(kernel_waited(m, d));
+        CHILD_CHECK(kernel_beside_prefetch(m1, d, &done) >= 500.0);
         CHILD_CHECK(cu.device_get(&dev, 0) == CUDA_SUCCESS && cu.create(&ctx, NULL, 0, dev) == CUDA_SUCCESS);
-        CHILD_CHECK(!kernel_waited(m, d));
+        CHILD_CHECK(kernel_beside_prefetch(m2, d, &done) >= 0 && !done);
         CHILD_CHECK(cu.destroy(ctx) == CUDA_SUCCESS);
 }
 
@@ -351,9 +366,9 @@ static void child_ctx_holdback(void) {
  * bound to the context they were made in, gone once destroyed. */
 static void test_contexts(void) {
         struct ctx_calls cu;
-        CUcontext ctx = NULL;
-        cudaStream_t s = NULL;
-        cudaEvent_t own = NULL, prim = NULL;
+        CUcontext ctx = NULL, ctx2 = NULL;
+        cudaStream_t s = NULL, s1 = NULL;
+        cudaEvent_t own = NULL, prim = NULL, ev0 = NULL;
         CUdevice dev = -1;
         void *mp = NULL;
         int cur = -1;
@@ -387,6 +402,23 @@ static void test_contexts(void) {
         TAP_EQ_INT(cu.set_current(ctx), 201, "contexts: a destroyed context cannot be made current");
         TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, HOST, 0, s), cudaErrorInvalidResourceHandle,
                    "contexts: nor can its streams be used");
+        TAP_EQ_INT(cu.create(&ctx2, NULL, 0, dev), CUDA_SUCCESS, "contexts: another cuCtxCreate");
+        TAP_OK(ctx2 != ctx, "contexts: a new handle, not the destroyed one's");
+        TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, HOST, 0, s), cudaErrorInvalidResourceHandle,
+                   "contexts: the destroyed context's streams stay dead");
+        TAP_EQ_INT(cu.destroy(ctx2), CUDA_SUCCESS, "contexts: cuCtxDestroy again");
+        /* primaries: a stream of device 1 takes work while device 0 is current */
+        cudaSetDevice(1);
+        cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+        cudaSetDevice(0);
+        cudaEventCreateWithFlags(&ev0, cudaEventDisableTiming);
+        TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, DEV1, 0, s1), cudaSuccess,
+                   "contexts: another device's primary stream is usable");
+        TAP_EQ_INT(cudaEventRecord(ev0, s1), cudaErrorInvalidResourceHandle,
+                   "contexts: but an event is recorded only on its own device's streams");
+        cudaEventDestroy(ev0);
+        cudaStreamDestroy(s1);
+        cudaSetDevice(1);
         TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, HOST, 0, NULL), cudaSuccess,
                    "contexts: the thread is back in its device's primary context");
         cudaEventDestroy(own);
@@ -397,7 +429,7 @@ static void test_contexts(void) {
 
 static void test_children(void) {
         static const char *const env_misalign[] = {"FAKECUDA_MANAGED_MISALIGN=1", NULL};
-        static const char *const env_holdback[] = {"FAKECUDA_PREFETCH_DELAY_US=400000", NULL};
+        static const char *const env_holdback[] = {"FAKECUDA_PREFETCH_DELAY_US=1000000", NULL};
         static const char *const env_fail[] = {
                 "FAKECUDA_FAIL=malloc:2,malloc_managed:1,advise:1,prefetch:2+", NULL};
         static char stats_env[64], path[48];
