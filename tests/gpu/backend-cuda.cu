@@ -100,20 +100,22 @@ static double us_since(const struct timespec *t0) {
 // launches back during a move as per context or wider.  KVT_PROBE_CTX=off:
 // no probe at all (a step is a 1 ms sleep), for a probe in another process
 // (tests/bench/probe_engine.py) to run alone.
+enum probe_where { PROBE_HERE, PROBE_OWN_CONTEXT, PROBE_OFF };
+
+static enum probe_where probe_where(void) {
+        const char *v = getenv("KVT_PROBE_CTX");
+
+        return !v ? PROBE_HERE : strcmp(v, "own") == 0 ? PROBE_OWN_CONTEXT : strcmp(v, "off") == 0 ? PROBE_OFF
+                                                                                                 : PROBE_HERE;
+}
+
+// Makes the probe's own context current, with its buffer and sink there.
 static int probe_own_context(const void **ptr, size_t len, unsigned long long **sink) {
         static CUcontext ctx;
         static void *buf;
         static unsigned long long *own_sink;
-        const char *v = getenv("KVT_PROBE_CTX");
         CUdevice dev;
 
-        if (v && strcmp(v, "off") == 0) {
-                struct timespec ms = { 0, 1000000 };
-                nanosleep(&ms, NULL);
-                return 2;
-        }
-        if (!v || strcmp(v, "own") != 0)
-                return 0;
         if (!ctx && (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
                      cuCtxCreate(&ctx, NULL, 0, dev) != CUDA_SUCCESS)) {
                 fprintf(stderr, "backend-cuda: no context of its own for the probe\n");
@@ -126,7 +128,7 @@ static int probe_own_context(const void **ptr, size_t len, unsigned long long **
                 return -EIO;
         *ptr = buf;
         *sink = own_sink;
-        return 1;
+        return 0;
 }
 
 extern "C" int backend_probe(const void *ptr, size_t len, double *ret_launch_us, double *ret_total_us) {
@@ -134,20 +136,25 @@ extern "C" int backend_probe(const void *ptr, size_t len, double *ret_launch_us,
         unsigned long long *sink = NULL;
         cudaStream_t *ps = &s;
         struct timespec t0;
-        int own = probe_own_context(&ptr, len, &sink);
 
-        if (own < 0)
-                return -EIO;
-        if (own == 2) {
+        switch (probe_where()) {
+        case PROBE_OFF: {
+                struct timespec ms = { 0, 1000000 };
+                nanosleep(&ms, NULL);
                 *ret_launch_us = *ret_total_us = 0;
                 return 0;
         }
-        if (own)
+        case PROBE_OWN_CONTEXT:
+                if (probe_own_context(&ptr, len, &sink) < 0)
+                        return -EIO;
                 ps = &own_s;
-        else if (get_scratch())
-                return -EIO;
-        else
+                break;
+        case PROBE_HERE:
+                if (get_scratch())
+                        return -EIO;
                 sink = scratch + 1;
+                break;
+        }
         if (!*ps && ok(cudaStreamCreateWithFlags(ps, cudaStreamNonBlocking), "probe stream"))
                 return -EIO;
         clock_gettime(CLOCK_MONOTONIC, &t0);
