@@ -160,35 +160,6 @@ static void sleep_until(uint64_t t) {
         }
 }
 
-/* The context whose work s carries: its own for a created stream, the
- * calling thread's for the NULL, legacy and per-thread streams. */
-static int stream_ctx(cudaStream_t s) {
-        int ctx;
-
-        if (!s || s == FAKE_STREAM_LEGACY || s == FAKE_STREAM_PER_THREAD)
-                return model_ctx_current();
-        pthread_mutex_lock(&streams_lock);
-        ctx = s->ctx;
-        pthread_mutex_unlock(&streams_lock);
-        return ctx;
-}
-
-/* Whether work may be queued on s from this thread: s exists and its
- * context is alive; a stream of a created context only while that context
- * is current.  (The real CUDA takes a stream of another device's primary
- * context for copies, so the fake does for all work; where a created
- * context's stream is used under another context it is stricter than the
- * real one may be, which rejects it at least where an event is recorded.) */
-static bool stream_usable(cudaStream_t s) {
-        int ctx, cur;
-
-        if (!stream_valid(s))
-                return false;
-        ctx = stream_ctx(s);
-        cur = model_ctx_current();
-        return model_ctx_alive(ctx) && (ctx == cur || (ctx < 0 && cur < 0));
-}
-
 /* The created stream behind s, or NULL for the NULL, legacy and per-thread
  * streams (which never defer).  Caller holds streams_lock. */
 static struct CUstream_st *stream_find_locked(cudaStream_t s) {
@@ -196,6 +167,34 @@ static struct CUstream_st *stream_find_locked(cudaStream_t s) {
                 if (i == s)
                         return i;
         return NULL;
+}
+
+/* Whether work may be queued on s from this thread: s exists and its
+ * context is alive; a stream of a created context only while that context
+ * is current.  (The real CUDA takes a stream of another device's primary
+ * context for copies, so the fake does for all work; where a created
+ * context's stream is used under another context it is stricter than the
+ * real one may be, which rejects it at least where an event is recorded.)
+ * *ret_ctx (may be NULL): the context whose work s carries, its own for a
+ * created stream, the calling thread's for the NULL, legacy and per-thread
+ * streams. */
+static bool stream_usable(cudaStream_t s, int *ret_ctx) {
+        int cur = model_ctx_current(), ctx = cur;
+
+        if (s && s != FAKE_STREAM_LEGACY && s != FAKE_STREAM_PER_THREAD) {
+                struct CUstream_st *st;
+
+                pthread_mutex_lock(&streams_lock);
+                st = stream_find_locked(s);
+                if (st)
+                        ctx = st->ctx;
+                pthread_mutex_unlock(&streams_lock);
+                if (!st)
+                        return false;
+        }
+        if (ret_ctx)
+                *ret_ctx = ctx;
+        return model_ctx_alive(ctx) && (ctx == cur || (ctx < 0 && cur < 0));
 }
 
 /* With FAKECUDA_EVENT_DELAY_US: pushes s's completion one delay past now
@@ -304,7 +303,7 @@ cudaError_t cudaFree(void *devPtr) {
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
         if (!runtime_enter())
                 return fail(entry_error());
-        if (!stream_usable(hStream))
+        if (!stream_usable(hStream, NULL))
                 return fail(cudaErrorInvalidResourceHandle);
         return cudaMalloc(devPtr, size);
 }
@@ -319,7 +318,7 @@ cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPo
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
         if (!runtime_enter())
                 return fail(entry_error());
-        if (!stream_usable(hStream))
+        if (!stream_usable(hStream, NULL))
                 return fail(cudaErrorInvalidResourceHandle);
         return fail_errno(model_free(devPtr));
 }
@@ -397,7 +396,7 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
                 return fail(cudaErrorInvalidValue);
         if (flags != 0 || count == 0)
                 return fail(cudaErrorInvalidValue);
-        if (!stream_usable(stream))
+        if (!stream_usable(stream, NULL))
                 return fail(cudaErrorInvalidResourceHandle);
         r = location_to_model(location, &loc);
         if (r < 0)
@@ -537,12 +536,14 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+        int ctx;
+
         if (!runtime_enter())
                 return fail(entry_error());
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
         /* "event and stream must be on the same context" */
-        if (!stream_usable(stream) || event->ctx != stream_ctx(stream))
+        if (!stream_usable(stream, &ctx) || event->ctx != ctx)
                 return fail(cudaErrorInvalidResourceHandle);
         event->ready_ns = stream_defer(stream);
         pthread_mutex_lock(&streams_lock);
@@ -692,7 +693,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
                 return fail(entry_error());
         if (!fn)
                 return fail(cudaErrorInvalidValue);
-        if (!stream_usable(stream))
+        if (!stream_usable(stream, NULL))
                 return fail(cudaErrorInvalidResourceHandle);
         at = stream_defer(stream);
         if (!at) {
@@ -754,7 +755,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
-        if (!stream_usable(stream))
+        if (!stream_usable(stream, NULL))
                 return fail(cudaErrorInvalidResourceHandle);
         return memcpy_any(dst, src, count, kind);
 }
@@ -772,7 +773,7 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
 }
 
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
-        if (!stream_usable(stream))
+        if (!stream_usable(stream, NULL))
                 return fail(cudaErrorInvalidResourceHandle);
         return memset_any(devPtr, value, count);
 }
