@@ -49,8 +49,7 @@ struct run {
 enum evict_ctx_state {
         EVICT_CTX_NONE,     /* not asked for yet */
         EVICT_CTX_CREATING, /* an evictor is creating it; the others wait */
-        EVICT_CTX_READY,
-        EVICT_CTX_FAILED,   /* CUDA refused: evictions use the engine's context */
+        EVICT_CTX_DONE,     /* evict_ctx is the context, or NULL if none could be had */
 };
 
 struct device_state {
@@ -530,7 +529,7 @@ static CUcontext evict_context(struct pipeline *p, int dev) {
                 log_info("GPU %d: evictions run in a CUDA context of their own.", dev);
         pthread_mutex_lock(&p->lock);
         d->evict_ctx = ctx;
-        d->evict_ctx_state = ctx ? EVICT_CTX_READY : EVICT_CTX_FAILED;
+        d->evict_ctx_state = EVICT_CTX_DONE;
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
         return ctx;
