@@ -270,6 +270,14 @@ static void test_crashes(void) {
                "and a fault outside managed memory reaches that handler (status %#x)", st);
 }
 
+/* dlopens the built fake libcuda.so.1; its path goes to path[len]. */
+static void *open_fake_driver(char *path, size_t len) {
+        const char *top = getenv("top_builddir");
+
+        snprintf(path, len, "%s/tests/fakes/.libs/libcuda.so.1", top ? top : ".");
+        return dlopen(path, RTLD_NOW);
+}
+
 /* The fake driver's context calls, from the built libcuda.so.1. */
 struct ctx_calls {
         CUresult (*device_get)(CUdevice *, int);
@@ -279,12 +287,9 @@ struct ctx_calls {
 };
 
 static bool load_ctx_calls(struct ctx_calls *ret) {
-        const char *top = getenv("top_builddir");
         char path[4096];
-        void *h;
+        void *h = open_fake_driver(path, sizeof(path));
 
-        snprintf(path, sizeof(path), "%s/tests/fakes/.libs/libcuda.so.1", top ? top : ".");
-        h = dlopen(path, RTLD_NOW);
         if (!h)
                 return false;
         *(void **)&ret->device_get = dlsym(h, "cuDeviceGet");
@@ -941,16 +946,13 @@ static void test_driver(void) {
         typedef int (*alloc_fn)(unsigned long long *, size_t);
         typedef int (*free_fn)(unsigned long long);
         typedef int (*proc_fn)(const char *, void **, int, uint64_t, int *);
-        const char *top = getenv("top_builddir");
         char path[4096];
         unsigned long long dp = 0;
-        void *h, *fn = NULL;
+        void *h = open_fake_driver(path, sizeof(path)), *fn = NULL;
         alloc_fn alloc;
         proc_fn proc;
         int status = -1;
 
-        snprintf(path, sizeof(path), "%s/tests/fakes/.libs/libcuda.so.1", top ? top : ".");
-        h = dlopen(path, RTLD_NOW);
         TAP_OK(h, "dlopen %s: %s", path, h ? "ok" : dlerror());
         if (!h)
                 return;
