@@ -2,7 +2,8 @@
 # Builds what the mover benchmarks need on the GPU machine into DIR (default
 # .carry-mover, ignored by git): kvtierd, kvtierctl, libkvtier.so and their
 # runtime libraries, mover-bench-cuda (the shim's pipeline and region table
-# linked with real CUDA kernels and the pinned-memcpy reference), and the
+# linked with real CUDA kernels and the pinned-memcpy reference), evict-par
+# (what limits an eviction: threads, contexts, processes), and the
 # scripts.  Then, on the GPU machine: bash DIR/mover-h200.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,5 +18,6 @@ for f in tests/bench/mover-bench.c shim/pipeline.c shim/regions.c shim/real.c co
 done
 "$nvcc" -arch=sm_90 -cudart shared "$obj"/*.o -o "$out/mover-bench-cuda" -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -ldl -lpthread
 rm -rf "$obj"
+"$nvcc" -O2 -std=c++17 -arch=sm_90 tests/gpu/evict-par.cu -o "$out/evict-par" -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -lpthread
 cp tests/bench/mover-h200.sh tests/bench/paged_kv.py tests/bench/long_context.py tests/bench/probe_engine.py "$out/"
 ls -la "$out"
