@@ -20,6 +20,7 @@ KVT_CUDA_LOCATION_TYPES(CHECK_CONST)
 KVT_CUDA_MEMCPY_KINDS(CHECK_CONST)
 KVT_CUDA_DEVICE_ATTRS(CHECK_CONST)
 KVT_CU_CONSTS(CHECK_CONST)
+KVT_CU_LIMITS(CHECK_CONST)
 
 #define CHECK_FUNC(ret, name, args)                                                                \
         _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) args),               \

@@ -133,9 +133,16 @@ enum cudaDriverEntryPointQueryResult {
         X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)                                       \
         X(CU_CTX_SCHED_BLOCKING_SYNC, 0x04)
 
+/* Context limits the evictors lower in their own contexts. */
+#define KVT_CU_LIMITS(X)                                                                           \
+        X(CU_LIMIT_STACK_SIZE, 0x00)                                                               \
+        X(CU_LIMIT_PRINTF_FIFO_SIZE, 0x01)                                                         \
+        X(CU_LIMIT_MALLOC_HEAP_SIZE, 0x02)
+
 #ifndef KVT_CUDA_ABI_CHECK
 #define KVT_CUDA_ENUM(name, value) name = (value),
 enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
+typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
 #undef KVT_CUDA_ENUM
 #endif
 
@@ -195,7 +202,7 @@ enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
 
 /*
  * Driver entry points the shim calls without interposing them: the mover's
- * evictor threads work in a CUDA context of their own (shim/pipeline.c).
+ * evictor threads work in CUDA contexts of their own (shim/pipeline.c).
  * CUDA 13 names (cuCtxCreate is cuCtxCreate_v4 since CUDA 12.5).
  */
 #define KVT_CUDA_CALLS(X)                                                                          \
@@ -203,6 +210,7 @@ enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
         X(CUresult, cuCtxCreate_v4,                                                                \
           (CUcontext * pctx, CUctxCreateParams * ctxCreateParams, unsigned int flags, CUdevice dev)) \
         X(CUresult, cuCtxSetCurrent, (CUcontext ctx))                                              \
+        X(CUresult, cuCtxSetLimit, (CUlimit limit, size_t value))                                  \
         X(CUresult, cuCtxDestroy_v2, (CUcontext ctx))
 
 /*

@@ -37,19 +37,15 @@ struct run {
         cudaStream_t stream;
         cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue */
         uint64_t t0;
-        /* Evictions handed to an evictor thread: queued until it has made
-         * the run's calls; then start_err (the calls' error, or the stream's
-         * when no event could track it) and event are set.  Under the lock. */
+        /* Evictions handed to the evictor threads, under the lock: queued
+         * until every part has moved (evictors take parts of slice bytes,
+         * the next at next_off; parts_busy are being moved); start_err is
+         * the first part's error. */
         bool queued;
         cudaError_t start_err;
+        size_t slice, next_off;
+        unsigned parts_busy;
         struct run *next_queued;
-};
-
-/* The evictors' own context of a GPU (config evict_context). */
-enum evict_ctx_state {
-        EVICT_CTX_NONE,     /* not asked for yet */
-        EVICT_CTX_CREATING, /* an evictor is creating it; the others wait */
-        EVICT_CTX_DONE,     /* evict_ctx is the context, or NULL if none could be had */
 };
 
 struct device_state {
@@ -58,15 +54,17 @@ struct device_state {
         struct cudaMemLocation host; /* where this GPU's host tier lives */
         bool host_known;
         uint64_t numa_refused; /* NUMA nodes the driver refused as a location: plain host for them */
-        CUcontext evict_ctx;   /* under the pipeline's lock, with evict_ctx_state */
-        enum evict_ctx_state evict_ctx_state;
+        bool evict_ctx_logged; /* whether the evictors' contexts were (or could not be) had: said once */
 };
 
-/* An evictor thread, and its streams in the evictors' contexts (NULL until
- * it first evicts there). */
+/* An evictor thread, and its own context and stream there per GPU (config
+ * evict_context; NULL until it first evicts there, or if it could not have
+ * one). */
 struct evictor {
         struct pipeline *p;
         pthread_t thread;
+        CUcontext ctx[KVT_MAX_GPUS];
+        bool ctx_tried[KVT_MAX_GPUS];
         cudaStream_t streams[KVT_MAX_GPUS];
 };
 
@@ -77,11 +75,11 @@ struct pipeline {
          * issued from the owner's thread, evictions held back every
          * promotion ordered after them.  The lock guards the queue, the
          * queued runs' state and the host locations (dev[].host*,
-         * numa_refused), which evictors read and update. */
+         * numa_refused, evict_ctx_logged), which evictors read and update. */
         pthread_mutex_t lock;
         pthread_cond_t cond;
         struct run *evq_head, **evq_tail;
-        unsigned evq_busy; /* runs an evictor has taken and not yet started */
+        unsigned evq_busy; /* parts of runs evictors are moving */
         /* Promotions whose calls are being made (on the H200 they return
          * once the pages have moved).  Evictions by touch, and those made
          * in the evictors' own context, wait while there are any: on the
@@ -475,11 +473,33 @@ static void in_flight_add(struct pipeline *p, struct run *r) {
                 p->max_in_flight = p->n_in_flight;
 }
 
+/* Evictions in the evictors' own contexts are split into parts, one per
+ * evictor, of at least this many bytes.  Measured on the H200 (driver 580,
+ * tests/bench/RESULTS.md, session 14, evict-par): 4 GiB went to the host
+ * at 11.2 GB/s from one context, 15.1 from two, 17.6 from four, 19.8 from
+ * eight; threads in one context gained little (11.3 from two, 12.7 from
+ * four).  Parts of 2 MiB were slower than of 64 MiB (14.8 against 17.6
+ * GB/s from four contexts). */
+#define EVICT_SLICE_MIN (16u << 20)
+
+/* Whether evictions are split among the evictors: only where each makes
+ * its calls in a context of its own, the one way they were measured to
+ * move faster together. */
+static bool evict_split(const struct pipeline *p) {
+        return p->cfg.evict_context && !p->cfg.evict_touch && p->n_evictors > 1;
+}
+
 /* Hands an eviction to the evictors; it is in flight from now on, and
- * pipeline_reap() finishes it once an evictor has started it. */
+ * pipeline_reap() finishes it once every part has moved. */
 static void evict_enqueue(struct pipeline *p, struct run *r) {
         r->queued = true;
         r->next_queued = NULL;
+        r->next_off = 0;
+        r->slice = r->len;
+        if (evict_split(p)) {
+                size_t share = (r->len / p->n_evictors + KVT_CHUNK_BYTES - 1) & ~(size_t)(KVT_CHUNK_BYTES - 1);
+                r->slice = MAX(share, (size_t)EVICT_SLICE_MIN);
+        }
         in_flight_add(p, r);
         pthread_mutex_lock(&p->lock);
         *p->evq_tail = r;
@@ -488,59 +508,76 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
         pthread_mutex_unlock(&p->lock);
 }
 
-/* The evictors' own context on GPU dev, created by the first evictor that
- * asks (with blocking waits: an evictor sleeps in cudaStreamSynchronize);
- * NULL where there is none: evict_context off, evictions by touch (no
- * prefetch to hold anything back), no driver entry points, or CUDA refused
- * one (then the engine's context, as without evict_context).  Creating
- * makes it current on the calling thread. */
-static CUcontext evict_context(struct pipeline *p, int dev) {
-        struct device_state *d = &p->dev[dev];
-        const struct kvt_cuda_calls *cu;
-        CUcontext ctx = NULL;
-        CUdevice cudev;
-        CUresult r;
+/* Says once per GPU whether the evictors have contexts of their own. */
+static void evict_context_log(struct pipeline *p, int dev, CUresult r) {
+        bool first;
 
-        if (!p->cfg.evict_context || p->cfg.evict_touch)
-                return NULL;
         pthread_mutex_lock(&p->lock);
-        while (d->evict_ctx_state == EVICT_CTX_CREATING)
-                pthread_cond_wait(&p->cond, &p->lock);
-        if (d->evict_ctx_state != EVICT_CTX_NONE) {
-                ctx = d->evict_ctx;
-                pthread_mutex_unlock(&p->lock);
-                return ctx;
-        }
-        d->evict_ctx_state = EVICT_CTX_CREATING;
-        if (!p->cu) /* by now the runtime has loaded libcuda */
-                p->cu = real_cuda_calls();
-        cu = p->cu;
+        first = !p->dev[dev].evict_ctx_logged;
+        p->dev[dev].evict_ctx_logged = true;
         pthread_mutex_unlock(&p->lock);
-
-        if (!cu)
+        if (!first)
+                return;
+        if (!p->cu)
                 log_info("GPU %d: the CUDA driver has no cuCtxCreate_v4 (older than CUDA 12.5); evictions share "
                          "the engine's context.", dev);
-        else if ((r = cu->cuDeviceGet(&cudev, dev)) != CUDA_SUCCESS ||
-                 (r = cu->cuCtxCreate_v4(&ctx, NULL, CU_CTX_SCHED_BLOCKING_SYNC, cudev)) != CUDA_SUCCESS) {
+        else if (r != CUDA_SUCCESS)
                 log_info("GPU %d: no CUDA context of their own for evictions (CUDA error %d); they share the "
                          "engine's.", dev, (int)r);
-                ctx = NULL;
-        } else
-                log_info("GPU %d: evictions run in a CUDA context of their own.", dev);
-        pthread_mutex_lock(&p->lock);
-        d->evict_ctx = ctx;
-        d->evict_ctx_state = EVICT_CTX_DONE;
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
-        return ctx;
+        else
+                log_info("GPU %d: evictions run in CUDA contexts of their own, one per evictor thread.", dev);
 }
 
-/* Makes GPU dev current for an eviction: the evictors' own context and
- * this evictor's stream there (*ret_own), or, without one, the engine's
- * (primary) context, with *ret_own NULL. */
+/* A context of its own is made for evictions only: no kernel runs there, so
+ * the reservations that size kernels' stacks, printf buffer and heap go
+ * down to nothing.  Measured on the H200 (session 14, evict-par): a
+ * context took 524 MiB of device memory as created, 264 MiB once lowered.
+ * The driver keeps a context working if it refuses: logged only. */
+static void evict_context_lower(const struct kvt_cuda_calls *cu, int dev) {
+        static const CUlimit limits[] = { CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE, CU_LIMIT_MALLOC_HEAP_SIZE };
+
+        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+                CUresult r = cu->cuCtxSetLimit(limits[i], 0);
+
+                if (r != CUDA_SUCCESS)
+                        log_debug("GPU %d: the evictors' context keeps limit %d (CUDA error %d).", dev,
+                                  (int)limits[i], (int)r);
+        }
+}
+
+/* The evictor's own context on GPU dev, created at its first eviction there
+ * (with blocking waits: an evictor sleeps in cudaStreamSynchronize), current
+ * on the calling thread once created; NULL where there is none:
+ * evict_context off, evictions by touch (no prefetch to hold anything
+ * back), no driver entry points, or CUDA refused one (then the engine's
+ * context, as without evict_context). */
+static CUcontext evict_context(struct evictor *ev, int dev) {
+        struct pipeline *p = ev->p;
+        CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+        CUdevice cudev;
+
+        if (!p->cfg.evict_context || p->cfg.evict_touch || ev->ctx_tried[dev])
+                return ev->ctx[dev];
+        ev->ctx_tried[dev] = true;
+        pthread_mutex_lock(&p->lock);
+        if (!p->cu) /* by now the runtime has loaded libcuda */
+                p->cu = real_cuda_calls();
+        pthread_mutex_unlock(&p->lock);
+        if (p->cu && (r = p->cu->cuDeviceGet(&cudev, dev)) == CUDA_SUCCESS &&
+            (r = p->cu->cuCtxCreate_v4(&ev->ctx[dev], NULL, CU_CTX_SCHED_BLOCKING_SYNC, cudev)) == CUDA_SUCCESS)
+                evict_context_lower(p->cu, dev);
+        else
+                ev->ctx[dev] = NULL;
+        evict_context_log(p, dev, r);
+        return ev->ctx[dev];
+}
+
+/* Makes GPU dev current for an eviction: the evictor's own context and its
+ * stream there (*ret_own), or, without one, the engine's (primary) context,
+ * with *ret_own NULL. */
 static cudaError_t evictor_enter(struct evictor *ev, int dev, cudaStream_t *ret_own) {
         struct pipeline *p = ev->p;
-        CUcontext ctx = evict_context(p, dev);
+        CUcontext ctx = evict_context(ev, dev);
 
         *ret_own = NULL;
         if (!ctx || p->cu->cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
@@ -554,85 +591,95 @@ static cudaError_t evictor_enter(struct evictor *ev, int dev, cudaStream_t *ret_
         return cudaSuccess;
 }
 
-/* Makes a queued eviction's calls on an evictor's thread.  In the
- * evictors' own context the run's work goes on the evictor's stream there,
- * which it waits for itself (the owner's events live in the engine's
- * context); otherwise on the run's stream, tracked by an event as the
- * owner's runs are.  Returns the calls' error; *ret_ev is the event, or
- * NULL once the run is complete. */
-static cudaError_t evictor_run(struct evictor *ev, struct run *r, cudaEvent_t *ret_ev) {
+/* Moves part [off, off + len) of a queued eviction on an evictor's thread
+ * and waits until it has moved: in the evictor's own context on its stream
+ * there, otherwise on the run's stream (a prefetch to the host returns only
+ * once its pages have moved anyway, on the H200).  Returns the calls' or
+ * the stream's error. */
+static cudaError_t evictor_part(struct evictor *ev, struct run *r, size_t off, size_t len) {
         struct pipeline *p = ev->p;
-        cudaStream_t own;
+        cudaStream_t own, s;
         cudaError_t e;
 
-        *ret_ev = NULL;
         e = evictor_enter(ev, r->device, &own);
         if (e != cudaSuccess)
                 return e;
-        if (own)
-                r->stream = own;
-        e = run_start(p, r);
-        if (e != cudaSuccess || done_at_start(p, r))
+        s = own ? own : r->stream;
+        e = demote_issue(p, (char *)r->ptr + off, len, r->device, r->host_node, r->tier == KVT_TIER_HOST_MAPPED, s);
+        if (e != cudaSuccess || p->cfg.evict_touch)
                 return e;
-        if (own)
-                return p->rt->cudaStreamSynchronize(own);
-        if (!(*ret_ev = run_track(p, r->stream)))
-                return p->rt->cudaStreamSynchronize(r->stream);
-        return cudaSuccess;
+        return p->rt->cudaStreamSynchronize(s);
 }
 
-/* An evictor leaving: its streams in the evictors' contexts go first. */
+/* An evictor leaving: its streams and contexts go. */
 static void evictor_exit(struct evictor *ev) {
         struct pipeline *p = ev->p;
 
         for (int d = 0; d < KVT_MAX_GPUS; d++) {
-                if (!ev->streams[d])
+                if (!ev->ctx[d])
                         continue;
-                if (p->cu->cuCtxSetCurrent(p->dev[d].evict_ctx) == CUDA_SUCCESS)
+                if (ev->streams[d] && p->cu->cuCtxSetCurrent(ev->ctx[d]) == CUDA_SUCCESS)
                         (void)p->rt->cudaStreamDestroy(ev->streams[d]);
+                (void)p->cu->cuCtxDestroy_v2(ev->ctx[d]);
                 ev->streams[d] = NULL;
+                ev->ctx[d] = NULL;
         }
 }
 
-/* An evictor: makes the calls of queued evictions (which may block for the
- * whole copy), then leaves each run to the owner to finish and report. */
-static void *evictor_main(void *arg) {
-        struct evictor *self = arg;
+/* An evictor: moves parts of queued evictions (their calls may block for
+ * the whole copy); the last part of a run leaves it to the owner to finish
+ * and report.  Under the lock, which it drops while moving. */
+static void evictor_main_locked(struct evictor *self) {
         struct pipeline *p = self->p;
 
-        pthread_mutex_lock(&p->lock);
         for (;;) {
-                cudaEvent_t ev;
+                size_t off, len;
                 struct run *r;
                 cudaError_t e;
+                bool done;
 
                 while ((!p->evq_head || evict_held(p)) && !p->stopping)
                         pthread_cond_wait(&p->cond, &p->lock);
                 if (!p->evq_head)
-                        break;
+                        return;
                 r = p->evq_head;
-                p->evq_head = r->next_queued;
-                if (!p->evq_head)
-                        p->evq_tail = &p->evq_head;
+                off = r->next_off;
+                len = MIN(r->slice, r->len - off);
+                r->next_off += len;
+                r->parts_busy++;
+                if (r->next_off == r->len) { /* every part handed out */
+                        p->evq_head = r->next_queued;
+                        if (!p->evq_head)
+                                p->evq_tail = &p->evq_head;
+                }
                 p->evq_busy++;
                 pthread_mutex_unlock(&p->lock);
 
-                e = evictor_run(self, r, &ev);
+                e = evictor_part(self, r, off, len);
 
                 pthread_mutex_lock(&p->lock);
-                r->event = ev;
-                r->start_err = e;
-                r->queued = false;
+                if (r->start_err == cudaSuccess)
+                        r->start_err = e;
+                r->parts_busy--;
                 p->evq_busy--;
+                done = r->next_off == r->len && r->parts_busy == 0;
+                if (done)
+                        r->queued = false;
                 pthread_cond_broadcast(&p->cond); /* pipeline_drain() may wait for this */
+                if (!done)
+                        continue;
                 pthread_mutex_unlock(&p->lock);
-                /* Always: the run's host function may have woken the owner
-                 * before the run was published here, and a reap that found
-                 * it still queued would leave it to the next poll timeout. */
                 wake((void *)(intptr_t)p->wake_fd);
                 pthread_mutex_lock(&p->lock);
         }
-        pthread_mutex_unlock(&p->lock);
+}
+
+static void *evictor_main(void *arg) {
+        struct evictor *self = arg;
+
+        pthread_mutex_lock(&self->p->lock);
+        evictor_main_locked(self);
+        pthread_mutex_unlock(&self->p->lock);
         evictor_exit(self);
         return NULL;
 }
@@ -888,9 +935,6 @@ void pipeline_free(struct pipeline *p) {
                 pthread_join(p->evictors[k].thread, NULL);
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
-        for (int d = 0; d < KVT_MAX_GPUS; d++)
-                if (p->dev[d].evict_ctx)
-                        (void)p->cu->cuCtxDestroy_v2(p->dev[d].evict_ctx);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (int dir = 0; dir < _DIR_MAX; dir++)
                         for (unsigned k = 0; k < MAX_STREAMS; k++)

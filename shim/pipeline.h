@@ -21,10 +21,13 @@
  * owner's thread.  Evictions are issued by the pipeline's own evictor
  * threads (config evict_threads), because a prefetch to the host may block
  * its caller until the pages have moved: promotions ordered after them are
- * issued at once.  With evict_context, the evictors make their calls in a
- * CUDA context of their own (one per GPU, created on first use), on
- * streams of their own there, and wait for those streams themselves: no
- * stream or event crosses contexts.
+ * issued at once.  An evictor waits until its eviction has moved before
+ * it takes the next.  With evict_context, each evictor makes its calls in
+ * a CUDA context of its own (one per GPU, created at its first eviction
+ * there), on a stream of its own there: no stream or event crosses
+ * contexts, and evictions are split into parts that the evictors move
+ * side by side (the driver moved pages to the host faster from several
+ * contexts than from one).
  */
 
 struct kvt_order;
@@ -42,10 +45,11 @@ struct pipeline_config {
         bool evict_touch;         /* evict by reading every 4 KiB page from the CPU (the driver
                                    * faults it to the host) instead of a prefetch, which holds
                                    * the engine's CUDA calls back for its whole copy */
-        bool evict_context;       /* evictor threads work in a CUDA context of their own per GPU
-                                   * (~0.5 GiB of VRAM each on the H200): a prefetch holds back
-                                   * the CUDA calls of its own context only, so not the
-                                   * engine's (needs evictor threads; default on) */
+        bool evict_context;       /* each evictor thread works in a CUDA context of its own per
+                                   * GPU (264 MiB of VRAM each on the H200): a prefetch holds
+                                   * back the CUDA calls of its own context only, so not the
+                                   * engine's, and several contexts evict faster than one
+                                   * (needs evictor threads; default on) */
 };
 
 /* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP,

@@ -99,6 +99,22 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
         return model_ctx_set_current((int)(uintptr_t)ctx) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        return model_ctx_set_limit((int)limit, value) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit);
+
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!pvalue)
+                return CUDA_ERROR_INVALID_VALUE;
+        return model_ctx_get_limit((int)limit, pvalue) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
         if (!model_initialized())
                 return CUDA_ERROR_NOT_INITIALIZED;

@@ -66,6 +66,9 @@ struct fakecuda_stats {
         uint64_t prefetch_to_device_created_ctx; /* of those, to a device */
         uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
         uint64_t numa_location_calls;         /* advice or prefetch naming a host NUMA node */
+        uint64_t ctx_created;                 /* contexts made by cuCtxCreate on this device */
+        uint64_t ctx_limits_lowered;          /* of those, ones whose stack, printf and heap limits went to 0 */
+        uint64_t host_prefetch_overlap_max;   /* most prefetches to the host spending their link time at once */
 };
 
 struct fakecuda_page_info {

@@ -128,7 +128,11 @@ static _Thread_local int current_ctx; /* 0: current_device's primary; else a cre
 static struct {
         bool alive;
         int device;
+        size_t limits[MODEL_CTX_LIMITS];
 } ctxs[MODEL_MAX_CTX + 1];
+static const size_t ctx_limit_defaults[MODEL_CTX_LIMITS] = { 1024, 1 << 20, 8 << 20 };
+static size_t primary_limits[MODEL_MAX_DEVICES][MODEL_CTX_LIMITS]; /* 0 + default: set_limit stores v + 1 */
+static int host_prefetches_busy[MODEL_MAX_DEVICES];
 static int next_ctx_key = 1;
 static pthread_mutex_t ctx_locks[MODEL_MAX_DEVICES + MODEL_MAX_CTX + 1] = {
         [0 ... MODEL_MAX_DEVICES + MODEL_MAX_CTX] = PTHREAD_MUTEX_INITIALIZER,
@@ -438,6 +442,8 @@ int model_ctx_create(int dev, int *ret_key) {
                 key = next_ctx_key++;
                 ctxs[key].alive = true;
                 ctxs[key].device = dev;
+                memcpy(ctxs[key].limits, ctx_limit_defaults, sizeof(ctx_limit_defaults));
+                m.stats[dev].ctx_created++;
         }
         unlock();
         if (!key)
@@ -482,6 +488,53 @@ int model_ctx_destroy(int key) {
         if (r == 0 && current_ctx == key)
                 current_ctx = 0;
         return r;
+}
+
+int model_ctx_set_limit(int limit, size_t value) {
+        bool was_low, low = true;
+        size_t *l;
+
+        if (limit < 0 || limit >= MODEL_CTX_LIMITS)
+                return -EINVAL;
+        lock();
+        if (!current_ctx) {
+                primary_limits[current_device][limit] = value + 1;
+                unlock();
+                return 0;
+        }
+        l = ctxs[current_ctx].limits;
+        was_low = l[0] == 0 && l[1] == 0 && l[2] == 0;
+        l[limit] = value;
+        for (int i = 0; i < MODEL_CTX_LIMITS; i++)
+                low = low && l[i] == 0;
+        if (low && !was_low)
+                m.stats[ctxs[current_ctx].device].ctx_limits_lowered++;
+        unlock();
+        return 0;
+}
+
+int model_ctx_get_limit(int limit, size_t *ret) {
+        size_t v;
+
+        if (limit < 0 || limit >= MODEL_CTX_LIMITS)
+                return -EINVAL;
+        lock();
+        v = current_ctx ? ctxs[current_ctx].limits[limit] : primary_limits[current_device][limit];
+        if (!current_ctx)
+                v = v ? v - 1 : ctx_limit_defaults[limit];
+        unlock();
+        *ret = v;
+        return 0;
+}
+
+void model_host_prefetch_busy(int dev, int delta) {
+        if (dev < 0 || dev >= MODEL_MAX_DEVICES)
+                return;
+        lock();
+        host_prefetches_busy[dev] += delta;
+        if ((uint64_t)host_prefetches_busy[dev] > m.stats[dev].host_prefetch_overlap_max)
+                m.stats[dev].host_prefetch_overlap_max = (uint64_t)host_prefetches_busy[dev];
+        unlock();
 }
 
 static pthread_mutex_t *ctx_lock_of(int key) {
@@ -1408,11 +1461,14 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"prefetch_calls_created_ctx\":%" PRIu64
                                  ",\"prefetch_to_device_created_ctx\":%" PRIu64
                                  ",\"advise_calls\":%" PRIu64
-                                 ",\"numa_location_calls\":%" PRIu64 ",\"total_bytes\":%zu}\n",
+                                 ",\"numa_location_calls\":%" PRIu64 ",\"ctx_created\":%" PRIu64
+                                 ",\"ctx_limits_lowered\":%" PRIu64 ",\"host_prefetch_overlap_max\":%" PRIu64
+                                 ",\"total_bytes\":%zu}\n",
                                  (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
                                  s->cpu_faults, s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
-                                 s->prefetch_calls_created_ctx, s->prefetch_to_device_created_ctx, s->advise_calls, s->numa_location_calls, m.total_bytes[d]);
+                                 s->prefetch_calls_created_ctx, s->prefetch_to_device_created_ctx, s->advise_calls, s->numa_location_calls, s->ctx_created, s->ctx_limits_lowered,
+                                 s->host_prefetch_overlap_max, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
         }

@@ -95,6 +95,11 @@ bool model_ctx_alive(int key);
 int model_ctx_create(int dev, int *ret_key);
 int model_ctx_set_current(int key);
 int model_ctx_destroy(int key);
+/* The calling thread's current context's limits (CUlimit 0..2: stack,
+ * printf FIFO, malloc heap; CUDA's defaults 1 KiB, 1 MiB, 8 MiB). */
+#define MODEL_CTX_LIMITS 3
+int model_ctx_set_limit(int limit, size_t value);
+int model_ctx_get_limit(int limit, size_t *ret);
 
 /* A context's call lock.  On the H200 a prefetch holds back every other
  * CUDA call of its own context (a kernel launch waited for its whole copy)
@@ -103,6 +108,9 @@ int model_ctx_destroy(int key);
  * it. */
 void model_ctx_lock(int key);
 void model_ctx_unlock(int key);
+/* A prefetch from dev to the host starts (+1) or ends (-1) its link time:
+ * counts the most at once (stats host_prefetch_overlap_max). */
+void model_host_prefetch_busy(int dev, int delta);
 
 /* Counts one call of kind; returns true if FAKECUDA_FAIL says it fails. */
 bool model_fail_now(enum model_fail_kind kind);

@@ -415,8 +415,12 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
                 int ctx = model_ctx_current();
 
                 model_ctx_lock(ctx);
+                if (loc == MODEL_LOC_HOST)
+                        model_host_prefetch_busy(model_current_device(), 1);
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                         ;
+                if (loc == MODEL_LOC_HOST)
+                        model_host_prefetch_busy(model_current_device(), -1);
                 model_ctx_unlock(ctx);
         }
         return fail_errno(r);

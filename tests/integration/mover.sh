@@ -130,8 +130,13 @@ for v in "ectx:" "ectx-late:FAKECUDA_EVENT_DELAY_US=1000" "ectx-readdup:KVTIER_M
         name=${v%%:*} extra=${v#*:}
         bench "$name" KVTIER_LOG=info $extra; rc=$?
         check "$name: check exits 0, no write lost" rc_and $rc lost_none "$name"
-        check "$name: context created" grep -q "evictions run in a CUDA context of their own" "$TMP/$name.out"
-        check_gt "$name: prefetches made in it" "$(stat_of "$name" prefetch_calls_created_ctx)" 0
+        check "$name: contexts created" grep -q "evictions run in CUDA contexts of their own" "$TMP/$name.out"
+        # one per evictor that evicted (two evictors by default)
+        check_gt "$name: a context made" "$(stat_of "$name" ctx_created)" 0
+        check_le "$name: no more than one per evictor" "$(stat_of "$name" ctx_created)" 2
+        check "$name: each with its stack, printf and heap limits lowered to 0" \
+                [ "$(stat_of "$name" ctx_limits_lowered)" -eq "$(stat_of "$name" ctx_created)" ]
+        check_gt "$name: prefetches made in them" "$(stat_of "$name" prefetch_calls_created_ctx)" 0
         # promotions stay in the engine's context
         check_gt "$name: promotions were made" "$(stat_of "$name" h2d_bytes)" 0
         check "$name: none in the evictors' context" [ "$(stat_of "$name" prefetch_to_device_created_ctx)" -eq 0 ]
@@ -142,6 +147,22 @@ check "no context to be had: check exits 0, no write lost" rc_and $rc lost_none 
 check "no context to be had: logged" grep -q "no CUDA context of their own for evictions" "$TMP/ectx-refused.out"
 check "no context to be had: evictions in the engine's context" \
         [ "$(stat_of ectx-refused prefetch_calls_created_ctx)" -eq 0 ]
+# An eviction is split among the evictors, each in its own context, and
+# the parts move side by side (the H200 moved pages to the host faster from
+# several contexts than from one).  In one context the fake, like CUDA,
+# makes one prefetch at a time: nothing is split there.
+for v in "split4:1" "split4-engine:0"; do
+        name=${v%%:*}
+        bench "$name" KVTIER_MOVER_EVICT_THREADS=4 FAKECUDA_PREFETCH_DELAY_US=2000 \
+                KVTIER_MOVER_EVICT_CONTEXT="${v#*:}"; rc=$?
+        check "$name: check exits 0, no write lost" rc_and $rc lost_none "$name"
+        [ $rc -eq 0 ] || diag "$(cat "$TMP/$name.out")"
+done
+check_gt "four evictors in their contexts: parts of one eviction moved at once" \
+        "$(stat_of split4 host_prefetch_overlap_max)" 1
+check_le "four evictors in their contexts: one context each at most" "$(stat_of split4 ctx_created)" 4
+check "four evictors in the engine's context: one prefetch to the host at a time" \
+        [ "$(stat_of split4-engine host_prefetch_overlap_max)" -eq 1 ]
 bench ectx-inline KVTIER_MOVER_EVICT_THREADS=0; rc=$?
 check "no evictor threads: the setting has nothing to act on" \
         rc_and $rc [ "$(stat_of ectx-inline prefetch_calls_created_ctx)" -eq 0 ]

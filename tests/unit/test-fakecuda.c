@@ -284,6 +284,8 @@ struct ctx_calls {
         CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
         CUresult (*set_current)(CUcontext);
         CUresult (*destroy)(CUcontext);
+        CUresult (*set_limit)(CUlimit, size_t);
+        CUresult (*get_limit)(size_t *, CUlimit);
 };
 
 static bool load_ctx_calls(struct ctx_calls *ret) {
@@ -296,7 +298,10 @@ static bool load_ctx_calls(struct ctx_calls *ret) {
         *(void **)&ret->create = dlsym(h, "cuCtxCreate_v4");
         *(void **)&ret->set_current = dlsym(h, "cuCtxSetCurrent");
         *(void **)&ret->destroy = dlsym(h, "cuCtxDestroy_v2");
-        return ret->device_get && ret->create && ret->set_current && ret->destroy;
+        *(void **)&ret->set_limit = dlsym(h, "cuCtxSetLimit");
+        *(void **)&ret->get_limit = dlsym(h, "cuCtxGetLimit");
+        return ret->device_get && ret->create && ret->set_current && ret->destroy && ret->set_limit &&
+               ret->get_limit;
 }
 
 /* A prefetch to device 0 in a thread of its own; done once it returned. */
@@ -368,13 +373,16 @@ static void child_ctx_holdback(void) {
 }
 
 /* Contexts from cuCtxCreate: current on their device, streams and events
- * bound to the context they were made in, gone once destroyed. */
+ * bound to the context they were made in, limits of their own, gone once
+ * destroyed. */
 static void test_contexts(void) {
         struct ctx_calls cu;
         CUcontext ctx = NULL, ctx2 = NULL;
         cudaStream_t s = NULL, s1 = NULL;
         cudaEvent_t own = NULL, prim = NULL, ev0 = NULL;
+        uint64_t created, lowered;
         CUdevice dev = -1;
+        size_t lim = 0;
         void *mp = NULL;
         int cur = -1;
         uint64_t in_ctx;
@@ -403,6 +411,22 @@ static void test_contexts(void) {
         TAP_EQ_INT(cu.set_current(ctx), CUDA_SUCCESS, "contexts: cuCtxSetCurrent");
         TAP_EQ_INT(cudaEventRecord(prim, s), cudaErrorInvalidResourceHandle,
                    "contexts: an event of another context is refused on its stream");
+        TAP_OK(cu.get_limit(&lim, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS && lim == 1024,
+               "contexts: a new context's stack limit is CUDA's default, 1 KiB");
+        created = stats(1).ctx_created;
+        lowered = stats(1).ctx_limits_lowered;
+        TAP_EQ_INT(cu.set_limit(CU_LIMIT_STACK_SIZE, 0), CUDA_SUCCESS, "contexts: cuCtxSetLimit(stack, 0)");
+        TAP_EQ_INT(cu.set_limit(CU_LIMIT_PRINTF_FIFO_SIZE, 0), CUDA_SUCCESS, "contexts: cuCtxSetLimit(printf, 0)");
+        TAP_EQ_U64(stats(1).ctx_limits_lowered, lowered, "contexts: not lowered while the heap keeps its limit");
+        TAP_EQ_INT(cu.set_limit(CU_LIMIT_MALLOC_HEAP_SIZE, 0), CUDA_SUCCESS, "contexts: cuCtxSetLimit(heap, 0)");
+        TAP_EQ_U64(stats(1).ctx_limits_lowered, lowered + 1, "contexts: counted lowered once all three are 0");
+        TAP_OK(cu.get_limit(&lim, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS && lim == 0, "contexts: cuCtxGetLimit reads it back");
+        TAP_EQ_INT(cu.set_limit((CUlimit)7, 0), CUDA_ERROR_INVALID_VALUE, "contexts: a limit the fake lacks is refused");
+        TAP_OK(created >= 1, "contexts: creation counted on its device");
+        cudaSetDevice(1);
+        TAP_OK(cu.get_limit(&lim, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS && lim == 1024,
+               "contexts: the primary context keeps its own limits");
+        cu.set_current(ctx);
         TAP_EQ_INT(cu.destroy(ctx), CUDA_SUCCESS, "contexts: cuCtxDestroy");
         TAP_EQ_INT(cu.set_current(ctx), 201, "contexts: a destroyed context cannot be made current");
         TAP_EQ_INT(cudaMemPrefetchAsync(mp, PAGE, HOST, 0, s), cudaErrorInvalidResourceHandle,
