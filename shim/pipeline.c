@@ -38,11 +38,12 @@ struct run {
         cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue */
         uint64_t t0;
         /* Evictions handed to the evictor threads, under the lock: queued
-         * until every part has moved (evictors take parts of slice bytes,
-         * the next at next_off; parts_busy are being moved); start_err is
-         * the first part's error. */
+         * until every part has moved (once advised, evictors take parts of
+         * slice bytes, the next at next_off; parts_busy are being moved);
+         * start_err is the advice's or the first part's error. */
         bool queued;
         cudaError_t start_err;
+        bool advising, advised; /* the advice for the whole run, made before any part moves */
         size_t slice, next_off;
         unsigned parts_busy;
         struct run *next_queued;
@@ -79,7 +80,7 @@ struct pipeline {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         struct run *evq_head, **evq_tail;
-        unsigned evq_busy; /* parts of runs evictors are moving */
+        unsigned evq_busy; /* advice and parts evictors are making */
         /* Promotions whose calls are being made (on the H200 they return
          * once the pages have moved).  Evictions by touch, and those made
          * in the evictors' own context, wait while there are any: on the
@@ -358,16 +359,16 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
         return e;
 }
 
-/* Starts demoting [ptr, len) to the host, mapped for the GPU or not.  Advice
- * comes first: once the preferred location is the host, GPU accesses during
- * and after the move map the pages instead of faulting them back.  Ending
+/* Advises [ptr, len) for demotion to the host, mapped for the GPU or not;
+ * demote_move() then moves it.  Advice comes first: once the preferred
+ * location is the host, GPU accesses during and after the move map the
+ * pages instead of faulting them back.  Ending
  * read-duplication then collapses every page that still has its host copy
  * onto the host (preferred location) without a copy; the prefetch moves
  * only what the GPU holds alone: pages it wrote (a write invalidates the
  * other copies), or pages promoted without read_dup.  A failure leaves
  * pages in VRAM, which the daemon keeps charged. */
-static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int dev, int node, bool mapped,
-                                cudaStream_t s) {
+static cudaError_t demote_advise(struct pipeline *p, void *ptr, size_t len, int dev, bool mapped) {
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
         cudaError_t e;
 
@@ -377,11 +378,22 @@ static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int d
                                          gpu);
         if (e == cudaSuccess && p->cfg.read_dup)
                 e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
-        if (e == cudaSuccess && p->cfg.evict_touch)
-                touch_host(p, ptr, len, dev, node);
-        else if (e == cudaSuccess)
-                e = prefetch_host(p, ptr, len, dev, node, s);
         return e;
+}
+
+/* Moves [ptr, len), advised by demote_advise(), to the host. */
+static cudaError_t demote_move(struct pipeline *p, void *ptr, size_t len, int dev, int node, cudaStream_t s) {
+        if (!p->cfg.evict_touch)
+                return prefetch_host(p, ptr, len, dev, node, s);
+        touch_host(p, ptr, len, dev, node);
+        return cudaSuccess;
+}
+
+static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int dev, int node, bool mapped,
+                                cudaStream_t s) {
+        cudaError_t e = demote_advise(p, ptr, len, dev, mapped);
+
+        return e == cudaSuccess ? demote_move(p, ptr, len, dev, node, s) : e;
 }
 
 static cudaError_t run_start(struct pipeline *p, struct run *r) {
@@ -591,11 +603,24 @@ static cudaError_t evictor_enter(struct evictor *ev, int dev, cudaStream_t *ret_
         return cudaSuccess;
 }
 
-/* Moves part [off, off + len) of a queued eviction on an evictor's thread
- * and waits until it has moved: in the evictor's own context on its stream
- * there, otherwise on the run's stream (a prefetch to the host returns only
- * once its pages have moved anyway, on the H200).  Returns the calls' or
- * the stream's error. */
+/* Advises a queued eviction, the whole run at once, on an evictor's
+ * thread.  Advice changes the driver's policy for the range, and on the
+ * H200 (driver 580, session 14, evict-par) each advice call waited for the
+ * prefetches under way in other contexts: advised part by part, four
+ * contexts evicted at 10.3-10.9 GB/s, slower than one (14.7); unadvised
+ * parts moved at 14.8-17.5. */
+static cudaError_t evictor_advise(struct evictor *ev, struct run *r) {
+        cudaStream_t own;
+        cudaError_t e = evictor_enter(ev, r->device, &own);
+
+        return e == cudaSuccess ? demote_advise(ev->p, r->ptr, r->len, r->device, r->tier == KVT_TIER_HOST_MAPPED) : e;
+}
+
+/* Moves part [off, off + len) of an advised eviction on an evictor's
+ * thread and waits until it has moved: in the evictor's own context on its
+ * stream there, otherwise on the run's stream (a prefetch to the host
+ * returns only once its pages have moved anyway, on the H200).  Returns
+ * the calls' or the stream's error. */
 static cudaError_t evictor_part(struct evictor *ev, struct run *r, size_t off, size_t len) {
         struct pipeline *p = ev->p;
         cudaStream_t own, s;
@@ -605,7 +630,7 @@ static cudaError_t evictor_part(struct evictor *ev, struct run *r, size_t off, s
         if (e != cudaSuccess)
                 return e;
         s = own ? own : r->stream;
-        e = demote_issue(p, (char *)r->ptr + off, len, r->device, r->host_node, r->tier == KVT_TIER_HOST_MAPPED, s);
+        e = demote_move(p, (char *)r->ptr + off, len, r->device, r->host_node, s);
         if (e != cudaSuccess || p->cfg.evict_touch)
                 return e;
         return p->rt->cudaStreamSynchronize(s);
@@ -626,9 +651,37 @@ static void evictor_exit(struct evictor *ev) {
         }
 }
 
-/* An evictor: moves parts of queued evictions (their calls may block for
- * the whole copy); the last part of a run leaves it to the owner to finish
- * and report.  Under the lock, which it drops while moving. */
+/* Takes the queue's first run off it once every part is handed out.
+ * Under the lock. */
+static void evict_dequeue_head(struct pipeline *p) {
+        struct run *r = p->evq_head;
+
+        p->evq_head = r->next_queued;
+        if (!p->evq_head)
+                p->evq_tail = &p->evq_head;
+}
+
+/* Ends an evictor's share of run r (advice or part) with e: the run is
+ * done once every part is handed out and none is moving, and then left to
+ * the owner, woken to finish and report it.  Under the lock, which it
+ * drops to wake the owner. */
+static void evict_share_done(struct pipeline *p, struct run *r, cudaError_t e) {
+        if (r->start_err == cudaSuccess)
+                r->start_err = e;
+        p->evq_busy--;
+        pthread_cond_broadcast(&p->cond); /* other evictors, and pipeline_drain(), may wait for this */
+        if (r->next_off < r->len || r->parts_busy > 0)
+                return;
+        r->queued = false;
+        pthread_mutex_unlock(&p->lock);
+        wake((void *)(intptr_t)p->wake_fd);
+        pthread_mutex_lock(&p->lock);
+}
+
+/* An evictor: advises queued evictions and moves their parts (the calls
+ * may block for the whole copy).  The first evictor to reach a run
+ * advises all of it while the others wait; then each takes a part.  Under
+ * the lock, which it drops while it makes CUDA calls. */
 static void evictor_main_locked(struct evictor *self) {
         struct pipeline *p = self->p;
 
@@ -636,41 +689,40 @@ static void evictor_main_locked(struct evictor *self) {
                 size_t off, len;
                 struct run *r;
                 cudaError_t e;
-                bool done;
 
-                while ((!p->evq_head || evict_held(p)) && !p->stopping)
+                while ((!p->evq_head || p->evq_head->advising || evict_held(p)) && !p->stopping)
                         pthread_cond_wait(&p->cond, &p->lock);
-                if (!p->evq_head)
+                if (!p->evq_head || p->evq_head->advising) /* stopping: the queue is drained by now */
                         return;
                 r = p->evq_head;
+                p->evq_busy++;
+                if (!r->advised) {
+                        r->advising = true;
+                        pthread_mutex_unlock(&p->lock);
+                        e = evictor_advise(self, r);
+                        pthread_mutex_lock(&p->lock);
+                        r->advising = false;
+                        r->advised = true;
+                        if (e != cudaSuccess) { /* nothing of it moves */
+                                r->next_off = r->len;
+                                evict_dequeue_head(p);
+                        }
+                        evict_share_done(p, r, e);
+                        continue;
+                }
                 off = r->next_off;
                 len = MIN(r->slice, r->len - off);
                 r->next_off += len;
                 r->parts_busy++;
-                if (r->next_off == r->len) { /* every part handed out */
-                        p->evq_head = r->next_queued;
-                        if (!p->evq_head)
-                                p->evq_tail = &p->evq_head;
-                }
-                p->evq_busy++;
+                if (r->next_off == r->len)
+                        evict_dequeue_head(p);
                 pthread_mutex_unlock(&p->lock);
 
                 e = evictor_part(self, r, off, len);
 
                 pthread_mutex_lock(&p->lock);
-                if (r->start_err == cudaSuccess)
-                        r->start_err = e;
                 r->parts_busy--;
-                p->evq_busy--;
-                done = r->next_off == r->len && r->parts_busy == 0;
-                if (done)
-                        r->queued = false;
-                pthread_cond_broadcast(&p->cond); /* pipeline_drain() may wait for this */
-                if (!done)
-                        continue;
-                pthread_mutex_unlock(&p->lock);
-                wake((void *)(intptr_t)p->wake_fd);
-                pthread_mutex_lock(&p->lock);
+                evict_share_done(p, r, e);
         }
 }
 

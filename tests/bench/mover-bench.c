@@ -4,14 +4,19 @@
  * linked in) moving a managed region up and down, by orders as the daemon
  * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
  *
- *   mover-bench [--size BYTES] [--runs LIST] [--check-only]
- *               [--explore | --overtake | --contend | --interfere]
+ *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
+ *               [--check-only] [--explore | --overtake | --contend | --interfere]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
  * VRAM (read-duplicated where KVTIER_MOVER_READ_DUP is on), it is evicted
  * again; then the host reads every chunk and the GPU reads them back after
  * a promotion.  Any lost write fails the run (exit 1).
+ *
+ * Evictions go to the tier --evict-to names: unmapped host memory by
+ * default, as the daemon's default [policy] evict_to = host orders, or
+ * host memory the GPU keeps mapped (the mover then sets accessed-by, which
+ * costs its own time).
  *
  * Then, for each run length in LIST (default 2M,8M,64M,256M,1G): promotion
  * of the whole region in orders of that length, each order its own batch
@@ -88,6 +93,7 @@ struct bench {
         uint64_t done, failed;
         uint64_t watch_order;           /* --overtake, --contend: orders from this id on are watched */
         uint64_t watch_done_ns, last_done_ns;
+        uint32_t evict_tier;            /* --evict-to: where the check and the benchmark evict */
 };
 
 /* Start times of the prefetches to the host the pipeline makes, and when
@@ -220,17 +226,17 @@ static int fill_chunks(const struct bench *b, bool odd_only, uint64_t seed) {
 static int check(struct bench *b) {
         uint64_t host_bad, gpu_bad;
 
-        if (fill_chunks(b, false, SEED_FIRST) < 0 || move_all(b, KVT_TIER_HOST_MAPPED, 1, 1) < 0)
+        if (fill_chunks(b, false, SEED_FIRST) < 0 || move_all(b, b->evict_tier, 1, 1) < 0)
                 return -EIO;
         /* in VRAM, read-duplicated: the GPU reads all, then writes odd chunks */
         if (move_all(b, KVT_TIER_VRAM, 1, BATCH) < 0 || backend_read((void *)b->reg.base, b->reg.span_bytes) < 0 ||
-            fill_chunks(b, true, SEED_SECOND) < 0 || move_all(b, KVT_TIER_HOST_MAPPED, 1, BATCH) < 0)
+            fill_chunks(b, true, SEED_SECOND) < 0 || move_all(b, b->evict_tier, 1, BATCH) < 0)
                 return -EIO;
         host_bad = host_check(b);
         if (move_all(b, KVT_TIER_VRAM, 1, BATCH) < 0)
                 return -EIO;
         gpu_bad = gpu_check(b);
-        if (move_all(b, KVT_TIER_HOST_MAPPED, 1, BATCH) < 0)
+        if (move_all(b, b->evict_tier, 1, BATCH) < 0)
                 return -EIO;
         {
                 uint64_t orders, runs;
@@ -268,10 +274,10 @@ static int bench_run_length(struct bench *b, uint64_t run_bytes) {
         up = move_all(b, KVT_TIER_VRAM, rc, 1);
         if (backend_read((void *)b->reg.base, bytes) < 0)
                 return -EIO;
-        clean = move_all(b, KVT_TIER_HOST_MAPPED, rc, 1);
+        clean = move_all(b, b->evict_tier, rc, 1);
         if (move_all(b, KVT_TIER_VRAM, rc, 1) < 0 || fill_chunks(b, false, SEED_FIRST) < 0)
                 return -EIO;
-        dirty = move_all(b, KVT_TIER_HOST_MAPPED, rc, 1);
+        dirty = move_all(b, b->evict_tier, rc, 1);
         if (up < 0 || clean < 0 || dirty < 0)
                 return -EIO;
         (void)pinned_ref(bytes, run_bytes, 1, &ref_up);
@@ -295,7 +301,7 @@ static int bench_coalesced(struct bench *b) {
         up = move_all(b, KVT_TIER_VRAM, 1, BATCH);
         if (backend_read((void *)b->reg.base, bytes) < 0)
                 return -EIO;
-        clean = move_all(b, KVT_TIER_HOST_MAPPED, 1, BATCH);
+        clean = move_all(b, b->evict_tier, 1, BATCH);
         if (up < 0 || clean < 0)
                 return -EIO;
         (void)pinned_ref(bytes, (size_t)BATCH * CHUNK, 1, &ref_up);
@@ -790,6 +796,7 @@ int main(int argc, char **argv) {
                 { "overtake", no_argument, NULL, 'o' },
                 { "contend", no_argument, NULL, 'C' },
                 { "interfere", no_argument, NULL, 'I' },
+                { "evict-to", required_argument, NULL, 't' },
                 {},
         };
         const char *runs = "2M,8M,64M,256M,1G";
@@ -797,7 +804,7 @@ int main(int argc, char **argv) {
         size_t free0 = 0, free1 = 0, total = 0;
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
              do_interfere = false;
-        struct bench b = {};
+        struct bench b = { .evict_tier = KVT_TIER_HOST };
         struct shim_region taken;
         int c, r;
 
@@ -827,10 +834,18 @@ int main(int argc, char **argv) {
                 case 'I':
                         do_interfere = true;
                         break;
+                case 't':
+                        if (strcmp(optarg, "host") != 0 && strcmp(optarg, "host-mapped") != 0) {
+                                fprintf(stderr, "--evict-to: host or host-mapped, not %s\n", optarg);
+                                return 2;
+                        }
+                        b.evict_tier = strcmp(optarg, "host") == 0 ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
+                        break;
                 default:
                         return 2;
                 }
         r = setup(&b, size);
+        printf("mover-bench: evictions to %s\n", kvt_tier_name(b.evict_tier));
         if (r < 0) {
                 fprintf(stderr, "setup: %s\n", strerror(-r));
                 return 1;

@@ -9,8 +9,15 @@
 //             [--modes LIST]     threads: p1,p2,p4 (N threads in the primary
 //                                context, a stream each), c1,c2,c4 (N threads,
 //                                a context and stream each), d1 (discard and
-//                                prefetch to the host, one thread)
+//                                prefetch to the host, one thread); a mode may
+//                                end in advice for each piece, as the mover
+//                                gives it: :pH (preferred location host
+//                                before the prefetch), :pHaB (and accessed-by
+//                                the GPU), :after (preferred location host
+//                                after the prefetch)
 //             [--procs N]        instead: N processes, size/N bytes each
+//             [--cycles N]       instead: N round trips per kind in --modes
+//                                (mover4, once4: see run_cycles)
 //
 // Each mode: the GPU writes the whole region (so it is in VRAM), then the
 // threads evict their slices in piece-sized prefetches to the host, at once
@@ -39,6 +46,14 @@ __host__ __device__ static inline uint64_t pattern(uint64_t seed, uint64_t off) 
         x *= 0xbf58476d1ce4e5b9ull;
         x ^= x >> 29;
         return x;
+}
+
+__global__ static void k_read(const uint64_t *p, size_t words, unsigned long long *sink) {
+        uint64_t x = 0;
+        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
+                x ^= p[i];
+        if (x == 0x5555aaaa5555aaaaull)
+                atomicAdd(sink, 1);
 }
 
 __global__ static void k_fill(uint64_t *p, size_t words, uint64_t seed) {
@@ -86,15 +101,40 @@ static size_t free_mib(void) {
         return fr >> 20;
 }
 
+enum advice { ADVICE_NONE, ADVICE_PH, ADVICE_PH_AB, ADVICE_AFTER, ADVICE_UNSET_AB, ADVICE_MOVER };
+
 struct slice {
         char *base;
         size_t len, piece;
         bool own_context, discard;
+        enum advice advice;
+        double advise_s; /* time in advice calls */
         pthread_barrier_t *ready;
         CUcontext ctx;
         double t0, t1;
         int err;
 };
+
+static int advise(struct slice *s, char *p, size_t n, bool before) {
+        struct cudaMemLocation host = {}, gpu = {};
+        double t = now_s();
+        int err = 0;
+
+        host.type = cudaMemLocationTypeHost;
+        gpu.type = cudaMemLocationTypeDevice;
+        if (before && (s->advice == ADVICE_PH || s->advice == ADVICE_PH_AB))
+                err = check_rt(cudaMemAdvise(p, n, cudaMemAdviseSetPreferredLocation, host), "advise pH");
+        if (!err && before && s->advice == ADVICE_PH_AB)
+                err = check_rt(cudaMemAdvise(p, n, cudaMemAdviseSetAccessedBy, gpu), "advise aB");
+        if (before && s->advice == ADVICE_MOVER)
+                err = check_rt(cudaMemAdvise(p, n, cudaMemAdviseSetPreferredLocation, host), "advise pH");
+        if (!err && before && (s->advice == ADVICE_UNSET_AB || s->advice == ADVICE_MOVER))
+                err = check_rt(cudaMemAdvise(p, n, cudaMemAdviseUnsetAccessedBy, gpu), "advise unset aB");
+        if (!before && s->advice == ADVICE_AFTER)
+                err = check_rt(cudaMemAdvise(p, n, cudaMemAdviseSetPreferredLocation, host), "advise pH after");
+        s->advise_s += now_s() - t;
+        return err;
+}
 
 static int evict_slice(struct slice *s) {
         cudaStream_t st;
@@ -107,6 +147,9 @@ static int evict_slice(struct slice *s) {
         for (size_t off = 0; off < s->len && !err; off += s->piece) {
                 size_t n = s->len - off < s->piece ? s->len - off : s->piece;
 
+                err = advise(s, s->base + off, n, true);
+                if (err)
+                        break;
                 if (s->discard) {
                         CUdeviceptr ptr = (CUdeviceptr)(s->base + off);
                         CUmemLocation loc = {};
@@ -117,6 +160,8 @@ static int evict_slice(struct slice *s) {
                                        "discard and prefetch");
                 } else
                         err = check_rt(cudaMemPrefetchAsync(s->base + off, n, host_loc(), 0, st), "prefetch");
+                if (!err && s->advice == ADVICE_AFTER)
+                        err = check_rt(cudaStreamSynchronize(st), "sync") || advise(s, s->base + off, n, false);
         }
         if (!err)
                 err = check_rt(cudaStreamSynchronize(st), "sync");
@@ -157,13 +202,16 @@ static uint64_t host_check(const char *base, size_t len, uint64_t seed) {
         return bad;
 }
 
+// Back to VRAM, the advice undone as the mover's promotion does it.
 static int back_to_gpu(char *base, size_t len) {
         struct cudaMemLocation gpu = {};
 
         gpu.type = cudaMemLocationTypeDevice;
         gpu.id = 0;
         return check_rt(cudaMemPrefetchAsync(base, len, gpu, 0, 0), "promote") ||
-               check_rt(cudaDeviceSynchronize(), "promote");
+               check_rt(cudaDeviceSynchronize(), "promote") ||
+               check_rt(cudaMemAdvise(base, len, cudaMemAdviseSetPreferredLocation, gpu), "advise pG") ||
+               check_rt(cudaMemAdvise(base, len, cudaMemAdviseUnsetAccessedBy, gpu), "advise unset aB");
 }
 
 // Creates n contexts and tells what they cost: device memory as created,
@@ -203,6 +251,13 @@ static int make_contexts(CUcontext *ctx, unsigned n) {
 static int run_mode(char *base, size_t size, size_t piece, const char *mode, uint64_t seed) {
         unsigned n = (unsigned)atoi(mode + 1);
         bool own = mode[0] == 'c', discard = mode[0] == 'd';
+        const char *adv = strchr(mode, ':');
+        enum advice advice = !adv                         ? ADVICE_NONE
+                             : strcmp(adv, ":pH") == 0    ? ADVICE_PH
+                             : strcmp(adv, ":pHaB") == 0  ? ADVICE_PH_AB
+                             : strcmp(adv, ":after") == 0 ? ADVICE_AFTER
+                                                          : (enum advice)-1;
+        double advise_s = 0;
         struct slice sl[MAX_THREADS] = {};
         CUcontext ctx[MAX_THREADS] = {};
         pthread_t th[MAX_THREADS];
@@ -211,7 +266,7 @@ static int run_mode(char *base, size_t size, size_t piece, const char *mode, uin
         uint64_t bad;
         int err = 0;
 
-        if (n < 1 || n > MAX_THREADS || !strchr("pcd", mode[0])) {
+        if (n < 1 || n > MAX_THREADS || !strchr("pcd", mode[0]) || advice == (enum advice)-1) {
                 fprintf(stderr, "evict-par: bad mode %s\n", mode);
                 return -EINVAL;
         }
@@ -226,6 +281,7 @@ static int run_mode(char *base, size_t size, size_t piece, const char *mode, uin
                                        .piece = piece,
                                        .own_context = own,
                                        .discard = discard,
+                                       .advice = advice,
                                        .ready = &ready,
                                        .ctx = ctx[i]};
                 pthread_create(&th[i], NULL, slice_main, &sl[i]);
@@ -235,12 +291,14 @@ static int run_mode(char *base, size_t size, size_t piece, const char *mode, uin
                 err |= sl[i].err;
                 t0 = sl[i].t0 < t0 ? sl[i].t0 : t0;
                 t1 = sl[i].t1 > t1 ? sl[i].t1 : t1;
+                advise_s += sl[i].advise_s;
         }
         pthread_barrier_destroy(&ready);
         bad = discard ? 0 : host_check(base, size, seed);
-        printf("%-4s %zu MiB in %zu MiB prefetches to the host: %.1f ms, %.1f GB/s%s, %" PRIu64 " words wrong\n",
+        printf("%-9s %zu MiB in %zu MiB prefetches to the host: %.1f ms, %.1f GB/s%s, %" PRIu64
+               " words wrong; %.1f ms in advice calls\n",
                mode, size >> 20, piece >> 20, (t1 - t0) * 1e3, (double)size / (t1 - t0) / 1e9,
-               discard ? " (no data: discarded)" : "", bad);
+               discard ? " (no data: discarded)" : "", bad, advise_s * 1e3);
         for (unsigned i = 0; i < n && n > 1; i++)
                 printf("     thread %u: %.1f .. %.1f ms\n", i, (sl[i].t0 - t0) * 1e3, (sl[i].t1 - t0) * 1e3);
         for (unsigned i = 0; i < n; i++)
@@ -249,6 +307,100 @@ static int run_mode(char *base, size_t size, size_t piece, const char *mode, uin
         if (err || back_to_gpu(base, size))
                 return -EIO;
         return bad ? -EIO : 0;
+}
+
+// Milliseconds a GPU read of [base, base + len) takes.
+static float gpu_read_ms(const char *base, size_t len) {
+        static unsigned long long *sink;
+        cudaEvent_t a, b;
+        float ms = -1;
+
+        if ((!sink && cudaMalloc(&sink, sizeof(*sink)) != cudaSuccess) || cudaEventCreate(&a) != cudaSuccess ||
+            cudaEventCreate(&b) != cudaSuccess)
+                return -1;
+        cudaEventRecord(a);
+        k_read<<<4096, 256>>>((const uint64_t *)base, len / 8, sink);
+        cudaEventRecord(b);
+        if (cudaEventSynchronize(b) == cudaSuccess)
+                cudaEventElapsedTime(&ms, a, b);
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+        return ms;
+}
+
+// Round trips of a region advised as the shim captures it (preferred
+// location host, accessed-by the GPU): promotion in piece-sized prefetches
+// from one thread, the GPU writes all, eviction by threads in contexts of
+// their own.  "mover": advice as the mover gives it today (preferred
+// location host and accessed-by unset before each eviction piece, preferred
+// location the GPU after each promotion).  "once": the preferred location
+// stays the host; accessed-by is unset in the first eviction only (a shim
+// that knows a chunk's advice skips what is already so).  Then the GPU
+// reads the evicted region twice: a second read as slow as the first says
+// its pages stayed on the host (mapped, not migrated back).
+static int run_cycles(char *base, size_t size, size_t piece, unsigned n, bool mover, unsigned cycles) {
+        struct cudaMemLocation host = {}, gpu = {};
+        CUcontext ctx[MAX_THREADS] = {};
+        cudaStream_t st;
+        int err = 0;
+
+        host.type = cudaMemLocationTypeHost;
+        gpu.type = cudaMemLocationTypeDevice;
+        if (n < 1 || n > MAX_THREADS || check_rt(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream") ||
+            check_rt(cudaMemAdvise(base, size, cudaMemAdviseSetPreferredLocation, host), "pH") ||
+            check_rt(cudaMemAdvise(base, size, cudaMemAdviseSetAccessedBy, gpu), "aB") || make_contexts(ctx, n))
+                return -EIO;
+        for (unsigned c = 0; c < cycles && !err; c++) {
+                struct slice sl[MAX_THREADS] = {};
+                pthread_t th[MAX_THREADS];
+                pthread_barrier_t ready;
+                double t0 = now_s(), up, t1 = 1e300, t2 = 0, advise_s = 0;
+                uint64_t bad;
+
+                for (size_t off = 0; off < size && !err; off += piece)
+                        err = check_rt(cudaMemPrefetchAsync(base + off, piece, gpu, 0, st), "promote");
+                if (err || check_rt(cudaStreamSynchronize(st), "promote") ||
+                    (mover && check_rt(cudaMemAdvise(base, size, cudaMemAdviseSetPreferredLocation, gpu), "pG")))
+                        return -EIO;
+                up = now_s() - t0;
+                if (fill(base, size, 77 + c))
+                        return -EIO;
+                pthread_barrier_init(&ready, NULL, n);
+                for (unsigned i = 0; i < n; i++) {
+                        sl[i] = (struct slice){.base = base + size / n * i,
+                                               .len = size / n,
+                                               .piece = piece,
+                                               .own_context = true,
+                                               .advice = mover ? ADVICE_MOVER : c == 0 ? ADVICE_UNSET_AB : ADVICE_NONE,
+                                               .ready = &ready,
+                                               .ctx = ctx[i]};
+                        pthread_create(&th[i], NULL, slice_main, &sl[i]);
+                }
+                for (unsigned i = 0; i < n; i++) {
+                        pthread_join(th[i], NULL);
+                        err |= sl[i].err;
+                        t1 = sl[i].t0 < t1 ? sl[i].t0 : t1;
+                        t2 = sl[i].t1 > t2 ? sl[i].t1 : t2;
+                        advise_s += sl[i].advise_s;
+                }
+                pthread_barrier_destroy(&ready);
+                bad = host_check(base, size, 77 + c);
+                printf("%s x%u cycle %u: promotion %.1f GB/s, eviction %.1f GB/s (%.1f ms in advice calls), %" PRIu64
+                       " words wrong\n",
+                       mover ? "mover" : "once", n, c, (double)size / up / 1e9, (double)size / (t2 - t1) / 1e9,
+                       advise_s * 1e3, bad);
+                err |= bad ? -EIO : 0;
+        }
+        if (!err) {
+                float first = gpu_read_ms(base, size), second = gpu_read_ms(base, size);
+
+                printf("%s x%u: GPU reads of the evicted region %.1f then %.1f ms (%.1f GB/s the second)\n",
+                       mover ? "mover" : "once", n, first, second, (double)size / second / 1e6);
+        }
+        for (unsigned i = 0; i < n; i++)
+                cuCtxDestroy(ctx[i]);
+        cudaStreamDestroy(st);
+        return err;
 }
 
 static size_t parse_size(const char *s) {
@@ -334,10 +486,11 @@ int main(int argc, char **argv) {
                                              {"modes", required_argument, NULL, 'm'},
                                              {"procs", required_argument, NULL, 'P'},
                                              {"host-numa", no_argument, NULL, 'n'},
+                                             {"cycles", required_argument, NULL, 'C'},
                                              {}};
         size_t size = 4ull << 30, piece = 64ull << 20;
         char modes[256] = "p1,p2,p4,c1,c2,c4,d1";
-        unsigned procs = 0;
+        unsigned procs = 0, cycles = 0;
         char *base, *tok, *save = NULL;
         int c, err = 0;
 
@@ -348,6 +501,7 @@ int main(int argc, char **argv) {
                 case 'm': snprintf(modes, sizeof(modes), "%s", optarg); break;
                 case 'P': procs = (unsigned)atoi(optarg); break;
                 case 'n': host_numa = true; break;
+                case 'C': cycles = (unsigned)atoi(optarg); break;
                 default: return 2;
                 }
         }
@@ -362,6 +516,14 @@ int main(int argc, char **argv) {
                 return 1;
         printf("evict-par: %zu MiB managed, %zu MiB pieces, host location %s, free %zu MiB\n", size >> 20,
                piece >> 20, host_numa ? "NUMA node 0" : "host", free_mib());
+        if (cycles) { // --modes names the cycles' kinds: mover4, once4 (evicting threads)
+                for (tok = strtok_r(modes, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+                        if (run_cycles(base, size, piece, (unsigned)atoi(tok + strcspn(tok, "0123456789")),
+                                       strncmp(tok, "mover", 5) == 0, cycles))
+                                err = 1;
+                cudaFree(base);
+                return err;
+        }
         for (tok = strtok_r(modes, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
                 if (run_mode(base, size, piece, tok, 0x5eed + (uint64_t)(tok - modes)))
                         err = 1;

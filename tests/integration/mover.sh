@@ -26,6 +26,14 @@ check_gt "read-duplicated: chunks copied to the GPU" "$(stat_of readdup h2d_byte
 bench migrate KVTIER_MOVER_READ_DUP=0; rc=$?
 check "migrating: check exits 0" [ $rc -eq 0 ]
 check "migrating: no write lost (host and GPU)" lost_none migrate
+check "evictions to unmapped host memory by default" grep -q "evictions to host$" "$TMP/migrate.out"
+# to host memory the GPU keeps mapped, where the mover also sets accessed-by
+env FAKECUDA_STATS="$TMP/mapped.stats" "$BENCH" --size 64M --check-only --evict-to host-mapped \
+        >"$TMP/mapped.out" 2>&1; rc=$?
+check "evictions to mapped host memory: no write lost" rc_and $rc lost_none mapped
+check "evictions to mapped host memory: said" grep -q "evictions to host-mapped$" "$TMP/mapped.out"
+"$BENCH" --size 64M --check-only --evict-to disk >"$TMP/evict-to-bad.out" 2>&1; rc=$?
+check "a bad --evict-to is refused" [ $rc -eq 2 ]
 # Even chunks stay clean in the second round trip: read-duplication evicts
 # them without a copy, so fewer bytes come down than without it.
 check_gt "read-duplication copies fewer bytes down than migration" \
@@ -163,6 +171,12 @@ check_gt "four evictors in their contexts: parts of one eviction moved at once" 
 check_le "four evictors in their contexts: one context each at most" "$(stat_of split4 ctx_created)" 4
 check "four evictors in the engine's context: one prefetch to the host at a time" \
         [ "$(stat_of split4-engine host_prefetch_overlap_max)" -eq 1 ]
+# Advice waits for other contexts' prefetches on the H200: a run is advised
+# once, whole, not part by part, so split or not it takes as many calls.
+bench split1 KVTIER_MOVER_EVICT_THREADS=1 FAKECUDA_PREFETCH_DELAY_US=2000; rc=$?
+check "one evictor: check exits 0, no write lost" rc_and $rc lost_none split1
+check "four evictors split each run, and advise it as often as one evictor does" \
+        [ "$(stat_of split4 advise_calls)" -eq "$(stat_of split1 advise_calls)" ]
 bench ectx-inline KVTIER_MOVER_EVICT_THREADS=0; rc=$?
 check "no evictor threads: the setting has nothing to act on" \
         rc_and $rc [ "$(stat_of ectx-inline prefetch_calls_created_ctx)" -eq 0 ]
