@@ -138,7 +138,11 @@ void pipeline_config_from_env(struct pipeline_config *ret) {
         /* Measured on the H200 (tests/bench/RESULTS.md, 2026-11-29): read-
          * duplicated promotion runs at 8-13 GB/s against 45-51 for plain
          * migration, more than the copy-free eviction of clean chunks wins
-         * back; and the host NUMA location slows read-duplication further. */
+         * back; and the host NUMA location slows read-duplication further.
+         * Two evictors: evicting to the host, one moved 9.1-11.4 GB/s, two
+         * 11.1-11.6, four 12.9-13.4 (session 14), each evictor's context
+         * costing 264 MiB of VRAM; two take what one shared context took
+         * before. */
         *ret = (struct pipeline_config){.streams_per_dir = 2,
                                         .read_dup = false,
                                         .host_numa = true,
