@@ -35,7 +35,8 @@ struct run {
         void *ptr;
         size_t len;
         cudaStream_t stream;
-        cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue */
+        cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue, or an
+                            * eviction, which the evictors wait for themselves */
         uint64_t t0;
         /* Evictions handed to the evictor threads, under the lock: queued
          * until every part has moved (once advised, evictors take parts of
@@ -55,7 +56,7 @@ struct device_state {
         struct cudaMemLocation host; /* where this GPU's host tier lives */
         bool host_known;
         uint64_t numa_refused; /* NUMA nodes the driver refused as a location: plain host for them */
-        bool evict_ctx_logged; /* whether the evictors' contexts were (or could not be) had: said once */
+        bool evict_ctx_logged; /* whether the evictors' contexts were had (or no driver calls): said once */
 };
 
 /* An evictor thread, and its own context and stream there per GPU (config
@@ -370,8 +371,10 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
  * read-duplication then collapses every page that still has its host copy
  * onto the host (preferred location) without a copy; the prefetch moves
  * only what the GPU holds alone: pages it wrote (a write invalidates the
- * other copies), or pages promoted without read_dup.  A failure leaves
- * pages in VRAM, which the daemon keeps charged. */
+ * other copies), or pages promoted without read_dup.  A failed advice
+ * leaves the pages in VRAM, which the daemon keeps charged; a run whose
+ * part failed may have the others' pages on the host, charged all the
+ * same (the safe side of the books). */
 static cudaError_t demote_advise(struct pipeline *p, void *ptr, size_t len, int dev, bool mapped) {
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
         cudaError_t e;
@@ -500,7 +503,8 @@ static void in_flight_add(struct pipeline *p, struct run *r) {
 
 /* Whether evictions are split among the evictors: only where each makes
  * its calls in a context of its own, the one way they were measured to
- * move faster together. */
+ * move faster together.  An evictor that could not have one takes all
+ * that is left of a run (evictor_share()). */
 static bool evict_split(const struct pipeline *p) {
         return p->cfg.evict_context && !p->cfg.evict_touch && p->n_evictors > 1;
 }
@@ -524,10 +528,17 @@ static void evict_enqueue(struct pipeline *p, struct run *r) {
         pthread_mutex_unlock(&p->lock);
 }
 
-/* Says once per GPU whether the evictors have contexts of their own. */
+/* Says whether an evictor has a context of its own on GPU dev: the first
+ * success and a driver without the calls once per GPU, every refusal (at
+ * most one per evictor and GPU). */
 static void evict_context_log(struct pipeline *p, int dev, CUresult r) {
         bool first;
 
+        if (p->cu && r != CUDA_SUCCESS) {
+                log_info("GPU %d: no CUDA context of its own for an evictor (CUDA error %d); its evictions share "
+                         "the engine's.", dev, (int)r);
+                return;
+        }
         pthread_mutex_lock(&p->lock);
         first = !p->dev[dev].evict_ctx_logged;
         p->dev[dev].evict_ctx_logged = true;
@@ -537,9 +548,6 @@ static void evict_context_log(struct pipeline *p, int dev, CUresult r) {
         if (!p->cu)
                 log_info("GPU %d: the CUDA driver has no cuCtxCreate_v4 (older than CUDA 12.5); evictions share "
                          "the engine's context.", dev);
-        else if (r != CUDA_SUCCESS)
-                log_info("GPU %d: no CUDA context of their own for evictions (CUDA error %d); they share the "
-                         "engine's.", dev, (int)r);
         else
                 log_info("GPU %d: evictions run in CUDA contexts of their own, one per evictor thread.", dev);
 }
@@ -655,6 +663,18 @@ static void evictor_exit(struct evictor *ev) {
         }
 }
 
+/* The bytes of queued run r an evictor takes next: a part, or all that is
+ * left if it has tried for a context of its own on the run's GPU and has
+ * none (its calls then go to the run's stream in the engine's context,
+ * where a second evictor would only wait for the first).  Under the lock. */
+static size_t evictor_share(const struct evictor *ev, const struct run *r) {
+        size_t left = r->len - r->next_off;
+
+        if (ev->ctx_tried[r->device] && !ev->ctx[r->device])
+                return left;
+        return MIN(r->slice, left);
+}
+
 /* Takes the queue's first run off it once every part is handed out.
  * Under the lock. */
 static void evict_dequeue_head(struct pipeline *p) {
@@ -715,7 +735,7 @@ static void evictor_main_locked(struct evictor *self) {
                         continue;
                 }
                 off = r->next_off;
-                len = MIN(r->slice, r->len - off);
+                len = evictor_share(self, r);
                 r->next_off += len;
                 r->parts_busy++;
                 if (r->next_off == r->len)

@@ -152,31 +152,42 @@ for v in "ectx:" "ectx-late:FAKECUDA_EVENT_DELAY_US=1000" "ectx-readdup:KVTIER_M
 done
 bench ectx-refused KVTIER_LOG=info FAKECUDA_FAIL=ctx_create:1+; rc=$?
 check "no context to be had: check exits 0, no write lost" rc_and $rc lost_none ectx-refused
-check "no context to be had: logged" grep -q "no CUDA context of their own for evictions" "$TMP/ectx-refused.out"
+check "no context to be had: logged" grep -q "no CUDA context of its own for an evictor" "$TMP/ectx-refused.out"
 check "no context to be had: evictions in the engine's context" \
         [ "$(stat_of ectx-refused prefetch_calls_created_ctx)" -eq 0 ]
 # An eviction is split among the evictors, each in its own context, and
 # the parts move side by side (the H200 moved pages to the host faster from
-# several contexts than from one).  In one context the fake, like CUDA,
-# makes one prefetch at a time: nothing is split there.
-for v in "split4:1" "split4-engine:0"; do
-        name=${v%%:*}
-        bench "$name" KVTIER_MOVER_EVICT_THREADS=4 FAKECUDA_PREFETCH_DELAY_US=2000 \
-                KVTIER_MOVER_EVICT_CONTEXT="${v#*:}"; rc=$?
+# several contexts than from one).  The check's batches of 64 one-chunk
+# orders make runs of 32 chunks: split, each takes several prefetches.  In
+# the engine's context nothing is split, and the fake, like CUDA, makes
+# one prefetch of a context at a time.
+for v in "split4:4:1" "split4-engine:4:0" "split1:1:1"; do
+        IFS=: read -r name threads ectx <<<"$v"
+        bench "$name" KVTIER_MOVER_EVICT_THREADS="$threads" FAKECUDA_PREFETCH_DELAY_US=2000 \
+                KVTIER_MOVER_EVICT_CONTEXT="$ectx"; rc=$?
         check "$name: check exits 0, no write lost" rc_and $rc lost_none "$name"
         [ $rc -eq 0 ] || diag "$(cat "$TMP/$name.out")"
 done
-check_gt "four evictors in their contexts: parts of one eviction moved at once" \
+check_gt "four evictors in their contexts: evictions moved at once" \
         "$(stat_of split4 host_prefetch_overlap_max)" 1
 check_le "four evictors in their contexts: one context each at most" "$(stat_of split4 ctx_created)" 4
-check "four evictors in the engine's context: one prefetch to the host at a time" \
-        [ "$(stat_of split4-engine host_prefetch_overlap_max)" -eq 1 ]
+check_gt "four evictors in their contexts split runs into more prefetches than one evictor" \
+        "$(stat_of split4 prefetch_calls)" "$(stat_of split1 prefetch_calls)"
+check "four evictors in the engine's context split nothing" \
+        [ "$(stat_of split4-engine prefetch_calls)" -eq "$(stat_of split1 prefetch_calls)" ]
 # Advice waits for other contexts' prefetches on the H200: a run is advised
 # once, whole, not part by part, so split or not it takes as many calls.
-bench split1 KVTIER_MOVER_EVICT_THREADS=1 FAKECUDA_PREFETCH_DELAY_US=2000; rc=$?
-check "one evictor: check exits 0, no write lost" rc_and $rc lost_none split1
 check "four evictors split each run, and advise it as often as one evictor does" \
         [ "$(stat_of split4 advise_calls)" -eq "$(stat_of split1 advise_calls)" ]
+# One evictor refused a context: it takes whole runs, in the engine's
+# context; the others go on in theirs.
+bench split4-refused KVTIER_MOVER_EVICT_THREADS=4 KVTIER_LOG=info FAKECUDA_FAIL=ctx_create:2 \
+        FAKECUDA_PREFETCH_DELAY_US=2000; rc=$?
+check "one evictor without a context: check exits 0, no write lost" rc_and $rc lost_none split4-refused
+check "one evictor without a context: its refusal logged" \
+        grep -q "no CUDA context of its own for an evictor" "$TMP/split4-refused.out"
+check_gt "one evictor without a context: the others evict in theirs" \
+        "$(stat_of split4-refused prefetch_calls_created_ctx)" 0
 bench ectx-inline KVTIER_MOVER_EVICT_THREADS=0; rc=$?
 check "no evictor threads: the setting has nothing to act on" \
         rc_and $rc [ "$(stat_of ectx-inline prefetch_calls_created_ctx)" -eq 0 ]
