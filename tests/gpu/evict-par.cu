@@ -202,6 +202,40 @@ static uint64_t host_check(const char *base, size_t len, uint64_t seed) {
         return bad;
 }
 
+// Evicts [base, base + size) from n threads at once, each a slice like
+// proto (base, len, ready and context filled in here); *ret_t0, *ret_t1:
+// the first start and the last end; *ret_advise_s: time in advice calls.
+static int evict_by_threads(char *base, size_t size, unsigned n, const struct slice *proto, const CUcontext *ctx,
+                            double *ret_t0, double *ret_t1, double *ret_advise_s) {
+        struct slice sl[MAX_THREADS];
+        pthread_t th[MAX_THREADS];
+        pthread_barrier_t ready;
+        int err = 0;
+
+        *ret_t0 = 1e300;
+        *ret_t1 = *ret_advise_s = 0;
+        pthread_barrier_init(&ready, NULL, n);
+        for (unsigned i = 0; i < n; i++) {
+                sl[i] = *proto;
+                sl[i].base = base + size / n * i;
+                sl[i].len = size / n;
+                sl[i].ready = &ready;
+                sl[i].ctx = ctx[i];
+                pthread_create(&th[i], NULL, slice_main, &sl[i]);
+        }
+        for (unsigned i = 0; i < n; i++) {
+                pthread_join(th[i], NULL);
+                err |= sl[i].err;
+                *ret_t0 = sl[i].t0 < *ret_t0 ? sl[i].t0 : *ret_t0;
+                *ret_t1 = sl[i].t1 > *ret_t1 ? sl[i].t1 : *ret_t1;
+                *ret_advise_s += sl[i].advise_s;
+        }
+        pthread_barrier_destroy(&ready);
+        for (unsigned i = 0; i < n && n > 1; i++)
+                printf("     thread %u: %.1f .. %.1f ms\n", i, (sl[i].t0 - *ret_t0) * 1e3, (sl[i].t1 - *ret_t0) * 1e3);
+        return err;
+}
+
 // Back to VRAM, the advice undone as the mover's promotion does it.
 static int back_to_gpu(char *base, size_t len) {
         struct cudaMemLocation gpu = {};
@@ -258,11 +292,9 @@ static int run_mode(char *base, size_t size, size_t piece, const char *mode, uin
                              : strcmp(adv, ":after") == 0 ? ADVICE_AFTER
                                                           : (enum advice)-1;
         double advise_s = 0;
-        struct slice sl[MAX_THREADS] = {};
         CUcontext ctx[MAX_THREADS] = {};
-        pthread_t th[MAX_THREADS];
-        pthread_barrier_t ready;
-        double t0 = 1e300, t1 = 0;
+        struct slice proto;
+        double t0, t1;
         uint64_t bad;
         int err = 0;
 
@@ -274,33 +306,13 @@ static int run_mode(char *base, size_t size, size_t piece, const char *mode, uin
                 return -EIO;
         if (own && make_contexts(ctx, n))
                 return -EIO;
-        pthread_barrier_init(&ready, NULL, n);
-        for (unsigned i = 0; i < n; i++) {
-                sl[i] = (struct slice){.base = base + size / n * i,
-                                       .len = size / n,
-                                       .piece = piece,
-                                       .own_context = own,
-                                       .discard = discard,
-                                       .advice = advice,
-                                       .ready = &ready,
-                                       .ctx = ctx[i]};
-                pthread_create(&th[i], NULL, slice_main, &sl[i]);
-        }
-        for (unsigned i = 0; i < n; i++) {
-                pthread_join(th[i], NULL);
-                err |= sl[i].err;
-                t0 = sl[i].t0 < t0 ? sl[i].t0 : t0;
-                t1 = sl[i].t1 > t1 ? sl[i].t1 : t1;
-                advise_s += sl[i].advise_s;
-        }
-        pthread_barrier_destroy(&ready);
+        proto = (struct slice){.piece = piece, .own_context = own, .discard = discard, .advice = advice};
+        err = evict_by_threads(base, size, n, &proto, ctx, &t0, &t1, &advise_s);
         bad = discard ? 0 : host_check(base, size, seed);
         printf("%-9s %zu MiB in %zu MiB prefetches to the host: %.1f ms, %.1f GB/s%s, %" PRIu64
                " words wrong; %.1f ms in advice calls\n",
                mode, size >> 20, piece >> 20, (t1 - t0) * 1e3, (double)size / (t1 - t0) / 1e9,
                discard ? " (no data: discarded)" : "", bad, advise_s * 1e3);
-        for (unsigned i = 0; i < n && n > 1; i++)
-                printf("     thread %u: %.1f .. %.1f ms\n", i, (sl[i].t0 - t0) * 1e3, (sl[i].t1 - t0) * 1e3);
         for (unsigned i = 0; i < n; i++)
                 if (ctx[i])
                         cuCtxDestroy(ctx[i]);
@@ -351,10 +363,8 @@ static int run_cycles(char *base, size_t size, size_t piece, unsigned n, bool mo
             check_rt(cudaMemAdvise(base, size, cudaMemAdviseSetAccessedBy, gpu), "aB") || make_contexts(ctx, n))
                 return -EIO;
         for (unsigned c = 0; c < cycles && !err; c++) {
-                struct slice sl[MAX_THREADS] = {};
-                pthread_t th[MAX_THREADS];
-                pthread_barrier_t ready;
-                double t0 = now_s(), up, t1 = 1e300, t2 = 0, advise_s = 0;
+                double t0 = now_s(), up, t1, t2, advise_s;
+                struct slice proto;
                 uint64_t bad;
 
                 for (size_t off = 0; off < size && !err; off += piece)
@@ -365,25 +375,12 @@ static int run_cycles(char *base, size_t size, size_t piece, unsigned n, bool mo
                 up = now_s() - t0;
                 if (fill(base, size, 77 + c))
                         return -EIO;
-                pthread_barrier_init(&ready, NULL, n);
-                for (unsigned i = 0; i < n; i++) {
-                        sl[i] = (struct slice){.base = base + size / n * i,
-                                               .len = size / n,
-                                               .piece = piece,
-                                               .own_context = true,
-                                               .advice = mover ? ADVICE_MOVER : c == 0 ? ADVICE_UNSET_AB : ADVICE_NONE,
-                                               .ready = &ready,
-                                               .ctx = ctx[i]};
-                        pthread_create(&th[i], NULL, slice_main, &sl[i]);
-                }
-                for (unsigned i = 0; i < n; i++) {
-                        pthread_join(th[i], NULL);
-                        err |= sl[i].err;
-                        t1 = sl[i].t0 < t1 ? sl[i].t0 : t1;
-                        t2 = sl[i].t1 > t2 ? sl[i].t1 : t2;
-                        advise_s += sl[i].advise_s;
-                }
-                pthread_barrier_destroy(&ready);
+                proto = (struct slice){
+                        .piece = piece,
+                        .own_context = true,
+                        .advice = mover ? ADVICE_MOVER : c == 0 ? ADVICE_UNSET_AB : ADVICE_NONE,
+                };
+                err = evict_by_threads(base, size, n, &proto, ctx, &t1, &t2, &advise_s);
                 bad = host_check(base, size, 77 + c);
                 printf("%s x%u cycle %u: promotion %.1f GB/s, eviction %.1f GB/s (%.1f ms in advice calls), %" PRIu64
                        " words wrong\n",
