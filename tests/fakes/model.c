@@ -131,7 +131,7 @@ static struct {
         size_t limits[MODEL_CTX_LIMITS];
 } ctxs[MODEL_MAX_CTX + 1];
 static const size_t ctx_limit_defaults[MODEL_CTX_LIMITS] = { 1024, 1 << 20, 8 << 20 };
-static size_t primary_limits[MODEL_MAX_DEVICES][MODEL_CTX_LIMITS]; /* 0 + default: set_limit stores v + 1 */
+static size_t primary_limits[MODEL_MAX_DEVICES][MODEL_CTX_LIMITS]; /* CUDA's defaults from init_once() */
 static int host_prefetches_busy[MODEL_MAX_DEVICES];
 static int next_ctx_key = 1;
 static pthread_mutex_t ctx_locks[MODEL_MAX_DEVICES + MODEL_MAX_CTX + 1] = {
@@ -300,6 +300,8 @@ static void init_once(void) {
 
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
         segv_install();
+        for (int d = 0; d < MODEL_MAX_DEVICES; d++)
+                memcpy(primary_limits[d], ctx_limit_defaults, sizeof(ctx_limit_defaults));
 
         m.n_devices = (int)env_long("FAKECUDA_DEVICES", 1, 1, MODEL_MAX_DEVICES);
         m.n_numa = (int)env_long("FAKECUDA_NUMA_NODES", 1, 1, 1024);
@@ -490,40 +492,40 @@ int model_ctx_destroy(int key) {
         return r;
 }
 
+/* The calling thread's current context's limits.  Under the lock. */
+static size_t *current_limits(void) {
+        return current_ctx ? ctxs[current_ctx].limits : primary_limits[current_device];
+}
+
+static bool limits_all_zero(const size_t *l) {
+        for (int i = 0; i < MODEL_CTX_LIMITS; i++)
+                if (l[i])
+                        return false;
+        return true;
+}
+
 int model_ctx_set_limit(int limit, size_t value) {
-        bool was_low, low = true;
         size_t *l;
+        bool was_low;
 
         if (limit < 0 || limit >= MODEL_CTX_LIMITS)
                 return -EINVAL;
         lock();
-        if (!current_ctx) {
-                primary_limits[current_device][limit] = value + 1;
-                unlock();
-                return 0;
-        }
-        l = ctxs[current_ctx].limits;
-        was_low = l[0] == 0 && l[1] == 0 && l[2] == 0;
+        l = current_limits();
+        was_low = limits_all_zero(l);
         l[limit] = value;
-        for (int i = 0; i < MODEL_CTX_LIMITS; i++)
-                low = low && l[i] == 0;
-        if (low && !was_low)
+        if (current_ctx && !was_low && limits_all_zero(l))
                 m.stats[ctxs[current_ctx].device].ctx_limits_lowered++;
         unlock();
         return 0;
 }
 
 int model_ctx_get_limit(int limit, size_t *ret) {
-        size_t v;
-
         if (limit < 0 || limit >= MODEL_CTX_LIMITS)
                 return -EINVAL;
         lock();
-        v = current_ctx ? ctxs[current_ctx].limits[limit] : primary_limits[current_device][limit];
-        if (!current_ctx)
-                v = v ? v - 1 : ctx_limit_defaults[limit];
+        *ret = current_limits()[limit];
         unlock();
-        *ret = v;
         return 0;
 }
 
