@@ -834,12 +834,15 @@ int main(int argc, char **argv) {
                 case 'I':
                         do_interfere = true;
                         break;
-                case 't':
-                        if (strcmp(optarg, "host") != 0 && strcmp(optarg, "host-mapped") != 0) {
+                case 't': /* the tier names of the protocol */
+                        if (strcmp(optarg, kvt_tier_name(KVT_TIER_HOST)) == 0)
+                                b.evict_tier = KVT_TIER_HOST;
+                        else if (strcmp(optarg, kvt_tier_name(KVT_TIER_HOST_MAPPED)) == 0)
+                                b.evict_tier = KVT_TIER_HOST_MAPPED;
+                        else {
                                 fprintf(stderr, "--evict-to: host or host-mapped, not %s\n", optarg);
                                 return 2;
                         }
-                        b.evict_tier = strcmp(optarg, "host") == 0 ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
                         break;
                 default:
                         return 2;
