@@ -107,6 +107,9 @@ void fakecuda_set_um_hook(fakecuda_um_hook hook);
 /* Whether the runtime's exit-time teardown has run (CUDA is gone). */
 bool fakecuda_torn_down(void);
 
+/* Events created and not yet released. */
+unsigned long fakecuda_events_live(void);
+
 /* Copies the counters of device dev into *ret. */
 int fakecuda_get_stats(int dev, struct fakecuda_stats *ret);
 

@@ -523,6 +523,17 @@ int fakecuda_stream_hold(cudaStream_t stream, int hold) {
         return cudaSuccess;
 }
 
+static unsigned long events_live;
+
+unsigned long fakecuda_events_live(void) {
+        return __atomic_load_n(&events_live, __ATOMIC_RELAXED);
+}
+
+static void event_release(cudaEvent_t e) {
+        free(e);
+        __atomic_fetch_sub(&events_live, 1, __ATOMIC_RELAXED);
+}
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
         cudaEvent_t e;
 
@@ -535,6 +546,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
                 return fail(cudaErrorMemoryAllocation);
         e->flags = flags;
         e->ctx = model_ctx_current();
+        __atomic_fetch_add(&events_live, 1, __ATOMIC_RELAXED);
         *event = e;
         return cudaSuccess;
 }
@@ -594,11 +606,17 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-        if (!runtime_enter())
+        if (!runtime_enter()) {
+                /* The real runtime's exit-time teardown releases every
+                 * event with its context: one destroyed after it is gone
+                 * already (a pipeline finishing its runs at exit). */
+                if (event && fakecuda_torn_down())
+                        event_release(event);
                 return fail(entry_error());
+        }
         if (!event)
                 return fail(cudaErrorInvalidResourceHandle);
-        free(event);
+        event_release(event);
         return cudaSuccess;
 }
 

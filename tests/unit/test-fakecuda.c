@@ -114,6 +114,25 @@ static int run_child(const char *const *env, void (*fn)(void)) {
         return WEXITSTATUS(status);
 }
 
+/* An event destroyed after the runtime's exit-time teardown (a pipeline
+ * finishing its runs at exit): the call says the runtime is unloading, and
+ * the event is gone with the teardown, as in CUDA, not left allocated. */
+static cudaEvent_t late_event;
+
+static void destroy_after_teardown(void) {
+        unsigned long live = fakecuda_events_live();
+
+        if (cudaEventDestroy(late_event) != cudaErrorCudartUnloading)
+                _exit(3);
+        if (fakecuda_events_live() != live - 1)
+                _exit(4);
+}
+
+static void child_event_after_teardown(void) {
+        atexit(destroy_after_teardown); /* before the runtime's own: runs after it */
+        CHILD_CHECK(cudaEventCreateWithFlags(&late_event, cudaEventDisableTiming) == cudaSuccess);
+}
+
 static void child_misalign(void) {
         void *p = NULL;
         uint64_t bad = 1;
@@ -459,6 +478,7 @@ static void test_contexts(void) {
 static void test_children(void) {
         static const char *const env_misalign[] = {"FAKECUDA_MANAGED_MISALIGN=1", NULL};
         static const char *const env_holdback[] = {"FAKECUDA_PREFETCH_DELAY_US=1000000", NULL};
+        static const char *const env_none[] = {NULL};
         static const char *const env_fail[] = {
                 "FAKECUDA_FAIL=malloc:2,malloc_managed:1,advise:1,prefetch:2+", NULL};
         static char stats_env[64], path[48];
@@ -473,6 +493,8 @@ static void test_children(void) {
         TAP_EQ_INT(run_child(env_fail, child_fail), 0, "FAKECUDA_FAIL: Nth and N+ calls fail, others pass");
         TAP_EQ_INT(run_child(env_holdback, child_ctx_holdback), 0,
                    "contexts: a prefetch holds back the kernels of its context, not another's");
+        TAP_EQ_INT(run_child(env_none, child_event_after_teardown), 0,
+                   "an event destroyed after the runtime's teardown: unloading, and released");
 
         snprintf(path, sizeof(path), "/tmp/test-fakecuda-XXXXXX");
         fd = mkstemp(path);
