@@ -15,7 +15,8 @@ for a in "$@"; do
 done
 
 pkgs="build-essential autoconf automake libtool pkg-config libsystemd-dev libinih-dev libnuma-dev libjson-c-dev jq valgrind"
-missing=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' $pkgs 2>/dev/null | awk '$2 != "installed" { print $1 }')
+# dpkg-query exits 1 when it knows some of them not at all: not an error here.
+missing=$( (dpkg-query -W -f='${Package} ${db:Status-Status}\n' $pkgs 2>/dev/null || true) | awk '$2 != "installed" { print $1 }')
 # dpkg-query prints nothing for packages it has never heard of.
 for p in $pkgs; do dpkg-query -W "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 missing=$(echo $missing | tr ' ' '\n' | sort -u | tr '\n' ' ')
