@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "heat-decay.h"
@@ -33,6 +34,7 @@ static const char *const kind_names[_POLICY_KIND_MAX] = {
         [POLICY_HEAT] = "heat",
         [POLICY_WINDOW] = "window",
         [POLICY_HYBRID] = "hybrid",
+        [POLICY_DEMAND] = "demand",
 };
 
 const char *policy_kind_name(enum policy_kind k) {
@@ -47,13 +49,21 @@ int policy_kind_from_name(const char *s) {
 }
 
 void policy_params_default(enum policy_kind k, struct policy_params *ret) {
+        bool demand = k == POLICY_DEMAND;
+
         *ret = (struct policy_params){
                 .kind = k,
-                .hysteresis_ticks = k == POLICY_HEAT || k == POLICY_HYBRID ? 2 : 0,
-                .heat_half_life_ticks = 10,
+                .hysteresis_ticks = k == POLICY_HEAT || k == POLICY_HYBRID || demand ? 2 : 0,
+                .heat_half_life_ticks = demand ? POLICY_DEMAND_HALF_LIFE_TICKS : 10,
                 .window_chunks = k == POLICY_WINDOW || k == POLICY_HYBRID ? 256 : 0,
                 .prefetch_depth = k == POLICY_HYBRID ? 4 : 0,
                 .run_cap = POLICY_RUN_CAP_DEFAULT,
+                .evict_tier = demand ? POLICY_TIER_HOST : 0,
                 .threads = 0, /* auto */
+                .active_ticks = demand ? POLICY_ACTIVE_TICKS_DEFAULT : 0,
+                .protect_min_ticks = POLICY_PROTECT_MIN_TICKS_DEFAULT,
+                .protect_max_ticks = POLICY_PROTECT_MAX_TICKS_DEFAULT,
+                .sample_chunks = demand ? POLICY_SAMPLE_CHUNKS_DEFAULT : 0,
+                .probe_cohorts = demand ? POLICY_PROBE_COHORTS_DEFAULT : 0,
         };
 }

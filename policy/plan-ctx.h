@@ -34,6 +34,8 @@ struct plan_part {
         void (*fn)(struct plan_part *);
         unsigned t;
         uint32_t rmin, rmax; /* plan_rank: of the regions it ranked */
+        uint64_t fresh_host; /* plan_rank: demand's fresh chunks outside VRAM it ranked */
+        uint64_t stale_vram; /* plan_rank: demand's stale, evictable chunks in VRAM */
         uint32_t *hist;      /* 2 x HIST_N counters (thread 0: x->hist) */
 };
 
@@ -60,6 +62,8 @@ struct plan_ctx {
         size_t n_ev, n_pr;
         uint32_t *hist;      /* 2 x HIST_N counters: all chunks, scratch */
         uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
+        uint64_t fresh_host; /* demand: fresh chunks outside VRAM (uses seen, not yet served) */
+        uint64_t stale_vram; /* demand: stale, evictable chunks in VRAM */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
         uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
         unsigned n_threads;         /* >= 1 */

@@ -10,7 +10,6 @@
 #include "heat-decay.h"
 #include "plan-ctx.h"
 #include "predict.h"
-#include "protocol.h"
 
 /* Rank layout below the priority bits (29..31; pinned is all ones). */
 #define RANK_PRIORITY_SHIFT 29
@@ -20,6 +19,9 @@
 #define RANK_CLASS_SHIFT    21
 #define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
+/* demand: the heat class sits in the top 4 bits of the recency field */
+#define DEMAND_HEAT_SHIFT   17
+#define DEMAND_RECENCY_MAX  ((1u << DEMAND_HEAT_SHIFT) - 1) /* ticks: 22 min at 10 ms */
 
 struct selection {
         uint64_t want_min;    /* keys >= this are wanted in VRAM */
@@ -36,18 +38,20 @@ struct selection {
  * stores to the side arrays cannot alias, so that they stay in registers. */
 struct rank_env {
         uint32_t now, hysteresis_ticks, half_life_ticks;
-        bool heat; /* heat classes count (heat, hybrid) */
+        bool heat;   /* heat classes count (heat, hybrid) */
+        bool demand; /* demand classes instead */
+        uint32_t protect_ticks, active_ticks; /* demand */
         const uint32_t *decay;
 };
 
 /* Flags that come from the chunk itself, and hysteresis (branch-free: tiers
  * are as good as random from one chunk to the next). */
 static uint16_t chunk_state(const struct rank_env *e, const struct policy_chunk *c) {
-        bool vram = c->tier == KVT_TIER_VRAM, pinned = c->flags & POLICY_CHUNK_PINNED;
+        bool vram = c->tier == POLICY_TIER_VRAM, pinned = c->flags & POLICY_CHUNK_PINNED;
         bool frozen = !pinned && c->last_move && e->now - c->last_move < e->hysteresis_ticks;
 
         return (uint16_t)(vram * (PLAN_IN_VRAM | PLAN_CHARGED) | (c->pending != 0) * PLAN_PENDING |
-                          (c->pending == KVT_TIER_VRAM) * PLAN_CHARGED | pinned * PLAN_PINNED |
+                          (c->pending == POLICY_TIER_VRAM) * PLAN_CHARGED | pinned * PLAN_PINNED |
                           frozen * PLAN_FROZEN);
 }
 
@@ -74,25 +78,47 @@ static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age)
         return (uint32_t)(((uint64_t)(heat >> (d >> 24)) * (d & 0xffffff)) >> 16);
 }
 
+/* demand's class of a chunk (0..7) and the age its recency counts from:
+ * fresh (used within protect_ticks; for a chunk in VRAM its promotion or
+ * start there counts as a use) above resident above in an active region. */
+static unsigned demand_class(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, bool active,
+                             uint32_t *ret_age) {
+        bool charged = f & PLAN_CHARGED;
+        uint32_t seen = charged && c->last_move > c->last_use ? c->last_move : c->last_use;
+        uint32_t age = e->now > seen ? e->now - seen : 0;
+
+        *ret_age = age;
+        return (age < e->protect_ticks) * 4u + charged * 2u + active;
+}
+
 /* The rank before window and prefetch boosts: UINT32_MAX for pinned chunks
- * and only for them (bit 28 is never set otherwise). */
-static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, uint32_t prio) {
+ * and only for them (bit 28 is never set otherwise).  active: the chunk's
+ * region had a kernel launched on it within active_ticks (demand). */
+static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, uint32_t prio,
+                           bool active) {
         uint32_t age = e->now > c->last_use ? e->now - c->last_use : 0;
-        uint32_t rank = prio << RANK_PRIORITY_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
+        uint32_t rank = prio << RANK_PRIORITY_SHIFT;
+        unsigned cls = 0;
 
         if (f & PLAN_PINNED)
                 return UINT32_MAX;
         if (c->flags & POLICY_CHUNK_HOT)
                 rank |= RANK_HOT;
-        if (e->heat) {
-                unsigned cls = heat_class(plan_heat(e, c->heat, age));
+        if (e->demand) {
+                uint32_t heat = heat_class(plan_heat(e, c->heat, e->now > c->last_use ? e->now - c->last_use : 0));
 
+                cls = demand_class(e, c, f, active, &age);
+                return rank | (uint32_t)cls << RANK_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
+                       (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
+        }
+        if (e->heat) {
+                cls = heat_class(plan_heat(e, c->heat, age));
                 /* A resident counts one class hotter: displacing it takes a clearly
                  * hotter chunk.  Branch-free: residency is as good as random. */
                 cls += !!(f & PLAN_CHARGED);
-                rank |= (uint32_t)(cls < 15 ? cls : 15) << RANK_CLASS_SHIFT;
+                cls = cls < 15 ? cls : 15;
         }
-        return rank;
+        return rank | (uint32_t)cls << RANK_CLASS_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
 }
 
 static uint32_t region_priority(const struct plan_ctx *x, const struct policy_region *reg) {
@@ -136,7 +162,7 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
  * what predicts the next use; then the boosts.  Regions are independent:
  * the rank range is the thread's own. */
 static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint32_t *ret_rmin,
-                              uint32_t *ret_rmax) {
+                              uint32_t *ret_rmax, uint64_t *ret_fresh_host, uint64_t *ret_stale_vram) {
         const struct policy_params *pp = x->pp;
         const struct policy_input *in = x->in;
         const struct rank_env env = {
@@ -144,8 +170,12 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                 .hysteresis_ticks = pp->hysteresis_ticks,
                 .half_life_ticks = pp->heat_half_life_ticks,
                 .heat = pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID,
+                .demand = pp->kind == POLICY_DEMAND,
+                .protect_ticks = in->protect_ticks,
+                .active_ticks = pp->active_ticks,
                 .decay = x->decay,
         };
+        uint64_t fresh_host = 0, stale_vram = 0;
         bool streams = pp->prefetch_depth > 0;
         bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
         uint32_t rmin = *ret_rmin, rmax = *ret_rmax;
@@ -154,6 +184,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                 const struct policy_region *reg = &in->regions[r];
                 const struct policy_chunk *chunks = reg->chunks;
                 uint32_t prio = region_priority(x, reg), n = reg->n_chunks;
+                bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 struct predict_state st;
@@ -162,8 +193,13 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                 for (uint32_t i = 0; i < n; i++) {
                         const struct policy_chunk *c = &chunks[i];
                         uint16_t f = chunk_state(&env, c);
-                        uint32_t rk = chunk_rank(&env, c, f, prio);
+                        uint32_t rk = chunk_rank(&env, c, f, prio, active);
 
+                        /* demand: a fresh chunk outside VRAM is a demand (class 4 or 5),
+                         * a stale one in VRAM could make room (class 2 or 3) */
+                        fresh_host += env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 4u && !(f & (PLAN_PINNED | PLAN_PENDING));
+                        stale_vram += env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 2u &&
+                                      (f & PLAN_IN_VRAM) && !(f & (PLAN_PINNED | PLAN_PENDING));
                         flags[i] = f;
                         rank[i] = rk;
                         /* Of unpinned chunks; a pinned rank, UINT32_MAX, leaves the minimum be. */
@@ -182,6 +218,8 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
         }
         *ret_rmin = rmin;
         *ret_rmax = rmax;
+        *ret_fresh_host += fresh_host;
+        *ret_stale_vram += stale_vram;
 }
 
 static void plan_rank_part(struct plan_part *part) {
@@ -190,8 +228,10 @@ static void plan_rank_part(struct plan_part *part) {
 
         part->rmin = UINT32_MAX;
         part->rmax = 0;
+        part->fresh_host = part->stale_vram = 0;
         while (plan_take(x, x->n_rblocks, &b))
-                plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], &part->rmin, &part->rmax);
+                plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], &part->rmin, &part->rmax, &part->fresh_host,
+                                  &part->stale_vram);
 }
 
 /* The rank pass, over the threads; the rank range merged (min and max do
@@ -200,9 +240,12 @@ static void plan_rank(struct plan_ctx *x) {
         uint32_t rmin = UINT32_MAX, rmax = 0;
 
         plan_par(x, plan_rank_part);
+        x->fresh_host = x->stale_vram = 0;
         for (unsigned t = 0; t < x->n_threads; t++) {
                 rmin = x->part[t].rmin < rmin ? x->part[t].rmin : rmin;
                 rmax = x->part[t].rmax > rmax ? x->part[t].rmax : rmax;
+                x->fresh_host += x->part[t].fresh_host;
+                x->stale_vram += x->part[t].stale_vram;
         }
         x->rmin = rmin;
         x->rmax = rmax;
@@ -693,6 +736,7 @@ static bool over_quota(const struct plan_ctx *x, size_t at) {
 }
 
 static void plan_emit(struct plan_ctx *x, const struct selection *s, struct policy_plan *p) {
+        uint64_t promoted_fresh = 0;
         size_t r = 0;
 
         for (size_t j = 0; s->n_evict && j < x->n_ev; j++) {
@@ -700,8 +744,8 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
 
                 if (key <= s->evict_max)
                         plan_append(x, x->cand[j],
-                                    x->pp->evict_tier == KVT_TIER_HOST ? KVT_TIER_HOST
-                                                                       : KVT_TIER_HOST_MAPPED,
+                                    x->pp->evict_tier == POLICY_TIER_HOST ? POLICY_TIER_HOST
+                                                                       : POLICY_TIER_HOST_MAPPED,
                                     plan_node_of(x, s, key), &r, p);
         }
         r = 0;
@@ -709,11 +753,14 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
                 size_t at = x->cand[x->n - 1 - j];
 
                 if (key_of(x, at) >= s->promote_min && !over_quota(x, at)) {
-                        plan_append(x, at, KVT_TIER_VRAM, -1, &r, p);
+                        plan_append(x, at, POLICY_TIER_VRAM, -1, &r, p);
                         p->promote_chunks++;
+                        promoted_fresh += x->pp->kind == POLICY_DEMAND && (x->rank[at] >> RANK_CLASS_SHIFT & 6u) == 4u;
                         p->prefetch_chunks += (x->flags[at] & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;
                 }
         }
+        p->held_chunks = x->fresh_host > promoted_fresh ? x->fresh_host - promoted_fresh : 0;
+        p->stale_chunks = x->stale_vram;
 }
 
 static int plan_check(const struct policy_params *pp, const struct policy_input *in, size_t *ret_n) {

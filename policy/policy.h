@@ -36,6 +36,18 @@
  *           ever touched: the KV append point) are boosted; then recency.
  *   hybrid  heat with the window boost for regions touched within one heat
  *           half-life, plus prefetch.
+ *   demand  (the default) what the engine can be seen to use, in the only
+ *           signals a GPU gives on x86 (DESIGN.md): a chunk touched
+ *           recently (a fault on an evicted chunk, a launch pointer into it,
+ *           a hint, its allocation; for a chunk in VRAM also its
+ *           promotion) is fresh for protect_ticks (policy_input, adapted
+ *           by policy_guard_tick()); fresh ranks above resident, resident
+ *           above a region kernels were launched on within active_ticks,
+ *           then the heat class (faults counted, decayed over
+ *           heat_half_life_ticks: a chunk evicted and demanded again and
+ *           again is popular), then recency.  So a fault is a demand that displaces only
+ *           chunks nothing was seen to use for a protection period, and a
+ *           chunk in VRAM is not displaced by one that is merely as fresh.
  * Prefetch (any policy with prefetch_depth > 0): per region, the last three
  * touch ticks' highest chunks p2 < p1 < p0 (or >, for a descending stream)
  * at equal stride s predict p0 + s .. p0 + depth * s (each as wide as the
@@ -51,7 +63,18 @@ enum policy_kind {
         POLICY_HEAT,
         POLICY_WINDOW,
         POLICY_HYBRID,
+        POLICY_DEMAND,
         _POLICY_KIND_MAX,
+};
+
+/* Where a chunk is.  The values are the wire protocol's enum kvt_tier
+ * (common/protocol.h), which the daemon asserts equal; the policy does not
+ * include the protocol. */
+enum policy_tier {
+        POLICY_TIER_NONE = 0,        /* never placed: UVM decides on first touch */
+        POLICY_TIER_VRAM = 1,        /* preferred location the GPU */
+        POLICY_TIER_HOST_MAPPED = 2, /* preferred location host, mapped by the GPU: read in place, no fault */
+        POLICY_TIER_HOST = 3,        /* preferred location host, unmapped: the GPU's next touch faults */
 };
 
 #define POLICY_CHUNK_PINNED 0x01u
@@ -59,6 +82,10 @@ enum policy_kind {
  * until a COLD or DONE hint; evictable, unlike PINNED, when the hot
  * chunks outgrow the budget. */
 #define POLICY_CHUNK_HOT 0x02u
+/* In host memory (tier HOST) and mapped by the GPU at a fault since it got
+ * there: the GPU reads it in place and no further access is seen until it
+ * is re-armed (policy_sample()) or moved. */
+#define POLICY_CHUNK_MAPPED 0x04u
 
 /* policy_chunk.node of a chunk whose host NUMA node is not known. */
 #define POLICY_NODE_NONE 0xffu
@@ -69,8 +96,8 @@ struct policy_chunk {
         uint32_t last_use;  /* tick of the last known use; 0 = never */
         uint32_t heat;      /* decayed accesses as of last_use, POLICY_HEAT_ONE per access */
         uint32_t last_move; /* tick of the last completed tier change; 0 = never */
-        uint8_t tier;       /* enum kvt_tier, confirmed */
-        uint8_t pending;    /* enum kvt_tier target of an in-flight order; 0 = none */
+        uint8_t tier;       /* enum policy_tier, confirmed */
+        uint8_t pending;    /* enum policy_tier target of an in-flight order; 0 = none */
         uint8_t flags;      /* POLICY_CHUNK_* */
         uint8_t node;       /* the daemon's books: host NUMA node of the chunk's host copy, or of the
                              * eviction under way (POLICY_NODE_NONE: not known); planning ignores it */
@@ -80,7 +107,9 @@ struct policy_chunk {
 struct policy_region {
         const struct policy_chunk *chunks;
         uint32_t n_chunks;
-        uint32_t client; /* index into policy_input.clients; ignored without clients */
+        uint32_t client;      /* index into policy_input.clients; ignored without clients */
+        uint32_t last_active; /* tick of the last kernel launched with a pointer into it; 0 = never */
+        uint32_t reserved;
 };
 
 /* A host NUMA node evictions may go to (policy_input.nodes). */
@@ -105,9 +134,15 @@ struct policy_params {
         uint32_t window_chunks;        /* window, hybrid: per region */
         uint32_t prefetch_depth;       /* strides predicted ahead; 0 = no prefetch */
         uint32_t run_cap;              /* longest run of one move, chunks; 0 = POLICY_RUN_CAP_DEFAULT */
-        uint32_t evict_tier;           /* where evictions go: KVT_TIER_HOST_MAPPED (0 means it too)
-                                        * or KVT_TIER_HOST, unmapped, where the GPU's next touch
+        uint32_t evict_tier;           /* where evictions go: POLICY_TIER_HOST_MAPPED (0 means it too)
+                                        * or POLICY_TIER_HOST, unmapped, where the GPU's next touch
                                         * faults and so is an access sample */
+        uint32_t active_ticks;         /* demand: a region counts as in use this many ticks after its
+                                        * last kernel launch (policy_region.last_active) */
+        uint32_t protect_min_ticks;    /* demand: the guard's bounds on protect_ticks (policy_guard) */
+        uint32_t protect_max_ticks;
+        uint32_t sample_chunks;        /* demand: chunks re-armed per tick (policy_sample); 0 = none */
+        uint32_t probe_cohorts;        /* demand: cohorts in VRAM probed per tick (policy_sample); 0 = none */
         uint32_t threads;              /* worker threads of one plan: 1 = the calling thread alone;
                                         * 0 = auto: the CPUs this process may run on, at most
                                         * POLICY_THREADS_AUTO_MAX, and one per POLICY_THREADS_MIN_CHUNKS
@@ -117,6 +152,23 @@ struct policy_params {
                                         * evictions that bring it back are under way (at most the
                                         * chunks those evict); 0 = promotions wait for evictions */
 };
+
+/* demand's defaults, in ticks of the daemon's default 10 ms.  A region is
+ * active for 4 ticks after a launch (shorter than a transformer layer's
+ * turn comes round again in a long prefill, so the KV of finished layers
+ * ranks below the activations in use).  Protection starts at 20 ticks,
+ * past the shim's 100 ms CUPTI flush plus a tick (a demand must be seen
+ * and served before its chunk goes stale), and goes up to a minute.  8
+ * re-arms a tick: ~0.8 ms of advice per 10 ms on the mover's side at the
+ * ~105 us a chunk measured (DESIGN.md), sweeping 1.6 GB/s of mapped host
+ * chunks. */
+#define POLICY_ACTIVE_TICKS_DEFAULT      4u
+#define POLICY_PROTECT_MIN_TICKS_DEFAULT 20u
+#define POLICY_PROTECT_MAX_TICKS_DEFAULT 6000u
+#define POLICY_SAMPLE_CHUNKS_DEFAULT     8u
+#define POLICY_PROBE_COHORTS_DEFAULT     2u
+/* demand counts faults over ~10 s: one per residency, so a count is how often a chunk came back. */
+#define POLICY_DEMAND_HALF_LIFE_TICKS    1000u
 
 #define POLICY_THREADS_MAX        16u
 #define POLICY_THREADS_AUTO_MAX   4u
@@ -136,6 +188,7 @@ struct policy_input {
         uint64_t charged_chunks;  /* chunks in VRAM or with a pending order to VRAM */
         uint64_t evicting_chunks; /* of those, chunks in VRAM with an eviction in flight */
         uint64_t max_move_chunks; /* rate limit for this plan, both directions; UINT64_MAX = none */
+        uint32_t protect_ticks;   /* demand: how long a use keeps a chunk fresh (policy_guard) */
         /* Host NUMA nodes evictions may go to, in order of preference (the
          * GPU's home node first, then the others nearest first), at most
          * POLICY_MAX_NODES.  NULL: no host budgets, every eviction goes to
@@ -150,7 +203,7 @@ struct policy_move {
         uint32_t region;
         uint32_t first_chunk;
         uint32_t n_chunks;
-        uint32_t tier;     /* enum kvt_tier: KVT_TIER_VRAM or KVT_TIER_HOST_MAPPED */
+        uint32_t tier;     /* enum policy_tier: VRAM, HOST_MAPPED or HOST (evictions, re-arms) */
         int32_t host_node; /* evictions: the host NUMA node they go to (-1: the shim's choice); promotions -1 */
 };
 
@@ -160,6 +213,10 @@ struct policy_plan {
         uint64_t evict_chunks;
         uint64_t promote_chunks;
         uint64_t prefetch_chunks; /* of promote_chunks, those wanted only as prefetch targets */
+        uint64_t held_chunks;     /* demand: fresh chunks in host memory that stay there (read in
+                                   * place: the VRAM they would need holds fresher or resident ones) */
+        uint64_t stale_chunks;    /* demand: chunks in VRAM, evictable, not fresh: what a new
+                                   * allocation may displace (the daemon's capture grant) */
 };
 
 /* Plans moves for one GPU into *ret (previous contents are not freed).
@@ -177,6 +234,73 @@ int policy_kind_from_name(const char *s);
 
 /* Defaults for a kind (hybrid: window 256 chunks, prefetch 4, ...). */
 void policy_params_default(enum policy_kind k, struct policy_params *ret);
+
+/* The demand policy's sampler (DESIGN.md: DAMON's bounded sampling): each
+ * tick it re-arms a few host chunks the GPU reads in place and probes a few
+ * cohorts in VRAM, so that "nothing seen since" comes to mean "not used
+ * since" for both.
+ *   Re-arm: a chunk in host memory mapped by the GPU (POLICY_CHUNK_MAPPED)
+ *   and not used within stale_ticks (one that just faulted would only fault
+ *   again) is moved to POLICY_TIER_HOST again: the mapping goes, and the
+ *   GPU's next touch faults.
+ *   Probe: a chunk in VRAM nothing was seen of for probe_ticks is evicted
+ *   on its own, standing for its cohort (the chunks after it in the region
+ *   that came into VRAM with it, same last_move, at most
+ *   POLICY_COHORT_CHUNKS).  If the probe faults back soon the cohort is in
+ *   use (the caller refreshes it); if not, it is cold and goes stale.
+ * The lap runs round-robin over the flat chunk index from *cursor (advanced
+ * past what it took). */
+#define POLICY_COHORT_CHUNKS 16u
+#define POLICY_PROBES_MAX    64u
+
+struct policy_sample_params {
+        uint32_t stale_ticks; /* re-arm: not used within this long */
+        uint32_t probe_ticks; /* probe: nothing seen for this long */
+        uint32_t rearm_max;   /* chunks re-armed */
+        uint32_t probe_max;   /* cohorts probed, at most POLICY_PROBES_MAX */
+};
+
+/* A probe: chunk `chunk` of region `region` evicted for the cohort
+ * [first, first + n) of that region. */
+struct policy_probe {
+        uint32_t region, chunk, first, n;
+};
+
+struct policy_sample {
+        struct policy_plan plan; /* re-arms: moves to POLICY_TIER_HOST of host chunks; policy_plan_clear() */
+        struct policy_probe probes[POLICY_PROBES_MAX]; /* each an eviction of one chunk */
+        size_t n_probes;
+        uint64_t n_rearmed;
+};
+
+/* One tick of sampling into *ret (overwritten).  Returns 0 or -ENOMEM
+ * (*ret left empty). */
+int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,
+                  struct policy_sample *ret);
+
+/* The demand policy's thrash guard: how long a use keeps a chunk fresh.
+ * An evicted chunk that faults again within min_ticks of its eviction (a
+ * refault: back before any protection could have run out) shows the
+ * protection too short for the workload.  Judged once every min_ticks:
+ * where more than one eviction in eight came back the protection doubles;
+ * where evictions stayed out it shrinks by a quarter; without evictions it
+ * stays.  Between min_ticks and max_ticks.  The effect: when the chunks in
+ * use outgrow the budget, VRAM keeps what it holds and the rest is read in
+ * place (the zero-copy floor) instead of thrashing at eviction speed. */
+struct policy_guard {
+        uint32_t protect_ticks;
+        uint32_t window_left;  /* ticks until the window is judged */
+        uint64_t evicted;      /* chunks evicted in the window */
+        uint64_t refaulted;    /* refaults in the window */
+};
+
+/* Sets g to min_ticks of protection and no history. */
+void policy_guard_init(struct policy_guard *g, uint32_t min_ticks);
+
+/* One tick: evicted chunks whose eviction completed and refaulted chunks
+ * seen in it.  Returns the protection for the next plan. */
+uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t max_ticks, uint64_t evicted,
+                           uint64_t refaulted);
 
 /* Heat: one access = POLICY_HEAT_ONE; halves every half_life ticks. */
 #define POLICY_HEAT_ONE 256u

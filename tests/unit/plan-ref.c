@@ -100,8 +100,12 @@ static uint32_t plan_heat(const struct plan_ctx *x, uint32_t heat, uint32_t age)
         return (uint32_t)(((uint64_t)(heat >> (d >> 24)) * (d & 0xffffff)) >> 16);
 }
 
-/* The rank before window and prefetch boosts. */
-static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *c, uint16_t f, uint32_t prio) {
+/* The rank before window and prefetch boosts.  demand (added after
+ * 445b903, written plainly here): fresh, then resident, then in an active
+ * region, then the heat class, then recency from the last use (or, in
+ * VRAM, the last move). */
+static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *c, uint16_t f, uint32_t prio,
+                           bool active) {
         const struct policy_params *pp = x->pp;
         uint32_t age = x->in->now > c->last_use ? x->in->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
@@ -110,6 +114,29 @@ static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *
                 return UINT32_MAX;
         if (c->flags & POLICY_CHUNK_HOT)
                 rank |= RANK_HOT;
+        if (pp->kind == POLICY_DEMAND) {
+                bool charged = (f & PLAN_CHARGED) != 0;
+                uint32_t seen = c->last_use;
+                unsigned cls = 0;
+
+                if (charged && c->last_move > seen)
+                        seen = c->last_move;
+                age = x->in->now > seen ? x->in->now - seen : 0;
+                if (age < x->in->protect_ticks)
+                        cls += 4;
+                if (charged)
+                        cls += 2;
+                if (active)
+                        cls += 1;
+                /* the heat class (of the heat at the last use) in bits 17..20, recency below */
+                rank = prio << RANK_PRIORITY_SHIFT | (uint32_t)cls << RANK_CLASS_SHIFT |
+                       (uint32_t)heat_class(plan_heat(x, c->heat, x->in->now > c->last_use ? x->in->now - c->last_use : 0))
+                               << 17 |
+                       ((1u << 17) - 1 - (age < (1u << 17) - 1 ? age : (1u << 17) - 1));
+                if (c->flags & POLICY_CHUNK_HOT)
+                        rank |= RANK_HOT;
+                return rank;
+        }
         if (pp->kind == POLICY_HEAT || pp->kind == POLICY_HYBRID) {
                 unsigned cls = heat_class(plan_heat(x, c->heat, age));
 
@@ -171,6 +198,7 @@ static void plan_rank(struct plan_ctx *x) {
         for (size_t r = 0; r < in->n_regions; r++) {
                 const struct policy_region *reg = &in->regions[r];
                 uint32_t prio = region_priority(x, reg);
+                bool active = reg->last_active != 0 && in->now - reg->last_active < x->pp->active_ticks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 struct predict_state st;
@@ -181,7 +209,7 @@ static void plan_rank(struct plan_ctx *x) {
                         uint16_t f = chunk_state(x, c);
 
                         flags[i] = f;
-                        rank[i] = chunk_rank(x, c, f, prio);
+                        rank[i] = chunk_rank(x, c, f, prio, active);
                         if (!(f & PLAN_PINNED)) {
                                 x->rmin = rank[i] < x->rmin ? rank[i] : x->rmin;
                                 x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;

@@ -110,6 +110,7 @@ static void fill_params(struct snapshot *s, enum policy_kind k) {
         s->pp.prefetch_depth = chance(30) ? 0 : (uint32_t)below(70);
         s->pp.run_cap = (uint32_t)below(6);
         s->pp.evict_tier = evict_tiers[below(3)];
+        s->pp.active_ticks = (uint32_t)below(10);
 }
 
 /* A random snapshot; large: tens of thousands of chunks (rank buckets with
@@ -144,7 +145,8 @@ static int snapshot_new(struct snapshot *s, enum policy_kind k, bool large) {
                  * arrays: only without quotas. */
                 s->regions[r] = (struct policy_region){.chunks = s->chunks + at,
                                                        .n_chunks = sizes[r],
-                                                       .client = (uint32_t)below(s->in.n_clients + !quotas)};
+                                                       .client = (uint32_t)below(s->in.n_clients + !quotas),
+                                                       .last_active = chance(30) ? 0 : tick_before(now, below(8))};
                 for (unsigned streams = (unsigned)below(3); sizes[r] && streams-- > 0;)
                         fill_stream(s->chunks + at, sizes[r], now);
                 at += sizes[r];
@@ -157,6 +159,7 @@ static int snapshot_new(struct snapshot *s, enum policy_kind k, bool large) {
         s->in.budget_chunks = chance(10) ? 0 : chance(10) ? s->n_chunks : below(s->n_chunks + 5);
         s->in.charged_chunks = below(s->n_chunks + 5);
         s->in.max_move_chunks = chance(40) ? UINT64_MAX : below(s->n_chunks + 3);
+        s->in.protect_ticks = chance(20) ? 0 : (uint32_t)below(chance(50) ? 8 : 200000);
         return 0;
 }
 

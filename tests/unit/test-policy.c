@@ -433,6 +433,216 @@ static void test_invariants(void) {
         TAP_EQ_INT(bad, 0, "invariants: %u random plans: budget, pinned, pending, rate, runs", plans);
 }
 
+#define H KVT_TIER_HOST
+
+/* demand: a fault (a fresh use) on a host chunk displaces a resident chunk
+ * nothing used for a protection period, but not one used within it, and an
+ * equally stale host chunk displaces nothing. */
+static void test_demand_fault(void) {
+        struct policy_params pp = params(POLICY_DEMAND);
+        struct policy_chunk c[2] = {0};
+        struct policy_region reg = {.chunks = c, .n_chunks = 2};
+        struct policy_input in = input1(&reg, 1000, 1, 1);
+        struct policy_plan p;
+
+        in.protect_ticks = 50;
+        c[0] = (struct policy_chunk){.tier = V, .last_use = 100, .last_move = 100}; /* stale in VRAM */
+        c[1] = (struct policy_chunk){.tier = H, .last_use = 999};                  /* just faulted */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans");
+        TAP_OK(moved(&p, 0, 0, H), "demand: the stale resident chunk is evicted, unmapped");
+        TAP_EQ_U64(p.held_chunks, 1, "demand: the demand waits for the eviction (held this tick)");
+        policy_plan_clear(&p);
+
+        c[0].last_move = 980; /* promoted within the protection period */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (protected)");
+        TAP_EQ_U64(p.n_moves, 0, "demand: a chunk promoted within protect_ticks is not displaced by a fault");
+        TAP_EQ_U64(p.held_chunks, 1, "demand: the faulted chunk is held back, read in place");
+        policy_plan_clear(&p);
+
+        c[0].last_move = 100;
+        c[1].last_use = 500; /* the fault is as stale as the resident chunk */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (both stale)");
+        TAP_EQ_U64(p.n_moves, 0, "demand: a stale host chunk does not displace a stale resident one");
+        TAP_EQ_U64(p.held_chunks, 0, "demand: and nothing is held");
+        policy_plan_clear(&p);
+
+        in.budget_chunks = 2; /* room: the fault is served at once */
+        c[1].last_use = 999;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (room)");
+        TAP_OK(moved(&p, 0, 1, V) && p.n_moves == 1, "demand: with room a fault is promoted, nothing evicted");
+        TAP_EQ_U64(p.held_chunks, 0, "demand: nothing held with room");
+        policy_plan_clear(&p);
+}
+
+/* demand: over budget (a capture started in VRAM), the chunks of a region no
+ * kernel used lately go before those of one in use, whatever their age. */
+static void test_demand_active(void) {
+        struct policy_params pp = params(POLICY_DEMAND);
+        struct policy_chunk a[2] = {0}, b[2] = {0};
+        struct policy_region reg[2] = {{.chunks = a, .n_chunks = 2, .last_active = 1000},
+                                       {.chunks = b, .n_chunks = 2, .last_active = 900}};
+        struct policy_input in = {.regions = reg, .n_regions = 2, .now = 1000, .budget_chunks = 2,
+                                  .charged_chunks = 4, .max_move_chunks = UINT64_MAX, .protect_ticks = 20};
+        struct policy_plan p;
+
+        for (int i = 0; i < 2; i++) {
+                a[i] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = 10}; /* old, in use */
+                b[i] = (struct policy_chunk){.tier = V, .last_use = 800, .last_move = 800}; /* newer, idle */
+        }
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand active: plans");
+        TAP_OK(moved(&p, 1, 0, H) && moved(&p, 1, 1, H) && p.evict_chunks == 2,
+               "demand active: the idle region's chunks are evicted, not the older ones in use");
+        policy_plan_clear(&p);
+        reg[1].last_active = 999;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand active: plans (both active)");
+        TAP_OK(moved(&p, 0, 0, H) && moved(&p, 0, 1, H) && p.evict_chunks == 2,
+               "demand active: both in use: the least recently used go");
+        policy_plan_clear(&p);
+}
+
+/* policy_sample, re-arms: mapped host chunks not used within stale_ticks,
+ * round robin, at most the budget, coalesced into runs. */
+static void test_sample(void) {
+        struct policy_chunk c[8] = {0};
+        struct policy_region reg[2] = {{.chunks = c, .n_chunks = 5}, {.chunks = c + 5, .n_chunks = 3}};
+        struct policy_input in = {.regions = reg, .n_regions = 2, .now = 100};
+        struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 1000, .rearm_max = 3};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+
+        for (int i = 0; i < 8; i++)
+                c[i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 50};
+        c[1].flags = 0;                  /* unmapped: a touch faults anyway */
+        c[2].last_use = 95;              /* used lately: no need */
+        c[3].pending = KVT_TIER_VRAM;    /* an order is under way */
+        c[6].tier = V;                   /* in VRAM (not stale enough to probe) */
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample: runs");
+        TAP_EQ_U64(sm.n_rearmed, 3, "sample: takes the budget");
+        TAP_OK(sm.plan.n_moves == 3 && sm.plan.moves[0].region == 0 && sm.plan.moves[0].first_chunk == 0 &&
+                       sm.plan.moves[0].n_chunks == 1 && sm.plan.moves[1].region == 0 &&
+                       sm.plan.moves[1].first_chunk == 4 && sm.plan.moves[2].region == 1 &&
+                       sm.plan.moves[2].first_chunk == 0,
+               "sample: region 0 chunks 0 and 4, region 1 chunk 0");
+        TAP_EQ_U64(sm.n_probes, 0, "sample: no probe wanted");
+        policy_plan_clear(&sm.plan);
+        cursor = 0;
+        sp.rearm_max = 8;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample: runs (all)");
+        TAP_OK(sm.n_rearmed == 4 && sm.plan.n_moves == 4 && sm.plan.moves[3].region == 1 &&
+                       sm.plan.moves[3].first_chunk == 2 && sm.plan.moves[3].tier == H,
+               "sample: one lap: and region 1 chunk 2, to the host tier");
+        policy_plan_clear(&sm.plan);
+        cursor = 5; /* region 1 chunk 0 */
+        sp.rearm_max = 2;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample: runs (cursor)");
+        TAP_OK(sm.plan.n_moves == 2 && sm.plan.moves[0].region == 1 && sm.plan.moves[0].first_chunk == 0 &&
+                       sm.plan.moves[1].region == 1 && sm.plan.moves[1].first_chunk == 2,
+               "sample: from the cursor: region 1 chunks 0 and 2");
+        TAP_EQ_U64(cursor, 0, "sample: the cursor wraps past the end");
+        policy_plan_clear(&sm.plan);
+        c[1].flags = POLICY_CHUNK_MAPPED;
+        c[2].last_use = 50;
+        c[3].pending = 0;
+        sp.rearm_max = 5;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample: runs (run)");
+        TAP_OK(sm.plan.n_moves == 1 && sm.plan.moves[0].region == 0 && sm.plan.moves[0].first_chunk == 0 &&
+                       sm.plan.moves[0].n_chunks == 5,
+               "sample: a run of candidates coalesced into one move");
+        policy_plan_clear(&sm.plan);
+        for (int i = 0; i < 8; i++)
+                c[i].flags = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample: runs (none)");
+        TAP_OK(sm.n_rearmed == 0 && sm.plan.n_moves == 0, "sample: none left");
+        policy_plan_clear(&sm.plan);
+}
+
+/* policy_sample, probes: one chunk of each cohort in VRAM nothing was seen
+ * of for probe_ticks, the cohort being the chunks after it that came into
+ * VRAM with it. */
+static void test_probe(void) {
+        struct policy_chunk c[24] = {0};
+        struct policy_region reg = {.chunks = c, .n_chunks = 24};
+        struct policy_input in = {.regions = &reg, .n_regions = 1, .now = 1000};
+        struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .probe_max = 8};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+
+        for (int i = 0; i < 24; i++)
+                c[i] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = i < 4 ? 500 : i < 8 ? 600 : 700};
+        c[4].last_use = 950;                   /* used lately: not a probe; its cohort starts after it */
+        c[9].flags = POLICY_CHUNK_PINNED;      /* never evicted: it ends a cohort */
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs");
+        TAP_EQ_U64(sm.n_probes, 4, "probe: four cohorts");
+        TAP_OK(sm.probes[0].chunk == 0 && sm.probes[0].first == 0 && sm.probes[0].n == 4,
+               "probe: chunks 0..3 came in together: one probe, chunk 0");
+        TAP_OK(sm.probes[1].chunk == 5 && sm.probes[1].n == 3, "probe: chunks 5..7 (4 was used lately)");
+        TAP_OK(sm.probes[2].chunk == 8 && sm.probes[2].n == 1, "probe: chunk 8 (9 is pinned)");
+        TAP_OK(sm.probes[3].chunk == 10 && sm.probes[3].n == 14 && sm.probes[3].first == 10,
+               "probe: chunks 10..23");
+        TAP_EQ_U64(sm.plan.n_moves, 0, "probe: probes are not re-arms");
+        policy_plan_clear(&sm.plan);
+        sp.probe_max = 2;
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (budget)");
+        TAP_OK(sm.n_probes == 2 && cursor == 8, "probe: two, and the cursor after the second cohort");
+        policy_plan_clear(&sm.plan);
+        for (int i = 0; i < 24; i++)
+                c[i].last_move = 500;
+        c[4].last_use = 10;
+        c[9].flags = 0;
+        sp.probe_max = 8;
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (cap)");
+        TAP_OK(sm.n_probes == 2 && sm.probes[0].n == POLICY_COHORT_CHUNKS && sm.probes[1].chunk == POLICY_COHORT_CHUNKS,
+               "probe: a cohort is at most POLICY_COHORT_CHUNKS");
+        policy_plan_clear(&sm.plan);
+        for (int i = 0; i < 24; i++)
+                c[i].last_move = i < 4 ? 500 : i < 8 ? 600 : 700;
+        in.now = 650;
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (fresh)");
+        TAP_OK(sm.n_probes == 1 && sm.probes[0].chunk == 0, "probe: cohorts that came in within probe_ticks wait");
+        policy_plan_clear(&sm.plan);
+}
+
+/* Feeds the guard one window of n ticks, the evictions and refaults in its
+ * last tick; returns the protection after it. */
+static uint32_t guard_window(struct policy_guard *g, uint32_t n, uint64_t evicted, uint64_t refaulted) {
+        uint32_t p = 0;
+
+        for (uint32_t i = 0; i < n; i++)
+                p = policy_guard_tick(g, n, 1000, i + 1 == n ? evicted : 0, i + 1 == n ? refaulted : 0);
+        return p;
+}
+
+/* The guard: judged once a window; a noticeable share of refaults doubles
+ * the protection, evictions that stayed out shrink it, no evictions leave
+ * it, within bounds. */
+static void test_guard(void) {
+        struct policy_guard g;
+        uint32_t p;
+
+        policy_guard_init(&g, 20);
+        TAP_EQ_INT(g.protect_ticks, 20, "guard: starts at the minimum");
+        for (int i = 0; i < 19; i++)
+                TAP_OK(policy_guard_tick(&g, 20, 1000, 64, 64) == 20, "guard: not judged before the window is over");
+        TAP_EQ_INT(policy_guard_tick(&g, 20, 1000, 0, 0), 40, "guard: judged at its end, over all of it");
+        policy_guard_init(&g, 20);
+        TAP_EQ_INT(guard_window(&g, 20, 64, 32), 40, "guard: half the evictions refaulted: doubles");
+        TAP_EQ_INT(guard_window(&g, 20, 64, 16), 80, "guard: a quarter: doubles");
+        TAP_EQ_INT(guard_window(&g, 20, 80, 4), 80, "guard: a few: stays");
+        TAP_EQ_INT(guard_window(&g, 20, 0, 0), 80, "guard: no evictions: nothing learnt, stays");
+        TAP_EQ_INT(guard_window(&g, 20, 0, 1), 80, "guard: one refault alone is not a pattern");
+        TAP_EQ_INT(guard_window(&g, 20, 0, 2), 160, "guard: two without evictions are");
+        TAP_EQ_INT(guard_window(&g, 20, 64, 0), 120, "guard: evictions that stayed out: a quarter less");
+        for (int i = 0; i < 20; i++)
+                p = guard_window(&g, 20, 64, 64);
+        TAP_EQ_INT(p, 1000, "guard: never above the maximum");
+        for (int i = 0; i < 100; i++)
+                p = guard_window(&g, 20, 64, 0);
+        TAP_EQ_INT(p, 20, "guard: never below the minimum");
+}
+
 int main(void) {
         test_names();
         test_heat_decay();
@@ -445,5 +655,10 @@ int main(void) {
         test_clients();
         test_bad_params();
         test_invariants();
+        test_demand_fault();
+        test_demand_active();
+        test_sample();
+        test_probe();
+        test_guard();
         return tap_done();
 }

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The demand policy's two pieces outside the planner (policy.h): the thrash
+ * guard, which adapts how long a use protects a chunk, and the re-arm
+ * sampler, which picks the mapped host chunks whose next use should be seen.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "policy.h"
+
+void policy_guard_init(struct policy_guard *g, uint32_t min_ticks) {
+        min_ticks = min_ticks ? min_ticks : 1;
+        *g = (struct policy_guard){.protect_ticks = min_ticks, .window_left = min_ticks};
+}
+
+uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t max_ticks, uint64_t evicted,
+                           uint64_t refaulted) {
+        uint64_t p = g->protect_ticks;
+
+        min_ticks = min_ticks ? min_ticks : 1;
+        max_ticks = max_ticks > min_ticks ? max_ticks : min_ticks;
+        g->evicted += evicted;
+        g->refaulted += refaulted;
+        if (g->window_left > 1) {
+                g->window_left--;
+                return g->protect_ticks;
+        }
+        /* A window of min_ticks is over.  More than one eviction in eight came
+         * back (two at the least): protect twice as long.  Evictions that
+         * stayed out (one in 32 back at most): a quarter less.  No evictions:
+         * nothing learnt, nothing changes. */
+        if (g->refaulted * 8 > g->evicted + 8)
+                p *= 2;
+        else if (g->evicted && g->refaulted * 32 <= g->evicted)
+                p -= p / 4;
+        p = p < min_ticks ? min_ticks : p > max_ticks ? max_ticks : p;
+        g->protect_ticks = (uint32_t)p;
+        g->evicted = g->refaulted = 0;
+        g->window_left = min_ticks;
+        return g->protect_ticks;
+}
+
+/* Whether chunk c may be re-armed now: mapped host memory not used lately. */
+static bool rearm_candidate(const struct policy_chunk *c, uint32_t now, uint32_t stale_ticks) {
+        return (c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST && c->pending == POLICY_TIER_NONE &&
+               !(c->flags & POLICY_CHUNK_PINNED) && now >= c->last_use && now - c->last_use >= stale_ticks;
+}
+
+/* Whether chunk c is in VRAM and free to be evicted. */
+static bool vram_movable(const struct policy_chunk *c) {
+        return c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
+               !(c->flags & (POLICY_CHUNK_PINNED | POLICY_CHUNK_HOT));
+}
+
+/* Whether chunk c may be probed now: in VRAM, movable, nothing seen of it
+ * (its last use, or its arrival there) for probe_ticks. */
+static bool probe_candidate(const struct policy_chunk *c, uint32_t now, uint32_t probe_ticks) {
+        uint32_t seen = c->last_move > c->last_use ? c->last_move : c->last_use;
+
+        return vram_movable(c) && now >= seen && now - seen >= probe_ticks;
+}
+
+/* The cohort that starts at chunk i of reg: the chunks from i on that came
+ * into VRAM with it (same last_move), at most POLICY_COHORT_CHUNKS. */
+static uint32_t cohort_len(const struct policy_region *reg, uint32_t i) {
+        uint32_t n = 1;
+
+        while (n < POLICY_COHORT_CHUNKS && i + n < reg->n_chunks && vram_movable(&reg->chunks[i + n]) &&
+               reg->chunks[i + n].last_move == reg->chunks[i].last_move)
+                n++;
+        return n;
+}
+
+/* Appends chunks [i, i + n) of region r to the plan's moves as a re-arm (a
+ * move to the host tier), extending the last one where contiguous. */
+static int sample_append(struct policy_plan *p, size_t *cap, uint32_t r, uint32_t i, uint32_t n) {
+        struct policy_move *last = p->n_moves ? &p->moves[p->n_moves - 1] : NULL;
+
+        if (last && last->tier == POLICY_TIER_HOST && last->region == r && last->first_chunk + last->n_chunks == i &&
+            last->n_chunks + n <= POLICY_RUN_CAP_DEFAULT) {
+                last->n_chunks += n;
+                return 0;
+        }
+        if (p->n_moves == *cap) {
+                size_t m = *cap ? *cap * 2 : 16;
+                struct policy_move *a = realloc(p->moves, m * sizeof(*a));
+
+                if (!a)
+                        return -ENOMEM;
+                p->moves = a;
+                *cap = m;
+        }
+        p->moves[p->n_moves++] =
+                (struct policy_move){.region = r, .first_chunk = i, .n_chunks = n, .tier = POLICY_TIER_HOST, .host_node = -1};
+        return 0;
+}
+
+/* What one chunk of the lap yields: 0 (nothing), or the chunks it covers. */
+static int sample_one(const struct policy_input *in, const struct policy_sample_params *sp, uint32_t r, uint32_t i,
+                      struct policy_sample *ret, size_t *cap) {
+        const struct policy_region *reg = &in->regions[r];
+        const struct policy_chunk *c = &reg->chunks[i];
+
+        if (ret->n_rearmed < sp->rearm_max && rearm_candidate(c, in->now, sp->stale_ticks)) {
+                ret->n_rearmed++;
+                return sample_append(&ret->plan, cap, r, i, 1) < 0 ? -ENOMEM : 1;
+        }
+        if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
+            probe_candidate(c, in->now, sp->probe_ticks)) {
+                uint32_t n = cohort_len(reg, i);
+
+                ret->probes[ret->n_probes++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = n};
+                return (int)n;
+        }
+        return 0;
+}
+
+int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,
+                  struct policy_sample *ret) {
+        size_t total = 0, cap = 0, start = 0, r = 0, at;
+
+        *ret = (struct policy_sample){0};
+        for (size_t k = 0; k < in->n_regions; k++)
+                total += in->regions[k].n_chunks;
+        if (total == 0 || (sp->rearm_max == 0 && sp->probe_max == 0))
+                return 0;
+        /* One lap at most, from the cursor; the region holding it found first. */
+        at = (size_t)(*cursor % total);
+        while (start + in->regions[r].n_chunks <= at)
+                start += in->regions[r++].n_chunks;
+        for (size_t seen = 0; seen < total && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
+                int k = sample_one(in, sp, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
+                size_t step = k > 0 ? (size_t)k : 1;
+
+                if (k < 0) {
+                        policy_plan_clear(&ret->plan);
+                        return k;
+                }
+                /* a cohort is probed once: the lap goes on after it */
+                seen += step;
+                at += step;
+                if (at == total)
+                        at = start = r = 0;
+                else if (at == start + in->regions[r].n_chunks)
+                        start += in->regions[r++].n_chunks;
+        }
+        *cursor = at;
+        return 0;
+}
