@@ -35,6 +35,11 @@ enum {
         OPT_SET_WINDOW = 4,
         OPT_SET_PREFETCH = 8,
         OPT_SET_OVERLAP = 16,
+        OPT_SET_SAMPLE = 32,
+        OPT_SET_PROTECT_MIN = 64,
+        OPT_SET_PROTECT_MAX = 128,
+        OPT_SET_ACTIVE = 256,
+        OPT_SET_MARGIN = 512,
 };
 
 static void usage(FILE *f) {
@@ -43,7 +48,7 @@ static void usage(FILE *f) {
                 "Replays TRACE (\"kvtier-trace 1\", '-' for stdin) through kvtier's policies and\n"
                 "Belady's MIN with the same VRAM budget; prints one line per policy.\n\n"
                 "  -b, --budget=BYTES        VRAM budget (default 1G)\n"
-                "  -p, --policy=LIST         comma-separated: lru,heat,window,hybrid or all (default all)\n"
+                "  -p, --policy=LIST         comma-separated: lru,heat,window,hybrid,demand or all (default all)\n"
                 "  -t, --tick-us=N           planning tick in microseconds (default 10000, kvtierd's tick_ms)\n"
                 "      --promote-gbps=F      host->VRAM prefetch bandwidth, GB/s (default 48)\n"
                 "      --evict-gbps=F        VRAM->host bandwidth, GB/s (default 12)\n"
@@ -56,6 +61,19 @@ static void usage(FILE *f) {
                 "      --prefetch-depth=N    override the policy default (0 = off)\n"
                 "      --overlap=BYTES       VRAM over the budget promotions may take while evictions\n"
                 "                            are in flight (kvtierd's [policy] overlap; default 0)\n"
+                "      --margin=BYTES        captures start in VRAM while the charge stays within the\n"
+                "                            budget plus this (kvtierd's [gpu] capture_margin; default\n"
+                "                            a quarter of the budget)\n"
+                "      --observe=WHAT        signals: the policy sees what the daemon sees on a GPU (a fault\n"
+                "                            on an unmapped host chunk; default); all: every access\n"
+                "      --fault-us=N          a GPU fault on an unmapped host chunk (default 60)\n"
+                "      --rearm-us=N          driver time to re-arm one chunk (default 105)\n"
+                "      --signal-delay-us=N   from a fault to the daemon's knowing of it (default 100000,\n"
+                "                            the shim's CUPTI flush period)\n"
+                "      --sample=N            chunks re-armed per tick (demand's sample_chunks)\n"
+                "      --protect-min=N       demand's shortest protection, ticks\n"
+                "      --protect-max=N       demand's longest protection, ticks\n"
+                "      --active-ticks=N      demand: ticks a region counts in use after an access\n"
                 "  -h, --help                this text\n\n"
                 "Exit status: 0 success, 1 bad trace or failure, 2 usage error.\n");
 }
@@ -137,6 +155,44 @@ static int parse_option(struct options *o, int c, const char *arg) {
         case 'O':
                 o->set |= OPT_SET_OVERLAP;
                 return parse_chunks(arg, &o->overrides.overlap_chunks);
+        case 'G':
+                o->set |= OPT_SET_MARGIN;
+                return parse_bytes(arg, &o->cfg.margin_bytes);
+        case 'V':
+                if (strcmp(arg, "signals") == 0)
+                        o->cfg.observe = SIM_OBSERVE_SIGNALS;
+                else if (strcmp(arg, "all") == 0)
+                        o->cfg.observe = SIM_OBSERVE_ALL;
+                else
+                        return -EINVAL;
+                return 0;
+        case 'U':
+                if (parse_u32(arg, &u) < 0)
+                        return -EINVAL;
+                o->cfg.fault_ns = (uint64_t)u * 1000;
+                return 0;
+        case 'Y':
+                if (parse_u32(arg, &u) < 0)
+                        return -EINVAL;
+                o->cfg.signal_delay_ns = (uint64_t)u * 1000;
+                return 0;
+        case 'A':
+                if (parse_u32(arg, &u) < 0)
+                        return -EINVAL;
+                o->cfg.rearm_ns = (uint64_t)u * 1000;
+                return 0;
+        case 'S':
+                o->set |= OPT_SET_SAMPLE;
+                return parse_u32(arg, &o->overrides.sample_chunks);
+        case 'm':
+                o->set |= OPT_SET_PROTECT_MIN;
+                return parse_u32(arg, &o->overrides.protect_min_ticks);
+        case 'x':
+                o->set |= OPT_SET_PROTECT_MAX;
+                return parse_u32(arg, &o->overrides.protect_max_ticks);
+        case 'a':
+                o->set |= OPT_SET_ACTIVE;
+                return parse_u32(arg, &o->overrides.active_ticks);
         }
         return -EINVAL;
 }
@@ -156,6 +212,15 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"window", required_argument, NULL, 'W'},
                 {"prefetch-depth", required_argument, NULL, 'F'},
                 {"overlap", required_argument, NULL, 'O'},
+                {"margin", required_argument, NULL, 'G'},
+                {"observe", required_argument, NULL, 'V'},
+                {"fault-us", required_argument, NULL, 'U'},
+                {"signal-delay-us", required_argument, NULL, 'Y'},
+                {"rearm-us", required_argument, NULL, 'A'},
+                {"sample", required_argument, NULL, 'S'},
+                {"protect-min", required_argument, NULL, 'm'},
+                {"protect-max", required_argument, NULL, 'x'},
+                {"active-ticks", required_argument, NULL, 'a'},
                 {"help", no_argument, NULL, 'h'},
                 {0},
         };
@@ -168,7 +233,11 @@ static int parse_args(int argc, char **argv, struct options *o) {
                                      .evict_gbps = 12,
                                      .link_gbps = 55,
                                      .mapped_gbps = 51,
-                                     .rate_bytes_per_s = 40ull << 30};
+                                     .fault_ns = 60000,
+                                     .signal_delay_ns = 100000000,
+                                     .rearm_ns = 105000,
+                                     .rate_bytes_per_s = 40ull << 30,
+                                     .observe = SIM_OBSERVE_SIGNALS};
         o->policies = "all";
         while ((c = getopt_long(argc, argv, "b:p:t:h", opts, NULL)) >= 0) {
                 if (c == 'h') {
@@ -186,16 +255,28 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 return -EINVAL;
         }
         o->path = argv[optind];
+        if (!(o->set & OPT_SET_MARGIN))
+                o->cfg.margin_bytes = o->cfg.budget_bytes / 4 / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
         return 0;
+}
+
+/* span / (span + extra): the speed against all-VRAM if the trace ran at all-VRAM speed. */
+static double speed(const struct sim_result *r, uint64_t extra_ns) {
+        return r->span_ns + extra_ns ? (double)r->span_ns / (double)(r->span_ns + extra_ns) : 1.0;
 }
 
 static void print_result(const char *name, const struct sim_result *r, const struct sim_config *cfg) {
         printf("policy=%s hit_rate=%.4f hits=%" PRIu64 " accesses=%" PRIu64 " to_vram_bytes=%" PRIu64
                " to_host_bytes=%" PRIu64 " stall_ms=%.3f peak_charged_bytes=%" PRIu64 " budget_bytes=%" PRIu64
-               " moves=%" PRIu64 " consistent=%s\n",
+               " moves=%" PRIu64 " faults=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64 " rearm_ms=%.3f"
+               " probes=%" PRIu64 " probes_back=%" PRIu64
+               " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f zerocopy_ms=%.3f speed=%.4f"
+               " zerocopy_speed=%.4f consistent=%s\n",
                name, r->accesses ? (double)r->hits / (double)r->accesses : 0.0, r->hits, r->accesses,
                r->bytes_to_vram, r->bytes_to_host, (double)r->stall_ns / 1e6, r->peak_charged_bytes,
-               cfg->budget_bytes, r->moves, r->consistent ? "yes" : "no");
+               cfg->budget_bytes, r->moves, r->faults, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
+               r->held_max, r->protect_max, (double)r->span_ns / 1e6, (double)r->zerocopy_ns / 1e6,
+               speed(r, r->stall_ns), speed(r, r->zerocopy_ns), r->consistent ? "yes" : "no");
 }
 
 static int run_policy(const struct options *o, const struct trace *t, const char *name) {
@@ -204,7 +285,7 @@ static int run_policy(const struct options *o, const struct trace *t, const char
         int k = policy_kind_from_name(name), r;
 
         if (k < 0) {
-                fprintf(stderr, "kvtier-sim: unknown policy '%s' (lru, heat, window, hybrid)\n", name);
+                fprintf(stderr, "kvtier-sim: unknown policy '%s' (lru, heat, window, hybrid, demand)\n", name);
                 return -EINVAL;
         }
         policy_params_default((enum policy_kind)k, &pp);
@@ -218,6 +299,14 @@ static int run_policy(const struct options *o, const struct trace *t, const char
                 pp.prefetch_depth = o->overrides.prefetch_depth;
         if (o->set & OPT_SET_OVERLAP)
                 pp.overlap_chunks = o->overrides.overlap_chunks;
+        if (o->set & OPT_SET_SAMPLE)
+                pp.sample_chunks = o->overrides.sample_chunks;
+        if (o->set & OPT_SET_PROTECT_MIN)
+                pp.protect_min_ticks = o->overrides.protect_min_ticks;
+        if (o->set & OPT_SET_PROTECT_MAX)
+                pp.protect_max_ticks = o->overrides.protect_max_ticks;
+        if (o->set & OPT_SET_ACTIVE)
+                pp.active_ticks = o->overrides.active_ticks;
         r = sim_run_policy(t, &o->cfg, &pp, &res);
         if (r < 0) {
                 fprintf(stderr, "kvtier-sim: %s: simulation failed: %s\n", name, strerror(-r));
@@ -236,7 +325,7 @@ static int run_all(const struct options *o, const struct trace *t) {
                 fprintf(stderr, "kvtier-sim: policy list too long\n");
                 return -EINVAL;
         }
-        strcpy(list, strcmp(o->policies, "all") == 0 ? "lru,heat,window,hybrid" : o->policies);
+        strcpy(list, strcmp(o->policies, "all") == 0 ? "lru,heat,window,hybrid,demand" : o->policies);
         for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
                 r = run_policy(o, t, name);
                 if (r < 0)

@@ -2,11 +2,23 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol.h"
 #include "sim.h"
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* A probe under way: chunk of region evicted at tick for the cohort [first, first + n). */
+struct probe {
+        uint32_t region, chunk, first, n, tick;
+};
+
+/* A fault the daemon learns of at tick due (the shim's CUPTI flush). */
+struct signal {
+        uint32_t due, region, chunk;
+};
 
 /* A move in flight on one direction of the link; they finish in order. */
 struct flight {
@@ -26,13 +38,25 @@ struct sim {
         const struct sim_config *cfg;
         const struct policy_params *pp;
         struct sim_result *res;
-        struct policy_chunk **chunks; /* per declared region; NULL before R and after F */
+        struct policy_chunk **chunks; /* per declared region, the daemon's view; NULL before R and after F */
+        uint8_t **mapped;             /* per declared region and chunk: the GPU maps it (no fault on a touch) */
+        uint32_t *last_active;        /* per declared region: tick of its last access */
+        struct signal *signals;       /* faults on their way to the daemon, oldest first */
+        struct probe probes[256];     /* probes under way */
+        size_t n_probes;
+        size_t sig_head, n_sig, cap_sig;
+        struct policy_guard guard;
+        uint32_t protect_ticks;       /* the guard's choice for the tick under way */
+        uint64_t evicted_tick, refaulted_tick; /* seen in the tick under way, for the guard */
+        uint64_t sample_cursor;
         struct policy_region *views;  /* scratch: live regions, oldest first */
         uint32_t *view_region;        /* view index -> declaration index */
         struct lane promote, evict;
         uint64_t budget_chunks, charged;
         uint64_t evicting; /* charged chunks with an eviction in flight */
         uint64_t resident_freed; /* VRAM chunks dropped by F (their bytes came in, never went out) */
+        uint64_t started_vram;   /* chunks of regions that started in VRAM */
+        uint64_t stale;          /* the last plan's stale VRAM chunks: what captures may displace */
         uint64_t credit_bytes;
         uint64_t next_tick_ns;
         uint32_t now; /* tick number, from 1 */
@@ -69,16 +93,20 @@ static void flight_land(struct sim *s, const struct flight *f) {
         if (!c)
                 return; /* region freed while in flight: F uncharged it */
         for (uint32_t i = f->first; i < f->first + f->n; i++) {
-                bool was = c[i].tier == KVT_TIER_VRAM || c[i].pending == KVT_TIER_VRAM;
+                bool was = c[i].tier == POLICY_TIER_VRAM || c[i].pending == POLICY_TIER_VRAM;
 
-                s->evicting -= c[i].tier == KVT_TIER_VRAM && f->tier != KVT_TIER_VRAM;
+                s->evicting -= c[i].tier == POLICY_TIER_VRAM && f->tier != POLICY_TIER_VRAM;
+                s->evicted_tick += c[i].tier == POLICY_TIER_VRAM && f->tier != POLICY_TIER_VRAM;
                 c[i].tier = (uint8_t)f->tier;
                 c[i].pending = 0;
                 c[i].last_move = tick_of(s, f->done_ns);
-                if (f->tier == KVT_TIER_VRAM)
-                        s->res->bytes_to_vram += KVT_CHUNK_BYTES;
+                /* Moved pages are unmapped from the GPU: its next touch of a host chunk faults. */
+                c[i].flags &= (uint8_t)~POLICY_CHUNK_MAPPED;
+                s->mapped[f->region][i] = f->tier == POLICY_TIER_HOST_MAPPED;
+                if (f->tier == POLICY_TIER_VRAM)
+                        s->res->bytes_to_vram += TRACE_CHUNK_BYTES;
                 else {
-                        s->res->bytes_to_host += KVT_CHUNK_BYTES;
+                        s->res->bytes_to_host += TRACE_CHUNK_BYTES;
                         s->charged -= was;
                 }
         }
@@ -99,20 +127,20 @@ static void lanes_land(struct sim *s, uint64_t until_ns) {
 
 static int issue(struct sim *s, const struct policy_move *m, uint64_t at_ns) {
         uint32_t reg = s->view_region[m->region];
-        struct lane *l = m->tier == KVT_TIER_VRAM ? &s->promote : &s->evict;
+        struct lane *l = m->tier == POLICY_TIER_VRAM ? &s->promote : &s->evict;
         uint64_t start = at_ns > l->free_ns ? at_ns : l->free_ns;
-        uint64_t bytes = (uint64_t)m->n_chunks * KVT_CHUNK_BYTES;
+        uint64_t bytes = (uint64_t)m->n_chunks * TRACE_CHUNK_BYTES;
         struct flight f = {.region = reg, .first = m->first_chunk, .n = m->n_chunks, .tier = m->tier};
 
         f.done_ns = start + (uint64_t)((double)bytes / l->bytes_per_ns);
         l->free_ns = f.done_ns;
         for (uint32_t i = m->first_chunk; i < m->first_chunk + m->n_chunks; i++) {
-                s->evicting += s->chunks[reg][i].tier == KVT_TIER_VRAM && m->tier != KVT_TIER_VRAM;
+                s->evicting += s->chunks[reg][i].tier == POLICY_TIER_VRAM && m->tier != POLICY_TIER_VRAM;
                 s->chunks[reg][i].pending = (uint8_t)m->tier;
-                s->charged += m->tier == KVT_TIER_VRAM;
+                s->charged += m->tier == POLICY_TIER_VRAM;
         }
-        if (s->charged > s->res->peak_charged_bytes / KVT_CHUNK_BYTES)
-                s->res->peak_charged_bytes = s->charged * KVT_CHUNK_BYTES;
+        if (s->charged > s->res->peak_charged_bytes / TRACE_CHUNK_BYTES)
+                s->res->peak_charged_bytes = s->charged * TRACE_CHUNK_BYTES;
         s->res->moves++;
         return lane_push(l, &f);
 }
@@ -123,64 +151,268 @@ static uint64_t rate_chunks(struct sim *s) {
         if (s->cfg->rate_bytes_per_s == 0)
                 return UINT64_MAX;
         per_tick = (uint64_t)((double)s->cfg->rate_bytes_per_s * (double)s->cfg->tick_ns / 1e9);
-        cap = per_tick > KVT_CHUNK_BYTES ? per_tick : KVT_CHUNK_BYTES;
+        cap = per_tick > TRACE_CHUNK_BYTES ? per_tick : TRACE_CHUNK_BYTES;
         s->credit_bytes = s->credit_bytes + per_tick < cap ? s->credit_bytes + per_tick : cap;
-        return s->credit_bytes / KVT_CHUNK_BYTES;
+        return s->credit_bytes / TRACE_CHUNK_BYTES;
+}
+
+static int signal_push(struct sim *s, uint32_t region, uint32_t chunk, uint32_t due) {
+        if (s->sig_head + s->n_sig == s->cap_sig) {
+                if (s->sig_head > 0) {
+                        memmove(s->signals, s->signals + s->sig_head, s->n_sig * sizeof(*s->signals));
+                        s->sig_head = 0;
+                } else {
+                        size_t cap = s->cap_sig ? s->cap_sig * 2 : 1024;
+                        struct signal *q = realloc(s->signals, cap * sizeof(*q));
+
+                        if (!q)
+                                return -ENOMEM;
+                        s->signals = q;
+                        s->cap_sig = cap;
+                }
+        }
+        s->signals[s->sig_head + s->n_sig++] = (struct signal){.due = due, .region = region, .chunk = chunk};
+        return 0;
+}
+
+/* A fault on a probe: its cohort is in use, refreshed (what is still in
+ * VRAM of it).  Returns whether the chunk was a probe. */
+static bool probe_back(struct sim *s, uint32_t reg, uint32_t i) {
+        for (size_t k = 0; k < s->n_probes; k++) {
+                struct probe *p = &s->probes[k];
+
+                if (p->region != reg || p->chunk != i)
+                        continue;
+                for (uint32_t j = p->first; j < p->first + p->n; j++)
+                        if (j != i && s->chunks[reg][j].tier == POLICY_TIER_VRAM && s->chunks[reg][j].last_use < s->now)
+                                s->chunks[reg][j].last_use = s->now;
+                s->res->probes_back++;
+                s->probes[k] = s->probes[--s->n_probes];
+                return true;
+        }
+        return false;
+}
+
+/* Forgets probes that did not come back within twice the shortest
+ * protection: their cohorts are cold. */
+static void probes_expire(struct sim *s) {
+        for (size_t k = 0; k < s->n_probes;)
+                if (s->now - s->probes[k].tick > 2 * s->pp->protect_min_ticks || !s->chunks[s->probes[k].region])
+                        s->probes[k] = s->probes[--s->n_probes];
+                else
+                        k++;
+}
+
+/* What the daemon does with a fault it has learnt of: a use now, the chunk
+ * mapped, and a refault if it was evicted lately (within the shortest
+ * protection: back before a protection could have run out). */
+static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
+        struct policy_chunk *c = &s->chunks[reg][i];
+
+        policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
+        if (c->tier != POLICY_TIER_HOST)
+                return;
+        c->flags |= POLICY_CHUNK_MAPPED;
+        if (probe_back(s, reg, i))
+                return;
+        if (c->last_move && s->now - c->last_move <= s->pp->protect_min_ticks) {
+                s->refaulted_tick++;
+                s->res->refaults++;
+        }
+}
+
+/* Applies the signals due by now. */
+static void signals_deliver(struct sim *s) {
+        while (s->n_sig && s->signals[s->sig_head].due <= s->now) {
+                const struct signal *g = &s->signals[s->sig_head];
+
+                if (s->chunks[g->region])
+                        signal_apply(s, g->region, g->chunk);
+                s->sig_head++, s->n_sig--;
+        }
+}
+
+/* Carries out a tick's sample: re-arms at once (off the link), probes as
+ * evictions, remembered. */
+static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t at_ns) {
+        for (size_t m = 0; m < sm->plan.n_moves; m++) {
+                const struct policy_move *mv = &sm->plan.moves[m];
+                uint32_t reg = s->view_region[mv->region];
+
+                for (uint32_t i = mv->first_chunk; i < mv->first_chunk + mv->n_chunks; i++) {
+                        s->chunks[reg][i].flags &= (uint8_t)~POLICY_CHUNK_MAPPED;
+                        s->mapped[reg][i] = 0;
+                }
+                s->res->rearmed += mv->n_chunks;
+                s->res->rearm_ns += mv->n_chunks * s->cfg->rearm_ns;
+        }
+        for (size_t k = 0; k < sm->n_probes && s->n_probes < sizeof(s->probes) / sizeof(s->probes[0]); k++) {
+                const struct policy_probe *p = &sm->probes[k];
+                struct policy_move mv = {.region = p->region, .first_chunk = p->chunk, .n_chunks = 1,
+                                         .tier = POLICY_TIER_HOST, .host_node = -1};
+                int r = issue(s, &mv, at_ns);
+
+                if (r < 0)
+                        return r;
+                s->probes[s->n_probes++] = (struct probe){.region = s->view_region[p->region], .chunk = p->chunk,
+                                                          .first = p->first, .n = p->n, .tick = s->now};
+                s->res->probes++;
+        }
+        return 0;
+}
+
+/* The live regions as the policy sees them, oldest first. */
+static void views_fill(struct sim *s, struct policy_input *in) {
+        for (size_t reg = 0; reg < s->t->n_regions; reg++)
+                if (s->chunks[reg]) {
+                        s->views[in->n_regions] = (struct policy_region){.chunks = s->chunks[reg],
+                                                                         .n_chunks = s->t->region_chunks[reg],
+                                                                         .last_active = s->last_active[reg]};
+                        s->view_region[in->n_regions++] = (uint32_t)reg;
+                }
 }
 
 /* One planning tick at time at_ns (the end of tick s->now). */
 static int tick(struct sim *s, uint64_t at_ns) {
         struct policy_input in = {.regions = s->views, .now = s->now, .budget_chunks = s->budget_chunks};
         struct policy_plan plan;
+        struct policy_sample sample;
         int r;
 
         lanes_land(s, at_ns);
-        for (size_t reg = 0; reg < s->t->n_regions; reg++)
-                if (s->chunks[reg]) {
-                        s->views[in.n_regions] = (struct policy_region){.chunks = s->chunks[reg],
-                                                                        .n_chunks = s->t->region_chunks[reg]};
-                        s->view_region[in.n_regions++] = (uint32_t)reg;
-                }
+        signals_deliver(s);
+        s->protect_ticks = policy_guard_tick(&s->guard, s->pp->protect_min_ticks, s->pp->protect_max_ticks,
+                                             s->evicted_tick, s->refaulted_tick);
+        s->evicted_tick = s->refaulted_tick = 0;
+        if (s->protect_ticks > s->res->protect_max)
+                s->res->protect_max = s->protect_ticks;
+        views_fill(s, &in);
         in.charged_chunks = s->charged;
         in.evicting_chunks = s->evicting;
         in.max_move_chunks = rate_chunks(s);
+        in.protect_ticks = s->protect_ticks;
         r = policy_plan(s->pp, &in, &plan);
         if (r < 0)
                 return r;
+        if (getenv("SIM_DEBUG") && s->now % 20 == 0)
+                fprintf(stderr, "tick %u protect %u charged %llu held %llu evict %llu promote %llu faults %llu refaults %llu hits %llu/%llu\n", s->now,
+                        s->protect_ticks, (unsigned long long)s->charged, (unsigned long long)plan.held_chunks,
+                        (unsigned long long)plan.evict_chunks, (unsigned long long)plan.promote_chunks,
+                        (unsigned long long)s->res->faults, (unsigned long long)s->res->refaults,
+                        (unsigned long long)s->res->hits, (unsigned long long)s->res->accesses);
         s->res->plans++;
+        s->stale = plan.stale_chunks;
+        if (plan.held_chunks > s->res->held_max)
+                s->res->held_max = plan.held_chunks;
         for (size_t m = 0; m < plan.n_moves && r == 0; m++)
                 r = issue(s, &plan.moves[m], at_ns);
         if (s->cfg->rate_bytes_per_s) {
-                uint64_t used = (plan.evict_chunks + plan.promote_chunks) * KVT_CHUNK_BYTES;
+                uint64_t used = (plan.evict_chunks + plan.promote_chunks) * TRACE_CHUNK_BYTES;
                 s->credit_bytes -= used < s->credit_bytes ? used : s->credit_bytes;
         }
         policy_plan_clear(&plan);
-        return r;
+        if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
+                struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
+                                                  .probe_ticks = s->protect_ticks / 2,
+                                                  .rearm_max = s->pp->sample_chunks,
+                                                  .probe_max = s->pp->probe_cohorts};
+
+                probes_expire(s);
+                r = policy_sample(&in, &sp, &s->sample_cursor, &sample);
+                if (r == 0)
+                        r = sample_apply(s, &sample, at_ns);
+                policy_plan_clear(&sample.plan);
+        }
+        return r < 0 ? r : 0;
 }
 
 static void on_free(struct sim *s, uint32_t reg) {
         struct policy_chunk *c = s->chunks[reg];
 
         for (uint32_t i = 0; i < s->t->region_chunks[reg]; i++) {
-                s->charged -= c[i].tier == KVT_TIER_VRAM || c[i].pending == KVT_TIER_VRAM;
-                s->evicting -= c[i].tier == KVT_TIER_VRAM && c[i].pending && c[i].pending != KVT_TIER_VRAM;
-                s->resident_freed += c[i].tier == KVT_TIER_VRAM;
+                s->charged -= c[i].tier == POLICY_TIER_VRAM || c[i].pending == POLICY_TIER_VRAM;
+                s->evicting -= c[i].tier == POLICY_TIER_VRAM && c[i].pending && c[i].pending != POLICY_TIER_VRAM;
+                s->resident_freed += c[i].tier == POLICY_TIER_VRAM;
         }
         free(c);
+        free(s->mapped[reg]);
         s->chunks[reg] = NULL;
+        s->mapped[reg] = NULL;
 }
 
-static void on_access(struct sim *s, const struct trace_event *ev) {
-        struct policy_chunk *c = s->chunks[ev->region];
+/* A GPU access to chunk i of region reg, of bytes: a hit in VRAM; else read
+ * in place, after a fault where the GPU has no mapping of the chunk: the
+ * only access the daemon sees (SIM_OBSERVE_SIGNALS), cfg->signal_delay_ns
+ * later. */
+static int access_chunk(struct sim *s, uint32_t reg, uint32_t i, uint32_t bytes, uint64_t at_ns) {
+        struct policy_chunk *c = &s->chunks[reg][i];
+        uint64_t read_ns = (uint64_t)((double)bytes / s->cfg->mapped_gbps);
 
-        for (uint32_t i = ev->first_chunk; i < ev->first_chunk + ev->n_chunks; i++) {
-                s->res->accesses++;
-                if (c[i].tier == KVT_TIER_VRAM)
-                        s->res->hits++;
-                else
-                        s->res->stall_ns += (uint64_t)((double)KVT_CHUNK_BYTES / s->cfg->mapped_gbps);
-                policy_chunk_touch(&c[i], s->now, 1, s->pp->heat_half_life_ticks);
+        s->res->accesses++;
+        s->res->zerocopy_ns += read_ns;
+        if (s->cfg->observe == SIM_OBSERVE_ALL)
+                policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
+        if (c->tier == POLICY_TIER_VRAM) {
+                s->res->hits++;
+                return 0;
         }
+        s->res->stall_ns += read_ns;
+        if (s->mapped[reg][i] || s->cfg->observe == SIM_OBSERVE_ALL)
+                return 0;
+        s->res->faults++;
+        s->res->stall_ns += s->cfg->fault_ns;
+        s->mapped[reg][i] = 1;
+        return signal_push(s, reg, i, tick_of(s, at_ns + s->cfg->signal_delay_ns));
+}
+
+static int on_access(struct sim *s, const struct trace_event *ev) {
+        int r = 0;
+
+        s->last_active[ev->region] = s->now; /* a kernel was launched on it */
+        for (uint32_t i = ev->first_chunk; i < ev->first_chunk + ev->n_chunks && r == 0; i++)
+                r = access_chunk(s, ev->region, i, ev->bytes ? ev->bytes : TRACE_CHUNK_BYTES, ev->time_ns);
+        return r;
+}
+
+/* A new region: in VRAM while the charge stays within the budget, or within
+ * budget + margin where the last plan saw as many stale chunks in VRAM to
+ * make room (the daemon's grant), else in host memory, unmapped.
+ * SIM_OBSERVE_ALL keeps the old start: host-mapped, for every policy to
+ * promote. */
+static int on_region(struct sim *s, const struct trace_event *ev) {
+        struct policy_chunk *c = calloc(ev->n_chunks, sizeof(*c));
+        uint8_t *mapped = calloc(ev->n_chunks, 1);
+        uint64_t margin = s->cfg->margin_bytes / TRACE_CHUNK_BYTES;
+        uint64_t limit = s->budget_chunks + (margin < s->stale ? margin : s->stale);
+        bool vram = s->cfg->observe == SIM_OBSERVE_SIGNALS && s->charged + ev->n_chunks <= limit;
+
+        if (!c || !mapped) {
+                free(c);
+                free(mapped);
+                return -ENOMEM;
+        }
+        if (vram) {
+                s->started_vram += ev->n_chunks;
+                s->stale -= s->charged + ev->n_chunks > s->budget_chunks
+                                    ? MIN(s->stale, s->charged + ev->n_chunks - s->budget_chunks)
+                                    : 0;
+        }
+        for (uint32_t i = 0; i < ev->n_chunks; i++)
+                c[i] = (struct policy_chunk){
+                        .last_use = s->now,
+                        .last_move = vram ? s->now : 0,
+                        .tier = vram                                        ? POLICY_TIER_VRAM
+                                : s->cfg->observe == SIM_OBSERVE_SIGNALS ? POLICY_TIER_HOST
+                                                                          : POLICY_TIER_HOST_MAPPED};
+        if (vram) {
+                s->charged += ev->n_chunks;
+                if (s->charged > s->res->peak_charged_bytes / TRACE_CHUNK_BYTES)
+                        s->res->peak_charged_bytes = s->charged * TRACE_CHUNK_BYTES;
+        }
+        s->chunks[ev->region] = c;
+        s->mapped[ev->region] = mapped;
+        s->last_active[ev->region] = 0;
+        return 0;
 }
 
 static int on_event(struct sim *s, const struct trace_event *ev) {
@@ -195,24 +427,23 @@ static int on_event(struct sim *s, const struct trace_event *ev) {
         }
         lanes_land(s, ev->time_ns);
         switch (ev->op) {
-        case TRACE_REGION: {
-                struct policy_chunk *c = calloc(ev->n_chunks, sizeof(*c));
-
-                if (!c)
-                        return -ENOMEM;
-                for (uint32_t i = 0; i < ev->n_chunks; i++)
-                        c[i] = (struct policy_chunk){.last_use = s->now, .tier = KVT_TIER_HOST_MAPPED};
-                s->chunks[ev->region] = c;
-                break;
-        }
+        case TRACE_REGION:
+                return on_region(s, ev);
         case TRACE_ACCESS:
-                on_access(s, ev);
-                break;
+                return on_access(s, ev);
         case TRACE_FREE:
                 on_free(s, ev->region);
                 break;
         }
         return 0;
+}
+
+/* How far the charge may go over the budget: captures within the margin,
+ * promotions within the overlap. */
+static uint64_t over_budget_bytes(const struct sim *s) {
+        uint64_t overlap = (uint64_t)s->pp->overlap_chunks * TRACE_CHUNK_BYTES;
+
+        return s->cfg->margin_bytes > overlap ? s->cfg->margin_bytes : overlap;
 }
 
 /* Bytes in minus bytes out must be what is resident now plus what F dropped. */
@@ -223,18 +454,30 @@ static bool sim_consistent(struct sim *s) {
         for (size_t reg = 0; reg < s->t->n_regions; reg++)
                 if (s->chunks[reg])
                         for (uint32_t i = 0; i < s->t->region_chunks[reg]; i++)
-                                resident += s->chunks[reg][i].tier == KVT_TIER_VRAM;
-        return s->res->bytes_to_vram - s->res->bytes_to_host ==
-                       (resident + s->resident_freed) * KVT_CHUNK_BYTES &&
+                                resident += s->chunks[reg][i].tier == POLICY_TIER_VRAM;
+        if (getenv("SIM_DEBUG"))
+                fprintf(stderr, "consistency: in %llu started %llu out %llu resident %llu freed %llu charged %llu evicting %llu peak %llu\n",
+                        (unsigned long long)s->res->bytes_to_vram / TRACE_CHUNK_BYTES, (unsigned long long)s->started_vram,
+                        (unsigned long long)s->res->bytes_to_host / TRACE_CHUNK_BYTES, (unsigned long long)resident,
+                        (unsigned long long)s->resident_freed, (unsigned long long)s->charged,
+                        (unsigned long long)s->evicting, (unsigned long long)s->res->peak_charged_bytes / TRACE_CHUNK_BYTES);
+        return s->res->bytes_to_vram + s->started_vram * TRACE_CHUNK_BYTES - s->res->bytes_to_host ==
+                       (resident + s->resident_freed) * TRACE_CHUNK_BYTES &&
                s->charged == resident && s->evicting == 0 &&
-               s->res->peak_charged_bytes <= s->cfg->budget_bytes + (uint64_t)s->pp->overlap_chunks * KVT_CHUNK_BYTES;
+               s->res->peak_charged_bytes <= s->cfg->budget_bytes + over_budget_bytes(s);
 }
 
 static void sim_free(struct sim *s) {
         if (s->chunks)
                 for (size_t reg = 0; reg < s->t->n_regions; reg++)
                         free(s->chunks[reg]);
+        if (s->mapped)
+                for (size_t reg = 0; reg < s->t->n_regions; reg++)
+                        free(s->mapped[reg]);
         free(s->chunks);
+        free(s->mapped);
+        free(s->signals);
+        free(s->last_active);
         free(s->views);
         free(s->view_region);
         free(s->promote.q);
@@ -254,15 +497,21 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
         if (cfg->tick_ns == 0 || cfg->promote_gbps <= 0 || cfg->evict_gbps <= 0 || cfg->link_gbps <= 0 ||
             cfg->mapped_gbps <= 0)
                 return -EINVAL;
-        s.budget_chunks = cfg->budget_bytes / KVT_CHUNK_BYTES;
+        s.budget_chunks = cfg->budget_bytes / TRACE_CHUNK_BYTES;
         s.next_tick_ns = cfg->tick_ns;
         s.promote.bytes_per_ns = min2(cfg->promote_gbps, cfg->link_gbps);
         s.evict.bytes_per_ns = min2(cfg->evict_gbps, cfg->link_gbps);
         s.chunks = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.chunks));
+        s.last_active = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.last_active));
+        s.mapped = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.mapped));
+        policy_guard_init(&s.guard, pp->protect_min_ticks);
+        s.protect_ticks = s.guard.protect_ticks;
         s.views = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.views));
         s.view_region = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.view_region));
-        if (!s.chunks || !s.views || !s.view_region)
+        if (!s.chunks || !s.mapped || !s.last_active || !s.views || !s.view_region)
                 r = -ENOMEM;
+        if (t->n_events)
+                ret->span_ns = t->events[t->n_events - 1].time_ns - t->events[0].time_ns;
         for (size_t e = 0; e < t->n_events && r == 0; e++)
                 r = on_event(&s, &t->events[e]);
         if (r == 0)

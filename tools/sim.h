@@ -3,8 +3,9 @@
 
 /*
  * kvtier-sim's models: a trace replayed through a policy (policy/, the code
- * the daemon runs) under a tick clock and a bandwidth model, and Belady's
- * MIN over the same trace and budget.  Definitions in tests/traces/FORMAT.md.
+ * the daemon runs) under a tick clock, a bandwidth model and a model of what
+ * the daemon can observe, and Belady's MIN over the same trace and budget.
+ * Definitions in tests/traces/FORMAT.md.
  */
 
 #include <stdbool.h>
@@ -13,20 +14,38 @@
 #include "policy.h"
 #include "trace.h"
 
+/* What the policy is shown of the trace's accesses. */
+enum sim_observe {
+        SIM_OBSERVE_SIGNALS, /* what the GPU gives away on x86: a fault on an unmapped host chunk */
+        SIM_OBSERVE_ALL,     /* every access (an oracle, for comparison) */
+};
+
 struct sim_config {
         uint64_t budget_bytes;
+        uint64_t margin_bytes; /* captures start in VRAM while the charge stays within budget + this */
         uint64_t tick_ns;
         double promote_gbps; /* host -> VRAM prefetch, GB/s (1e9 bytes) */
         double evict_gbps;   /* VRAM -> host */
         double link_gbps;    /* caps both directions (each direction of the duplex link) */
-        double mapped_gbps;  /* GPU reading a host-mapped chunk */
+        double mapped_gbps;  /* GPU reading a host chunk in place */
+        uint64_t fault_ns;   /* a GPU fault on an unmapped host chunk, before it reads in place */
+        uint64_t signal_delay_ns; /* from a fault to the daemon's knowing of it */
+        uint64_t rearm_ns;   /* driver time to re-arm one chunk (off the GPU's path) */
         uint64_t rate_bytes_per_s; /* the daemon's max_migration_rate; 0 = none */
+        enum sim_observe observe;
 };
 
 struct sim_result {
         uint64_t accesses, hits;
         uint64_t bytes_to_vram, bytes_to_host;
-        uint64_t stall_ns;           /* modelled: every miss reads its chunk over the link */
+        uint64_t stall_ns;    /* modelled GPU time of host reads and faults */
+        uint64_t zerocopy_ns; /* the same accesses all read in place from host memory */
+        uint64_t span_ns;     /* the trace's first record to its last */
+        uint64_t faults, refaults, rearmed;
+        uint64_t probes, probes_back; /* cohorts probed, and found in use */
+        uint64_t rearm_ns;    /* driver time the re-arms took */
+        uint64_t held_max;    /* most demanded chunks held back in one plan */
+        uint32_t protect_max; /* longest protection the guard chose, ticks */
         uint64_t peak_charged_bytes; /* VRAM charged (resident or arriving) at its highest */
         uint64_t plans, moves;
         bool consistent; /* bytes moved agree with the residency at the end */

@@ -62,15 +62,18 @@ static int grow(void **a, size_t *cap, size_t want, size_t elem) {
         return 0;
 }
 
-/* Parses exactly n unsigned decimal fields after the op letter. */
-static int fields(struct loader *l, const char *s, uint64_t *v, int n) {
+/* Parses n unsigned decimal fields after the op letter, the last n_opt of
+ * them optional (left as they are when absent).  Returns 0 or -EINVAL. */
+static int fields(struct loader *l, const char *s, uint64_t *v, int n, int n_opt) {
         for (int i = 0; i < n; i++) {
                 char *end;
 
                 while (*s == ' ' || *s == '\t')
                         s++;
+                if (i >= n - n_opt && (*s == '\0' || *s == '\r' || *s == '\n'))
+                        break;
                 if (!isdigit((unsigned char)*s))
-                        return fail(l, "expected %d unsigned numbers", n);
+                        return fail(l, "expected %d unsigned numbers", n - n_opt);
                 errno = 0;
                 v[i] = strtoull(s, &end, 10);
                 if (errno)
@@ -135,12 +138,15 @@ static int on_access(struct loader *l, const uint64_t *v) {
         if (v[3] == 0 || v[2] >= size || v[3] > size - v[2])
                 return fail(l, "chunks %" PRIu64 "+%" PRIu64 " are outside region %" PRIu64 " of %u chunks",
                             v[2], v[3], v[1], size);
+        if (v[4] == 0 || v[4] > TRACE_CHUNK_BYTES)
+                return fail(l, "bytes per chunk %" PRIu64 " is not in 1..%u", v[4], TRACE_CHUNK_BYTES);
         l->t->n_chunk_accesses += v[3];
         return push(l, &(struct trace_event){.time_ns = v[0],
                                              .op = TRACE_ACCESS,
                                              .region = idx,
                                              .first_chunk = (uint32_t)v[2],
-                                             .n_chunks = (uint32_t)v[3]});
+                                             .n_chunks = (uint32_t)v[3],
+                                             .bytes = (uint32_t)v[4]});
 }
 
 static int on_free(struct loader *l, const uint64_t *v) {
@@ -159,7 +165,7 @@ static int on_free(struct loader *l, const uint64_t *v) {
 }
 
 static int on_line(struct loader *l, const char *s) {
-        uint64_t v[4];
+        uint64_t v[5] = {0, 0, 0, 0, TRACE_CHUNK_BYTES};
         int r;
 
         while (*s == ' ' || *s == '\t')
@@ -168,13 +174,13 @@ static int on_line(struct loader *l, const char *s) {
                 return 0;
         switch (*s) {
         case 'R':
-                r = fields(l, s + 1, v, 2);
+                r = fields(l, s + 1, v, 2, 0);
                 return r < 0 ? r : on_region(l, v);
         case 'A':
-                r = fields(l, s + 1, v, 4);
+                r = fields(l, s + 1, v, 5, 1);
                 return r < 0 ? r : on_access(l, v);
         case 'F':
-                r = fields(l, s + 1, v, 2);
+                r = fields(l, s + 1, v, 2, 0);
                 return r < 0 ? r : on_free(l, v);
         }
         return fail(l, "unknown record \"%.20s\" (expected R, A, F or #)", s);

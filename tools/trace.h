@@ -19,7 +19,11 @@ struct trace_event {
         uint32_t op;      /* enum trace_op */
         uint32_t region;  /* declaration index */
         uint32_t first_chunk, n_chunks; /* A: the run; R: n_chunks is the size */
+        uint32_t bytes;                 /* A: bytes read of each chunk of the run (1..2 MiB) */
 };
+
+/* A chunk's bytes (KVT_CHUNK_BYTES; the trace format does not include the protocol). */
+#define TRACE_CHUNK_BYTES (2u << 20)
 
 struct trace {
         struct trace_event *events;
