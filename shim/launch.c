@@ -30,6 +30,7 @@
 #include "heat.h"
 #include "hooks.h"
 #include "real.h"
+#include "sym.h"
 #include "launch.h"
 #include "shim.h"
 
@@ -90,15 +91,15 @@ void launch_get_stats(struct launch_stats *ret) {
 
 /* The next definition of name, or the one in an already loaded library
  * that RTLD_NEXT cannot see (loaded with RTLD_LOCAL, as the CUDA runtime
- * loads libcuda).  Through real_dlsym: the shim's own dlsym answers a hooked
+ * loads libcuda).  Through sym_lookup: the shim's own dlsym answers a hooked
  * name (cuLaunchKernel) with the shim's wrapper, which would call itself. */
 static void *real_symbol(const char *name, const char *const *sonames) {
-        void *p = real_dlsym(RTLD_NEXT, name);
+        void *p = sym_lookup(RTLD_NEXT, name);
 
         for (; !p && *sonames; sonames++) {
                 void *h = dlopen(*sonames, RTLD_LAZY | RTLD_NOLOAD);
                 if (h) {
-                        p = real_dlsym(h, name);
+                        p = sym_lookup(h, name);
                         dlclose(h);
                 }
         }

@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "real.h"
+#include "sym.h"
 #include "util.h"
 
 #define KVT_REAL_NAME(ret, name, args) #name,
@@ -56,7 +57,7 @@ static int fill_cudart(void *handle) {
         void **slots = (void **)&cudart;
 
         for (size_t i = 0; i < ELEMENTSOF(cudart_names); i++) {
-                slots[i] = real_dlsym(handle, cudart_names[i]);
+                slots[i] = sym_lookup(handle, cudart_names[i]);
                 if (!slots[i] && cudart_required(i))
                         return -ENOENT;
         }
@@ -136,7 +137,7 @@ static int fill_cuda(void *handle) {
         size_t found = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(cuda_names); i++)
-                if ((slots[i] = real_dlsym(handle, cuda_names[i])))
+                if ((slots[i] = sym_lookup(handle, cuda_names[i])))
                         found++;
         return found > 0 ? 0 : -ENOENT;
 }
@@ -171,7 +172,7 @@ static int fill_cuda_calls(void *handle) {
         void **slots = (void **)&cuda_calls;
 
         for (size_t i = 0; i < ELEMENTSOF(cuda_call_names); i++)
-                if (!(slots[i] = real_dlsym(handle, cuda_call_names[i])))
+                if (!(slots[i] = sym_lookup(handle, cuda_call_names[i])))
                         return -ENOENT;
         return 0;
 }

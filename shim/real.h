@@ -41,7 +41,3 @@ const struct kvt_cuda *real_cuda(void);
  * on first use from the loaded libcuda.so.1; NULL while none is loaded or
  * when it lacks one (a driver older than CUDA 12.5). */
 const struct kvt_cuda_calls *real_cuda_calls(void);
-
-/* The dynamic linker's dlsym: every lookup the shim makes goes through it,
- * never through the interposed dlsym (shim/dlsym.c). */
-void *real_dlsym(void *handle, const char *name);
