@@ -16,13 +16,23 @@
 
 #define KVT_REAL_NAME(ret, name, args) #name,
 static const char *const cudart_names[] = { KVT_CUDART_FUNCS(KVT_REAL_NAME) };
-static const char *const cuda_names[] = { KVT_CUDA_HOOKS(KVT_REAL_NAME) KVT_CUDA_CALLS(KVT_REAL_NAME) };
+static const char *const cuda_names[] = { KVT_CUDA_FUNCS(KVT_REAL_NAME) };
 #undef KVT_REAL_NAME
 
+/* No name in two lists: each is one enumerator here. */
+#define KVT_REAL_ONCE(ret, name, args) kvt_listed_##name,
+enum { KVT_CUDART_FUNCS(KVT_REAL_ONCE) KVT_CUDART_TEST_FUNCS(KVT_REAL_ONCE) KVT_CUDA_FUNCS(KVT_REAL_ONCE) };
+#undef KVT_REAL_ONCE
+
+#define KVT_REAL_ONE(ret, name, args) +1
 static struct kvt_cudart cudart;
 _Static_assert(sizeof(cudart) == ELEMENTSOF(cudart_names) * sizeof(void *), "one pointer per name");
 static struct kvt_cuda cuda;
 _Static_assert(sizeof(cuda) == ELEMENTSOF(cuda_names) * sizeof(void *), "one pointer per name");
+_Static_assert(offsetof(struct kvt_cuda, calls) ==
+                       (0 KVT_CUDA_HOOKS(KVT_REAL_ONE) KVT_CUDA_LAUNCH_CALLS(KVT_REAL_ONE)) * sizeof(void *),
+               "the evictors' calls last, as in KVT_CUDA_FUNCS");
+#undef KVT_REAL_ONE
 
 /* A table's slot of entry point name. */
 #define SLOT(table, name) (offsetof(__typeof__(table), name) / sizeof(void *))
@@ -41,10 +51,10 @@ static const bool cudart_required[ELEMENTSOF(cudart_names)] = {
 /* One CUDA library: the names of its table's slots, and where to find it. */
 struct real_lib {
         const char *const *names;
-        const bool *required;       /* per slot, or NULL: a library with any of them is taken */
-        void **slots;               /* the table */
+        const bool *required;        /* per slot, or NULL: a library with any of them is taken */
+        void **slots;                /* the table */
         size_t n;
-        const char *const *sonames; /* where a library RTLD_NEXT cannot see may be; NULL-terminated */
+        const char *const *sonames;  /* where a library RTLD_NEXT cannot see may be; NULL-terminated */
         _Atomic(const void *) ready; /* the table, once filled */
 };
 

@@ -23,19 +23,33 @@ struct kvt_cuda_calls {
         KVT_CUDA_CALLS(KVT_REAL_FIELD)
 };
 
-/* The driver: the entry points the shim interposes (KVT_CUDA_HOOKS), then
- * the evictors'. */
+/* The driver: one pointer per KVT_CUDA_FUNCS entry, the evictors' calls
+ * (the last of them) grouped. */
 struct kvt_cuda {
         KVT_CUDA_HOOKS(KVT_REAL_FIELD)
+        KVT_CUDA_LAUNCH_CALLS(KVT_REAL_FIELD)
         struct kvt_cuda_calls calls;
 };
 
 #undef KVT_REAL_FIELD
 
+/* The real runtime's or driver's entry point name, or NULL while that
+ * library is not resolved or lacks it. */
+#define REAL_CUDART(name)                                                                                   \
+        ({                                                                                                  \
+                const struct kvt_cudart *_rt = real_cudart();                                               \
+                _rt ? _rt->name : NULL;                                                                     \
+        })
+#define REAL_CUDA(name)                                                                                     \
+        ({                                                                                                  \
+                const struct kvt_cuda *_d = real_cuda();                                                    \
+                _d ? _d->name : NULL;                                                                       \
+        })
+
 /* Returns the real runtime, resolving it on first use.  Returns NULL while
- * no libcudart is loaded, or when an entry point the shim calls is missing;
- * hooked entry points the library lacks (cudaGetDriverEntryPointByVersion
- * before 12.5) are NULL. */
+ * no libcudart is loaded, or when an entry point of KVT_CUDART_CALLS is
+ * missing; others the library lacks (cudaGetDriverEntryPointByVersion before
+ * 12.5, cudaFuncGetParamInfo before 12.4) are NULL. */
 const struct kvt_cudart *real_cudart(void);
 
 /* As real_cudart(), but loads libcudart.so.13 (or .12) when none is loaded:
