@@ -37,8 +37,8 @@ _Static_assert(offsetof(struct kvt_cuda, calls) ==
 /* A table's slot of entry point name. */
 #define SLOT(table, name) (offsetof(__typeof__(table), name) / sizeof(void *))
 
-/* A runtime is taken with every entry point the shim calls and the hooks
- * every CUDA runtime has; the other hooks are optional. */
+/* A runtime is taken with every entry point of KVT_CUDART_CALLS and the
+ * hooks every CUDA runtime has; the others are optional. */
 static const bool cudart_required[ELEMENTSOF(cudart_names)] = {
 #define KVT_REAL_REQUIRED(ret, name, args) [SLOT(cudart, name)] = true,
         KVT_CUDART_CALLS(KVT_REAL_REQUIRED)
