@@ -25,18 +25,19 @@ KVT_CU_LIMITS(CHECK_CONST)
 #define CHECK_FUNC(ret, name, args)                                                                \
         _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) args),               \
                        #name " signature differs from CUDA's");
+/* Every entry point of the lists but those C's headers do not declare under
+ * their name (cuda-abi.h says why). */
+#undef KVT_CUDART_STUB_HOOKS
+#define KVT_CUDART_STUB_HOOKS(X)
+#undef KVT_CUDA_LEGACY_HOOKS
+#define KVT_CUDA_LEGACY_HOOKS(X)
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13, and still hooked. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 KVT_CUDART_FUNCS(CHECK_FUNC)
 KVT_CUDART_TEST_FUNCS(CHECK_FUNC)
-#undef KVT_CUDA_LEGACY_HOOKS
-#define KVT_CUDA_LEGACY_HOOKS(X)
-KVT_CUDA_HOOKS(CHECK_FUNC)
+KVT_CUDA_FUNCS(CHECK_FUNC)
 #pragma GCC diagnostic pop
-KVT_CUDART_LAUNCH_FUNCS(CHECK_FUNC)
-KVT_CUDA_DRIVER_LAUNCH_FUNCS(CHECK_FUNC)
-KVT_CUDA_CALLS(CHECK_FUNC)
 _Static_assert(sizeof(dim3) == 12, "dim3 layout");
 
 _Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");

@@ -83,20 +83,14 @@ struct dim3 {
         unsigned int x, y, z;
 };
 typedef struct dim3 dim3;
-
-/* Driver API types of the launch hooks (cuda.h). */
-typedef int CUresult;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
 typedef struct cudaLaunchConfig_st cudaLaunchConfig_t; /* only passed through */
 typedef struct CUkern_st *cudaKernel_t;               /* the runtime's CUkernel */
-typedef struct CUkern_st *CUkernel;
-typedef struct CUlaunchConfig_st CUlaunchConfig;      /* only passed through */
 #endif
 
 /*
- * Driver API types.  CUstream is the runtime's cudaStream_t (same struct);
- * memory pools are one opaque type in both APIs.
+ * Driver API types.  CUstream is the runtime's cudaStream_t (same struct),
+ * CUkernel the runtime's cudaKernel_t; memory pools are one opaque type in
+ * both APIs.
  */
 #ifndef KVT_CUDA_ABI_CHECK
 typedef int CUresult;
@@ -106,8 +100,10 @@ typedef unsigned long long cuuint64_t;
 typedef struct CUstream_st *CUstream;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmemPoolHandle_st *cudaMemPool_t;
-typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUmemAllocationProp_st CUmemAllocationProp; /* only passed through */
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUkern_st *CUkernel;
+typedef struct CUlaunchConfig_st CUlaunchConfig; /* only passed through */
 typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUctxCreateParams_st CUctxCreateParams; /* only passed as NULL */
@@ -148,10 +144,11 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
 
 /*
  * The entry points the shim interposes, as X(return type, name, parameter
- * list): one list per library, which generates the prototypes, the table of
+ * list): one list per library, which generates the prototypes, the tables of
  * real functions (shim/real.h), and the hook table that dlsym and
  * cuGetProcAddress consult (shim/hooks.c).  Adding a hook is one line here
- * plus its wrapper, defined with KVT_HOOK(name) in the shim.
+ * plus its wrapper kvt_hook_<name>, exported with KVT_HOOK_EXPORT(name)
+ * (shim/hooks.h).  No name is in two lists (shim/real.c checks).
  */
 #define KVT_CUDART_HOOKS(X)                                                                        \
         X(cudaError_t, cudaMalloc, (void **devPtr, size_t size))                                   \
@@ -166,7 +163,27 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
            enum cudaDriverEntryPointQueryResult *driverStatus))                                    \
         X(cudaError_t, cudaGetDriverEntryPointByVersion,                                           \
           (const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, \
-           enum cudaDriverEntryPointQueryResult *driverStatus))
+           enum cudaDriverEntryPointQueryResult *driverStatus))                                    \
+        KVT_CUDART_LAUNCH_HOOKS(X)                                                                 \
+        KVT_CUDART_STUB_HOOKS(X)
+
+/* Kernel launches, hooked for access heat (shim/launch.c). */
+#define KVT_CUDART_LAUNCH_HOOKS(X)                                                                 \
+        X(cudaError_t, cudaLaunchKernel,                                                           \
+          (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,           \
+           cudaStream_t stream))                                                                   \
+        X(cudaError_t, cudaLaunchKernelExC, (const cudaLaunchConfig_t *config, const void *func, void **args))
+
+/* What CUDA 13's nvcc launch stubs (<<<...>>>) call instead of the public
+ * launches (crt/host_runtime.h, crt/device_functions.h).  Declared for C++
+ * only, so the ABI check skips them. */
+#define KVT_CUDART_STUB_HOOKS(X)                                                                   \
+        X(cudaError_t, __cudaLaunchKernel,                                                         \
+          (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,        \
+           cudaStream_t stream))                                                                   \
+        X(cudaError_t, __cudaLaunchKernel_ptsz,                                                    \
+          (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,        \
+           cudaStream_t stream))
 
 #define KVT_CUDA_HOOKS(X)                                                                          \
         X(CUresult, cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize))                          \
@@ -187,13 +204,18 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(CUresult, cuGetProcAddress_v2,                                                           \
           (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                      \
            CUdriverProcAddressQueryResult *symbolStatus))                                          \
+        KVT_CUDA_LAUNCH_HOOKS(X)                                                                   \
+        KVT_CUDA_LEGACY_HOOKS(X)
+
+/* The driver's kernel launches: cuBLAS, Triton and a static cudart launch
+ * through pointers fetched with cuGetProcAddress, never through the symbol. */
+#define KVT_CUDA_LAUNCH_HOOKS(X)                                                                   \
         X(CUresult, cuLaunchKernel,                                                                \
           (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,       \
            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                 \
            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))      \
         X(CUresult, cuLaunchKernelEx,                                                              \
-          (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra))          \
-        KVT_CUDA_LEGACY_HOOKS(X)
+          (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra))
 
 /* Hooked symbols that cuda.h no longer declares under their name (it maps
  * cuGetProcAddress to cuGetProcAddress_v2), so the ABI check skips them. */
@@ -201,22 +223,9 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(CUresult, cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags))
 
 /*
- * Driver entry points the shim calls without interposing them: the mover's
- * evictor threads work in CUDA contexts of their own (shim/pipeline.c).
- * CUDA 13 names (cuCtxCreate is cuCtxCreate_v4 since CUDA 12.5).
- */
-#define KVT_CUDA_CALLS(X)                                                                          \
-        X(CUresult, cuDeviceGet, (CUdevice * device, int ordinal))                                 \
-        X(CUresult, cuCtxCreate_v4,                                                                \
-          (CUcontext * pctx, CUctxCreateParams * ctxCreateParams, unsigned int flags, CUdevice dev)) \
-        X(CUresult, cuCtxSetCurrent, (CUcontext ctx))                                              \
-        X(CUresult, cuCtxSetLimit, (CUlimit limit, size_t value))                                  \
-        X(CUresult, cuCtxDestroy_v2, (CUcontext ctx))
-
-/*
- * The runtime entry points the shim calls without interposing them.  CUDA 13
- * signatures: advice and prefetch take a struct cudaMemLocation (the CUDA 12
- * "_v2" forms).
+ * The entry points the shim calls without interposing them.  Runtime: CUDA
+ * 13 signatures, advice and prefetch take a struct cudaMemLocation (the CUDA
+ * 12 "_v2" forms).  A runtime without one of them is not used.
  */
 #define KVT_CUDART_CALLS(X)                                                                        \
         X(cudaError_t, cudaMallocManaged, (void **devPtr, size_t size, unsigned int flags))        \
@@ -240,11 +249,46 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(cudaError_t, cudaLaunchHostFunc, (cudaStream_t stream, cudaHostFn_t fn, void *userData)) \
         X(const char *, cudaGetErrorString, (cudaError_t error))
 
-/* Every runtime entry point the shim resolves: one pointer each in struct kvt_cudart. */
-#define KVT_CUDART_FUNCS(X) KVT_CUDART_HOOKS(X) KVT_CUDART_CALLS(X)
+/*
+ * Driver: the mover's evictor threads work in CUDA contexts of their own
+ * (shim/pipeline.c), with all of these or none.  CUDA 13 names (cuCtxCreate
+ * is cuCtxCreate_v4 since CUDA 12.5).
+ */
+#define KVT_CUDA_CALLS(X)                                                                          \
+        X(CUresult, cuDeviceGet, (CUdevice * device, int ordinal))                                 \
+        X(CUresult, cuCtxCreate_v4,                                                                \
+          (CUcontext * pctx, CUctxCreateParams * ctxCreateParams, unsigned int flags, CUdevice dev)) \
+        X(CUresult, cuCtxSetCurrent, (CUcontext ctx))                                              \
+        X(CUresult, cuCtxSetLimit, (CUlimit limit, size_t value))                                  \
+        X(CUresult, cuCtxDestroy_v2, (CUcontext ctx))
+
+/* What the launch hooks ask about a kernel's parameters: optional, since
+ * cudaFuncGetParamInfo (CUDA 12.4+) may be missing, and that must cost the
+ * heat, not the shim. */
+#define KVT_CUDART_LAUNCH_CALLS(X)                                                                 \
+        X(cudaError_t, cudaFuncGetParamInfo,                                                       \
+          (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+
+#define KVT_CUDA_LAUNCH_CALLS(X)                                                                   \
+        X(CUresult, cuFuncGetParamInfo,                                                            \
+          (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))             \
+        X(CUresult, cuKernelGetParamInfo,                                                          \
+          (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+
+/* Every runtime entry point the shim resolves: one pointer each in struct
+ * kvt_cudart, in this order. */
+#define KVT_CUDART_FUNCS(X) KVT_CUDART_HOOKS(X) KVT_CUDART_CALLS(X) KVT_CUDART_LAUNCH_CALLS(X)
+
+/* Every driver entry point the shim resolves: struct kvt_cuda, in this order. */
+#define KVT_CUDA_FUNCS(X) KVT_CUDA_HOOKS(X) KVT_CUDA_LAUNCH_CALLS(X) KVT_CUDA_CALLS(X)
 
 /* Every hooked symbol, runtime first. */
 #define KVT_HOOKS(X) KVT_CUDART_HOOKS(X) KVT_CUDA_HOOKS(X)
+
+/* The public launches and their parameter queries, as the fake CUDA and
+ * the test programs declare them: parts of the lists above. */
+#define KVT_CUDART_LAUNCH_FUNCS(X) KVT_CUDART_LAUNCH_HOOKS(X) KVT_CUDART_LAUNCH_CALLS(X)
+#define KVT_CUDA_DRIVER_LAUNCH_FUNCS(X) KVT_CUDA_LAUNCH_HOOKS(X) KVT_CUDA_LAUNCH_CALLS(X)
 
 /*
  * More runtime entry points, used by the fake CUDA and the test programs
@@ -264,33 +308,7 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(cudaError_t, cudaGetLastError, (void))                                                   \
         X(cudaError_t, cudaPeekAtLastError, (void))                                                \
         X(cudaError_t, cudaDriverGetVersion, (int *driverVersion))                                 \
-        X(cudaError_t, cudaRuntimeGetVersion, (int *runtimeVersion))                               \
-        X(cudaError_t, cudaEventQuery, (cudaEvent_t event))
-
-/*
- * Kernel launches, hooked for access heat (shim/launch.c).  Resolved apart
- * from KVT_CUDART_FUNCS: cudaFuncGetParamInfo (CUDA 12.4+) may be missing,
- * and that must cost the heat, not the shim.
- */
-#define KVT_CUDART_LAUNCH_FUNCS(X)                                                                 \
-        X(cudaError_t, cudaLaunchKernel,                                                           \
-          (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,           \
-           cudaStream_t stream))                                                                   \
-        X(cudaError_t, cudaLaunchKernelExC, (const cudaLaunchConfig_t *config, const void *func, void **args)) \
-        X(cudaError_t, cudaFuncGetParamInfo,                                                       \
-          (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
-
-#define KVT_CUDA_DRIVER_LAUNCH_FUNCS(X)                                                            \
-        X(CUresult, cuLaunchKernel,                                                                \
-          (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,       \
-           unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                 \
-           unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra))      \
-        X(CUresult, cuLaunchKernelEx,                                                              \
-          (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra))          \
-        X(CUresult, cuFuncGetParamInfo,                                                            \
-          (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))             \
-        X(CUresult, cuKernelGetParamInfo,                                                          \
-          (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+        X(cudaError_t, cudaRuntimeGetVersion, (int *runtimeVersion))
 
 /* Declares a list's prototypes as an application gets them from CUDA's
  * headers: KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE). */

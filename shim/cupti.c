@@ -42,6 +42,7 @@
 #include "log.h"
 #include "real.h"
 #include "regions.h"
+#include "sym.h"
 #include "util.h"
 
 _Static_assert(sizeof(CUpti_ActivityUnifiedMemoryCounter3) == 104, "UM counter record size");
@@ -174,7 +175,7 @@ static void *try_open(const char *path) {
         return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-/* libcupti next to the libcudart this process loaded. */
+/* libcupti next to the libcudart the shim resolved. */
 static void *open_near_cudart(void) {
         static const char *const rel[] = {
                 "libcupti.so.13",
@@ -183,11 +184,11 @@ static void *open_near_cudart(void) {
                 "../../cuda_cupti/lib/libcupti.so.13",     /* PyTorch's nvidia/ wheels */
                 "../../cu13/lib/libcupti.so.13",
         };
-        void *sym = dlsym(RTLD_NEXT, "cudaMalloc");
+        const struct kvt_cudart *rt = real_cudart();
         char dir[PATH_MAX], path[PATH_MAX + 64];
         Dl_info info;
 
-        if (!sym || !dladdr(sym, &info) || !info.dli_fname)
+        if (!rt || !dladdr((const void *)rt->cudaMalloc, &info) || !info.dli_fname)
                 return NULL;
         snprintf(dir, sizeof(dir), "%s", info.dli_fname);
         for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
@@ -220,9 +221,8 @@ static int load(void) {
                 h = open_near_cudart();
         if (!h)
                 return -ENOENT;
-        for (size_t i = 0; i < ELEMENTSOF(cupti_names); i++)
-                if (!(slots[i] = dlsym(h, cupti_names[i])))
-                        return -ENOSYS; /* h stays open: unloading CUPTI is not safe */
+        if (sym_fill(h, cupti_names, slots, ELEMENTSOF(cupti_names)) < ELEMENTSOF(cupti_names))
+                return -ENOSYS; /* h stays open: unloading CUPTI is not safe */
         return 0;
 }
 

@@ -18,55 +18,22 @@
 #include <dlfcn.h>
 
 #include "hooks.h"
-#include "real.h"
-
-typedef void *(*dlsym_fn)(void *, const char *);
-
-/* Read by the trampoline (hidden: addressed %rip-relative, no GOT). */
-dlsym_fn kvt_real_dlsym_ptr;
-
-/*
- * dlsym is called before anything else is set up: by the sanitizer
- * runtimes while they initialize (before this library's constructor, and
- * before their own interceptors work), and by the dynamic linker's users
- * at any time.  So this path is not instrumented, takes no lock and calls
- * nothing but dlvsym: two threads racing here store the same pointer.
- */
-#define DLSYM_PATH __attribute__((no_sanitize("address", "undefined")))
-
-/* dlvsym is not interposed: it finds libc's (or libdl's) dlsym itself,
- * so no lookup the shim makes can come back into the shim. */
-DLSYM_PATH static dlsym_fn get_real_dlsym(void) {
-        dlsym_fn f = __atomic_load_n(&kvt_real_dlsym_ptr, __ATOMIC_ACQUIRE);
-
-        if (f)
-                return f;
-        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-        if (!f)
-                f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-        __atomic_store_n(&kvt_real_dlsym_ptr, f, __ATOMIC_RELEASE);
-        return f;
-}
-
-DLSYM_PATH void *real_dlsym(void *handle, const char *name) {
-        dlsym_fn f = get_real_dlsym();
-
-        return f ? f(handle, name) : NULL;
-}
+#include "sym.h"
 
 #if defined(__x86_64__)
 /* Called by the trampoline: the shim's wrapper for name when handle really
  * has that symbol, else NULL (the trampoline then jumps to the real dlsym).
  * RTLD_NEXT is never answered: an interposer loaded after the shim that
  * looks up the next cudaMalloc must not be handed the shim's, which would
- * call it back. */
+ * call it back.  Not instrumented: sanitizer runtimes call dlsym while
+ * they initialize (sym.h). */
 void *kvt_dlsym_hooked(void *handle, const char *name);
-DLSYM_PATH void *kvt_dlsym_hooked(void *handle, const char *name) {
+__attribute__((no_sanitize("address", "undefined"))) void *kvt_dlsym_hooked(void *handle, const char *name) {
         void *mine, *real;
 
-        if (!get_real_dlsym() || handle == RTLD_NEXT || !(mine = hook_find(name)))
+        if (!sym_real_dlsym() || handle == RTLD_NEXT || !(mine = hook_find(name)))
                 return NULL;
-        real = real_dlsym(handle, name);
+        real = sym_lookup(handle, name);
         if (!real || real == mine)
                 return NULL;
         return mine;
@@ -93,7 +60,7 @@ __asm__(".text\n"
         "        testq %rax, %rax\n"
         "        jz 1f\n"
         "        ret\n"
-        "1:      movq kvt_real_dlsym_ptr(%rip), %rax\n"
+        "1:      movq sym_dlsym_ptr(%rip), %rax\n"
         "        testq %rax, %rax\n"
         "        jz 2f\n"
         "        jmp *%rax\n"

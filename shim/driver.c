@@ -4,7 +4,8 @@
  * interposition: cuGetProcAddress (how the CUDA runtime, static or not,
  * finds every driver function) and cudaGetDriverEntryPoint.  Captured
  * memory is the same managed memory as for cudaMalloc; the driver's caller
- * shares the runtime's primary context.
+ * shares the runtime's primary context.  A hook whose real function is not
+ * resolved returns CUDA_ERROR_NOT_INITIALIZED, as a driver not loaded would.
  */
 #include "config.h"
 
@@ -19,10 +20,6 @@ static CUresult from_cuda_error(cudaError_t e) {
         return e == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The real driver function name, or NULL: the caller returns
- * CUDA_ERROR_NOT_INITIALIZED, as a driver that is not loaded would. */
-#define REAL(name) ({ const struct kvt_cuda *_d = real_cuda(); _d ? _d->name : NULL; })
-
 static CUresult alloc(uint32_t api, CUdeviceptr *dptr, size_t bytesize) {
         void *p = NULL;
 
@@ -33,7 +30,7 @@ static CUresult alloc(uint32_t api, CUdeviceptr *dptr, size_t bytesize) {
 }
 
 CUresult kvt_hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-        CUresult (*real)(CUdeviceptr *, size_t) = REAL(cuMemAlloc_v2);
+        __auto_type real = REAL_CUDA(cuMemAlloc_v2);
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -44,7 +41,7 @@ CUresult kvt_hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 KVT_HOOK_EXPORT(cuMemAlloc_v2)
 
 CUresult kvt_hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-        CUresult (*real)(CUdeviceptr *, size_t, CUstream) = REAL(cuMemAllocAsync);
+        __auto_type real = REAL_CUDA(cuMemAllocAsync);
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -56,7 +53,7 @@ KVT_HOOK_EXPORT(cuMemAllocAsync)
 
 CUresult kvt_hook_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                           CUstream hStream) {
-        CUresult (*real)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) = REAL(cuMemAllocFromPoolAsync);
+        __auto_type real = REAL_CUDA(cuMemAllocFromPoolAsync);
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
@@ -67,7 +64,7 @@ CUresult kvt_hook_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CU
 KVT_HOOK_EXPORT(cuMemAllocFromPoolAsync)
 
 CUresult kvt_hook_cuMemFree_v2(CUdeviceptr dptr) {
-        CUresult (*real)(CUdeviceptr) = REAL(cuMemFree_v2);
+        __auto_type real = REAL_CUDA(cuMemFree_v2);
         cudaError_t e;
 
         if (!real)
@@ -79,7 +76,7 @@ CUresult kvt_hook_cuMemFree_v2(CUdeviceptr dptr) {
 KVT_HOOK_EXPORT(cuMemFree_v2)
 
 CUresult kvt_hook_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-        CUresult (*real)(CUdeviceptr, CUstream) = REAL(cuMemFreeAsync);
+        __auto_type real = REAL_CUDA(cuMemFreeAsync);
         cudaError_t e;
 
         if (!real)
@@ -91,7 +88,7 @@ CUresult kvt_hook_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 KVT_HOOK_EXPORT(cuMemFreeAsync)
 
 CUresult kvt_hook_cuMemGetInfo_v2(size_t *free, size_t *total) {
-        CUresult (*real)(size_t *, size_t *) = REAL(cuMemGetInfo_v2);
+        __auto_type real = REAL_CUDA(cuMemGetInfo_v2);
         size_t real_free = 0, real_total = 0;
         CUresult e;
 
@@ -112,8 +109,7 @@ KVT_HOOK_EXPORT(cuMemGetInfo_v2)
 
 CUresult kvt_hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                       CUdriverProcAddressQueryResult *symbolStatus) {
-        CUresult (*real)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
-                REAL(cuGetProcAddress_v2);
+        __auto_type real = REAL_CUDA(cuGetProcAddress_v2);
         CUresult e;
 
         if (!real)
@@ -127,7 +123,7 @@ KVT_HOOK_EXPORT(cuGetProcAddress_v2)
 
 /* The pre-CUDA-12 form, still exported by libcuda. */
 CUresult kvt_hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-        CUresult (*real)(const char *, void **, int, cuuint64_t) = REAL(cuGetProcAddress);
+        __auto_type real = REAL_CUDA(cuGetProcAddress);
         CUresult e;
 
         if (!real)

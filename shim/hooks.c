@@ -55,14 +55,26 @@ __attribute__((no_sanitize("address", "undefined"))) void *hook_find(const char 
         return NULL;
 }
 
-/* The real driver function a driver hook wraps, or NULL. */
-static void *driver_real(size_t i) {
-        const struct kvt_cuda *d = real_cuda();
-        size_t first = KVT_HOOK_cuMemAlloc_v2; /* the driver list follows the runtime's */
+/* The driver's hooks follow the runtime's in KVT_HOOKS. */
+#define KVT_HOOK_ONE(ret, name, args) +1
+enum { FIRST_DRIVER_HOOK = 0 KVT_CUDART_HOOKS(KVT_HOOK_ONE) };
+#undef KVT_HOOK_ONE
 
-        if (!d || i < first)
+/* The real driver function hook h wraps, or NULL. */
+static void *driver_real(enum kvt_hook h) {
+        const struct kvt_cuda *d = real_cuda();
+
+        if (!d)
                 return NULL;
-        return ((void *const *)d)[i - first];
+        switch (h) {
+#define KVT_HOOK_REAL(ret, name, args)                                                             \
+        case KVT_HOOK_##name:                                                                      \
+                return (void *)d->name;
+        KVT_CUDA_HOOKS(KVT_HOOK_REAL)
+#undef KVT_HOOK_REAL
+        default:
+                return NULL;
+        }
 }
 
 /* Whether hook i answers to base name symbol: "cuMemAlloc" for cuMemAlloc_v2. */
@@ -78,8 +90,8 @@ static bool base_name_is(size_t i, const char *symbol) {
 void *hook_driver_proc(const char *symbol, int cudaVersion, unsigned long long flags, void *real) {
         if (!symbol || !real || shim_cfg.disabled)
                 return real;
-        for (size_t i = KVT_HOOK_cuMemAlloc_v2; i < ELEMENTSOF(hooks); i++) {
-                void *mine = driver_real(i);
+        for (size_t i = FIRST_DRIVER_HOOK; i < ELEMENTSOF(hooks); i++) {
+                void *mine = driver_real((enum kvt_hook)i);
 
                 /* Exactly the function the wrapper calls: safe to wrap. */
                 if (mine && mine == real)

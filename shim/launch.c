@@ -14,23 +14,23 @@
  * where an access starts, not how far it goes: one chunk per pointer.
  *
  * CUDA 13's nvcc launch stubs (<<<...>>>) call neither of the public entry
- * points but __cudaLaunchKernel(cudaKernel_t, ...) (crt/host_runtime.h,
- * crt/device_functions.h): hooked too, with parameters from
- * cuKernelGetParamInfo (a cudaKernel_t is a CUkernel).
+ * points but __cudaLaunchKernel(cudaKernel_t, ...): hooked too, with
+ * parameters from cuKernelGetParamInfo (a cudaKernel_t is a CUkernel).
  *
- * One entry point per API, with the real signature, so that dlsym and
- * cuGetProcAddress interposition can hand these out as they are.
+ * The launches are hooks of the lists in cuda-abi.h (KVT_CUDART_LAUNCH_HOOKS,
+ * KVT_CUDART_STUB_HOOKS, KVT_CUDA_LAUNCH_HOOKS), so that dlsym and
+ * cuGetProcAddress hand them out too; the real launches and parameter
+ * queries (KVT_*_LAUNCH_CALLS) come from real.h's tables.
  */
 #include "config.h"
 
-#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "heat.h"
 #include "hooks.h"
-#include "real.h"
 #include "launch.h"
+#include "real.h"
 #include "shim.h"
 
 /* Functions whose layout is cached; a full table means no heat from
@@ -54,23 +54,6 @@ static struct layout layouts[LAYOUT_SLOTS];
 
 typedef int (*param_info_fn)(const void *func, size_t i, size_t *ret_offset, size_t *ret_size);
 
-#define KVT_LAUNCH_TYPEDEF(ret, name, args) typedef ret(*name##_fn) args;
-KVT_CUDART_LAUNCH_FUNCS(KVT_LAUNCH_TYPEDEF)
-KVT_CUDA_DRIVER_LAUNCH_FUNCS(KVT_LAUNCH_TYPEDEF)
-#undef KVT_LAUNCH_TYPEDEF
-
-KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
-                                        size_t sharedMem, cudaStream_t stream);
-KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args);
-/* Declared in C++ only (crt/device_functions.h), so not in cuda-abi.h's checked lists. */
-typedef cudaError_t (*__cudaLaunchKernel_fn)(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
-                                             size_t sharedMem, cudaStream_t stream);
-typedef __cudaLaunchKernel_fn __cudaLaunchKernel_ptsz_fn;
-KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
-                                          size_t sharedMem, cudaStream_t stream);
-KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
-                                               size_t sharedMem, cudaStream_t stream);
-
 static struct launch_stats stats;
 
 /* Statistics only: a relaxed load and store, not a locked add, on the
@@ -88,52 +71,20 @@ void launch_get_stats(struct launch_stats *ret) {
         ret->pointers = __atomic_load_n(&stats.pointers, __ATOMIC_RELAXED);
 }
 
-/* The next definition of name, or the one in an already loaded library
- * that RTLD_NEXT cannot see (loaded with RTLD_LOCAL, as the CUDA runtime
- * loads libcuda).  Through real_dlsym: the shim's own dlsym answers a hooked
- * name (cuLaunchKernel) with the shim's wrapper, which would call itself. */
-static void *real_symbol(const char *name, const char *const *sonames) {
-        void *p = real_dlsym(RTLD_NEXT, name);
-
-        for (; !p && *sonames; sonames++) {
-                void *h = dlopen(*sonames, RTLD_LAZY | RTLD_NOLOAD);
-                if (h) {
-                        p = real_dlsym(h, name);
-                        dlclose(h);
-                }
-        }
-        return p;
-}
-
-static const char *const cudart_sonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
-static const char *const cuda_sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
-
-/* Resolved once; a racing second resolution finds the same pointers. */
-#define REAL(name, sonames)                                                                                 \
-        ({                                                                                                  \
-                static name##_fn real_;                                                                     \
-                name##_fn f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                                   \
-                if (!f_) {                                                                                  \
-                        f_ = (name##_fn)real_symbol(#name, sonames);                                        \
-                        __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                                     \
-                }                                                                                           \
-                f_;                                                                                         \
-        })
-
 static int runtime_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
-        cudaFuncGetParamInfo_fn f = REAL(cudaFuncGetParamInfo, cudart_sonames);
+        __auto_type f = REAL_CUDART(cudaFuncGetParamInfo);
 
         return f ? f(func, i, ret_offset, ret_size) : -1;
 }
 
 static int kernel_param_info(const void *kernel, size_t i, size_t *ret_offset, size_t *ret_size) {
-        cuKernelGetParamInfo_fn f = REAL(cuKernelGetParamInfo, cuda_sonames);
+        __auto_type f = REAL_CUDA(cuKernelGetParamInfo);
 
         return f ? f((CUkernel)(uintptr_t)kernel, i, ret_offset, ret_size) : -1;
 }
 
 static int driver_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
-        cuFuncGetParamInfo_fn f = REAL(cuFuncGetParamInfo, cuda_sonames);
+        __auto_type f = REAL_CUDA(cuFuncGetParamInfo);
 
         return f ? f((CUfunction)(uintptr_t)func, i, ret_offset, ret_size) : -1;
 }
@@ -211,9 +162,9 @@ static void launch_heat(const void *func, void **args, param_info_fn info) {
                 STAT_INC(no_layout);
 }
 
-KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
-                                        size_t sharedMem, cudaStream_t stream) {
-        cudaLaunchKernel_fn real = REAL(cudaLaunchKernel, cudart_sonames);
+cudaError_t kvt_hook_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                      size_t sharedMem, cudaStream_t stream) {
+        __auto_type real = REAL_CUDART(cudaLaunchKernel);
         cudaError_t e;
 
         if (!real)
@@ -223,35 +174,10 @@ KVT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blo
                 launch_heat(func, args, runtime_param_info);
         return e;
 }
+KVT_HOOK_EXPORT(cudaLaunchKernel)
 
-KVT_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
-                                          size_t sharedMem, cudaStream_t stream) {
-        __cudaLaunchKernel_fn real = REAL(__cudaLaunchKernel, cudart_sonames);
-        cudaError_t e;
-
-        if (!real)
-                return cudaErrorInitializationError;
-        e = PASS(real(kernel, gridDim, blockDim, args, sharedMem, stream));
-        if (e == cudaSuccess)
-                launch_heat((const void *)kernel, args, kernel_param_info);
-        return e;
-}
-
-KVT_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
-                                               size_t sharedMem, cudaStream_t stream) {
-        __cudaLaunchKernel_ptsz_fn real = REAL(__cudaLaunchKernel_ptsz, cudart_sonames);
-        cudaError_t e;
-
-        if (!real)
-                return cudaErrorInitializationError;
-        e = PASS(real(kernel, gridDim, blockDim, args, sharedMem, stream));
-        if (e == cudaSuccess)
-                launch_heat((const void *)kernel, args, kernel_param_info);
-        return e;
-}
-
-KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-        cudaLaunchKernelExC_fn real = REAL(cudaLaunchKernelExC, cudart_sonames);
+cudaError_t kvt_hook_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+        __auto_type real = REAL_CUDART(cudaLaunchKernelExC);
         cudaError_t e;
 
         if (!real)
@@ -261,35 +187,61 @@ KVT_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, con
                 launch_heat(func, args, runtime_param_info);
         return e;
 }
+KVT_HOOK_EXPORT(cudaLaunchKernelExC)
 
-/* The driver's launches are hooks of the table in cuda-abi.h, so that
- * cuGetProcAddress hands them out too (cuBLAS, Triton and a static cudart
- * launch through pointers fetched there, never through the symbol). */
+/* The nvcc stubs' launch, through real (NULL: the runtime lacks it). */
+static cudaError_t stub_launch(__typeof__(kvt_hook___cudaLaunchKernel) *real, cudaKernel_t kernel,
+                               dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                               cudaStream_t stream) {
+        cudaError_t e;
+
+        if (!real)
+                return cudaErrorInitializationError;
+        e = PASS(real(kernel, gridDim, blockDim, args, sharedMem, stream));
+        if (e == cudaSuccess)
+                launch_heat((const void *)kernel, args, kernel_param_info);
+        return e;
+}
+
+cudaError_t kvt_hook___cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                        size_t sharedMem, cudaStream_t stream) {
+        return stub_launch(REAL_CUDART(__cudaLaunchKernel), kernel, gridDim, blockDim, args, sharedMem,
+                           stream);
+}
+KVT_HOOK_EXPORT(__cudaLaunchKernel)
+
+cudaError_t kvt_hook___cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                             size_t sharedMem, cudaStream_t stream) {
+        return stub_launch(REAL_CUDART(__cudaLaunchKernel_ptsz), kernel, gridDim, blockDim, args, sharedMem,
+                           stream);
+}
+KVT_HOOK_EXPORT(__cudaLaunchKernel_ptsz)
+
 CUresult kvt_hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                    void **extra) {
-        cuLaunchKernelEx_fn real = REAL(cuLaunchKernelEx, cuda_sonames);
+        __auto_type real = REAL_CUDA(cuLaunchKernelEx);
         CUresult r;
 
         if (!real)
-                return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+                return CUDA_ERROR_NOT_INITIALIZED;
         if (hook_busy()) /* the runtime's own launch beneath a hooked one: counted there */
                 return real(config, f, kernelParams, extra);
         r = real(config, f, kernelParams, extra);
-        if (r == 0)
+        if (r == CUDA_SUCCESS)
                 launch_heat((const void *)f, kernelParams, driver_param_info);
         return r;
 }
 KVT_HOOK_EXPORT(cuLaunchKernelEx)
 
-CUresult kvt_hook_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
-                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
-                                 void **extra) {
-        cuLaunchKernel_fn real = REAL(cuLaunchKernel, cuda_sonames);
+CUresult kvt_hook_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                 unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                 unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                 void **kernelParams, void **extra) {
+        __auto_type real = REAL_CUDA(cuLaunchKernel);
         CUresult r;
 
         if (!real)
-                return 3; /* CUDA_ERROR_NOT_INITIALIZED */
+                return CUDA_ERROR_NOT_INITIALIZED;
         if (hook_busy()) /* the runtime's own launch beneath a hooked one: counted there */
                 return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
                             hStream, kernelParams, extra);
@@ -297,7 +249,7 @@ CUresult kvt_hook_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned i
                  kernelParams, extra);
         /* Arguments packed in extra (CU_LAUNCH_PARAM_BUFFER_POINTER) are
          * not looked at: their layout is the caller's. */
-        if (r == 0)
+        if (r == CUDA_SUCCESS)
                 launch_heat((const void *)f, kernelParams, driver_param_info);
         return r;
 }

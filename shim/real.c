@@ -8,116 +8,156 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "log.h"
 #include "real.h"
+#include "sym.h"
 #include "util.h"
 
 #define KVT_REAL_NAME(ret, name, args) #name,
 static const char *const cudart_names[] = { KVT_CUDART_FUNCS(KVT_REAL_NAME) };
-static const char *const cuda_names[] = { KVT_CUDA_HOOKS(KVT_REAL_NAME) };
-static const char *const cuda_call_names[] = { KVT_CUDA_CALLS(KVT_REAL_NAME) };
+static const char *const cuda_names[] = { KVT_CUDA_FUNCS(KVT_REAL_NAME) };
 #undef KVT_REAL_NAME
 
-/* The first entries of struct kvt_cudart are the hooks: optional, except
- * the three every CUDA runtime has. */
-#define KVT_ONE(ret, name, args) +1
-enum { N_CUDART_HOOKS = 0 KVT_CUDART_HOOKS(KVT_ONE) };
-#undef KVT_ONE
+/* No name in two lists: each is one enumerator here. */
+#define KVT_REAL_ONCE(ret, name, args) kvt_listed_##name,
+enum { KVT_CUDART_FUNCS(KVT_REAL_ONCE) KVT_CUDART_TEST_FUNCS(KVT_REAL_ONCE) KVT_CUDA_FUNCS(KVT_REAL_ONCE) };
+#undef KVT_REAL_ONCE
 
-/* Libraries to look into when RTLD_NEXT finds nothing: an engine that loads
- * CUDA with dlopen(RTLD_LOCAL) (PyTorch's extensions) keeps it out of the
- * global scope that RTLD_NEXT searches. */
-static const char *const cudart_sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so" };
-
+#define KVT_REAL_ONE(ret, name, args) +1
 static struct kvt_cudart cudart;
-_Static_assert(sizeof(struct kvt_cudart) == ELEMENTSOF(cudart_names) * sizeof(void *),
-               "one pointer per entry point");
+_Static_assert(sizeof(cudart) == ELEMENTSOF(cudart_names) * sizeof(void *), "one pointer per name");
 static struct kvt_cuda cuda;
-_Static_assert(sizeof(struct kvt_cuda) == ELEMENTSOF(cuda_names) * sizeof(void *),
-               "one pointer per entry point");
-static struct kvt_cuda_calls cuda_calls;
-_Static_assert(sizeof(struct kvt_cuda_calls) == ELEMENTSOF(cuda_call_names) * sizeof(void *),
-               "one pointer per entry point");
-static _Atomic(const struct kvt_cudart *) cudart_ready;
-static _Atomic(const struct kvt_cuda_calls *) cuda_calls_ready;
-static _Atomic(const struct kvt_cuda *) cuda_ready;
+_Static_assert(sizeof(cuda) == ELEMENTSOF(cuda_names) * sizeof(void *), "one pointer per name");
+_Static_assert(offsetof(struct kvt_cuda, calls) ==
+                       (0 KVT_CUDA_HOOKS(KVT_REAL_ONE) KVT_CUDA_LAUNCH_CALLS(KVT_REAL_ONE)) * sizeof(void *),
+               "the evictors' calls last, as in KVT_CUDA_FUNCS");
+#undef KVT_REAL_ONE
+
+/* A table's slot of entry point name. */
+#define SLOT(table, name) (offsetof(__typeof__(table), name) / sizeof(void *))
+
+/* A runtime is taken with every entry point of KVT_CUDART_CALLS and the
+ * hooks every CUDA runtime has; the others are optional. */
+static const bool cudart_required[ELEMENTSOF(cudart_names)] = {
+#define KVT_REAL_REQUIRED(ret, name, args) [SLOT(cudart, name)] = true,
+        KVT_CUDART_CALLS(KVT_REAL_REQUIRED)
+#undef KVT_REAL_REQUIRED
+        [SLOT(cudart, cudaMalloc)] = true,
+        [SLOT(cudart, cudaFree)] = true,
+        [SLOT(cudart, cudaMemGetInfo)] = true,
+};
+
+/* One CUDA library: the names of its table's slots, and where to find it. */
+struct real_lib {
+        const char *const *names;
+        const bool *required;        /* per slot, or NULL: a library with any of them is taken */
+        void **slots;                /* the table */
+        size_t n;
+        const char *const *sonames;  /* where a library RTLD_NEXT cannot see may be; NULL-terminated */
+        _Atomic(const void *) ready; /* the table, once filled */
+};
+
+/* Sonames to look into when RTLD_NEXT finds nothing: an engine that loads
+ * CUDA with dlopen(RTLD_LOCAL) (PyTorch's extensions; the runtime itself
+ * loads libcuda so) keeps it out of the global scope RTLD_NEXT searches. */
+static const char *const cudart_sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL };
+static const char *const cuda_sonames[] = { "libcuda.so.1", "libcuda.so", NULL };
+
+static struct real_lib runtime = {
+        .names = cudart_names,
+        .required = cudart_required,
+        .slots = (void **)&cudart,
+        .n = ELEMENTSOF(cudart_names),
+        .sonames = cudart_sonames,
+};
+static struct real_lib driver = {
+        .names = cuda_names,
+        .slots = (void **)&cuda,
+        .n = ELEMENTSOF(cuda_names),
+        .sonames = cuda_sonames,
+};
 static pthread_mutex_t real_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool cudart_required(size_t i) {
-        const char *n = cudart_names[i];
-
-        return i >= N_CUDART_HOOKS || strcmp(n, "cudaMalloc") == 0 || strcmp(n, "cudaFree") == 0 ||
-               strcmp(n, "cudaMemGetInfo") == 0;
-}
-
-static int fill_cudart(void *handle) {
-        void **slots = (void **)&cudart;
-
-        for (size_t i = 0; i < ELEMENTSOF(cudart_names); i++) {
-                slots[i] = real_dlsym(handle, cudart_names[i]);
-                if (!slots[i] && cudart_required(i))
+/* Fills l's table from handle: 0 when it has every required entry point
+ * (and one at least), else -ENOENT. */
+static int lib_fill(struct real_lib *l, void *handle) {
+        if (sym_fill(handle, l->names, l->slots, l->n) == 0)
+                return -ENOENT;
+        for (size_t i = 0; l->required && i < l->n; i++)
+                if (l->required[i] && !l->slots[i])
                         return -ENOENT;
-        }
         return 0;
 }
 
-static bool load_failed; /* under real_lock: loading was tried and found nothing */
-
-static int resolve_cudart(bool load) {
-        if (fill_cudart(RTLD_NEXT) == 0)
+/* Fills l's table from the next definitions, else from a loaded library of
+ * its sonames. */
+static int lib_find_loaded(struct real_lib *l) {
+        if (lib_fill(l, RTLD_NEXT) == 0)
                 return 0;
-        for (size_t i = 0; i < ELEMENTSOF(cudart_sonames); i++) {
-                void *h = dlopen(cudart_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+        for (const char *const *s = l->sonames; *s; s++) {
+                void *h = dlopen(*s, RTLD_LAZY | RTLD_NOLOAD);
                 int r;
 
                 if (!h)
                         continue;
-                r = fill_cudart(h);
+                r = lib_fill(l, h);
                 dlclose(h); /* drops only the reference NOLOAD took */
                 if (r == 0)
                         return 0;
         }
-        if (!load || load_failed)
+        return -ENOENT;
+}
+
+static bool cudart_load_failed; /* under real_lock: loading was tried and found nothing */
+
+/* Loads a runtime into l's table: KVTIER_CUDART names one; then the usual
+ * sonames, then the toolkit's (a static-cudart program's directories need
+ * not hold any).  Kept open for the life of the process: the table points
+ * into it. */
+static int cudart_load(struct real_lib *l) {
+        const char *paths[] = { getenv("KVTIER_CUDART"), "libcudart.so.13", "libcudart.so.12",
+                                "/usr/local/cuda/lib64/libcudart.so.13" };
+
+        if (cudart_load_failed)
                 return -ENOENT;
-        /* KVTIER_CUDART names one; then the usual sonames, then the toolkit's
-         * (a static-cudart program's directories need not hold any).  Kept
-         * open for the life of the process: the table points into it. */
-        {
-                const char *paths[] = { getenv("KVTIER_CUDART"), "libcudart.so.13", "libcudart.so.12",
-                                        "/usr/local/cuda/lib64/libcudart.so.13" };
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+                void *h = paths[i] ? dlopen(paths[i], RTLD_LAZY | RTLD_LOCAL) : NULL;
 
-                for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
-                        void *h = paths[i] ? dlopen(paths[i], RTLD_LAZY | RTLD_LOCAL) : NULL;
-
-                        if (!h)
-                                continue;
-                        if (fill_cudart(h) == 0) {
-                                log_info("Loaded %s for memory captured through the driver API.", paths[i]);
-                                return 0;
-                        }
-                        dlclose(h);
+                if (!h)
+                        continue;
+                if (lib_fill(l, h) == 0) {
+                        log_info("Loaded %s for memory captured through the driver API.", paths[i]);
+                        return 0;
                 }
+                dlclose(h);
         }
-        load_failed = true;
+        cudart_load_failed = true;
         log_warning("No libcudart.so.13 or .12 to manage memory captured through the driver API (set KVTIER_CUDART), "
                     "leaving it plain.");
         return -ENOENT;
 }
 
-static const struct kvt_cudart *get_cudart(bool load) {
-        const struct kvt_cudart *t = atomic_load_explicit(&cudart_ready, memory_order_acquire);
+/* Returns l's table, resolving it on first use (loading the runtime when
+ * load is set and none is loaded); NULL while it cannot be resolved. */
+static const void *lib_get(struct real_lib *l, bool load) {
+        const void *t = atomic_load_explicit(&l->ready, memory_order_acquire);
 
         if (t)
                 return t;
         pthread_mutex_lock(&real_lock);
-        t = atomic_load_explicit(&cudart_ready, memory_order_relaxed);
-        if (!t && resolve_cudart(load) == 0) {
-                t = &cudart;
-                atomic_store_explicit(&cudart_ready, t, memory_order_release);
+        t = atomic_load_explicit(&l->ready, memory_order_relaxed);
+        if (!t && (lib_find_loaded(l) == 0 || (load && cudart_load(l) == 0))) {
+                t = l->slots;
+                atomic_store_explicit(&l->ready, t, memory_order_release);
         }
         pthread_mutex_unlock(&real_lock);
+        return t;
+}
+
+static const struct kvt_cudart *get_cudart(bool load) {
+        const struct kvt_cudart *t = lib_get(&runtime, load);
+
         if (!t)
                 log_debug("CUDA runtime not resolvable yet.");
         return t;
@@ -131,66 +171,14 @@ const struct kvt_cudart *real_cudart_load(void) {
         return get_cudart(true);
 }
 
-static int fill_cuda(void *handle) {
-        void **slots = (void **)&cuda;
-        size_t found = 0;
-
-        for (size_t i = 0; i < ELEMENTSOF(cuda_names); i++)
-                if ((slots[i] = real_dlsym(handle, cuda_names[i])))
-                        found++;
-        return found > 0 ? 0 : -ENOENT;
-}
-
 const struct kvt_cuda *real_cuda(void) {
-        const struct kvt_cuda *t = atomic_load_explicit(&cuda_ready, memory_order_acquire);
-
-        if (t)
-                return t;
-        pthread_mutex_lock(&real_lock);
-        t = atomic_load_explicit(&cuda_ready, memory_order_relaxed);
-        if (!t) {
-                int r = fill_cuda(RTLD_NEXT);
-                if (r < 0) {
-                        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-                        if (h) {
-                                r = fill_cuda(h);
-                                dlclose(h); /* drops only the reference NOLOAD took */
-                        }
-                }
-                if (r == 0) {
-                        t = &cuda;
-                        atomic_store_explicit(&cuda_ready, t, memory_order_release);
-                }
-        }
-        pthread_mutex_unlock(&real_lock);
-        return t;
-}
-
-/* All or nothing: a driver older than CUDA 12.5 lacks cuCtxCreate_v4. */
-static int fill_cuda_calls(void *handle) {
-        void **slots = (void **)&cuda_calls;
-
-        for (size_t i = 0; i < ELEMENTSOF(cuda_call_names); i++)
-                if (!(slots[i] = real_dlsym(handle, cuda_call_names[i])))
-                        return -ENOENT;
-        return 0;
+        return lib_get(&driver, false);
 }
 
 const struct kvt_cuda_calls *real_cuda_calls(void) {
-        const struct kvt_cuda_calls *t = atomic_load_explicit(&cuda_calls_ready, memory_order_acquire);
-        void *h;
+        const struct kvt_cuda *d = real_cuda();
 
-        if (t)
-                return t;
-        pthread_mutex_lock(&real_lock);
-        t = atomic_load_explicit(&cuda_calls_ready, memory_order_relaxed);
-        if (!t && (h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))) {
-                if (fill_cuda_calls(h) == 0) {
-                        t = &cuda_calls;
-                        atomic_store_explicit(&cuda_calls_ready, t, memory_order_release);
-                }
-                dlclose(h); /* drops only the reference NOLOAD took: the runtime holds it loaded */
-        }
-        pthread_mutex_unlock(&real_lock);
-        return t;
+#define KVT_REAL_HAS(ret, name, args) &&d->calls.name
+        return d KVT_CUDA_CALLS(KVT_REAL_HAS) ? &d->calls : NULL;
+#undef KVT_REAL_HAS
 }

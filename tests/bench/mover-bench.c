@@ -59,7 +59,6 @@
  */
 #include "config.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -124,13 +123,6 @@ static cudaError_t prefetch_recorded(const void *p, size_t len, struct cudaMemLo
                 pthread_mutex_unlock(&starts_lock);
         }
         return e;
-}
-
-/* shim/real.c resolves CUDA through the shim's dlsym wrapper, which lives
- * with the interposer (shim/dlsym.c); this program interposes nothing, so
- * libc's dlsym is the real one. */
-void *real_dlsym(void *handle, const char *name) {
-        return dlsym(handle, name);
 }
 
 static void on_done(const struct kvt_order_done *d, void *userdata) {
