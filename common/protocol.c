@@ -26,8 +26,10 @@ static const struct {
         { KVT_MSG_HINT, "HINT", sizeof(struct kvt_hint) },
         { KVT_MSG_DEVICE, "DEVICE", sizeof(struct kvt_device) },
         { KVT_MSG_HEAT_TABLE, "HEAT_TABLE", sizeof(struct kvt_heat_table) },
+        { KVT_MSG_DEMAND, "DEMAND", 0 },
         { KVT_MSG_WELCOME, "WELCOME", sizeof(struct kvt_welcome) },
         { KVT_MSG_ORDER, "ORDER", sizeof(struct kvt_order) },
+        { KVT_MSG_GRANT, "GRANT", sizeof(struct kvt_grant) },
         { KVT_MSG_CTL_STATUS, "CTL_STATUS", 0 },
         { KVT_MSG_CTL_SET, "CTL_SET", SIZE_MAX },
         { KVT_MSG_CTL_DATA, "CTL_DATA", SIZE_MAX },
@@ -174,9 +176,13 @@ static int payload_check(const struct kvt_msg *m) {
                     m->u.order.tier >= _KVT_TIER_MAX ||
                     (uint64_t)m->u.order.first_chunk + m->u.order.n_chunks >
                             (KVT_MAX_REGION_BYTES >> KVT_CHUNK_SHIFT) ||
-                    m->u.order.host_node < -1 || m->u.order.host_node >= KVT_MAX_NODES)
+                    m->u.order.host_node < -1 || m->u.order.host_node >= KVT_MAX_NODES ||
+                    (m->u.order.flags & ~(uint32_t)_KVT_ORDER_FLAGS_ALL) ||
+                    ((m->u.order.flags & KVT_ORDER_REARM) && m->u.order.tier != KVT_TIER_HOST))
                         return -EBADMSG;
                 return 0;
+        case KVT_MSG_GRANT:
+                return m->u.grant.device < 0 || m->u.grant.device >= KVT_MAX_GPUS ? -EBADMSG : 0;
         case KVT_MSG_HINT:
                 if (m->u.hint.n_chunks == 0 || m->u.hint.kind == 0 || m->u.hint.kind >= _KVT_HINT_MAX ||
                     (uint64_t)m->u.hint.first_chunk + m->u.hint.n_chunks >

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 4u
+#define KVT_PROTO_VERSION 5u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -45,10 +45,12 @@ enum kvt_msg_type {
         KVT_MSG_HINT = 0x0105,       /* struct kvt_hint */
         KVT_MSG_DEVICE = 0x0107,     /* struct kvt_device */
         KVT_MSG_HEAT_TABLE = 0x0106, /* struct kvt_heat_table, with the memfd (SCM_RIGHTS) */
+        KVT_MSG_DEMAND = 0x0108,     /* no payload: faults were counted into the heat table; plan now */
 
         /* daemon -> shim */
         KVT_MSG_WELCOME = 0x0201, /* struct kvt_welcome */
         KVT_MSG_ORDER = 0x0202,   /* struct kvt_order */
+        KVT_MSG_GRANT = 0x0203,   /* struct kvt_grant */
 
         /* control -> daemon */
         KVT_MSG_CTL_STATUS = 0x0301, /* no payload */
@@ -67,12 +69,13 @@ struct kvt_msg_hdr {
         uint32_t seq;    /* sender's counter; replies echo the request's */
 };
 
-/* Tiers a chunk can be in (DESIGN.md "Units of state"). */
+/* Tiers a chunk can be in (DESIGN.md "Units of state"); the policy's enum
+ * policy_tier has the same values. */
 enum kvt_tier {
         KVT_TIER_NONE = 0,        /* never placed: UVM decides on first touch */
         KVT_TIER_VRAM = 1,        /* preferred location the GPU, prefetched there */
         KVT_TIER_HOST_MAPPED = 2, /* preferred location host, accessed-by the GPU */
-        KVT_TIER_HOST = 3,        /* preferred location host, no mapping */
+        KVT_TIER_HOST = 3,        /* preferred location host, no mapping: a GPU touch faults (and maps it) */
         _KVT_TIER_MAX,
 };
 
@@ -143,8 +146,23 @@ struct kvt_welcome {
         uint64_t max_captured; /* 0 = no limit */
         uint32_t capture_apis; /* KVT_API_FAMILY_* captured ([capture] apis; KVTIER_CAPTURE_APIS wins) */
         uint32_t reserved;
+        uint64_t vram_grant_bytes; /* the first GRANT for the HELLO's device (struct kvt_grant) */
 };
-_Static_assert(sizeof(struct kvt_welcome) == 56, "WELCOME is 56 bytes on the wire, without padding");
+_Static_assert(sizeof(struct kvt_welcome) == 64, "WELCOME is 64 bytes on the wire, without padding");
+
+/* Where new captures on a device may start: in VRAM while the bytes the
+ * client started there since it connected stay within vram_cap_bytes, in
+ * host memory (unmapped) beyond.  A cap, not an amount, so that captures
+ * the daemon has not heard of yet are never granted twice; each GRANT
+ * replaces the last for its device.  The daemon grants the free budget and,
+ * where VRAM holds chunks nothing used lately, up to [gpu] capture_margin
+ * over it: the planner evicts those behind the capture. */
+struct kvt_grant {
+        int32_t device;
+        uint32_t reserved;
+        uint64_t vram_cap_bytes;
+};
+_Static_assert(sizeof(struct kvt_grant) == 16, "GRANT is 16 bytes on the wire, without padding");
 
 /* A captured allocation.  region_id is chosen by the shim, unique within its
  * connection; the daemon keys regions by (connection, region_id). */
@@ -154,7 +172,7 @@ struct kvt_region_add {
         uint64_t base;       /* 2 MiB aligned */
         uint64_t size_bytes; /* multiple of 2 MiB, at most KVT_MAX_REGION_BYTES */
         uint32_t api;        /* enum kvt_alloc_api */
-        uint32_t tier;       /* enum kvt_tier the shim left it in; NONE if untiered */
+        uint32_t tier;       /* enum kvt_tier it starts in: VRAM (under the GRANT), HOST; NONE if untiered */
         uint32_t rule;       /* enum kvt_capture_rule */
         uint32_t flags;      /* KVT_REGION_* */
 };
@@ -162,6 +180,15 @@ struct kvt_region_add {
 struct kvt_region_del {
         uint32_t region_id;
         uint32_t reserved;
+};
+
+/* struct kvt_order flags. */
+enum {
+        /* Re-arm: the chunks are in host memory (tier HOST) and the GPU has
+         * mapped them at a fault; drop that mapping so that its next touch
+         * faults again (an access sample).  No data moves. */
+        KVT_ORDER_REARM = 1u << 0,
+        _KVT_ORDER_FLAGS_ALL = KVT_ORDER_REARM,
 };
 
 /* Move chunks [first_chunk, first_chunk + n_chunks) of a region to a tier. */
@@ -173,7 +200,7 @@ struct kvt_order {
         uint32_t tier;      /* enum kvt_tier: VRAM, HOST_MAPPED or HOST */
         int32_t host_node;  /* host tiers: the NUMA node the chunks go to; -1 = the GPU's home
                              * node as the shim finds it (also for VRAM) */
-        uint32_t reserved;
+        uint32_t flags;     /* KVT_ORDER_*; REARM only with tier HOST */
 };
 _Static_assert(sizeof(struct kvt_order) == 32, "ORDER is 32 bytes on the wire, without padding");
 
@@ -222,6 +249,7 @@ struct kvt_msg {
         union {
                 struct kvt_hello hello;
                 struct kvt_welcome welcome;
+                struct kvt_grant grant;
                 struct kvt_region_add region_add;
                 struct kvt_region_del region_del;
                 struct kvt_order order;

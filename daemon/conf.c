@@ -62,6 +62,9 @@ struct conf {
         unsigned evict_unmapped; /* [policy] evict_to = host */
         unsigned threads;        /* [policy] threads: 0 = auto */
         uint64_t overlap_bytes;  /* [policy] overlap */
+        struct budget_spec capture_margin; /* [gpu] capture_margin: bytes, or a percentage of the budget */
+        unsigned protect_min_ms, protect_max_ms; /* [policy] demand's thrash guard */
+        unsigned rearm_rate, probe_rate;         /* [policy] demand's sampler, per second */
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -91,9 +94,16 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, vram_budget)},
         {"gpu.N", "vram_budget", CONF_BUDGET, 0, 16 * TIB, NULL,
          "Override of [gpu] vram_budget for GPU N (0..63)", offsetof(struct conf, gpu_vram_budget)},
-        {"policy", "name", CONF_POLICY, 0, 0, "hybrid",
-         "Placement policy: lru, heat (decayed access counts), window (newest bytes of each region) "
-         "or hybrid (heat, window of active regions, prefetch)",
+        {"gpu", "capture_margin", CONF_BUDGET, 0, 16 * TIB, "25%",
+         "How far over the budget new allocations may start in VRAM, where chunks nothing used lately "
+         "can make room (the planner evicts those behind them): bytes or a percentage of the budget; "
+         "0 = new allocations start in VRAM only within the budget",
+         offsetof(struct conf, capture_margin)},
+        {"policy", "name", CONF_POLICY, 0, 0, "demand",
+         "Placement policy: demand (what the GPU is seen to use: faults on evicted chunks, launches, "
+         "probes; a thrash guard keeps it at least as fast as reading host memory in place), lru, "
+         "heat (decayed access counts), window (newest bytes of each region) or hybrid (heat, window "
+         "of active regions, prefetch)",
          offsetof(struct conf, policy)},
         {"host", "host_budget", CONF_BYTES, 0, 1024 * TIB, "0",
          "Host memory a shim may count on for KVTIER_CAPACITY=auto (VRAM budget plus this); 0 = half of RAM",
@@ -147,6 +157,22 @@ static const struct conf_key conf_table[] = {
          "back (at most the bytes those evictions free), so that newly wanted chunks do not wait for them; "
          "0 = the budget is never exceeded",
          offsetof(struct conf, overlap_bytes)},
+        {"policy", "protect_min", CONF_UINT, 1, 600000, "200",
+         "demand: milliseconds a use keeps a chunk where it is at the least, and the window in which an "
+         "evicted chunk that faults again counts as a refault",
+         offsetof(struct conf, protect_min_ms)},
+        {"policy", "protect_max", CONF_UINT, 1, 3600000, "60000",
+         "demand: milliseconds the thrash guard may stretch that protection to while evictions keep "
+         "coming back",
+         offsetof(struct conf, protect_max_ms)},
+        {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "800",
+         "demand: host chunks per second whose GPU mapping is dropped so that their next use is seen "
+         "(about 0.1 ms of driver time each); 0 = none",
+         offsetof(struct conf, rearm_rate)},
+        {"policy", "probe_rate", CONF_UINT, 0, 100000, "200",
+         "demand: cohorts of chunks in VRAM per second probed by evicting one chunk of each: back soon, "
+         "the cohort is in use; 0 = none",
+         offsetof(struct conf, probe_rate)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
          "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",
          offsetof(struct client_conf, priority)},
@@ -671,12 +697,32 @@ void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, 
                 *ret_configured = set;
 }
 
+/* A period in milliseconds as ticks, at least one. */
+static uint32_t ms_to_ticks(const struct conf *c, unsigned ms) {
+        unsigned t = ms / c->tick_ms;
+
+        return t ? t : 1;
+}
+
+/* A rate per second as a whole number per tick: at least one where the rate is not 0. */
+static uint32_t per_tick(const struct conf *c, unsigned per_s) {
+        uint64_t n = (uint64_t)per_s * c->tick_ms / 1000;
+
+        return per_s == 0 ? 0 : n ? (uint32_t)n : 1;
+}
+
+/* How long a region counts as in use after a use was seen in it: shorter
+ * than a transformer layer takes to come round again in a long prefill, so
+ * the KV of finished layers ranks below the activations in use. */
+#define POLICY_ACTIVE_MS 40
+
 void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         int kind = policy_kind_from_name(c->policy);
 
-        policy_params_default(kind < 0 ? POLICY_HYBRID : (enum policy_kind)kind, ret);
+        policy_params_default(kind < 0 ? POLICY_DEMAND : (enum policy_kind)kind, ret);
         ret->hysteresis_ticks = c->hysteresis_ticks;
-        ret->heat_half_life_ticks = c->heat_half_life_ticks;
+        if (kind != POLICY_DEMAND) /* demand counts faults over its own, longer half-life */
+                ret->heat_half_life_ticks = c->heat_half_life_ticks;
         ret->window_chunks = (uint32_t)MIN(c->window_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
         ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
         ret->evict_tier = c->evict_unmapped ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
@@ -685,8 +731,28 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         /* Keys that a policy does not use stay out of its decisions. */
         if (kind == POLICY_LRU || kind == POLICY_WINDOW)
                 ret->hysteresis_ticks = 0;
-        if (kind == POLICY_LRU || kind == POLICY_HEAT)
+        if (kind == POLICY_LRU || kind == POLICY_HEAT || kind == POLICY_DEMAND)
                 ret->window_chunks = 0;
+        if (kind == POLICY_DEMAND) {
+                ret->prefetch_depth = 0;
+                ret->active_ticks = ms_to_ticks(c, POLICY_ACTIVE_MS);
+                ret->protect_min_ticks = ms_to_ticks(c, c->protect_min_ms);
+                ret->protect_max_ticks = MAX(ms_to_ticks(c, c->protect_max_ms), ret->protect_min_ticks);
+                ret->sample_chunks = per_tick(c, c->rearm_rate);
+                ret->probe_cohorts = per_tick(c, c->probe_rate);
+        }
+}
+
+uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes) {
+        uint64_t b = c->capture_margin.percent
+                             ? (uint64_t)((unsigned __int128)budget_bytes * c->capture_margin.percent / 100)
+                             : c->capture_margin.bytes;
+
+        return b / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+}
+
+unsigned conf_protect_min_ticks(const struct conf *c) {
+        return ms_to_ticks(c, c->protect_min_ms);
 }
 
 uint64_t conf_overlap_bytes(const struct conf *c) {
@@ -694,7 +760,10 @@ uint64_t conf_overlap_bytes(const struct conf *c) {
 }
 
 unsigned conf_heat_half_life_ticks(const struct conf *c) {
-        return c->heat_half_life_ticks;
+        struct policy_params pp;
+
+        conf_policy_params(c, &pp);
+        return pp.heat_half_life_ticks;
 }
 
 bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes) {

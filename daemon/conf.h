@@ -55,6 +55,11 @@ unsigned conf_heat_half_life_ticks(const struct conf *c);
 /* [policy] overlap in whole chunks: how far promotions may take a GPU's
  * charge over its budget while evictions are in flight. */
 uint64_t conf_overlap_bytes(const struct conf *c);
+/* [gpu] capture_margin for a GPU of budget_bytes, in whole chunks: how far
+ * over the budget new captures may start in VRAM. */
+uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes);
+/* [policy] protect_min in ticks: demand's shortest protection and its refault window. */
+unsigned conf_protect_min_ticks(const struct conf *c);
 
 /* A [client.NAME] section for processes named name: true and its priority
  * and quota (UINT64_MAX if none set), or false. */

@@ -23,6 +23,12 @@ struct planner {
         size_t n_clients, cap_clients;
         const struct topology *topo;               /* NULL: no distances */
         struct policy_node nodes[KVT_MAX_NODES];   /* of the GPU being planned, in order of preference */
+        struct gpu_demand {                        /* demand's state per GPU */
+                bool started;
+                struct policy_guard guard;
+                uint64_t sample_cursor;
+                uint64_t evicted_seen, refaults_seen; /* the registry's counters at the last tick */
+        } demand[KVT_MAX_GPUS];
 };
 
 void planner_set_topology(struct planner *p, const struct topology *t) {
@@ -123,8 +129,10 @@ static int planner_snapshot(struct planner *p, struct registry *r, int device, s
                         if (ret < 0)
                                 return ret;
                 }
-                p->views[n_regions] = (struct policy_region){
-                        .chunks = region_chunks(reg), .n_chunks = region_n_chunks(reg), .client = (uint32_t)ci};
+                p->views[n_regions] = (struct policy_region){.chunks = region_chunks(reg),
+                                                             .n_chunks = region_n_chunks(reg),
+                                                             .client = (uint32_t)ci,
+                                                             .last_active = region_last_active(reg)};
                 p->regions[n_regions++] = reg;
         }
         *ret_n = n_regions;
@@ -214,8 +222,78 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
         return 1;
 }
 
+/* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
+ * Returns the orders issued, or -ENOMEM. */
+static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
+                          const struct policy_params *pp, const struct planner_ops *ops, void *userdata) {
+        struct policy_sample_params sp = {.stale_ticks = pp->protect_min_ticks,
+                                          .probe_ticks = in->protect_ticks / 2,
+                                          .rearm_max = pp->sample_chunks,
+                                          .probe_max = pp->probe_cohorts};
+        struct policy_sample sm;
+        struct kvt_order o;
+        int ret, issued = 0;
+
+        ret = policy_sample(in, &sp, &d->sample_cursor, &sm);
+        if (ret < 0)
+                return ret;
+        for (size_t i = 0; i < sm.plan.n_moves; i++) {
+                const struct policy_move *m = &sm.plan.moves[i];
+                struct region *reg = p->regions[m->region];
+
+                if (!ops->client_ready(region_client(reg), userdata) ||
+                    registry_rearm_new(r, reg, m->first_chunk, m->n_chunks, &o) < 0)
+                        continue;
+                ops->send_order(region_client(reg), &o, userdata);
+                issued++;
+        }
+        for (size_t i = 0; i < sm.n_probes; i++) {
+                const struct policy_probe *pr = &sm.probes[i];
+                struct region *reg = p->regions[pr->region];
+
+                if (!ops->client_ready(region_client(reg), userdata) ||
+                    registry_order_new(r, reg, pr->chunk, 1, KVT_TIER_HOST, in->home_node, &o) < 0)
+                        continue;
+                registry_probe_mark(r, reg, pr->chunk, pr->n);
+                ops->send_order(region_client(reg), &o, userdata);
+                issued++;
+        }
+        policy_plan_clear(&sm.plan);
+        return issued;
+}
+
+/* The guard's protection for this tick of GPU g, fed the evictions and
+ * refaults the registry counted since the last. */
+static uint32_t planner_guard(struct gpu_demand *d, const struct gpu_stats *g, const struct policy_params *pp) {
+        if (!d->started) {
+                policy_guard_init(&d->guard, pp->protect_min_ticks);
+                d->evicted_seen = g->evicted_chunks;
+                d->refaults_seen = g->refaults;
+                d->started = true;
+        }
+        policy_guard_tick(&d->guard, pp->protect_min_ticks, pp->protect_max_ticks, g->evicted_chunks - d->evicted_seen,
+                          g->refaults - d->refaults_seen);
+        d->evicted_seen = g->evicted_chunks;
+        d->refaults_seen = g->refaults;
+        return d->guard.protect_ticks;
+}
+
+/* Sends each client using GPU device a GRANT where its cap changed. */
+static void planner_grants(struct registry *r, int device, const struct planner_ops *ops, void *userdata) {
+        for (struct client *c = registry_clients(r); c; c = client_next(c)) {
+                uint64_t cap = registry_grant_cap(r, c, device);
+                struct kvt_grant gr = {.device = device, .vram_cap_bytes = cap};
+
+                if (cap == client_grant_cap(c, device) || !ops->send_grant || !ops->client_ready(c, userdata))
+                        continue;
+                client_set_grant_cap(c, device, cap);
+                ops->send_grant(c, &gr, userdata);
+        }
+}
+
 static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_stats *g,
-                       const struct planner_ops *ops, void *userdata) {
+                       const struct planner_ops *ops, void *userdata, bool new_tick) {
+        struct gpu_demand *d = &p->demand[g->device];
         struct policy_params pp;
         struct policy_input in = {0};
         struct policy_plan plan;
@@ -238,6 +316,9 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.evicting_chunks = g->evicting_chunks;
         in.max_move_chunks = planner_rate_chunks(p);
         in.home_node = g->host_node;
+        in.protect_ticks = pp.kind != POLICY_DEMAND ? pp.protect_min_ticks
+                           : new_tick || !d->started ? planner_guard(d, g, &pp)
+                                                     : d->guard.protect_ticks;
         if (conf_nodes_limited(p->conf)) {
                 in.nodes = p->nodes;
                 in.n_nodes = planner_nodes(p, r, g->host_node);
@@ -256,24 +337,43 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                                                        (uint64_t)plan.moves[i].n_chunks * KVT_CHUNK_BYTES);
                 }
         }
+        registry_gpu_planned(r, g->device, in.protect_ticks, plan.held_chunks, plan.stale_chunks);
         policy_plan_clear(&plan);
+        if (ret >= 0 && pp.kind == POLICY_DEMAND) {
+                ret = planner_sample(p, r, d, &in, &pp, ops, userdata);
+                issued += ret > 0 ? ret : 0;
+        }
+        if (ret >= 0)
+                planner_grants(r, g->device, ops, userdata);
         return ret < 0 ? ret : issued;
 }
 
-int planner_tick(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata) {
+/* Plans every GPU; a new tick also refills the rate credit and ticks the
+ * guards. */
+static int planner_all(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata,
+                       bool new_tick) {
         int total = 0;
 
-        planner_rate_refill(p);
+        if (new_tick)
+                planner_rate_refill(p);
         for (int d = 0; d < KVT_MAX_GPUS; d++) {
                 const struct gpu_stats *g = registry_gpu(r, d);
                 int ret;
 
                 if (!g)
                         continue;
-                ret = planner_gpu(p, r, g, ops, userdata);
+                ret = planner_gpu(p, r, g, ops, userdata, new_tick);
                 if (ret < 0)
                         return ret;
                 total += ret;
         }
         return total;
+}
+
+int planner_tick(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata) {
+        return planner_all(p, r, ops, userdata, true);
+}
+
+int planner_replan(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata) {
+        return planner_all(p, r, ops, userdata, false);
 }

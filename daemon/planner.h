@@ -6,7 +6,9 @@
  * and the plan comes back as orders (marked pending and charged in the
  * registry, then handed to the caller for sending).  GPUs are planned one
  * after the other, so the host room one GPU's evictions take is gone for
- * the next.
+ * the next.  For demand, the planner also keeps each GPU's thrash guard,
+ * orders its sampler's re-arms and probes, and grants each client the VRAM
+ * its next captures may start in.
  */
 
 #include <stdbool.h>
@@ -21,6 +23,8 @@ struct planner_ops {
         bool (*client_ready)(struct client *c, void *userdata);
         /* Sends or queues an order; never blocks.  Errors are the callee's to handle. */
         void (*send_order)(struct client *c, const struct kvt_order *o, void *userdata);
+        /* Sends or queues a GRANT, likewise. */
+        void (*send_grant)(struct client *c, const struct kvt_grant *g, void *userdata);
 };
 
 /* Returns 0 and a planner in *ret, or -ENOMEM.  conf must outlive it. */
@@ -37,3 +41,8 @@ void planner_set_topology(struct planner *p, const struct topology *t);
 
 /* Plans every GPU once.  Returns the number of orders issued, or -ENOMEM. */
 int planner_tick(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata);
+
+/* Plans every GPU again within the current tick (a shim's DEMAND: faults
+ * arrived), without refilling the rate credit or ticking the guards.
+ * Returns as planner_tick(). */
+int planner_replan(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata);

@@ -16,7 +16,14 @@ struct order {
         struct region *region;
         uint32_t first, n;
         uint32_t tier;
+        uint32_t flags; /* KVT_ORDER_* */
 };
+
+/* The registry's own bits in policy_chunk.flags (the policy ignores those
+ * above POLICY_CHUNK_MAPPED): a probe, and its cohort's length less one. */
+#define CHUNK_PROBE        0x08u
+#define CHUNK_COHORT_SHIFT 4
+#define CHUNK_PROBE_BITS   0xf8u
 
 struct region {
         struct client *client;
@@ -28,6 +35,7 @@ struct region {
         uint32_t rule;  /* enum kvt_capture_rule */
         uint32_t flags; /* KVT_REGION_* */
         uint32_t n_chunks;
+        uint32_t last_active; /* tick of the last use seen in it */
         uint64_t tier_chunks[_KVT_TIER_MAX];
         struct policy_chunk chunks[];
 };
@@ -48,6 +56,8 @@ struct client {
         uint64_t *forgotten; /* ids of orders whose region went away */
         size_t n_forgotten, cap_forgotten;
         uint64_t max_order_id;
+        uint64_t grant_cap[KVT_MAX_GPUS];    /* the last GRANT: VRAM starts allowed in all, bytes */
+        uint64_t vram_started[KVT_MAX_GPUS]; /* bytes of regions booked as started in VRAM */
 };
 
 struct registry {
@@ -183,12 +193,21 @@ static uint64_t gpu_overlap_bytes(const struct registry *r, const struct gpu_sta
         return MIN(conf_overlap_bytes(r->conf), g->evicting_chunks * KVT_CHUNK_BYTES);
 }
 
+/* Charges a promotion: never past the budget and the overlap. */
 static void gpu_charge(const struct registry *r, struct gpu_stats *g, uint64_t n_chunks) {
         if (n_chunks == 0)
                 return;
         g->charged_bytes += n_chunks * KVT_CHUNK_BYTES;
         g->peak_charged_bytes = MAX(g->peak_charged_bytes, g->charged_bytes);
         assert(g->charged_bytes <= g->budget_bytes + gpu_overlap_bytes(r, g));
+}
+
+/* Charges chunks a capture started in VRAM under a GRANT: the grants keep
+ * them within the budget and [gpu] capture_margin (twice that where one
+ * capture crossed a change of grant), which the planner then evicts back. */
+static void gpu_charge_start(struct gpu_stats *g, uint64_t n_chunks) {
+        g->charged_bytes += n_chunks * KVT_CHUNK_BYTES;
+        g->peak_charged_bytes = MAX(g->peak_charged_bytes, g->charged_bytes);
 }
 
 static void gpu_uncharge(struct gpu_stats *g, uint64_t n_chunks) {
@@ -404,35 +423,46 @@ static int client_region_slot(const struct client *c, const struct kvt_region_ad
         return 0;
 }
 
-/* Initial chunk state: the shim's tier, except VRAM beyond the budget, which
- * kvtier cannot vouch for and records as NONE (UVM decides). */
+/* Chunks of a region started in VRAM that the client's grant covers (and
+ * takes from it); the rest it claimed is booked as unplaced: kvtier did not
+ * grant it and cannot vouch for it (UVM decides). */
+static uint64_t region_grant_take(struct client *c, const struct region *reg) {
+        uint64_t cap = c->grant_cap[reg->device], used = c->vram_started[reg->device];
+        uint64_t room = cap > used ? (cap - used) / KVT_CHUNK_BYTES : 0, n = MIN(room, (uint64_t)reg->n_chunks);
+
+        c->vram_started[reg->device] += n * KVT_CHUNK_BYTES;
+        return n;
+}
+
+/* Initial chunk state: as the shim started it (VRAM under its grant, host
+ * memory, unmapped, or untiered). */
 static void region_init_chunks(struct registry *r, struct region *reg, uint32_t tier) {
         struct gpu_stats *g = &r->gpus[reg->device];
-        uint64_t room = g->budget_bytes > g->charged_bytes ? (g->budget_bytes - g->charged_bytes) / KVT_CHUNK_BYTES : 0;
-        uint64_t n_vram = tier == KVT_TIER_VRAM ? MIN(room, (uint64_t)reg->n_chunks) : 0;
+        uint64_t n_vram = tier == KVT_TIER_VRAM ? region_grant_take(reg->client, reg) : 0;
         /* Memory kvtier never moved is where the kernel put it: counted on the GPU's home node. */
         uint8_t node = g->host_node >= 0 ? (uint8_t)g->host_node : POLICY_NODE_NONE;
 
         for (uint32_t i = 0; i < reg->n_chunks; i++) {
+                bool vram = i < n_vram;
+
                 reg->chunks[i] = (struct policy_chunk){
                         .last_use = r->tick,
-                        .tier = (uint8_t)(tier != KVT_TIER_VRAM ? tier
-                                          : i < n_vram          ? KVT_TIER_VRAM
-                                                                : KVT_TIER_NONE),
+                        /* a start in VRAM counts as its arrival there */
+                        .last_move = vram ? r->tick : 0,
+                        .tier = (uint8_t)(tier != KVT_TIER_VRAM ? tier : vram ? KVT_TIER_VRAM : KVT_TIER_NONE),
                         .node = node,
                 };
                 chunk_book(r, &reg->chunks[i], true);
         }
         if (tier == KVT_TIER_VRAM && n_vram < reg->n_chunks)
                 log_debug("Region %u of client %u: %" PRIu64
-                          " of %u chunks reported in VRAM exceed the budget, "
-                          "recorded as unplaced.",
+                          " of %u chunks reported in VRAM exceed its grant, recorded as unplaced.",
                           reg->id, reg->client->id, (uint64_t)reg->n_chunks - n_vram, reg->n_chunks);
         reg->tier_chunks[KVT_TIER_VRAM] = n_vram;
         reg->tier_chunks[tier == KVT_TIER_VRAM ? KVT_TIER_NONE : tier] += reg->n_chunks - n_vram;
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
                 g->tier_chunks[t] += reg->tier_chunks[t];
-        gpu_charge(r, g, n_vram);
+        gpu_charge_start(g, n_vram);
 }
 
 int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add) {
@@ -453,6 +483,7 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
         if (!reg)
                 return -ENOMEM;
         *reg = (struct region){.client = c,
+                               .last_active = r->tick,
                                .id = add->region_id,
                                .device = add->device,
                                .base = add->base,
@@ -597,10 +628,52 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
         return 0;
 }
 
+/* A use of probe chunk ch (flags CHUNK_PROBE): within twice
+ * [policy] protect_min of its eviction, its cohort's chunks still in VRAM
+ * count as used now.  Returns whether it came back in time. */
+static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
+        struct policy_chunk *ch = &reg->chunks[chunk];
+        uint32_t n = (uint32_t)(ch->flags >> CHUNK_COHORT_SHIFT) + 1;
+        bool back = r->tick - ch->last_move <= 2 * conf_protect_min_ticks(r->conf);
+
+        ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
+        if (!back)
+                return false;
+        for (uint32_t i = chunk + 1; i < chunk + n && i < reg->n_chunks; i++)
+                if (reg->chunks[i].tier == KVT_TIER_VRAM && reg->chunks[i].last_use < r->tick)
+                        reg->chunks[i].last_use = r->tick;
+        r->gpus[reg->device].probes_back++;
+        return true;
+}
+
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
+        struct gpu_stats *g = &r->gpus[reg->device];
+        struct policy_chunk *ch;
+
         if (chunk >= reg->n_chunks || n == 0)
                 return;
-        policy_chunk_touch(&reg->chunks[chunk], r->tick, n, conf_heat_half_life_ticks(r->conf));
+        ch = &reg->chunks[chunk];
+        policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
+        reg->last_active = r->tick;
+        if (!tier_is_host(ch->tier) || ch->pending != KVT_TIER_NONE)
+                return;
+        g->demand_faults++;
+        if (ch->tier == KVT_TIER_HOST)
+                ch->flags |= CHUNK_MAPPED;
+        if ((ch->flags & CHUNK_PROBE) && probe_back(r, reg, chunk))
+                return;
+        if (ch->last_move && r->tick - ch->last_move <= conf_protect_min_ticks(r->conf))
+                g->refaults++;
+}
+
+void registry_probe_mark(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
+        (void)r;
+        if (chunk >= reg->n_chunks || n == 0)
+                return;
+        n = MIN(n, 16u);
+        reg->chunks[chunk].flags = (uint8_t)((reg->chunks[chunk].flags & ~CHUNK_PROBE_BITS) | CHUNK_PROBE |
+                                             (n - 1) << CHUNK_COHORT_SHIFT);
+        r->gpus[reg->device].probes++;
 }
 
 static int client_push_order(struct client *c, const struct order *o) {
@@ -640,10 +713,10 @@ static void chunks_mark_pending(struct registry *r, struct region *reg, uint32_t
         }
 }
 
-int registry_order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
-                       int host_node, struct kvt_order *ret) {
+static int order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
+                     int host_node, uint32_t flags, struct kvt_order *ret) {
         struct gpu_stats *g = &r->gpus[reg->device];
-        struct order o = {.id = r->next_order_id, .region = reg, .first = first, .n = n, .tier = tier};
+        struct order o = {.id = r->next_order_id, .region = reg, .first = first, .n = n, .tier = tier, .flags = flags};
         uint64_t add = 0, evict = 0;
         int ret_push;
 
@@ -680,8 +753,23 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
                                   .first_chunk = first,
                                   .n_chunks = n,
                                   .tier = tier,
-                                  .host_node = host_node};
+                                  .host_node = host_node,
+                                  .flags = flags};
         return 0;
+}
+
+int registry_order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
+                       int host_node, struct kvt_order *ret) {
+        return order_new(r, reg, first, n, tier, host_node, 0, ret);
+}
+
+int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, struct kvt_order *ret) {
+        if (n == 0 || (uint64_t)first + n > reg->n_chunks)
+                return -ERANGE;
+        for (uint32_t i = first; i < first + n; i++)
+                if (reg->chunks[i].tier != KVT_TIER_HOST)
+                        return -EINVAL;
+        return order_new(r, reg, first, n, KVT_TIER_HOST, -1, KVT_ORDER_REARM, ret);
 }
 
 static void order_apply(struct registry *r, const struct order *o, int status) {
@@ -696,6 +784,13 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
 
                 g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
+                /* Pages moved or re-armed are unmapped from the GPU: its next touch faults. */
+                if (ok)
+                        ch->flags &= (uint8_t)~CHUNK_MAPPED;
+                if (ok && o->tier == KVT_TIER_VRAM)
+                        ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
+                if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM && !(ch->flags & CHUNK_PROBE))
+                        g->evicted_chunks++;
                 if (ok && ch->tier != o->tier) {
                         reg->tier_chunks[ch->tier]--;
                         g->tier_chunks[ch->tier]--;
@@ -717,7 +812,9 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 r->migrations.orders_failed++;
         else {
                 r->migrations.orders_done++;
-                if (o->tier == KVT_TIER_VRAM)
+                if (o->flags & KVT_ORDER_REARM)
+                        g->rearmed_chunks += o->n;
+                else if (o->tier == KVT_TIER_VRAM)
                         r->migrations.bytes_to_vram += moved * KVT_CHUNK_BYTES;
                 else
                         r->migrations.bytes_to_host += moved * KVT_CHUNK_BYTES;
@@ -857,6 +954,66 @@ uint32_t region_n_chunks(const struct region *reg) {
 
 const struct policy_chunk *region_chunks(const struct region *reg) {
         return reg->chunks;
+}
+
+uint32_t region_last_active(const struct region *reg) {
+        return reg->last_active;
+}
+
+/* Clients using GPU device: connected for it, or with a region there. */
+static size_t gpu_clients(const struct registry *r, int device) {
+        size_t n = 0;
+
+        for (const struct client *c = r->clients; c; c = c->next) {
+                bool uses = c->device == device;
+
+                for (size_t i = 0; !uses && i < c->n_regions; i++)
+                        uses = c->by_id[i]->device == device;
+                n += uses;
+        }
+        return n;
+}
+
+uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device) {
+        struct gpu_stats *g;
+        uint64_t free_bytes, over, n;
+
+        if (device < 0 || device >= KVT_MAX_GPUS || !r->gpu_present[device] || !r->gpus[device].budget_resolved)
+                return client_vram_started(c, device);
+        g = &r->gpus[device];
+        free_bytes = g->budget_bytes > g->charged_bytes ? g->budget_bytes - g->charged_bytes : 0;
+        over = MIN(conf_capture_margin(r->conf, g->budget_bytes), g->stale_chunks * KVT_CHUNK_BYTES);
+        /* never past budget + margin, whatever is charged already */
+        if (g->charged_bytes > g->budget_bytes)
+                over = over > g->charged_bytes - g->budget_bytes ? over - (g->charged_bytes - g->budget_bytes) : 0;
+        g->grantable_bytes = (free_bytes + over) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+        n = MAX(gpu_clients(r, device), (size_t)1);
+        return client_vram_started(c, device) + g->grantable_bytes / n / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+}
+
+void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,
+                          uint64_t stale_chunks) {
+        struct gpu_stats *g;
+
+        if (device < 0 || device >= KVT_MAX_GPUS)
+                return;
+        g = &r->gpus[device];
+        g->protect_ticks = protect_ticks;
+        g->held_chunks = held_chunks;
+        g->stale_chunks = stale_chunks;
+}
+
+uint64_t client_grant_cap(const struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS ? c->grant_cap[device] : 0;
+}
+
+uint64_t client_vram_started(const struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS ? c->vram_started[device] : 0;
+}
+
+void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes) {
+        if (device >= 0 && device < KVT_MAX_GPUS)
+                c->grant_cap[device] = cap_bytes;
 }
 
 uint64_t region_tier_chunks(const struct region *reg, uint32_t tier) {

@@ -45,6 +45,12 @@ struct region;
 
 #define CHUNK_PINNED POLICY_CHUNK_PINNED
 #define CHUNK_HOT    POLICY_CHUNK_HOT
+#define CHUNK_MAPPED POLICY_CHUNK_MAPPED
+
+static_assert((int)KVT_TIER_NONE == (int)POLICY_TIER_NONE && (int)KVT_TIER_VRAM == (int)POLICY_TIER_VRAM &&
+                      (int)KVT_TIER_HOST_MAPPED == (int)POLICY_TIER_HOST_MAPPED &&
+                      (int)KVT_TIER_HOST == (int)POLICY_TIER_HOST,
+              "the policy's tiers are the protocol's");
 
 /* Per-chunk state is the policy's view itself (policy.h): 16 bytes, so 1 M
  * chunks (2 TiB) cost 16 MiB and a tick's snapshot copies nothing. */
@@ -60,6 +66,18 @@ struct gpu_stats {
         uint64_t evicting_chunks; /* charged chunks with an eviction in flight */
         uint64_t tier_chunks[_KVT_TIER_MAX]; /* by confirmed tier */
         uint64_t inflight_orders;
+        /* What the GPU gave away, counted since the start: */
+        uint64_t demand_faults;  /* uses seen of chunks in host memory (faults, launch pointers) */
+        uint64_t refaults;       /* of those, chunks evicted within [policy] protect_min before */
+        uint64_t evicted_chunks; /* evictions completed, probes not counted */
+        uint64_t rearmed_chunks; /* re-arms completed */
+        uint64_t probes;         /* probes ordered, and those that came back (their cohort in use) */
+        uint64_t probes_back;
+        /* As the last plan left them (planner.c): */
+        uint32_t protect_ticks;  /* the thrash guard's protection */
+        uint64_t held_chunks;    /* demands held back: read in place */
+        uint64_t stale_chunks;   /* chunks in VRAM nothing used for a protection period */
+        uint64_t grantable_bytes; /* VRAM new captures may start in, all clients together */
 };
 
 struct node_stats {
@@ -99,6 +117,11 @@ int registry_set_topology(struct registry *r, const struct topology *t);
  * a node whose MemTotal is unknown. */
 int registry_node_budget_reload(struct registry *r, int node);
 
+/* Sets what the last plan of a GPU found (held and stale chunks, the
+ * protection in force), for grants and status. */
+void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,
+                          uint64_t stale_chunks);
+
 /* Re-reads a GPU's budget from the config (after a live change) and marks
  * the GPU present.  Chunks charged over a lowered budget stay charged until
  * the planner has evicted them. */
@@ -122,9 +145,12 @@ void registry_client_free(struct registry *r, struct client *c);
  * earlier stays as it is), and a known home node is recorded. */
 void registry_device_seen(struct registry *r, const struct kvt_device *d);
 
-/* Registers a region, its chunks hottest (last_use = now).  Returns 0,
- * -EEXIST (duplicate region_id), -EADDRINUSE (overlaps another region of
- * the client), -E2BIG (too many regions) or -ENOMEM. */
+/* Registers a region, its chunks hottest (last_use = now).  A region the
+ * shim started in VRAM is booked there as far as the client's GRANT covers
+ * it (and counts against it), the rest as unplaced; one started in host
+ * memory is booked there, unmapped.  Returns 0, -EEXIST (duplicate
+ * region_id), -EADDRINUSE (overlaps another region of the client), -E2BIG
+ * (too many regions) or -ENOMEM. */
 int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add);
 
 /* Deletes a region: uncharges it, forgets its orders.  Returns 0 or -ENOENT. */
@@ -139,8 +165,36 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
 
 /* Records n accesses of a chunk observed during the current tick (from the
  * heat sampler): decays its heat to now and adds n (half-life from the
- * config).  A chunk index outside the region is ignored. */
+ * config), and marks the region active.  A use of a chunk in host memory
+ * is a demand: the GPU has mapped it now (CHUNK_MAPPED); a probe that comes
+ * back refreshes its cohort; a chunk back within [policy] protect_min of
+ * its eviction is a refault.  A chunk index outside the region is ignored. */
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
+
+/* Marks chunk as a probe of the cohort [chunk, chunk + n) (n <= 16), after
+ * its eviction was ordered: if it is used again within twice
+ * [policy] protect_min of that eviction, the cohort's chunks still in VRAM
+ * count as used. */
+void registry_probe_mark(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
+
+/* As registry_order_new() for a re-arm (KVT_ORDER_REARM) of chunks
+ * [first, first + n), all in host memory (tier HOST).  Returns 0, -EBUSY,
+ * -EINVAL (a chunk not in host memory), -ERANGE or -ENOMEM. */
+int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, struct kvt_order *ret);
+
+/* The GRANT cap for client c on device, as the books stand: the bytes it
+ * started in VRAM there so far plus its share (clients using the GPU
+ * alike) of what new captures may take: the free budget, and up to
+ * [gpu] capture_margin over it as far as the last plan saw chunks in VRAM
+ * nothing used lately (gpu_stats.stale_chunks).  Also records the GPU's
+ * grantable_bytes. */
+uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device);
+
+/* The cap of the client's last GRANT for device (0 before any), the bytes
+ * it started in VRAM there since it connected, and setting the cap. */
+uint64_t client_grant_cap(const struct client *c, int device);
+uint64_t client_vram_started(const struct client *c, int device);
+void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes);
 
 /* Creates an order for chunks [first, first + n) of a region: marks them
  * pending, charges promotions to the GPU and evictions to host_node (-1:
@@ -192,4 +246,6 @@ uint32_t region_rule(const struct region *reg);
 bool region_untiered(const struct region *reg);
 uint32_t region_n_chunks(const struct region *reg);
 const struct policy_chunk *region_chunks(const struct region *reg);
+/* Tick of the last use seen in the region (a kernel launched on it, a fault in it); 0 = never. */
+uint32_t region_last_active(const struct region *reg);
 uint64_t region_tier_chunks(const struct region *reg, uint32_t tier);

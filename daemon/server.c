@@ -56,6 +56,8 @@ struct server {
         sd_event_source *accept_source;
         struct peer *peers;
         size_t n_peers;
+        void (*on_demand)(void *userdata); /* a shim said faults arrived */
+        void *demand_userdata;
         struct kvt_msg msg; /* receive buffer: 64 KiB, not on the stack */
 };
 
@@ -166,6 +168,10 @@ static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
         }
         conf_capture(s->conf, &w.capture_min_size, &w.capture_after, &w.max_captured);
         w.capture_apis = conf_capture_apis(s->conf);
+        /* The first captures of a process are often its largest (weights, a KV
+         * pool): they may start in VRAM before the next tick's GRANT. */
+        w.vram_grant_bytes = registry_grant_cap(s->registry, p->client, h->device);
+        client_set_grant_cap(p->client, h->device, w.vram_grant_bytes);
         log_info("Client %u connected: pid %d, uid %u, \"%s\", GPU %d.", w.client_id, (int)p->pid,
                  (unsigned)p->uid, h->name, h->device);
         return peer_send(p, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));
@@ -283,6 +289,10 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
                 return peer_on_order_done(p, &m->u.order_done);
         case KVT_MSG_DEVICE:
                 registry_device_seen(p->server->registry, &m->u.device);
+                return 0;
+        case KVT_MSG_DEMAND:
+                if (p->heat && p->server->on_demand)
+                        p->server->on_demand(p->server->demand_userdata);
                 return 0;
         case KVT_MSG_HINT:
                 r = registry_hint(p->server->registry, p->client, &m->u.hint);
@@ -424,6 +434,23 @@ void server_send_order(struct client *c, const struct kvt_order *o, void *userda
         r = peer_send(p, KVT_MSG_ORDER, 0, o, sizeof(*o));
         if (r < 0)
                 peer_mark_broken(p, r);
+}
+
+void server_send_grant(struct client *c, const struct kvt_grant *g, void *userdata) {
+        struct peer *p = client_userdata(c);
+        int r;
+
+        (void)userdata;
+        if (p->broken)
+                return;
+        r = peer_send(p, KVT_MSG_GRANT, 0, g, sizeof(*g));
+        if (r < 0)
+                peer_mark_broken(p, r);
+}
+
+void server_set_demand_handler(struct server *s, void (*fn)(void *userdata), void *userdata) {
+        s->on_demand = fn;
+        s->demand_userdata = userdata;
 }
 
 static int peer_new(struct server *s, int fd) {

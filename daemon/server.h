@@ -38,6 +38,11 @@ const char *server_socket_path(const struct server *s);
  * order (queued on EAGAIN; a broken peer is dropped later from the event loop). */
 bool server_client_ready(struct client *c, void *userdata);
 void server_send_order(struct client *c, const struct kvt_order *o, void *userdata);
+void server_send_grant(struct client *c, const struct kvt_grant *g, void *userdata);
+
+/* Calls fn(userdata) when a shim with a heat table sends DEMAND (faults were
+ * counted): the caller replans (rate-limited as it sees fit). */
+void server_set_demand_handler(struct server *s, void (*fn)(void *userdata), void *userdata);
 
 /* Turns the counters of every shim's heat table into registry_chunk_touch()
  * calls; once per tick, before planning.  Returns 0 or -ENOMEM. */

@@ -82,6 +82,15 @@ uint64_t conf_nodes_limited(const struct conf *c) {
         return 0;
 }
 
+uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes) {
+        (void)c;
+        return budget_bytes / 4 / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+}
+
+unsigned conf_protect_min_ticks(const struct conf *c) {
+        return c->policy.protect_min_ticks;
+}
+
 /* One process: no [client.NAME] sections. */
 size_t conf_n_clients(const struct conf *c) {
         (void)c;

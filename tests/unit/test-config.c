@@ -33,7 +33,10 @@ static void test_defaults(void) {
         TAP_EQ_INT(conf_new(&c), 0, "defaults: conf_new");
         TAP_EQ_INT(conf_tick_ms(c), 10, "defaults: tick_ms 10");
         TAP_EQ_INT(conf_log_level(c), KVT_LOG_INFO, "defaults: log_level info");
-        TAP_EQ_STR(conf_policy_name(c), "hybrid", "defaults: policy hybrid");
+        TAP_EQ_STR(conf_policy_name(c), "demand", "defaults: policy demand");
+        TAP_EQ_U64(conf_capture_margin(c, 4ull << 30), 1ull << 30, "defaults: capture_margin a quarter of the budget");
+        TAP_EQ_U64(conf_capture_margin(c, 5ull << 20), 0, "defaults: capture_margin in whole chunks");
+        TAP_EQ_INT(conf_protect_min_ticks(c), 20, "defaults: protect_min 200 ms = 20 ticks");
         TAP_EQ_U64(conf_max_migration_rate(c), 40ull << 30, "defaults: max_migration_rate 40G");
         conf_gpu_budget(c, 3, &b, &set);
         TAP_EQ_INT(b.percent, 80, "defaults: vram_budget 80%%");
@@ -41,6 +44,45 @@ static void test_defaults(void) {
         TAP_EQ_INT(conf_capture_apis(c), KVT_API_FAMILY_ALL, "defaults: [capture] apis all");
         TAP_EQ_INT(conf_load(c, "/nonexistent/kvtierd.conf", false), 0, "missing optional file is fine");
         TAP_EQ_INT(conf_load(c, "/nonexistent/kvtierd.conf", true), -ENOENT, "missing required file fails");
+        conf_free(c);
+}
+
+/* demand's parameters come from [policy] in milliseconds and per second,
+ * turned into ticks at the configured tick. */
+static void test_demand_params(void) {
+        struct conf *c = NULL;
+        struct policy_params pp;
+
+        TAP_EQ_INT(conf_new(&c), 0, "demand: conf_new");
+        conf_policy_params(c, &pp);
+        TAP_EQ_INT(pp.kind, POLICY_DEMAND, "demand: the default kind");
+        TAP_EQ_INT(pp.protect_min_ticks, 20, "demand: protect_min 200 ms");
+        TAP_EQ_INT(pp.protect_max_ticks, 6000, "demand: protect_max 60 s");
+        TAP_EQ_INT(pp.sample_chunks, 8, "demand: 800 re-arms a second, 8 a tick");
+        TAP_EQ_INT(pp.probe_cohorts, 2, "demand: 200 probes a second, 2 a tick");
+        TAP_EQ_INT(pp.active_ticks, 4, "demand: active 40 ms");
+        TAP_EQ_INT(pp.heat_half_life_ticks, POLICY_DEMAND_HALF_LIFE_TICKS, "demand: its own half-life");
+        TAP_EQ_INT(pp.prefetch_depth, 0, "demand: no stream prefetch");
+        TAP_EQ_INT(pp.evict_tier, KVT_TIER_HOST, "demand: evictions unmapped");
+        TAP_EQ_INT(conf_heat_half_life_ticks(c), POLICY_DEMAND_HALF_LIFE_TICKS,
+                   "demand: the registry decays heat with the policy's half-life");
+        conf_free(c);
+        TAP_EQ_INT(load("[daemon]\ntick_ms = 50\n[policy]\nprotect_min = 1000\nprotect_max = 10\nrearm_rate = 1\n"
+                        "probe_rate = 0\n[gpu]\ncapture_margin = 64M\n",
+                        &c),
+                   0, "demand: load");
+        conf_policy_params(c, &pp);
+        TAP_EQ_INT(pp.protect_min_ticks, 20, "demand: 1000 ms at 50 ms ticks");
+        TAP_EQ_INT(pp.protect_max_ticks, 20, "demand: the maximum never below the minimum");
+        TAP_EQ_INT(pp.sample_chunks, 1, "demand: a rate below one a tick is one a tick");
+        TAP_EQ_INT(pp.probe_cohorts, 0, "demand: 0 is none");
+        TAP_EQ_U64(conf_capture_margin(c, 4ull << 30), 64ull << 20, "demand: capture_margin in bytes");
+        conf_free(c);
+        c = NULL;
+        TAP_EQ_INT(load("[policy]\nprotect_min = 0\n", &c), -EINVAL, "demand: protect_min 0 is out of range");
+        conf_free(c);
+        c = NULL;
+        TAP_EQ_INT(load("[gpu]\ncapture_margin = lots\n", &c), -EINVAL, "demand: a bad capture_margin is refused");
         conf_free(c);
 }
 
@@ -269,6 +311,7 @@ int main(void) {
         test_policy_params();
         test_clients();
         test_print();
+        test_demand_params();
         test_numa();
         unlink(path);
         return tap_done();

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's books for the demand policy, through its registry and
+ * planner: captures that start in VRAM under a GRANT and the caps the
+ * planner grants; uses of chunks in host memory (demands, the GPU's
+ * mapping, refaults); probes and the cohorts they refresh; re-arm orders.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "conf.h"
+#include "log.h"
+#include "order-sink.h"
+#include "planner.h"
+#include "registry.h"
+#include "tap.h"
+
+#define CHUNK KVT_CHUNK_BYTES
+
+static struct kvt_grant grants[16];
+static size_t n_grants;
+
+static void grant_sink(struct client *c, const struct kvt_grant *g, void *userdata) {
+        (void)c, (void)userdata;
+        if (n_grants < 16)
+                grants[n_grants++] = *g;
+}
+
+static const struct planner_ops ops = {.client_ready = sink_ready, .send_order = sink_send, .send_grant = grant_sink};
+
+struct rig {
+        struct conf *conf;
+        struct registry *r;
+        struct planner *p;
+        struct client *cl;
+};
+
+/* Budget 16 chunks, margin 4 chunks, one client; no rate limit. */
+static void rig_up(struct rig *x) {
+        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
+                              .name = "test"};
+
+        if (conf_new(&x->conf) < 0 || conf_set(x->conf, "gpu", "vram_budget", "32M", "test") < 0 ||
+            conf_set(x->conf, "gpu", "capture_margin", "8M", "test") < 0 ||
+            conf_set(x->conf, "policy", "max_migration_rate", "0", "test") < 0 ||
+            conf_set(x->conf, "policy", "rearm_rate", "0", "test") < 0 ||
+            conf_set(x->conf, "policy", "probe_rate", "0", "test") < 0 ||
+            registry_new(x->conf, &x->r) < 0 || planner_new(x->conf, &x->p) < 0 ||
+            registry_client_new(x->r, 100, 0, &h, NULL, &x->cl) < 0)
+                abort();
+        n_sent = n_grants = 0;
+}
+
+static void rig_down(struct rig *x) {
+        planner_free(x->p);
+        registry_free(x->r);
+        conf_free(x->conf);
+}
+
+static struct region *add(struct rig *x, uint32_t id, uint32_t chunks, uint32_t tier) {
+        struct kvt_region_add a = {.region_id = id, .device = 0, .base = (uint64_t)id << 30,
+                                   .size_bytes = (uint64_t)chunks * CHUNK, .api = KVT_API_CUDA_MALLOC, .tier = tier};
+        struct region *reg = NULL;
+
+        if (registry_region_add(x->r, x->cl, &a) < 0)
+                abort();
+        for (struct region *g = registry_regions(x->r); g; g = region_next(g))
+                reg = g; /* the newest */
+        return reg;
+}
+
+/* Captures start in VRAM as far as the client's GRANT reaches, never further. */
+static void test_grants(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        struct region *a, *b;
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 0), 16 * CHUNK, "grant: the free budget, no margin without stale chunks");
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 6, KVT_TIER_VRAM);
+        TAP_EQ_U64(region_tier_chunks(a, KVT_TIER_VRAM), 6, "grant: a capture within it is booked in VRAM");
+        TAP_EQ_U64(g->charged_bytes, 6 * CHUNK, "grant: and charged");
+        TAP_EQ_U64(client_vram_started(x.cl, 0), 6 * CHUNK, "grant: counted against the grant");
+        b = add(&x, 2, 4, KVT_TIER_VRAM);
+        TAP_EQ_U64(region_tier_chunks(b, KVT_TIER_VRAM), 4, "grant: another within it");
+        a = add(&x, 3, 8, KVT_TIER_VRAM);
+        TAP_EQ_U64(region_tier_chunks(a, KVT_TIER_VRAM), 6, "grant: a claim past the grant is booked in VRAM as far as it goes");
+        TAP_EQ_U64(region_tier_chunks(a, KVT_TIER_NONE), 2, "grant: the rest unplaced");
+        TAP_EQ_U64(g->charged_bytes, 16 * CHUNK, "grant: the charge stays within the grant");
+        b = add(&x, 4, 3, KVT_TIER_HOST);
+        TAP_EQ_U64(region_tier_chunks(b, KVT_TIER_HOST), 3, "grant: a capture in host memory is booked there");
+        TAP_OK(!(region_chunks(b)[0].flags & CHUNK_MAPPED), "grant: unmapped");
+        TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 0), 16 * CHUNK, "grant: full budget, nothing stale: nothing more");
+        registry_gpu_planned(x.r, 0, 20, 0, 5);
+        TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 0), 20 * CHUNK,
+                   "grant: with stale chunks in VRAM, up to the margin over the budget");
+        rig_down(&x);
+}
+
+/* The planner grants each tick, and a region that started in VRAM over the
+ * budget is evicted back to it, the stale chunks first. */
+static void test_planner_grants(void) {
+        struct rig x;
+        struct region *a;
+
+        rig_up(&x);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "planner: ticks");
+        TAP_OK(n_grants == 1 && grants[0].device == 0 && grants[0].vram_cap_bytes == 16 * CHUNK,
+               "planner: a GRANT of the free budget");
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "planner: ticks again");
+        TAP_EQ_U64(n_grants, 1, "planner: no GRANT while the cap stays");
+        a = add(&x, 1, 16, KVT_TIER_VRAM);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r); /* past protect_min: nothing used it */
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "planner: ticks with the budget full");
+        TAP_OK(n_grants == 2 && grants[1].vram_cap_bytes == 16 * CHUNK + 4 * CHUNK,
+               "planner: stale chunks make room for the margin");
+        add(&x, 2, 2, KVT_TIER_VRAM);
+        TAP_EQ_U64(registry_gpu(x.r, 0)->charged_bytes, 18 * CHUNK, "planner: a capture started over the budget");
+        registry_advance_tick(x.r);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "planner: ticks over the budget");
+        TAP_OK(n_sent >= 1 && sent[0].region_id == 1 && sent[0].tier == KVT_TIER_HOST && sent[0].n_chunks == 2,
+               "planner: two stale chunks of the old region are evicted, not the new one");
+        (void)a;
+        rig_down(&x);
+}
+
+/* A use of a chunk in host memory: a demand, mapped, a refault when it was
+ * evicted lately; a probe's use refreshes its cohort. */
+static void test_demands(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        const struct policy_chunk *c;
+        struct region *a;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        c = region_chunks(a);
+        TAP_EQ_INT(registry_order_new(x.r, a, 0, 2, KVT_TIER_HOST, -1, &o), 0, "demand: evict chunks 0..1");
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "demand: evicted");
+        TAP_EQ_U64(g->evicted_chunks, 2, "demand: evictions counted");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1);
+        TAP_EQ_U64(g->demand_faults, 1, "demand: a use in host memory is a demand");
+        TAP_OK(c[0].flags & CHUNK_MAPPED, "demand: the GPU has mapped it");
+        TAP_EQ_U64(g->refaults, 1, "demand: back within protect_min of its eviction: a refault");
+        TAP_EQ_U64(region_last_active(a), registry_tick(x.r), "demand: the region is active");
+        registry_chunk_touch(x.r, a, 4, 1);
+        TAP_EQ_U64(g->demand_faults, 1, "demand: a use in VRAM is no demand");
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 1, 1);
+        TAP_EQ_U64(g->refaults, 1, "demand: back later: no refault");
+
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 3, &o), -EINVAL, "rearm: refused for a chunk in VRAM");
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 2, &o), 0, "rearm: chunks 0..1");
+        TAP_OK(o.flags == KVT_ORDER_REARM && o.tier == KVT_TIER_HOST, "rearm: the order says so");
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "rearm: done");
+        TAP_OK(!(c[0].flags & CHUNK_MAPPED) && !(c[1].flags & CHUNK_MAPPED), "rearm: no longer mapped");
+        TAP_OK(c[0].tier == KVT_TIER_HOST, "rearm: still in host memory");
+        TAP_EQ_U64(g->rearmed_chunks, 2, "rearm: counted");
+
+        /* probe chunk 4 for the cohort 4..7 */
+        TAP_EQ_INT(registry_order_new(x.r, a, 4, 1, KVT_TIER_HOST, -1, &o), 0, "probe: evict chunk 4");
+        registry_probe_mark(x.r, a, 4, 4);
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "probe: evicted");
+        TAP_EQ_U64(g->evicted_chunks, 2, "probe: not counted as an eviction for the guard");
+        registry_advance_tick(x.r);
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 4, 1);
+        TAP_EQ_U64(g->probes_back, 1, "probe: back soon");
+        TAP_OK(c[5].last_use == registry_tick(x.r) && c[7].last_use == registry_tick(x.r),
+               "probe: its cohort counts as used");
+        TAP_EQ_U64(g->refaults, 1, "probe: not a refault");
+        TAP_EQ_INT(registry_order_new(x.r, a, 6, 1, KVT_TIER_HOST, -1, &o), 0, "probe: evict chunk 6");
+        registry_probe_mark(x.r, a, 6, 2);
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        for (int i = 0; i < 100; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 6, 1);
+        TAP_EQ_U64(g->probes_back, 1, "probe: back too late: the cohort was cold");
+        TAP_OK(c[7].last_use < registry_tick(x.r), "probe: and is not refreshed");
+        rig_down(&x);
+}
+
+int main(void) {
+        kvt_log_setup("test", KVT_LOG_ERR);
+        test_grants();
+        test_planner_grants();
+        test_demands();
+        return tap_done();
+}
