@@ -140,8 +140,7 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
                         if (parse_fd("listen-fd", optarg, &o->listen_fd) < 0)
                                 return -EINVAL;
                         if (sd_is_socket_unix(o->listen_fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
-                                log_error("Invalid --listen-fd=%s: not a listening AF_UNIX SOCK_SEQPACKET socket.",
-                                          optarg);
+                                log_error("Invalid --listen-fd=%s: not a listening SEQPACKET socket.", optarg);
                                 return -EINVAL;
                         }
                         break;
@@ -358,6 +357,8 @@ int main(int argc, char *argv[]) {
                 ret = EXIT_SUCCESS;
         }
 finish:
+        if (!d.server && o.listen_fd >= 0)
+                server_unlink_listen_fd(o.listen_fd);
         daemon_done(&d);
         free(o.set);
         return ret;

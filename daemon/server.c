@@ -587,13 +587,25 @@ static int server_activated(struct server *s) {
 }
 
 /* The socket file of --listen-fd, and its directory once empty. */
-static void server_unlink_handed(struct server *s) {
-        char *slash = strrchr(s->path, '/');
+static void unlink_handed(const char *path) {
+        char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        char *slash;
 
-        if (!s->path[0] || unlink(s->path) < 0 || !slash || slash == s->path)
+        snprintf(dir, sizeof(dir), "%s", path);
+        slash = strrchr(dir, '/');
+        if (!dir[0] || unlink(dir) < 0 || !slash || slash == dir)
                 return;
         *slash = '\0';
-        (void)rmdir(s->path); /* fails, as it should, where anything else lives */
+        (void)rmdir(dir); /* fails, as it should, where anything else lives */
+}
+
+void server_unlink_listen_fd(int fd) {
+        struct sockaddr_un sa;
+        socklen_t len = sizeof(sa);
+
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+            len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] == '/')
+                unlink_handed(sa.sun_path);
 }
 
 int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
@@ -633,7 +645,7 @@ struct server *server_free(struct server *s) {
         if (s->fd >= 0 && !s->activated) {
                 close(s->fd);
                 if (s->handed)
-                        server_unlink_handed(s);
+                        unlink_handed(s->path);
                 else if (s->path[0])
                         unlink(s->path);
         }

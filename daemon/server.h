@@ -33,6 +33,10 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
  * that leaves it empty).  Accepts NULL; returns NULL. */
 struct server *server_free(struct server *s);
 
+/* For a daemon that exits before it serves listen_fd: removes the socket's
+ * file as server_free() would. */
+void server_unlink_listen_fd(int fd);
+
 /* The path listened on. */
 const char *server_socket_path(const struct server *s);
 
