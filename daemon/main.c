@@ -323,6 +323,10 @@ int main(int argc, char *argv[]) {
         int r, ret = EXIT_RUNTIME;
 
         kvt_log_setup("kvtierd", KVT_LOG_INFO);
+        /* stderr may be a pipe that loses its reader first (an engine's, for
+         * KVTIER_STANDALONE): a log line is then lost, not the daemon, as
+         * under systemd's IgnoreSIGPIPE.  Sockets send with MSG_NOSIGNAL. */
+        signal(SIGPIPE, SIG_IGN);
         r = parse_argv(argc, argv, &o);
         if (r <= 0) {
                 ret = r == 0 ? EXIT_SUCCESS : r == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;

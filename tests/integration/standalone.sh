@@ -140,6 +140,20 @@ else
                 [ "$(grep -c "Cannot reach kvtierd at ${sbindir:-}/kvtierd: No such file or directory" "$TMP/alone.out")" -eq 1 ]
 fi
 
+# The private daemon shares the engine's stderr, whose reader may go away
+# first: a log line is lost, not the daemon.  fd 9: a pipe with no reader.
+mkfifo "$TMP/noreader"
+exec 8<>"$TMP/noreader" 9>"$TMP/noreader" 8<&-
+rm -f "$SOCK"
+"$KVTIERD" -c /dev/null -s "$SOCK" --log-level=info 2>&9 &
+DAEMON_PID=$!
+exec 9>&-
+serves() { for _ in $(seq 100); do status_json >/dev/null 2>&1 && return 0; sleep 0.05; done; false; }
+check "kvtierd whose stderr has no reader serves" serves
+sigterm_exit0() { kill -TERM "$DAEMON_PID" && wait "$DAEMON_PID"; }
+check "and exits 0 on SIGTERM" sigterm_exit0
+DAEMON_PID=
+
 # kvtierd -o: the config table's validation, the option named, exit 2.
 usage_error() { [ "$1" -eq 2 ] && shift && "$@"; }
 for bad in gpu.vram_budgt=1G gpu.vram_budget=lots policy.name=fifo gpu.99.vram_budget=1G vram_budget=1G; do
