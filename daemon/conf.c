@@ -416,6 +416,28 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
         return 0;
 }
 
+int conf_set_option(struct conf *c, const char *option) {
+        char buf[512], why[sizeof(buf) + 8];
+        char *eq, *dot;
+        int r;
+
+        snprintf(why, sizeof(why), "-o %s", option);
+        if (strlen(option) >= sizeof(buf))
+                return log_error_errno(EINVAL, "%s: too long.", why);
+        strcpy(buf, option);
+        eq = strchr(buf, '=');
+        if (eq)
+                *eq = '\0';
+        dot = strrchr(buf, '.');
+        if (!eq || !dot || dot == buf || !dot[1])
+                return log_error_errno(EINVAL, "%s: expected SECTION.KEY=VALUE.", why);
+        *dot = '\0';
+        r = conf_set(c, buf, dot + 1, eq + 1, why);
+        if (r == -ENOENT)
+                log_error("%s: unknown key [%s] %s.", why, buf, dot + 1);
+        return r;
+}
+
 int conf_new(struct conf **ret) {
         struct conf *c = calloc(1, sizeof(*c));
 

@@ -38,6 +38,13 @@ int conf_load(struct conf *c, const char *path, bool required);
  * unknown key, or -EINVAL / -ERANGE (logged). */
 int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why);
 
+/* Sets one key from "SECTION.KEY=VALUE" (kvtierd -o): the key is what
+ * follows the last dot before '=', so that gpu.1.vram_budget and
+ * client.NAME.priority keep their sections.  Errors, an unknown key
+ * included, are logged naming the option.  Returns 0, -ENOENT, -EINVAL or
+ * -ERANGE. */
+int conf_set_option(struct conf *c, const char *option);
+
 /* Prints the table as a commented INI file with effective values. */
 void conf_print(const struct conf *c, FILE *f);
 

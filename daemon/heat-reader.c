@@ -321,13 +321,3 @@ int heat_table_tick_end(struct heat_table *t) {
         t->n_b = w;
         return t->want_scan ? scan_slots(t) : 0;
 }
-
-int heat_table_collect_client(struct heat_table *t, struct registry *r, const struct client *c) {
-        int ret = 0;
-
-        heat_table_tick_begin(t);
-        for (struct region *reg = registry_regions(r); reg && ret >= 0; reg = region_next(reg))
-                if (region_client(reg) == c)
-                        ret = heat_table_collect(t, r, reg);
-        return ret < 0 ? ret : heat_table_tick_end(t);
-}

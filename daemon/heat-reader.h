@@ -38,11 +38,6 @@ int heat_table_collect(struct heat_table *t, struct registry *r, struct region *
  * regions that are gone.  Returns 0 or -ENOMEM. */
 int heat_table_tick_end(struct heat_table *t);
 
-/* One whole tick for a table whose client is c (begin, every region of c,
- * end): for a registry with a single table, as the shim's standalone mode
- * keeps.  Returns 0 or -ENOMEM. */
-int heat_table_collect_client(struct heat_table *t, struct registry *r, const struct client *c);
-
 /* Counters read and accesses passed on, for status and tests. */
 struct heat_table_stats {
         uint64_t regions_bound;

@@ -3,20 +3,26 @@
  * kvtierd: decides per 2 MiB chunk which captured memory lives in VRAM.
  *
  * Exit codes:
- *   0  clean shutdown (SIGTERM, SIGINT), or --help / --version
+ *   0  clean shutdown (SIGTERM, SIGINT, end of file on --lifeline-fd), or
+ *      --help / --version / --print-config
  *   1  runtime failure (socket in use by a live daemon, event loop error, ...)
- *   2  usage or configuration error
+ *   2  usage or configuration error (a bad -o, --listen-fd or --lifeline-fd included)
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
+#include <unistd.h>
 
 #include "conf.h"
 #include "log.h"
@@ -39,6 +45,7 @@ struct daemon {
         struct server *server;
         sd_event *event;
         sd_event_source *tick;
+        sd_event_source *lifeline;
         struct status_info info;
         struct topology topology;
         uint64_t last_plan_ns; /* CLOCK_MONOTONIC */
@@ -51,6 +58,10 @@ struct options {
         const char *socket;
         const char *log_level;
         bool print_config;
+        const char **set; /* -o SECTION.KEY=VALUE, in order; room for argc */
+        size_t n_set;
+        int listen_fd;   /* --listen-fd, or -1 */
+        int lifeline_fd; /* --lifeline-fd, or -1 */
 };
 
 static void help(void) {
@@ -58,23 +69,54 @@ static void help(void) {
                "Places captured GPU memory in VRAM or host memory, per 2 MiB chunk.\n\n"
                "  -c, --config=FILE      Configuration file (default %s;\n"
                "                         a missing default file means built-in defaults)\n"
+               "  -o, --set=SECTION.KEY=VALUE\n"
+               "                         Set one key as the file would (gpu.vram_budget=8G,\n"
+               "                         gpu.1.vram_budget=50%%, policy.name=lru); after the file,\n"
+               "                         in order; may be given several times\n"
                "  -s, --socket=PATH      Socket path, overrides [daemon] socket\n"
                "      --log-level=LEVEL  err, warning, notice, info or debug; overrides [daemon] log_level\n"
+               "      --listen-fd=N      Serve the listening AF_UNIX SOCK_SEQPACKET socket inherited\n"
+               "                         as fd N instead of [daemon] socket; at exit its file is\n"
+               "                         removed, and its directory if that leaves it empty\n"
+               "      --lifeline-fd=N    Exit 0 at end of file on fd N (the read end of a pipe):\n"
+               "                         when every holder of its write end is gone\n"
                "      --print-config     Print every key with its effective value and help, then exit\n"
                "  -h, --help             Show this help\n"
                "      --version          Show the version\n\n"
-               "Host NUMA nodes are read from $KVTIER_SYSFS_ROOT/devices/system/node (default /sys).\n\n"
-               "Exit status: 0 clean shutdown, 1 runtime failure, 2 usage or configuration error.\n",
+               "Host NUMA nodes are read from $KVTIER_SYSFS_ROOT/devices/system/node (default /sys).\n"
+               "KVTIER_STANDALONE=1 makes the shim start kvtierd with --listen-fd and --lifeline-fd.\n\n"
+               "Exit status: 0 clean shutdown (SIGTERM, SIGINT, end of the lifeline), 1 runtime failure,\n"
+               "2 usage or configuration error (a bad option value included).\n",
                DEFAULT_CONFIG);
 }
 
-/* Returns 1 to run, 0 to exit successfully, -EINVAL for a usage error. */
+/* Parses an inherited descriptor's number for option name.  Returns 0 or
+ * -EINVAL (logged). */
+static int parse_fd(const char *name, const char *v, int *ret_fd) {
+        char *end;
+        long n;
+
+        errno = 0;
+        n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 0 || n > INT_MAX || fcntl((int)n, F_GETFD) < 0) {
+                log_error("Invalid --%s=%s: not an open file descriptor.", name, v);
+                return -EINVAL;
+        }
+        *ret_fd = (int)n;
+        return 0;
+}
+
+/* Returns 1 to run, 0 to exit successfully, -EINVAL for a usage error, or
+ * -ENOMEM.  o->set is allocated: free it in any case. */
 static int parse_argv(int argc, char *argv[], struct options *o) {
-        enum { ARG_LOG_LEVEL = 0x100, ARG_VERSION, ARG_PRINT_CONFIG };
+        enum { ARG_LOG_LEVEL = 0x100, ARG_VERSION, ARG_PRINT_CONFIG, ARG_LISTEN_FD, ARG_LIFELINE_FD };
         static const struct option longopts[] = {
                 {"config", required_argument, NULL, 'c'},
+                {"set", required_argument, NULL, 'o'},
                 {"socket", required_argument, NULL, 's'},
                 {"log-level", required_argument, NULL, ARG_LOG_LEVEL},
+                {"listen-fd", required_argument, NULL, ARG_LISTEN_FD},
+                {"lifeline-fd", required_argument, NULL, ARG_LIFELINE_FD},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION},
                 {"print-config", no_argument, NULL, ARG_PRINT_CONFIG},
@@ -82,12 +124,30 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
         };
         int c;
 
-        *o = (struct options){.config = DEFAULT_CONFIG};
-        while ((c = getopt_long(argc, argv, "c:s:h", longopts, NULL)) >= 0)
+        *o = (struct options){.config = DEFAULT_CONFIG, .listen_fd = -1, .lifeline_fd = -1};
+        o->set = calloc((size_t)argc, sizeof(*o->set));
+        if (!o->set)
+                return log_error_errno(ENOMEM, "Failed to parse the command line: %s", strerror(ENOMEM));
+        while ((c = getopt_long(argc, argv, "c:o:s:h", longopts, NULL)) >= 0)
                 switch (c) {
                 case 'c':
                         o->config = optarg;
                         o->config_given = true;
+                        break;
+                case 'o':
+                        o->set[o->n_set++] = optarg;
+                        break;
+                case ARG_LISTEN_FD:
+                        if (parse_fd("listen-fd", optarg, &o->listen_fd) < 0)
+                                return -EINVAL;
+                        if (sd_is_socket_unix(o->listen_fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
+                                log_error("Invalid --listen-fd=%s: not a listening SEQPACKET socket.", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_LIFELINE_FD:
+                        if (parse_fd("lifeline-fd", optarg, &o->lifeline_fd) < 0)
+                                return -EINVAL;
                         break;
                 case 's':
                         o->socket = optarg;
@@ -123,6 +183,9 @@ static int load_config(struct daemon *d, const struct options *o) {
         r = conf_load(d->conf, o->config, o->config_given);
         if (r < 0)
                 return r;
+        for (size_t i = 0; i < o->n_set; i++)
+                if (conf_set_option(d->conf, o->set[i]) < 0)
+                        return -EINVAL;
         if (o->socket && conf_set(d->conf, "daemon", "socket", o->socket, "--socket") < 0)
                 return -EINVAL;
         if (o->log_level && conf_set(d->conf, "daemon", "log_level", o->log_level, "--log-level") < 0)
@@ -186,8 +249,37 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* End of file on --lifeline-fd: whoever started this daemon for itself is
+ * gone, and so is every client it could have. */
+static int on_lifeline(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct daemon *d = userdata;
+        char buf[256];
+        ssize_t n;
+
+        while ((n = read(fd, buf, sizeof(buf))) > 0)
+                ; /* nothing is written there; what is, is not a message */
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        log_info("The lifeline (fd %d) closed: the process that started kvtierd is gone.", fd);
+        return sd_event_exit(d->event, 0);
+}
+
+/* Watches --lifeline-fd, if given.  Returns 0 or -errno (logged). */
+static int watch_lifeline(struct daemon *d, int fd) {
+        int r;
+
+        if (fd < 0)
+                return 0;
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+                return log_error_errno(errno, "Failed to set up --lifeline-fd=%d: %s", fd, strerror(errno));
+        r = sd_event_add_io(d->event, &d->lifeline, fd, EPOLLIN, on_lifeline, d);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch --lifeline-fd=%d: %s", fd, strerror(-r));
+        return 0;
+}
+
 /* Sets up the event loop, signals, tick and socket.  Returns 0 or -errno (logged). */
-static int daemon_setup(struct daemon *d) {
+static int daemon_setup(struct daemon *d, const struct options *o) {
         sigset_t mask;
         int r;
 
@@ -222,11 +314,14 @@ static int daemon_setup(struct daemon *d) {
                 .tick_ms = conf_tick_ms(d->conf),
                 .start_ns = now_ns(),
                 .client_heat = server_client_heat};
-        r = server_new(d->event, d->conf, d->registry, &d->info, &d->server);
+        r = server_new(d->event, d->conf, d->registry, &d->info, o->listen_fd, &d->server);
         if (r < 0)
                 return r;
         d->info.socket = server_socket_path(d->server);
         server_set_demand_handler(d->server, on_demand, d);
+        r = watch_lifeline(d, o->lifeline_fd);
+        if (r < 0)
+                return r;
 
         r = sd_event_add_time_relative(d->event, &d->tick, CLOCK_MONOTONIC,
                                        (uint64_t)conf_tick_ms(d->conf) * 1000, 1000, on_tick, d);
@@ -236,6 +331,7 @@ static int daemon_setup(struct daemon *d) {
 }
 
 static void daemon_done(struct daemon *d) {
+        sd_event_source_disable_unref(d->lifeline);
         sd_event_source_disable_unref(d->tick);
         server_free(d->server); /* before the registry: peers release their clients */
         planner_free(d->planner);
@@ -250,23 +346,27 @@ int main(int argc, char *argv[]) {
         int r, ret = EXIT_RUNTIME;
 
         kvt_log_setup("kvtierd", KVT_LOG_INFO);
+        /* stderr may be a pipe that loses its reader first (an engine's, for
+         * KVTIER_STANDALONE): a log line is then lost, not the daemon, as
+         * under systemd's IgnoreSIGPIPE.  Sockets send with MSG_NOSIGNAL. */
+        signal(SIGPIPE, SIG_IGN);
         r = parse_argv(argc, argv, &o);
-        if (r <= 0)
-                return r == 0 ? EXIT_SUCCESS : EXIT_USAGE;
+        if (r <= 0) {
+                ret = r == 0 ? EXIT_SUCCESS : r == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
+                goto finish;
+        }
         if (load_config(&d, &o) < 0) {
-                conf_free(d.conf);
-                return EXIT_USAGE;
+                ret = EXIT_USAGE;
+                goto finish;
         }
         if (o.print_config) {
                 conf_print(d.conf, stdout);
-                conf_free(d.conf);
-                return EXIT_SUCCESS;
+                ret = EXIT_SUCCESS;
+                goto finish;
         }
-        if (load_topology(&d) < 0) {
-                conf_free(d.conf);
-                return EXIT_RUNTIME;
-        }
-        if (daemon_setup(&d) < 0) {
+        if (load_topology(&d) < 0)
+                goto finish;
+        if (daemon_setup(&d, &o) < 0) {
                 if (d.config_error)
                         ret = EXIT_USAGE;
                 goto finish;
@@ -284,6 +384,9 @@ int main(int argc, char *argv[]) {
                 ret = EXIT_SUCCESS;
         }
 finish:
+        if (!d.server && o.listen_fd >= 0)
+                server_unlink_listen_fd(o.listen_fd);
         daemon_done(&d);
+        free(o.set);
         return ret;
 }

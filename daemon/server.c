@@ -52,6 +52,7 @@ struct server {
         const struct status_info *info;
         int fd;
         bool activated; /* systemd owns the socket file */
+        bool handed;    /* --listen-fd: file and directory were made for this daemon alone */
         char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
         sd_event_source *accept_source;
         struct peer *peers;
@@ -579,41 +580,75 @@ static int server_bind(struct server *s, const char *path) {
         return 0;
 }
 
-/* Takes the socket systemd passed, if any: 1 taken, 0 none, -errno. */
-static int server_activated(struct server *s) {
+/* Serves fd, a listening socket someone else made (what says who).
+ * Returns 0 or -errno (logged). */
+static int server_adopt(struct server *s, int fd, const char *what) {
         struct sockaddr_un sa;
         socklen_t len = sizeof(sa);
-        int n = sd_listen_fds(1), fd = SD_LISTEN_FDS_START;
+
+        if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0)
+                return log_error_errno(EINVAL, "Failed to use %s: not a listening SEQPACKET socket.", what);
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+                return log_error_errno(errno, "Failed to set up %s: %s", what, strerror(errno));
+        s->fd = fd;
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+            len > offsetof(struct sockaddr_un, sun_path))
+                snprintf(s->path, sizeof(s->path), "%s", sa.sun_path);
+        return 0;
+}
+
+/* Takes the socket systemd passed, if any: 1 taken, 0 none, -errno. */
+static int server_activated(struct server *s) {
+        int n = sd_listen_fds(1), r;
 
         if (n <= 0)
                 return n;
         if (n > 1)
                 return log_error_errno(EINVAL,
                                        "Failed to use socket activation: %d sockets passed, expected 1.", n);
-        if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0)
-                return log_error_errno(EINVAL,
-                                       "Failed to use socket activation: not a listening SEQPACKET socket.");
-        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
-                return log_error_errno(errno, "Failed to make the activated socket non-blocking: %s",
-                                       strerror(errno));
-        s->fd = fd;
+        r = server_adopt(s, SD_LISTEN_FDS_START, "socket activation");
+        if (r < 0)
+                return r;
         s->activated = true;
-        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
-            len > offsetof(struct sockaddr_un, sun_path))
-                snprintf(s->path, sizeof(s->path), "%s", sa.sun_path);
         return 1;
 }
 
+/* The socket file of --listen-fd, and its directory once empty. */
+static void unlink_handed(const char *path) {
+        char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        char *slash;
+
+        snprintf(dir, sizeof(dir), "%s", path);
+        slash = strrchr(dir, '/');
+        if (!dir[0] || unlink(dir) < 0 || !slash || slash == dir)
+                return;
+        *slash = '\0';
+        (void)rmdir(dir); /* fails, as it should, where anything else lives */
+}
+
+void server_unlink_listen_fd(int fd) {
+        struct sockaddr_un sa;
+        socklen_t len = sizeof(sa);
+
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
+            len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] == '/')
+                unlink_handed(sa.sun_path);
+}
+
 int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
-               struct server **ret) {
+               int listen_fd, struct server **ret) {
         struct server *s = calloc(1, sizeof(*s));
         int k;
 
         if (!s)
                 return log_error_errno(ENOMEM, "Failed to allocate server: %s", strerror(ENOMEM));
         *s = (struct server){.event = e, .conf = conf, .registry = r, .info = info, .fd = -1};
-        k = server_activated(s);
-        if (k == 0)
+        if (listen_fd >= 0) {
+                k = server_adopt(s, listen_fd, "--listen-fd");
+                s->handed = k == 0;
+        } else
+                k = server_activated(s);
+        if (k == 0 && s->fd < 0)
                 k = server_bind(s, conf_socket(conf));
         if (k < 0) {
                 server_free(s);
@@ -636,7 +671,9 @@ struct server *server_free(struct server *s) {
         sd_event_source_disable_unref(s->accept_source);
         if (s->fd >= 0 && !s->activated) {
                 close(s->fd);
-                if (s->path[0])
+                if (s->handed)
+                        unlink_handed(s->path);
+                else if (s->path[0])
                         unlink(s->path);
         }
         free(s);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -65,6 +66,11 @@ static int wait_writable(int fd, int timeout_ms) {
 
 static int send_locked(int fd, uint16_t type, const void *payload, size_t len);
 
+/* The daemon, as messages name it. */
+static const char *where_locked(void) {
+        return shim_cfg.standalone ? standalone_where() : shim_cfg.socket_path;
+}
+
 /* A REGION_ADD is preceded, once per connection and device (the HELLO's
  * too, for its home node), by a DEVICE message with that device's total
  * and home node.  A device not noted yet (a VMM mapping comes first) is
@@ -108,7 +114,7 @@ static void drop_locked(int err) {
         if (conn_fd < 0)
                 return;
         log_warning("Lost kvtierd at %s: %s; captured memory stays where it is, and new allocations go to host memory until it is back.",
-                    shim_cfg.socket_path, strerror(err < 0 ? -err : err));
+                    where_locked(), strerror(err < 0 ? -err : err));
         /* shutdown() wakes the mover, which finds its fd stale and closes it
          * itself, so that no one reuses the number under it. */
         shutdown(conn_fd, SHUT_RDWR);
@@ -167,7 +173,7 @@ int client_capacity(uint64_t *ret_bytes) {
         return 0;
 }
 
-static int handshake(int fd) {
+static int handshake(int fd, int timeout_ms) {
         struct kvt_msg *m;
         int r;
 
@@ -177,7 +183,7 @@ static int handshake(int fd) {
         m = malloc(sizeof(*m));
         if (!m)
                 return -ENOMEM;
-        r = kvt_msg_recv_timeout(fd, m, shim_cfg.timeout_ms);
+        r = kvt_msg_recv_timeout(fd, m, timeout_ms);
         if (r == 0 && m->hdr.type != KVT_MSG_WELCOME)
                 r = -EPROTO;
         if (r == 0) {
@@ -207,27 +213,23 @@ static void heat_announce_locked(int fd) {
 
 static int connect_locked(void) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        int fd, r;
+        const char *path = shim_cfg.socket_path;
+        int timeout_ms = shim_cfg.timeout_ms, fd, r;
 
-        if (shim_cfg.standalone) {
-                /* the policy runs in this process (standalone.c) */
-                fd = standalone_connect();
-                if (fd < 0)
-                        return fd;
-                goto handshake;
-        }
+        /* a kvtierd of this process's own (standalone.c) */
+        if (shim_cfg.standalone && (r = standalone_daemon(&path, &timeout_ms)) < 0)
+                return r;
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        memcpy(sa.sun_path, shim_cfg.socket_path, sizeof(sa.sun_path));
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
         /* AF_UNIX connect completes at once or fails (EAGAIN: backlog full). */
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 r = -errno;
                 close(fd);
                 return r;
         }
-handshake:
-        r = handshake(fd);
+        r = handshake(fd, timeout_ms);
         if (r < 0) {
                 close(fd);
                 return r;
@@ -261,11 +263,11 @@ static void note_attempt_locked(int r) {
                 next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
                 if (!outage_logged)
                         log_warning_errno(r, "Cannot reach kvtierd at %s: %s; allocations stay plain cudaMalloc until it is reachable.",
-                                          shim_cfg.socket_path, strerror(-r));
+                                          where_locked(), strerror(-r));
                 outage_logged = true;
         } else {
                 if (outage_logged)
-                        log_notice("Connected to kvtierd at %s.", shim_cfg.socket_path);
+                        log_notice("Connected to kvtierd at %s.", where_locked());
                 outage_logged = false;
         }
 }
@@ -388,6 +390,7 @@ static void atfork_child(void) {
         outage_logged = false;
         atomic_store(&welcomed, false); /* the child is welcomed on its own */
         regions_atfork_child();
+        standalone_atfork_child();
         heat_atfork_child();
         trace_atfork_child();
 }

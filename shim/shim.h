@@ -19,7 +19,7 @@ struct shim_config {
         unsigned rules_from_env;       /* CLASSIFY_ENV_*: rules the environment set */
         uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
         bool capacity_auto;            /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */
-        bool standalone;               /* KVTIER_STANDALONE=1: the policy runs in this process */
+        bool standalone;               /* KVTIER_STANDALONE=1: a kvtierd of this process's own (standalone.c) */
         int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
         char *trace_path;              /* KVTIER_TRACE: record sampled accesses there */
         bool host_numa;                /* KVTIER_MOVER_HOST_NUMA: the host tier on the GPU's node */

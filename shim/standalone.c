@@ -1,358 +1,259 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * KVTIER_STANDALONE=1: one engine, no service.  The daemon's registry and
- * planner (daemon/registry.c, daemon/planner.c, policy/lru.c) run on a
- * thread of the engine ("kvtier-policy"), and the shim's client talks to it
- * over a socketpair with the same protocol it speaks to kvtierd; the mover
- * and everything else are unchanged.  The VRAM budget is
- * KVTIER_VRAM_BUDGET (bytes), else 80% of the device.  kvtierctl cannot
- * see such a process.
+ * KVTIER_STANDALONE=1: one engine, no service.  The first connection starts
+ * a kvtierd of this process's own as a child, and client.c connects to it as
+ * to any daemon.  The shim binds the daemon's socket in a private directory
+ * and hands it over listening (kvtierd --listen-fd), so the first HELLO waits
+ * in the backlog instead of racing the daemon's start-up.  The daemon also
+ * gets the read end of a pipe whose write end only this process holds
+ * (--lifeline-fd): it exits when the engine does, however the engine ends.
+ * It reads the system kvtierd.conf as the service would (built-in defaults
+ * without one), with KVTIER_VRAM_BUDGET as its [gpu] vram_budget and the
+ * shim's log level as its own; it logs to the engine's stderr.
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "heat-reader.h"
 #include "log.h"
-#include "planner.h"
-#include "policy.h"
-#include "protocol.h"
-#include "registry.h"
-#include "shim.h"
 #include "standalone.h"
 #include "util.h"
 
-#define STANDALONE_TICK_MS 50
-#define STANDALONE_MIGRATION_RATE (40ull << 30)
-#define STANDALONE_MAX_PEERS 8 /* one per reconnect; older ones are gone by then */
+/* Where the child finds what it was handed. */
+#define DAEMON_LISTEN_FD   3
+#define DAEMON_LIFELINE_FD 4
 
-/* The few settings registry and planner read (conf.h's getters): no
- * kvtierd.conf here. */
-struct conf {
-        struct budget_spec budget;
-        struct policy_params policy; /* KVTIER_POLICY, default hybrid */
-};
+/* The first WELCOME of a daemon just started waits for its start-up
+ * (config, topology, event loop): milliseconds, far more under sanitizers
+ * on a loaded host.  A daemon that fails to start closes the socket and
+ * ends the wait at once. */
+#define DAEMON_START_TIMEOUT_MS 5000
 
-void conf_gpu_budget(const struct conf *c, int device, struct budget_spec *ret, bool *ret_configured) {
-        (void)device;
-        *ret = c->budget;
-        if (ret_configured)
-                *ret_configured = false;
-}
+/* The daemon of this process; under client.c's lock, as every call here is. */
+static struct {
+        pid_t pid;       /* the daemon this process started; -1 the parent's (after fork) */
+        int lifeline_fd; /* write end, held until this process ends */
+        int err;         /* the daemon could not start or is gone: no second one */
+        char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        char dir[sizeof(((struct sockaddr_un *)0)->sun_path) - sizeof("/kvtierd.sock") + 1];
+        char binary[4096]; /* the kvtierd run, or the last one looked for */
+} own = {.lifeline_fd = -1};
 
-unsigned conf_tick_ms(const struct conf *c) {
-        (void)c;
-        return STANDALONE_TICK_MS;
-}
+/* Finds kvtierd: beside the build tree's libkvtier.so (build/.libs/ ->
+ * build/kvtierd), else the installed one.  Returns 0 or -ENOENT; own.binary
+ * names the last candidate either way. */
+static int find_daemon(void) {
+        Dl_info info;
+        const char *slash;
 
-uint64_t conf_max_migration_rate(const struct conf *c) {
-        (void)c;
-        return STANDALONE_MIGRATION_RATE;
-}
-
-void conf_policy_params(const struct conf *c, struct policy_params *ret) {
-        *ret = c->policy;
-}
-
-unsigned conf_heat_half_life_ticks(const struct conf *c) {
-        return c->policy.heat_half_life_ticks;
-}
-
-uint64_t conf_overlap_bytes(const struct conf *c) {
-        return (uint64_t)c->policy.overlap_chunks * KVT_CHUNK_BYTES;
-}
-
-/* No host budgets: evictions go to the GPU's home node. */
-bool conf_node_budget(const struct conf *c, int node, struct budget_spec *ret) {
-        (void)c, (void)node;
-        *ret = (struct budget_spec){0};
-        return false;
-}
-
-uint64_t conf_nodes_limited(const struct conf *c) {
-        (void)c;
-        return 0;
-}
-
-uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes) {
-        (void)c;
-        return budget_bytes / 4 / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
-}
-
-unsigned conf_protect_min_ticks(const struct conf *c) {
-        return c->policy.protect_min_ticks;
-}
-
-/* One process: no [client.NAME] sections. */
-size_t conf_n_clients(const struct conf *c) {
-        (void)c;
-        return 0;
-}
-
-bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes) {
-        (void)c, (void)name, (void)ret_priority, (void)ret_quota_bytes;
-        return false;
-}
-
-struct peer {
-        int fd;
-        struct client *client;
-        struct heat_table *heat; /* the shim's counters, as kvtierd reads them */
-};
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int wake[2] = { -1, -1 };
-static int adopt_fd = -1; /* handed over by standalone_connect(), under lock */
-static bool running;
-static struct conf conf;
-
-static void peer_drop(struct registry *reg, struct peer *p) {
-        if (p->client)
-                registry_client_free(reg, p->client);
-        heat_table_free(p->heat);
-        close(p->fd);
-        *p = (struct peer){ .fd = -1 };
-}
-
-static bool ops_ready(struct client *c, void *userdata) {
-        (void)c;
-        (void)userdata;
-        return true;
-}
-
-static void ops_send(struct client *c, const struct kvt_order *o, void *userdata) {
-        struct peer *p = client_userdata(c);
-
-        (void)userdata;
-        /* A full socket loses the order; the mover reports nothing for it
-         * and the chunks stay pending, as with a stuck client of kvtierd. */
-        kvt_msg_send(p->fd, KVT_MSG_ORDER, 0, o, sizeof(*o));
-}
-
-/* Maps the heat table that came with HEAT_TABLE (fd is then the table's).
- * One that cannot be used leaves the process tiered without heat. */
-static void take_heat_table(struct peer *p, const struct kvt_heat_table *t, int *fd) {
-        const char *why = NULL;
-        int r;
-
-        if (p->heat || *fd < 0)
-                return;
-        r = heat_table_new(*fd, t, &p->heat, &why);
-        if (r < 0)
-                log_warning("Standalone policy: heat table unusable (%s), tiering without heat.",
-                            why ? why : strerror(-r));
-        else
-                *fd = -1;
-}
-
-/* Handles one message; returns < 0 to drop the peer. */
-static int dispatch(struct registry *reg, struct peer *p, const struct kvt_msg *m, int *fd) {
-        if (!p->client) {
-                /* no [capture] section here: the shim's own rules stay */
-                struct kvt_welcome w = { .tick_ms = STANDALONE_TICK_MS,
-                                         .capture_min_size = shim_cfg.rules.min_size,
-                                         .capture_after = shim_cfg.rules.capture_after,
-                                         .max_captured = shim_cfg.rules.max_captured,
-                                         .capture_apis = classify_rules_apis(&shim_cfg.rules) };
-                const struct gpu_stats *g;
-                int r;
-
-                if (m->hdr.type != KVT_MSG_HELLO)
-                        return -EPROTO;
-                r = registry_client_new(reg, getpid(), getuid(), &m->u.hello, p, &p->client);
-                if (r < 0)
-                        return r;
-                g = registry_gpu(reg, m->u.hello.device);
-                w.client_id = client_id(p->client);
-                w.vram_budget_bytes = g ? g->budget_bytes : 0;
-                return kvt_msg_send(p->fd, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));
+        if (dladdr((void *)find_daemon, &info) && info.dli_fname && (slash = strrchr(info.dli_fname, '/')) &&
+            slash - info.dli_fname >= 6 && strncmp(slash - 6, "/.libs", 6) == 0) {
+                snprintf(own.binary, sizeof(own.binary), "%.*s/../kvtierd", (int)(slash - info.dli_fname),
+                         info.dli_fname);
+                if (access(own.binary, X_OK) == 0)
+                        return 0;
         }
-        switch (m->hdr.type) {
-        case KVT_MSG_REGION_ADD:
-                return registry_region_add(reg, p->client, &m->u.region_add);
-        case KVT_MSG_REGION_DEL:
-                registry_region_del(reg, p->client, m->u.region_del.region_id);
-                return 0;
-        case KVT_MSG_ORDER_DONE:
-                return registry_order_done(reg, p->client, &m->u.order_done) == -ENOENT ? -EPROTO : 0;
-        case KVT_MSG_HINT:
-                registry_hint(reg, p->client, &m->u.hint);
-                return 0;
-        case KVT_MSG_DEVICE:
-                registry_device_seen(reg, &m->u.device);
-                return 0;
-        case KVT_MSG_HEAT_TABLE:
-                take_heat_table(p, &m->u.heat_table, fd);
-                return 0;
-        default:
-                return -EPROTO;
-        }
+        snprintf(own.binary, sizeof(own.binary), "%s/kvtierd", KVT_SBINDIR);
+        return access(own.binary, X_OK) == 0 ? 0 : -ENOENT;
 }
 
-static void serve(struct registry *reg, struct peer *p, struct kvt_msg *m) {
-        for (;;) {
-                int fd = -1, r = kvt_msg_recv_fd(p->fd, m, &fd);
+/* Moves fd above the child's fixed numbers, so that dup2 onto them cannot
+ * clobber it.  Returns the fd or -errno (fd closed). */
+static int fd_above_fixed(int fd) {
+        int n, r;
 
-                if (r == -EAGAIN)
-                        return;
-                if (r == 0)
-                        r = dispatch(reg, p, m, &fd);
-                if (fd >= 0)
-                        close(fd);
-                if (r < 0) {
-                        log_debug("Standalone policy: dropping a connection: %s", strerror(-r));
-                        peer_drop(reg, p);
-                        return;
-                }
-        }
+        if (fd > DAEMON_LIFELINE_FD)
+                return fd;
+        n = fcntl(fd, F_DUPFD_CLOEXEC, DAEMON_LIFELINE_FD + 1);
+        r = n < 0 ? -errno : n;
+        close(fd);
+        return r;
 }
 
-static void adopt(struct registry *reg, struct peer peers[]) {
-        char buf[64];
-        int fd;
+/* A listening socket bound in a new directory of mode 0700.  Returns the fd
+ * or -errno. */
+static int listen_private(void) {
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        const char *base = getenv("XDG_RUNTIME_DIR");
+        int fd, r;
 
-        while (read(wake[0], buf, sizeof(buf)) > 0)
-                ;
-        pthread_mutex_lock(&lock);
-        fd = adopt_fd;
-        adopt_fd = -1;
-        pthread_mutex_unlock(&lock);
+        if (!base || base[0] != '/' || strlen(base) + sizeof("/kvtier.XXXXXX") > sizeof(own.dir))
+                base = "/tmp";
+        snprintf(own.dir, sizeof(own.dir), "%s/kvtier.XXXXXX", base);
+        if (!mkdtemp(own.dir))
+                return -errno;
+        snprintf(own.socket_path, sizeof(own.socket_path), "%s/kvtierd.sock", own.dir);
+        memcpy(addr.sun_path, own.socket_path, sizeof(addr.sun_path));
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (fd < 0)
-                return;
-        /* One shim, one current connection: an older one is stale. */
-        for (size_t i = 0; i < STANDALONE_MAX_PEERS; i++)
-                if (peers[i].fd >= 0)
-                        peer_drop(reg, &peers[i]);
-        peers[0] = (struct peer){ .fd = fd };
+                r = -errno;
+        else if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, SOMAXCONN) < 0) {
+                r = -errno;
+                close(fd);
+        } else if ((r = fd_above_fixed(fd)) >= 0)
+                return r;
+        unlink(own.socket_path);
+        rmdir(own.dir);
+        own.socket_path[0] = '\0';
+        return r;
 }
 
-static void *policy_main(void *arg) {
-        static const struct planner_ops ops = { .client_ready = ops_ready, .send_order = ops_send };
-        struct peer peers[STANDALONE_MAX_PEERS];
-        struct registry *reg = NULL;
-        struct planner *pl = NULL;
-        struct kvt_msg *m = malloc(sizeof(*m));
-        uint64_t next_tick = now_ns();
+/* The engine's environment less what would make the daemon load the shim
+ * or speak to the engine's service manager.  Returns a malloc'd array of
+ * the engine's strings, or NULL. */
+static char **daemon_environ(void) {
+        static const char *const dropped[] = {
+                "LD_PRELOAD=", "NOTIFY_SOCKET=", "WATCHDOG_PID=", "WATCHDOG_USEC="};
+        size_t n = 0, k = 0;
+        char **env;
 
-        (void)arg;
-        for (size_t i = 0; i < STANDALONE_MAX_PEERS; i++)
-                peers[i] = (struct peer){ .fd = -1 };
-        if (!m || registry_new(&conf, &reg) < 0 || planner_new(&conf, &pl) < 0) {
-                log_error("Standalone policy: out of memory, not tiering.");
-                free(m);
+        while (environ[n])
+                n++;
+        env = malloc((n + 1) * sizeof(*env));
+        if (!env)
                 return NULL;
-        }
-        for (;;) {
-                struct pollfd fds[1 + STANDALONE_MAX_PEERS] = { { .fd = wake[0], .events = POLLIN } };
-                uint64_t now = now_ns();
-                int timeout = now >= next_tick ? 0 : (int)((next_tick - now) / 1000000) + 1;
+        for (size_t i = 0; i < n; i++) {
+                bool drop = false;
 
-                for (size_t i = 0; i < STANDALONE_MAX_PEERS; i++)
-                        fds[1 + i] = (struct pollfd){ .fd = peers[i].fd, .events = POLLIN };
-                if (poll(fds, 1 + STANDALONE_MAX_PEERS, timeout) < 0 && errno != EINTR)
-                        break;
-                if (fds[0].revents & POLLIN)
-                        adopt(reg, peers);
-                for (size_t i = 0; i < STANDALONE_MAX_PEERS; i++)
-                        if (peers[i].fd >= 0 && fds[1 + i].fd == peers[i].fd && fds[1 + i].revents)
-                                serve(reg, &peers[i], m);
-                if (now_ns() >= next_tick) {
-                        /* as kvtierd's tick: heat, plan, next tick */
-                        for (size_t i = 0; i < STANDALONE_MAX_PEERS; i++)
-                                if (peers[i].heat && peers[i].client)
-                                        (void)heat_table_collect_client(peers[i].heat, reg, peers[i].client);
-                        planner_tick(pl, reg, &ops, NULL);
-                        registry_advance_tick(reg);
-                        next_tick = now_ns() + STANDALONE_TICK_MS * 1000000ull;
-                }
+                for (size_t j = 0; j < ELEMENTSOF(dropped); j++)
+                        drop = drop || strncmp(environ[i], dropped[j], strlen(dropped[j])) == 0;
+                if (!drop)
+                        env[k++] = environ[i];
         }
-        log_error("Standalone policy stopped: %s", strerror(errno));
-        return NULL;
+        env[k] = NULL;
+        return env;
 }
 
-static int start_locked(void) {
-        pthread_attr_t attr;
-        pthread_t t;
-        const char *v;
-        uint64_t bytes;
+/* Runs argv (own.binary) with fds 3 and 4 handed over, stdin and stdout on
+ * /dev/null, nothing else open, default signals, in a process group of its
+ * own (a Ctrl-C the engine survives must not end it).  posix_spawn: no code
+ * of ours runs between fork and exec.  Returns 0 or -errno. */
+static int spawn_daemon(char *const argv[], int listen_fd, int lifeline_rd) {
+        posix_spawn_file_actions_t fa;
+        posix_spawnattr_t attr;
+        sigset_t none, all;
+        char **env = daemon_environ();
         int r;
 
-        conf.budget = (struct budget_spec){ .percent = 80 };
-        policy_params_default(POLICY_HYBRID, &conf.policy);
-        if ((v = getenv("KVTIER_POLICY"))) {
-                int k = policy_kind_from_name(v);
-                if (k < 0)
-                        log_warning("Invalid KVTIER_POLICY=%s (lru, heat, window, hybrid), using hybrid.", v);
-                else
-                        policy_params_default((enum policy_kind)k, &conf.policy);
-        }
-        v = getenv("KVTIER_VRAM_BUDGET");
-        if (v) {
-                if (parse_bytes(v, &bytes) < 0 || bytes == 0)
-                        log_warning("Invalid KVTIER_VRAM_BUDGET=%s (bytes: 8G, 512M ...), using 80%% of the GPU.", v);
-                else
-                        conf.budget = (struct budget_spec){ .bytes = bytes };
-        }
-        if (pipe2(wake, O_NONBLOCK | O_CLOEXEC) < 0)
+        if (!env)
+                return -ENOMEM;
+        sigemptyset(&none);
+        sigfillset(&all);
+        posix_spawn_file_actions_init(&fa);
+        posix_spawnattr_init(&attr);
+        if (!(r = posix_spawn_file_actions_adddup2(&fa, listen_fd, DAEMON_LISTEN_FD)) &&
+            !(r = posix_spawn_file_actions_adddup2(&fa, lifeline_rd, DAEMON_LIFELINE_FD)) &&
+            !(r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) &&
+            !(r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0)) &&
+            !(r = posix_spawn_file_actions_addclosefrom_np(&fa, DAEMON_LIFELINE_FD + 1)) &&
+            !(r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                          POSIX_SPAWN_SETSIGDEF)) &&
+            !(r = posix_spawnattr_setpgroup(&attr, 0)) && !(r = posix_spawnattr_setsigmask(&attr, &none)) &&
+            !(r = posix_spawnattr_setsigdefault(&attr, &all)))
+                r = posix_spawn(&own.pid, own.binary, &fa, &attr, argv, env);
+        posix_spawnattr_destroy(&attr);
+        posix_spawn_file_actions_destroy(&fa);
+        free(env);
+        return -r;
+}
+
+/* The override of [gpu] vram_budget from KVTIER_VRAM_BUDGET, or "" (a bad
+ * value is reported: the daemon's own budget then). */
+static void budget_option(char *buf, size_t len) {
+        const char *v = getenv("KVTIER_VRAM_BUDGET");
+        uint64_t bytes;
+
+        buf[0] = '\0';
+        if (!v)
+                return;
+        if (parse_bytes(v, &bytes) < 0 || bytes == 0)
+                log_warning("Invalid KVTIER_VRAM_BUDGET=%s (bytes: 8G, 512M ...), using kvtierd's [gpu] "
+                            "vram_budget (default 80%% of the GPU), ignoring.",
+                            v);
+        else
+                snprintf(buf, len, "--set=gpu.vram_budget=%llu", (unsigned long long)bytes);
+}
+
+/* Starts this process's kvtierd.  Returns 0 or -errno. */
+static int start_daemon(void) {
+        static const char *const levels[] = {"err", "warning", "notice", "info", "debug"};
+        char listen_arg[32], lifeline_arg[32], level_arg[32], budget[64];
+        char *argv[] = {own.binary, listen_arg, lifeline_arg, level_arg, budget, NULL};
+        int pipefd[2], lfd, r;
+
+        r = find_daemon();
+        if (r < 0)
+                return r;
+        snprintf(listen_arg, sizeof(listen_arg), "--listen-fd=%d", DAEMON_LISTEN_FD);
+        snprintf(lifeline_arg, sizeof(lifeline_arg), "--lifeline-fd=%d", DAEMON_LIFELINE_FD);
+        snprintf(level_arg, sizeof(level_arg), "--log-level=%s",
+                 levels[kvt_log_get_max_level() - KVT_LOG_ERR]);
+        budget_option(budget, sizeof(budget));
+        if (!budget[0])
+                argv[4] = NULL; /* the daemon's own */
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        r = kvt_thread_create(&t, &attr, policy_main, NULL); /* the engine's signals are the engine's */
-        pthread_attr_destroy(&attr);
+        lfd = listen_private();
+        pipefd[0] = fd_above_fixed(pipefd[0]);
+        r = lfd < 0 ? lfd : pipefd[0] < 0 ? pipefd[0] : spawn_daemon(argv, lfd, pipefd[0]);
+        if (lfd >= 0)
+                close(lfd); /* the daemon's alone: once it is gone, connecting fails at once */
+        if (pipefd[0] >= 0)
+                close(pipefd[0]);
         if (r < 0) {
-                close(wake[0]);
-                close(wake[1]);
-                wake[0] = wake[1] = -1;
+                close(pipefd[1]);
+                if (lfd >= 0) {
+                        unlink(own.socket_path);
+                        rmdir(own.dir);
+                        own.socket_path[0] = '\0'; /* messages name the binary */
+                }
                 return r;
         }
-        pthread_setname_np(t, "kvtier-policy");
-        running = true;
+        own.lifeline_fd = pipefd[1];
+        log_info("Started kvtierd (pid %d) on %s.", (int)own.pid, own.socket_path);
         return 0;
 }
 
-/* The child of fork() has no policy thread: it starts its own if it allocates. */
-static void atfork_child(void) {
-        pthread_mutex_init(&lock, NULL);
-        running = false;
-        adopt_fd = -1;
-        wake[0] = wake[1] = -1; /* the parent's pipe is the parent's; its fds leak here */
+int standalone_daemon(const char **ret_socket_path, int *ret_timeout_ms) {
+        if (own.err == 0 && own.pid == 0) {
+                own.err = start_daemon();
+                if (own.err == 0)
+                        *ret_timeout_ms = DAEMON_START_TIMEOUT_MS;
+        } else if (own.err == 0 && own.pid > 0 && waitpid(own.pid, NULL, WNOHANG) != 0) {
+                /* gone (reaped here, or by the engine): clean up after it */
+                unlink(own.socket_path);
+                rmdir(own.dir);
+                own.err = -ECONNREFUSED;
+        }
+        if (own.err < 0)
+                return own.err;
+        *ret_socket_path = own.socket_path;
+        return 0;
 }
 
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void setup_atfork(void) {
-        pthread_atfork(NULL, NULL, atfork_child);
+const char *standalone_where(void) {
+        return own.socket_path[0] ? own.socket_path : own.binary;
 }
 
-int standalone_connect(void) {
-        int sv[2], r = 0;
-
-        pthread_once(&atfork_once, setup_atfork);
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
-                return -errno;
-        pthread_mutex_lock(&lock);
-        if (!running)
-                r = start_locked();
-        if (r == 0) {
-                if (adopt_fd >= 0)
-                        close(adopt_fd);
-                adopt_fd = sv[1];
-                if (write(wake[1], "", 1) < 0 && errno != EAGAIN)
-                        r = -errno;
-        }
-        pthread_mutex_unlock(&lock);
-        if (r < 0) {
-                close(sv[0]);
-                close(sv[1]);
-                return r;
-        }
-        return sv[0];
+void standalone_atfork_child(void) {
+        /* The parent's daemon lives as long as the parent: the child may
+         * connect to it as a client of its own, but neither holds it up nor
+         * reaps it. */
+        if (own.lifeline_fd >= 0)
+                close(own.lifeline_fd);
+        own.lifeline_fd = -1;
+        if (own.pid > 0)
+                own.pid = -1;
 }
