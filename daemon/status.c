@@ -24,7 +24,24 @@ static void add_tiers(json_object *o, const uint64_t chunks[_KVT_TIER_MAX]) {
         json_object_object_add(o, "none_bytes", json_u64(chunks[KVT_TIER_NONE] * KVT_CHUNK_BYTES));
 }
 
-static json_object *gpu_json(const struct gpu_stats *g) {
+/* The demand policy's view of a GPU: what it protects, holds back, samples. */
+static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "protect_ms", json_u64((uint64_t)g->protect_ticks * tick_ms));
+        json_object_object_add(o, "held_bytes", json_u64(g->held_chunks * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "stale_bytes", json_u64(g->stale_chunks * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "grantable_bytes", json_u64(g->grantable_bytes));
+        json_object_object_add(o, "demand_faults", json_u64(g->demand_faults));
+        json_object_object_add(o, "refaults", json_u64(g->refaults));
+        json_object_object_add(o, "evicted_chunks", json_u64(g->evicted_chunks));
+        json_object_object_add(o, "rearmed_chunks", json_u64(g->rearmed_chunks));
+        json_object_object_add(o, "probes", json_u64(g->probes));
+        json_object_object_add(o, "probes_back", json_u64(g->probes_back));
+        return o;
+}
+
+static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object *o = json_object_new_object();
 
         json_object_object_add(o, "device", json_object_new_int(g->device));
@@ -35,6 +52,7 @@ static json_object *gpu_json(const struct gpu_stats *g) {
         json_object_object_add(o, "evicting_bytes", json_u64(g->evicting_chunks * KVT_CHUNK_BYTES));
         add_tiers(o, g->tier_chunks);
         json_object_object_add(o, "inflight_orders", json_u64(g->inflight_orders));
+        json_object_object_add(o, "demand", demand_json(g, tick_ms));
         return o;
 }
 
@@ -44,10 +62,17 @@ static json_object *gpu_json(const struct gpu_stats *g) {
 
 /* The region's chunks by tier, run-length coded in chunk order: "V16 M240
  * -256" is 16 chunks in VRAM, 240 host-mapped, then 256 never placed (V, M,
- * H for VRAM, host-mapped, host; '-' none), so that a reader can see where in
- * a region the daemon keeps what.  A chunk with an order in flight is in
- * lower case ('_' for '-').  NULL when out of memory; *truncated when cut
- * short. */
+ * H for VRAM, host-mapped, host; R for host memory the GPU mapped at a use
+ * and reads in place: held back from VRAM; '-' none), so that a reader can
+ * see where in a region the daemon keeps what.  A chunk with an order in
+ * flight is in lower case ('_' for '-').  NULL when out of memory;
+ * *truncated when cut short. */
+static char map_letter(const struct policy_chunk *c, const char *letter) {
+        if (c->tier == KVT_TIER_HOST && (c->flags & POLICY_CHUNK_MAPPED))
+                return 'R';
+        return c->tier < _KVT_TIER_MAX ? letter[c->tier] : '?';
+}
+
 static char *chunk_map(const struct region *reg, bool *truncated) {
         static const char letter[_KVT_TIER_MAX] = {'-', 'V', 'M', 'H'};
         const struct policy_chunk *c = region_chunks(reg);
@@ -58,11 +83,11 @@ static char *chunk_map(const struct region *reg, bool *truncated) {
         *truncated = false;
         for (uint32_t i = 0; s && i < n;) {
                 uint32_t j = i;
-                char l = c[i].tier < _KVT_TIER_MAX ? letter[c[i].tier] : '?';
+                char l = map_letter(&c[i], letter);
 
                 if (c[i].pending)
                         l = l == '-' ? '_' : (char)(l | 0x20);
-                while (j < n && c[j].tier == c[i].tier && !c[j].pending == !c[i].pending)
+                while (j < n && map_letter(&c[j], letter) == map_letter(&c[i], letter) && !c[j].pending == !c[i].pending)
                         j++;
                 if (runs++ == CHUNK_MAP_MAX_RUNS) {
                         *truncated = true;
@@ -207,7 +232,7 @@ int status_json(const struct registry *r, const struct status_info *info, char *
         json_object_object_add(root, "socket", json_object_new_string(info->socket));
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 if (registry_gpu(r, d))
-                        json_object_array_add(gpus, gpu_json(registry_gpu(r, d)));
+                        json_object_array_add(gpus, gpu_json(registry_gpu(r, d), info->tick_ms));
         json_object_object_add(root, "gpus", gpus);
         for (int n = 0; n < KVT_MAX_NODES; n++)
                 if (registry_node(r, n))

@@ -40,6 +40,7 @@ enum {
         OPT_SET_PROTECT_MAX = 128,
         OPT_SET_ACTIVE = 256,
         OPT_SET_MARGIN = 512,
+        OPT_SET_PROBES = 1024,
 };
 
 static void usage(FILE *f) {
@@ -71,6 +72,7 @@ static void usage(FILE *f) {
                 "      --signal-delay-us=N   from a fault to the daemon's knowing of it (default 100000,\n"
                 "                            the shim's CUPTI flush period)\n"
                 "      --sample=N            chunks re-armed per tick (demand's sample_chunks)\n"
+                "      --probes=N            cohorts probed per tick (demand's probe_cohorts)\n"
                 "      --protect-min=N       demand's shortest protection, ticks\n"
                 "      --protect-max=N       demand's longest protection, ticks\n"
                 "      --active-ticks=N      demand: ticks a region counts in use after an access\n"
@@ -184,6 +186,9 @@ static int parse_option(struct options *o, int c, const char *arg) {
         case 'S':
                 o->set |= OPT_SET_SAMPLE;
                 return parse_u32(arg, &o->overrides.sample_chunks);
+        case 'Q':
+                o->set |= OPT_SET_PROBES;
+                return parse_u32(arg, &o->overrides.probe_cohorts);
         case 'm':
                 o->set |= OPT_SET_PROTECT_MIN;
                 return parse_u32(arg, &o->overrides.protect_min_ticks);
@@ -218,6 +223,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"signal-delay-us", required_argument, NULL, 'Y'},
                 {"rearm-us", required_argument, NULL, 'A'},
                 {"sample", required_argument, NULL, 'S'},
+                {"probes", required_argument, NULL, 'Q'},
                 {"protect-min", required_argument, NULL, 'm'},
                 {"protect-max", required_argument, NULL, 'x'},
                 {"active-ticks", required_argument, NULL, 'a'},
@@ -270,13 +276,13 @@ static void print_result(const char *name, const struct sim_result *r, const str
                " to_host_bytes=%" PRIu64 " stall_ms=%.3f peak_charged_bytes=%" PRIu64 " budget_bytes=%" PRIu64
                " moves=%" PRIu64 " faults=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64 " rearm_ms=%.3f"
                " probes=%" PRIu64 " probes_back=%" PRIu64
-               " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f zerocopy_ms=%.3f speed=%.4f"
+                " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f zerocopy_ms=%.3f speed=%.4f margin_bytes=%" PRIu64
                " zerocopy_speed=%.4f consistent=%s\n",
                name, r->accesses ? (double)r->hits / (double)r->accesses : 0.0, r->hits, r->accesses,
                r->bytes_to_vram, r->bytes_to_host, (double)r->stall_ns / 1e6, r->peak_charged_bytes,
                cfg->budget_bytes, r->moves, r->faults, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
                r->held_max, r->protect_max, (double)r->span_ns / 1e6, (double)r->zerocopy_ns / 1e6,
-               speed(r, r->stall_ns), speed(r, r->zerocopy_ns), r->consistent ? "yes" : "no");
+               speed(r, r->stall_ns), cfg->margin_bytes, speed(r, r->zerocopy_ns), r->consistent ? "yes" : "no");
 }
 
 static int run_policy(const struct options *o, const struct trace *t, const char *name) {
@@ -301,6 +307,8 @@ static int run_policy(const struct options *o, const struct trace *t, const char
                 pp.overlap_chunks = o->overrides.overlap_chunks;
         if (o->set & OPT_SET_SAMPLE)
                 pp.sample_chunks = o->overrides.sample_chunks;
+        if (o->set & OPT_SET_PROBES)
+                pp.probe_cohorts = o->overrides.probe_cohorts;
         if (o->set & OPT_SET_PROTECT_MIN)
                 pp.protect_min_ticks = o->overrides.protect_min_ticks;
         if (o->set & OPT_SET_PROTECT_MAX)

@@ -154,6 +154,18 @@ static void print_gpus(struct json_object *st) {
                        B(b[2], g, "peak_charged_bytes"), B(b[3], g, "vram_bytes"),
                        B(b[4], g, "host_mapped_bytes"), B(b[5], g, "host_bytes"), jint(g, "inflight_orders"));
         }
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i), *d = NULL;
+
+                if (!json_object_object_get_ex(g, "demand", &d) || !d || !jint(d, "demand_faults"))
+                        continue;
+                printf("GPU %" PRId64 " demand: %s held back (read in place), %s stale in VRAM, protection %" PRId64
+                       " ms; %" PRId64 " uses seen in host memory, %" PRId64 " refaults, %" PRId64
+                       " probes (%" PRId64 " back), %" PRId64 " chunks re-armed\n",
+                       jint(g, "device"), B(b[0], d, "held_bytes"), B(b[1], d, "stale_bytes"), jint(d, "protect_ms"),
+                       jint(d, "demand_faults"), jint(d, "refaults"), jint(d, "probes"), jint(d, "probes_back"),
+                       jint(d, "rearmed_chunks"));
+        }
 }
 
 static bool jnull(struct json_object *o, const char *key) {
@@ -232,10 +244,11 @@ static bool jbool(struct json_object *o, const char *key) {
 
 /* The region's chunk map ("V16 H240 -256", see daemon/status.c) drawn in
  * MAP_CELLS cells, each a slice of the region in address order: '#' all of
- * it in VRAM, '+' some, '.' none; "-" when the map is missing or cut short. */
+ * it in VRAM, '+' some, 'r' none but some read in place from host memory
+ * (held back), '.' none; "-" when the map is missing or cut short. */
 static void map_bar(struct json_object *r, char bar[MAP_CELLS + 1]) {
         uint64_t n = (uint64_t)jint(r, "size_bytes") / KVT_CHUNK_BYTES, at = 0;
-        uint64_t vram[MAP_CELLS] = {0}, all[MAP_CELLS] = {0};
+        uint64_t vram[MAP_CELLS] = {0}, all[MAP_CELLS] = {0}, read[MAP_CELLS] = {0};
         const char *m = jstr(r, "chunk_map");
 
         strcpy(bar, "-");
@@ -253,6 +266,7 @@ static void map_bar(struct json_object *r, char bar[MAP_CELLS + 1]) {
 
                         all[cell]++;
                         vram[cell] += tier == 'V' || tier == 'v';
+                        read[cell] += tier == 'R' || tier == 'r';
                 }
                 at += len;
                 m = end;
@@ -262,7 +276,7 @@ static void map_bar(struct json_object *r, char bar[MAP_CELLS + 1]) {
         if (at != n)
                 return;
         for (unsigned c = 0; c < MAP_CELLS; c++)
-                bar[c] = !all[c] ? ' ' : vram[c] == all[c] ? '#' : vram[c] ? '+' : '.';
+                bar[c] = !all[c] ? ' ' : vram[c] == all[c] ? '#' : vram[c] ? '+' : read[c] ? 'r' : '.';
         bar[MAP_CELLS] = '\0';
 }
 
@@ -285,7 +299,7 @@ static void print_regions(struct json_object *st) {
                         if (!header)
                                 printf("\n%-8s %-8s %-16s %10s %-24s %-14s %10s %12s %10s  %s\n", "CLIENT",
                                        "REGION", "BASE", "SIZE", "API", "RULE", "VRAM", "HOST-MAPPED",
-                                       "HOST", "IN VRAM (#: all, +: some, .: none)");
+                                       "HOST", "IN VRAM (#: all, +: some, r: read in place, .: none)");
                         header = true;
                         printf("%-8" PRId64 " %-8" PRId64 " %-16s %10s %-24s %-14s", jint(c, "client_id"),
                                jint(r, "region_id"), jstr(r, "base"), B(b[0], r, "size_bytes"),

@@ -19,6 +19,8 @@ quarter of the pool by default, swapped LRU at turn starts on the compute
 stream; see class Offload).
 --layout: contiguous (a session's blocks adjacent) or interleaved (blocks
 dealt out round-robin over sessions: every 2 MiB chunk holds blocks of many).
+--hot N: turns draw from N sessions only (the hot set), spread over the pool.
+--one-pool: one tensor (one allocation) for every layer's K and V.
 --hint: tell kvtier (kvtier_hint via ctypes) which sessions a turn starts and
 ends, as an engine that knows its scheduler would; only under libkvtier.so.
 --hint-ahead N: the next turn's new sessions are hinted HOT N steps before
@@ -354,6 +356,11 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--turn", type=int, default=64)
     ap.add_argument("--zipf", type=float, default=1.2)
+    ap.add_argument("--hot", type=int, metavar="N",
+                    help="turns draw (Zipf) from N sessions only, spread over the pool: a hot set of N sessions "
+                    "(default: all of --sessions)")
+    ap.add_argument("--one-pool", action="store_true",
+                    help="one tensor for every layer's K and V (one allocation) instead of one per layer's K or V")
     ap.add_argument("--warmup-turns", type=int, default=1)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--hint", action="store_true")
@@ -380,15 +387,21 @@ def main():
     if a.pool == "offload" and not a.batch <= a.offload_slots <= a.sessions:
         ap.error("--offload-slots must hold a turn's sessions (--batch) and no more than --sessions")
 
+    if a.hot is not None and not a.batch < a.hot <= a.sessions:
+        ap.error("--hot must be more than a turn's sessions (--batch: each turn draws new ones) and at most --sessions")
+    if a.one_pool and a.pool == "offload":
+        ap.error("--one-pool: the offload keeps its pools per layer")
+
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
     n_blocks = a.sessions * a.blocks_per_session
     shape = (n_blocks, a.block_size, a.heads, a.head_dim)
     pools = []
-    for _ in range(a.layers):
+    whole = alloc_pool(a.pool, (a.layers, 2) + shape, torch.bfloat16) if a.one_pool else None
+    for li in range(a.layers):
         kv = []
-        for _ in range(2):
-            t = alloc_pool(a.pool, shape, torch.bfloat16)
+        for ki in range(2):
+            t = whole[li, ki] if a.one_pool else alloc_pool(a.pool, shape, torch.bfloat16)
             for i in range(0, n_blocks, 4096):
                 n = min(4096, n_blocks - i)
                 t[i:i + n].copy_(torch.randn((n,) + shape[1:], dtype=torch.bfloat16, device=DEVICE))
@@ -436,7 +449,14 @@ def main():
                 for c0, c1 in ranges:
                     hint(base + c0 * CHUNK, (c1 - c0 + 1) * CHUNK, kind)
 
-    draw = zipf_sampler(a.sessions, a.zipf, rng)
+    if a.hot is None:
+        draw = zipf_sampler(a.sessions, a.zipf, rng)
+    else:  # the hot sessions, spread over the pool
+        hot = [k * a.sessions // a.hot for k in range(a.hot)]
+        draw_hot = zipf_sampler(a.hot, a.zipf, rng)
+
+        def draw():
+            return hot[draw_hot()]
     # a turn change after every turn, the last measured one's too (its hints
     # are sent, as an engine would)
     turn_sets = draw_schedule(draw, a.batch, a.warmup_turns + a.turns)
@@ -519,7 +539,8 @@ def main():
     if a.bound_budget is not None:
         extra.update(bound(a, turn_sets, a.blocks_per_session * block_bytes * 2 * a.layers, steps))
     print(json.dumps({
-        "pool": a.pool, "layout": a.layout, "hint": a.hint, "pool_bytes": pool_bytes,
+        "pool": a.pool, "layout": a.layout, "hint": a.hint, "pool_bytes": pool_bytes, "hot": a.hot,
+        "one_pool": a.one_pool,
         "working_set_bytes": a.batch * a.blocks_per_session * block_bytes * 2 * a.layers,
         "steps": steps, "step_ms": dt / steps * 1e3, "tok_s": a.batch * steps / dt,
         "digest": repr(digest.item()), "pool_sum": pool_sum, **extra,

@@ -1,9 +1,12 @@
 #!/bin/bash
 # kvtier-sim over every checked-in trace: per trace, each policy's hit rate
-# as a fraction of Belady's MIN (OPT) and of LRU, printed as figures.
-# Asserted: the simulator's invariants (budget never exceeded, bytes moved
-# consistent with residency, every access counted).  The goal (default policy
-# >= 95% of OPT) is reported as a TAP TODO where it is not met.  OPT is
+# as a fraction of Belady's MIN (OPT) and of LRU, printed as figures, the
+# policies seeing what the daemon sees on a GPU (kvtier-sim's default
+# observation model).  Asserted: the simulator's invariants (budget never
+# exceeded by more than the capture margin, bytes moved consistent with
+# residency, every access counted).  The default policy's share of OPT's
+# hit rate is reported, not asserted: what is asserted of its speed is in
+# workloads.sh, on the benchmark suite's shapes.  OPT is
 # Belady's demand-paging MIN, which is a bound only for demand-paging
 # policies; kvtier's are not: the daemon promotes a new region's chunks before
 # their first access, prefetches streams, and serves a miss by reading the
@@ -13,8 +16,7 @@
 . "$(dirname "$0")/../integration/lib.sh"
 
 SIM="$top_builddir/kvtier-sim"
-DEFAULT=hybrid
-GOAL=0.95
+DEFAULT=demand
 
 # field LINE KEY: the value of KEY=... in a kvtier-sim output line.
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
@@ -42,8 +44,8 @@ for trace in "$top_srcdir"/tests/traces/*.trace; do
                 diag "$name $p: hit rate $hr, policy/OPT $(ratio "$hr" "$opt"), policy/LRU $(ratio "$hr" "$lru")," \
                         "to VRAM $(field "$line" to_vram_bytes) B, to host $(field "$line" to_host_bytes) B," \
                         "stall $(field "$line" stall_ms) ms"
-                check "$name $p: budget never exceeded" \
-                        [ "$(field "$line" peak_charged_bytes)" -le "$(field "$line" budget_bytes)" ]
+                check "$name $p: budget never exceeded but by the capture margin" \
+                        [ "$(field "$line" peak_charged_bytes)" -le $(($(field "$line" budget_bytes) + $(field "$line" margin_bytes))) ]
                 check "$name $p: bytes moved consistent with residency" [ "$(field "$line" consistent)" = yes ]
                 check "$name $p: every access counted" \
                         [ "$(field "$line" accesses)" = "$(field "$(grep '^policy=opt ' <<<"$out")" accesses)" ]
@@ -51,11 +53,7 @@ for trace in "$top_srcdir"/tests/traces/*.trace; do
 
         done < <(grep '^policy=' <<<"$out")
         hr=$(field "$(grep "^policy=$DEFAULT " <<<"$out")" hit_rate)
-        if ge "$hr" "$(awk -v o="$opt" -v g=$GOAL 'BEGIN { print o * g }')"; then
-                ok "$name: goal: $DEFAULT at $(ratio "$hr" "$opt") of OPT (>= $GOAL)"
-        else
-                echo "not ok $((++tap_n)) - $name: goal: $DEFAULT at $(ratio "$hr" "$opt") of OPT (< $GOAL) # TODO below the goal"
-        fi
+        diag "$name: $DEFAULT at $(ratio "$hr" "$opt") of OPT's hit rate"
         ge "$hr" "$lru" || below_lru=$((below_lru + 1))
 done
 check "there are traces" [ "$n_traces" -ge 5 ]
@@ -64,12 +62,15 @@ diag "$DEFAULT is below LRU on $below_lru of $n_traces traces"
 # [policy] overlap on zipf-sessions, where every session switch evicts a
 # session before the next one fits: promotions that run ahead of those
 # evictions hit more, and VRAM goes over the budget by at most the overlap.
+# With every access seen (--observe=all) and no capture margin, as the
+# overlap was measured; hybrid, the policy that uses it most.
 zipf=$top_srcdir/tests/traces/zipf-sessions.trace
 zb=$(sed -n 's/^# budget: //p' "$zipf" | head -n 1)
-base=$("$SIM" --budget="$zb" -p $DEFAULT "$zipf" | grep "^policy=$DEFAULT ")
-over=$("$SIM" --budget="$zb" --overlap=64M -p $DEFAULT "$zipf" | grep "^policy=$DEFAULT ")
-zopt=$(field "$("$SIM" --budget="$zb" -p lru "$zipf" | grep '^policy=opt ')" hit_rate)
-diag "zipf-sessions $DEFAULT, overlap 64M: hit rate $(field "$over" hit_rate) ($(ratio "$(field "$over" hit_rate)" "$zopt") of OPT)" \
+OV="--observe=all --margin=0 -p hybrid"
+base=$("$SIM" --budget="$zb" $OV "$zipf" | grep "^policy=hybrid ")
+over=$("$SIM" --budget="$zb" --overlap=64M $OV "$zipf" | grep "^policy=hybrid ")
+zopt=$(field "$("$SIM" --budget="$zb" $OV "$zipf" | grep '^policy=opt ')" hit_rate)
+diag "zipf-sessions hybrid, overlap 64M: hit rate $(field "$over" hit_rate) ($(ratio "$(field "$over" hit_rate)" "$zopt") of OPT)" \
         "against $(field "$base" hit_rate) without; peak $(field "$over" peak_charged_bytes) B, budget $(field "$over" budget_bytes) B"
 check "overlap: hit rate above the same run without it" ge "$(field "$over" hit_rate)" "$(awk -v h="$(field "$base" hit_rate)" 'BEGIN { print h + 0.01 }')"
 check "overlap: VRAM went over the budget" [ "$(field "$over" peak_charged_bytes)" -gt "$(field "$over" budget_bytes)" ]
@@ -77,18 +78,34 @@ check "overlap: by at most the overlap" [ "$(field "$over" peak_charged_bytes)" 
 check "overlap: bytes moved consistent with residency" [ "$(field "$over" consistent)" = yes ]
 
 # Exact figures on a trace small enough to work out by hand: 4 chunks read
-# twice, 100 ms apart, budget 4 chunks.  The first reads miss (nothing is in
-# VRAM yet), the second hit for OPT and for any policy that promoted them.
+# twice, 100 ms apart, budget 4 chunks.  Under the oracle model regions
+# start in host memory: the first reads miss (nothing is in VRAM yet), the
+# second hit for OPT and for any policy that promoted them.
 printf 'kvtier-trace 1\nR 1 4\nA 0 1 0 4\nA 100000000 1 0 4\n' >"$TMP/tiny.trace"
-out=$("$SIM" --budget=8M -p lru,hybrid "$TMP/tiny.trace")
+out=$("$SIM" --budget=8M --observe=all -p lru,hybrid "$TMP/tiny.trace")
 check "tiny: OPT hit rate is 0.5 (4 compulsory misses, 4 hits)" \
         [ "$(field "$(grep '^policy=opt ' <<<"$out")" hit_rate)" = 0.5000 ]
 check "tiny: lru hit rate is 0.5" [ "$(field "$(grep '^policy=lru ' <<<"$out")" hit_rate)" = 0.5000 ]
 check "tiny: lru moved exactly the 4 chunks in" \
         [ "$(field "$(grep '^policy=lru ' <<<"$out")" to_vram_bytes)" = $((4 << 21)) ]
-out=$("$SIM" --budget=4M -p lru "$TMP/tiny.trace")
+out=$("$SIM" --budget=4M --observe=all -p lru "$TMP/tiny.trace")
 check "tiny: with 2 chunks of budget OPT keeps 2 (hit rate 0.25)" \
         [ "$(field "$(grep '^policy=opt ' <<<"$out")" hit_rate)" = 0.2500 ]
+# What the daemon sees: a region that fits the budget starts in VRAM, where
+# every read hits and nothing faults or moves.
+line=$("$SIM" --budget=8M -p demand "$TMP/tiny.trace" | grep '^policy=demand ')
+check "tiny, signals: a region within the budget starts in VRAM: hit rate 1" [ "$(field "$line" hit_rate)" = 1.0000 ]
+nothing_moved() { [ "$(field "$line" faults)" = 0 ] && [ "$(field "$line" to_vram_bytes)" = 0 ] && [ "$(field "$line" to_host_bytes)" = 0 ]; }
+check "tiny, signals: nothing faulted or moved" nothing_moved
+# ... and beyond it in host memory: the first read of each chunk faults (a
+# demand the daemon sees a signal delay later) and reads it in place; the
+# second, after the promotion, hits.
+printf 'kvtier-trace 1\nR 1 2\nR 2 4\nA 0 2 0 4\nA 300000000 2 0 4\n' >"$TMP/tiny2.trace"
+line=$("$SIM" --budget=8M --margin=0 --probes=0 -p demand "$TMP/tiny2.trace" | grep '^policy=demand ')
+check "tiny, signals: past the budget a region starts in host memory, each chunk faults once" [ "$(field "$line" faults)" = 4 ]
+four_for_two() { [ "$(field "$line" to_vram_bytes)" = $((4 << 21)) ] && [ "$(field "$line" to_host_bytes)" = $((2 << 21)) ]; }
+check "tiny, signals: the four demands promoted, the two stale resident chunks evicted for them" four_for_two
+check "tiny, signals: the second reads hit" [ "$(field "$line" hits)" = 4 ]
 
 # A bad trace is an error that names file:line.
 printf 'kvtier-trace 1\nR 1 4\nA 10 1 3 2\n' >"$TMP/bad.trace"

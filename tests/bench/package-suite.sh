@@ -1,0 +1,12 @@
+#!/bin/bash
+# Builds what tests/bench/suite-h200.sh needs on the GPU machine into DIR
+# (default .carry, ignored by git): kvtierd, kvtierctl, libkvtier.so and
+# their runtime libraries (tests/gpu/carry.sh), the workloads and the
+# suite.  Then, on the GPU machine: bash .carry/suite-h200.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-.carry}
+. tests/gpu/carry.sh
+carry_kvtier "$out"
+cp tests/bench/suite-h200.sh tests/bench/suite-report.py tests/bench/paged_kv.py tests/bench/long_context.py "$out/"
+ls -la "$out"

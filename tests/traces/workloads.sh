@@ -1,0 +1,51 @@
+#!/bin/bash
+# kvtier-sim on the benchmark suite's shapes (gen-workloads: what
+# tests/bench/suite-h200.sh runs on the H200), the policy seeing what the
+# daemon sees.  Asserted, of the default policy (demand) in the model: never
+# slower than reading host memory in place (zero-copy) on any of them, at
+# least half of all-VRAM and faster than lru on the paged pool whose hot set
+# is a quarter or half the budget, and the budget exceeded by no more than
+# the capture margin.  The figures are the model's, not the GPU's:
+# tests/bench/RESULTS.md sets them beside the H200's.
+. "$(dirname "$0")/../integration/lib.sh"
+
+SIM="$top_builddir/kvtier-sim"
+GEN="$top_builddir/tests/traces/gen-workloads"
+
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+
+# sim NAME BUDGET GEN-ARGS...: the lines of demand and lru into $demand, $lru.
+sim() {
+        local name=$1 budget=$2 out
+        shift 2
+        if ! out=$("$GEN" "$@" | "$SIM" --budget="$budget" -p demand,lru - 2>&1); then
+                not_ok "$name: kvtier-sim runs"
+                diag "$out"
+                return 1
+        fi
+        demand=$(grep '^policy=demand ' <<<"$out")
+        lru=$(grep '^policy=lru ' <<<"$out")
+        diag "$name: demand speed $(field "$demand" speed) (hit rate $(field "$demand" hit_rate)," \
+                "held at most $(field "$demand" held_max) chunks, protection up to $(field "$demand" protect_max) ticks)," \
+                "lru $(field "$lru" speed), zero-copy $(field "$demand" zerocopy_speed)"
+        check "$name: demand at least as fast as zero-copy" ge "$(field "$demand" speed)" "$(field "$demand" zerocopy_speed)"
+        check "$name: budget exceeded by no more than the margin" \
+                [ "$(field "$demand" peak_charged_bytes)" -le $(($(field "$demand" budget_bytes) + $(field "$demand" margin_bytes))) ]
+        check "$name: bytes moved consistent with residency" [ "$(field "$demand" consistent)" = yes ]
+}
+
+for hot in 5:a-quarter 8:half; do
+        if sim "paged contiguous, hot set ${hot#*:} of the budget" 4G paged-contiguous 10 "${hot%%:*}"; then
+                check "paged contiguous, hot set ${hot#*:} of the budget: demand at least half of all-VRAM" \
+                        ge "$(field "$demand" speed)" 0.5
+                check "paged contiguous, hot set ${hot#*:} of the budget: demand faster than lru" \
+                        ge "$(field "$demand" speed)" "$(field "$lru" speed)"
+        fi
+done
+sim "paged contiguous, hot set the budget" 4G paged-contiguous 10 16
+sim "paged contiguous, hot set 4x the budget" 4G paged-contiguous 10 64
+sim "paged interleaved, hot set the budget" 4G paged-interleaved 10 16
+sim "paged interleaved, hot set 4x the budget" 4G paged-interleaved 10 64
+sim "long context by concatenation, KV 2x the budget" 1G long-context 64
+done_testing
