@@ -54,7 +54,10 @@ struct page {
         uint8_t *devcopy;     /* data on loc (a device) or on dup; NULL otherwise */
         uint64_t last_touch;  /* model clock of the last GPU touch or prefetch */
         uint32_t accessed_by; /* device bit mask */
-        uint32_t mapped_by;   /* devices that mapped it on a fault (preferred host); UnsetAccessedBy unmaps */
+        uint32_t mapped_by;   /* devices that mapped it on a fault (preferred host).  As on the H200
+                               * (driver 580): UnsetAccessedBy, a prefetch to the host and CPU access
+                               * leave such a mapping in place; a move of the page, and read
+                               * duplication set then unset, drop it */
         int8_t loc;           /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
         int8_t dup;           /* device with a read-only copy while loc is host, or -1 */
         int8_t preferred;     /* MODEL_LOC_NONE, MODEL_LOC_HOST or a device */
@@ -740,6 +743,7 @@ static void page_to_host(struct alloc *a, size_t i) {
         resident_dec(p->loc);
         p->devcopy = NULL;
         p->loc = MODEL_LOC_HOST;
+        p->mapped_by = 0; /* a new host page: no GPU maps it yet */
         host_replace(a, i, data);
         free(data);
 }
@@ -967,7 +971,10 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                 break;
         case cudaMemAdviseUnsetReadMostly:
                 /* CUDA collapses duplicates: onto the preferred location if a
-                 * copy is there, else anywhere (here: the host) */
+                 * copy is there, else anywhere (here: the host); the GPU's
+                 * mappings of a host page go with them */
+                if (p->read_mostly)
+                        p->mapped_by = 0;
                 p->read_mostly = false;
                 if (p->dup >= 0 && p->preferred == p->dup) {
                         p->loc = p->dup;
@@ -989,9 +996,11 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                         p->accessed_by |= 1u << loc;
                 break;
         case cudaMemAdviseUnsetAccessedBy:
-                if (loc >= 0) {
+                if (loc >= 0 && (p->accessed_by & (1u << loc))) {
+                        /* the mapping the advice made stays */
                         p->accessed_by &= ~(1u << loc);
-                        p->mapped_by &= ~(1u << loc);
+                        if (p->loc == MODEL_LOC_HOST && p->preferred == MODEL_LOC_HOST && !p->preferred_numa)
+                                p->mapped_by |= 1u << loc;
                 }
                 break;
         }
@@ -1284,8 +1293,10 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
          * faulting processor can establish a mapping without requiring the
          * data to be migrated, then data migration will be avoided": a host
          * page preferred on the host faults once and is mapped. */
-        if (p->preferred == MODEL_LOC_HOST && !p->preferred_numa && p->loc == MODEL_LOC_HOST &&
-            !(p->mapped_by & (1u << dev)) && !(p->accessed_by & (1u << dev))) {
+        if (p->preferred == MODEL_LOC_HOST && !p->preferred_numa &&
+            (p->loc == MODEL_LOC_HOST || p->loc == MODEL_LOC_NONE) && !(p->mapped_by & (1u << dev)) &&
+            !(p->accessed_by & (1u << dev))) {
+                p->loc = MODEL_LOC_HOST; /* a page only the CPU touched is host memory */
                 m.stats[dev].faults++;
                 um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
                 p->mapped_by |= 1u << dev;

@@ -707,6 +707,46 @@ static void test_advice_and_faults(void) {
         cudaFree(p);
 }
 
+/* The GPU's mapping of host memory preferred on the host, as measured on the
+ * H200 (DESIGN.md, driver 580): made by the first touch (one fault), kept by
+ * UnsetAccessedBy and by a prefetch to the host, dropped by read
+ * duplication set then unset (a re-arm) and by a move of the page. */
+static void test_host_mapping(void) {
+        const size_t len = 2 * PAGE;
+        struct fakecuda_stats s0;
+        char *p = NULL;
+        uint64_t faults;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        host_fill(p, len, 3);
+        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, HOST);
+        fakecuda_reset_stats(0);
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "mapping: first touch");
+        TAP_EQ_U64(stats(0).faults, 2, "mapping: faults once a page");
+        TAP_EQ_U64(resident(p, len, 0), 0, "mapping: and maps, nothing migrates");
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "mapping: second touch");
+        TAP_EQ_U64(stats(0).faults, 2, "mapping: read in place, no fault");
+        cudaMemAdvise(p, len, cudaMemAdviseUnsetAccessedBy, DEV0);
+        cudaMemPrefetchAsync(p, len, HOST, 0, NULL);
+        cudaDeviceSynchronize();
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "mapping: touch after UnsetAccessedBy, prefetch to host");
+        TAP_EQ_U64(stats(0).faults, 2, "mapping: they leave it in place");
+        cudaMemAdvise(p, PAGE, cudaMemAdviseSetReadMostly, DEV0);
+        cudaMemAdvise(p, PAGE, cudaMemAdviseUnsetReadMostly, DEV0);
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "mapping: touch after a re-arm of page 0");
+        TAP_EQ_U64(stats(0).faults, 3, "mapping: the re-armed page faults again, the other does not");
+        faults = stats(0).faults;
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        cudaMemPrefetchAsync(p, len, HOST, 0, NULL);
+        cudaDeviceSynchronize();
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "mapping: touch after a round trip through VRAM");
+        s0 = stats(0);
+        TAP_EQ_U64(s0.faults, faults + 2, "mapping: moved pages fault again");
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 3, &faults), cudaSuccess, "mapping: check");
+        TAP_EQ_U64(faults, 0, "mapping: data intact");
+        cudaFree(p);
+}
+
 static void test_read_mostly(void) {
         const size_t len = 4 * MiB;
         struct fakecuda_page_info pi = {0};
@@ -1062,6 +1102,7 @@ int main(void) {
         test_malloc();
         test_prefetch_roundtrip();
         test_advice_and_faults();
+        test_host_mapping();
         test_read_mostly();
         test_cpu_faults();
         test_eviction();
