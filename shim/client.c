@@ -49,6 +49,9 @@ static bool hello_known;
 static uint64_t device_total[KVT_MAX_GPUS];
 static int device_node[KVT_MAX_GPUS];
 static uint64_t devices_known, devices_announced;
+/* The current connection's grants, per device: the cap of its last GRANT
+ * and the bytes captures started in VRAM under them since it connected. */
+static uint64_t grant_cap[KVT_MAX_GPUS], grant_used[KVT_MAX_GPUS];
 
 static int wait_writable(int fd, int timeout_ms) {
         struct pollfd p = { .fd = fd, .events = POLLOUT };
@@ -173,7 +176,7 @@ int client_capacity(uint64_t *ret_bytes) {
         return 0;
 }
 
-static int handshake(int fd, int timeout_ms) {
+static int handshake(int fd, int timeout_ms, uint64_t *ret_grant) {
         struct kvt_msg *m;
         int r;
 
@@ -187,7 +190,9 @@ static int handshake(int fd, int timeout_ms) {
         if (r == 0 && m->hdr.type != KVT_MSG_WELCOME)
                 r = -EPROTO;
         if (r == 0) {
-                log_debug("Registered with kvtierd as client %u.", m->u.welcome.client_id);
+                log_debug("Registered with kvtierd as client %u, %llu bytes of VRAM granted.",
+                          m->u.welcome.client_id, (unsigned long long)m->u.welcome.vram_grant_bytes);
+                *ret_grant = m->u.welcome.vram_grant_bytes;
                 atomic_store(&granted_bytes, m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
                 atomic_store(&welcomed, true);
                 classify_rules_apply(&shim_cfg.rules, shim_cfg.rules_from_env, m->u.welcome.capture_min_size,
@@ -215,6 +220,7 @@ static int connect_locked(void) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         const char *path = shim_cfg.socket_path;
         int timeout_ms = shim_cfg.timeout_ms, fd, r;
+        uint64_t grant = 0;
 
         /* a kvtierd of this process's own (standalone.c) */
         if (shim_cfg.standalone && (r = standalone_daemon(&path, &timeout_ms)) < 0)
@@ -229,7 +235,7 @@ static int connect_locked(void) {
                 close(fd);
                 return r;
         }
-        r = handshake(fd, timeout_ms);
+        r = handshake(fd, timeout_ms, &grant);
         if (r < 0) {
                 close(fd);
                 return r;
@@ -237,6 +243,9 @@ static int connect_locked(void) {
         heat_announce_locked(fd);
         conn_fd = fd;
         devices_announced = 0;
+        memset(grant_cap, 0, sizeof(grant_cap));
+        memset(grant_used, 0, sizeof(grant_used));
+        grant_cap[hello_cached.device] = grant;
         return 0;
 }
 
@@ -369,6 +378,35 @@ int client_next_connection(void) {
         return fd;
 }
 
+bool client_grant_take(int dev, uint64_t bytes) {
+        bool ok;
+
+        if (dev < 0 || dev >= KVT_MAX_GPUS)
+                return false;
+        pthread_mutex_lock(&lock);
+        ok = conn_fd >= 0 && grant_used[dev] + bytes <= grant_cap[dev];
+        if (ok)
+                grant_used[dev] += bytes;
+        pthread_mutex_unlock(&lock);
+        return ok;
+}
+
+void client_grant_set(int fd, const struct kvt_grant *g) {
+        pthread_mutex_lock(&lock);
+        if (fd == conn_fd && g->device >= 0 && g->device < KVT_MAX_GPUS)
+                grant_cap[g->device] = g->vram_cap_bytes;
+        pthread_mutex_unlock(&lock);
+}
+
+void client_demand(void) {
+        pthread_mutex_lock(&lock);
+        /* Never waits: a DEMAND that does not fit the socket is not needed
+         * (the daemon's next tick reads the same heat). */
+        if (conn_fd >= 0)
+                (void)kvt_msg_send(conn_fd, KVT_MSG_DEMAND, ++conn_seq, NULL, 0);
+        pthread_mutex_unlock(&lock);
+}
+
 void client_lost(int fd, int err) {
         pthread_mutex_lock(&lock);
         if (conn_fd == fd)
@@ -388,6 +426,8 @@ static void atfork_child(void) {
         conn_fd = -1;
         next_attempt_ns = 0;
         outage_logged = false;
+        memset(grant_cap, 0, sizeof(grant_cap));
+        memset(grant_used, 0, sizeof(grant_used));
         atomic_store(&welcomed, false); /* the child is welcomed on its own */
         regions_atfork_child();
         standalone_atfork_child();

@@ -37,6 +37,19 @@ int client_next_connection(void);
 /* The mover saw fd fail or close: drop it if it is still current. */
 void client_lost(int fd, int err);
 
+/* Takes bytes from the current connection's VRAM grant for device dev:
+ * true if they fit (a capture may start there), false otherwise or when
+ * not connected. */
+bool client_grant_take(int dev, uint64_t bytes);
+
+/* A GRANT that came on fd: the new cap, if fd is still current. */
+struct kvt_grant;
+void client_grant_set(int fd, const struct kvt_grant *g);
+
+/* Tells the daemon that faults were counted into the heat table (DEMAND),
+ * without waiting for room on the socket. */
+void client_demand(void);
+
 /* Records the total memory of device dev and its home host NUMA node (-1:
  * unknown), learnt on a thread whose current device it is, so that a
  * DEVICE message can announce them.  Call before the first REGION_ADD on

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "cupti-abi.h"
+#include "client.h"
 #include "cupti.h"
 #include "heat.h"
 #include "launch.h"
@@ -68,7 +69,10 @@ static const char *const cupti_names[] = {
 };
 
 static struct cupti_stats stats;
-static unsigned duty_percent = 100, period_ms = 100;
+/* The counters' records are handed over every period: a fault reaches the
+ * daemon within about this long (plus its DEMAND), so the period bounds how
+ * long a demanded chunk is read in place before it is promoted. */
+static unsigned duty_percent = 100, period_ms = 10;
 static pthread_t sampler;
 static bool started; /* the sampler thread was started */
 static bool loaded;  /* CUPTI found, configured and enabled */
@@ -271,6 +275,19 @@ static void unmap_regions(void) {
         }
 }
 
+/* After a flush that counted faults into the heat table: asks the daemon
+ * to plan now rather than at its next tick. */
+static void demand_if_faulted(void) {
+        static uint64_t seen;
+        uint64_t n = __atomic_load_n(&stats.attributed[CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT],
+                                     __ATOMIC_RELAXED);
+
+        if (n != seen) {
+                seen = n;
+                client_demand();
+        }
+}
+
 /* Duty cycle: counters on for the duty share of each period, then off,
  * and what was recorded handed over. */
 static void *sampler_main(void *arg) {
@@ -292,6 +309,7 @@ static void *sampler_main(void *arg) {
                         cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
                 __atomic_fetch_add(&stats.enabled_ns, now_ns() - t0, __ATOMIC_RELAXED);
                 cupti.cuptiActivityFlushAll(0);
+                demand_if_faulted();
                 if (go && period_ns > on_ns)
                         go = nap(period_ns - on_ns);
         }

@@ -118,9 +118,9 @@ static int tell_standing(int fd, uint32_t id) {
 }
 
 /* Registers the regions the daemon of this connection does not know.  Its
- * books start every chunk host-mapped, so each region is first returned
- * there: chunks left in VRAM from before a daemon restart would otherwise
- * sit outside the budget.  A region that cannot be moved stays untiered.
+ * books start them in host memory (it granted no VRAM for them), so each
+ * region is first returned there: chunks left in VRAM from before a daemon
+ * restart would otherwise sit outside the budget.  A region that cannot be moved stays untiered.
  * Under the announce lock: a capture in progress registers its region
  * itself, never both. */
 static void register_regions(struct mover *mv) {
@@ -137,13 +137,14 @@ static void register_regions(struct mover *mv) {
                 int r;
 
                 after = reg.id;
-                e = pipeline_move_sync(mv->pipe, (void *)reg.base, reg.span_bytes, reg.device, KVT_TIER_HOST_MAPPED);
+                e = pipeline_move_sync(mv->pipe, (void *)reg.base, reg.span_bytes, reg.device, KVT_TIER_HOST);
                 if (e != cudaSuccess) {
                         log_warning("Failed to return region %u to host memory: %s; it stays untiered, ignoring.",
                                     reg.id, rt->cudaGetErrorString(e));
                         regions_release(reg.id);
                         continue;
                 }
+                reg.start_vram = false;
                 regions_add_msg(&reg, &add);
                 r = client_register(mv->fd, &add, regions_mark_registered);
                 if (r >= 0)
@@ -174,6 +175,10 @@ static int read_batch(struct mover *mv) {
                         break;
                 if (r < 0)
                         return n > 0 ? (int)n : r; /* issue what came; the next read fails again */
+                if (mv->msg.hdr.type == KVT_MSG_GRANT) {
+                        client_grant_set(mv->fd, &mv->msg.u.grant);
+                        continue;
+                }
                 if (mv->msg.hdr.type != KVT_MSG_ORDER) {
                         log_warning("Unexpected %s message from kvtierd, disconnecting.",
                                     kvt_msg_type_name(mv->msg.hdr.type));

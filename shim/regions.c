@@ -65,7 +65,7 @@ void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret) {
                 .base = r->base,
                 .size_bytes = r->span_bytes,
                 .api = r->api,
-                .tier = KVT_TIER_HOST_MAPPED,
+                .tier = r->start_vram ? KVT_TIER_VRAM : KVT_TIER_HOST,
                 .rule = r->rule,
         };
 }

@@ -16,6 +16,7 @@ struct shim_region {
         uint32_t api;        /* enum kvt_alloc_api */
         uint32_t rule;       /* enum kvt_capture_rule */
         bool registered;     /* the daemon of the current connection knows it */
+        bool start_vram;     /* started in VRAM under a grant (its REGION_ADD says so) */
         bool inherited;      /* a parent's region, seen after fork(): never registered */
 };
 
@@ -37,7 +38,8 @@ void regions_release(uint32_t id);
 
 struct kvt_region_add;
 
-/* Fills the REGION_ADD that registers r with the daemon, host-mapped. */
+/* Fills the REGION_ADD that registers r with the daemon: in VRAM if it
+ * started there, else in host memory, unmapped. */
 void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
 
 /* The standing hints an engine gave (HOT, PINNED), per chunk: kept in the

@@ -153,22 +153,30 @@ static cudaError_t managed_alloc_aligned(const struct kvt_cudart *rt, size_t spa
         return cudaSuccess;
 }
 
-/* Backs an allocation with managed memory left host-mapped (preferred
- * location host, accessed by the GPU), so the first GPU touch cannot push
- * VRAM over budget; the daemon then promotes what fits.  Returns 0, or
- * -errno when the allocation should fall back to the real allocator. */
+/* Where a capture starts: in VRAM while the daemon's grant has room (the
+ * GPU's first touch then places it there, as plain cudaMalloc would), else
+ * in host memory, unmapped, so that the GPU's first touch faults (a demand
+ * the daemon sees) and reads it in place until the daemon promotes it. */
+static cudaError_t capture_advise(const struct kvt_cudart *rt, const struct shim_region *r) {
+        struct cudaMemLocation loc = {cudaMemLocationTypeHost, 0};
+
+        if (r->start_vram)
+                loc = (struct cudaMemLocation){cudaMemLocationTypeDevice, r->device};
+        return rt->cudaMemAdvise((void *)r->base, r->span_bytes, cudaMemAdviseSetPreferredLocation, loc);
+}
+
+/* Backs an allocation with managed memory, placed as capture_advise() says,
+ * and registers it.  Returns 0, or -errno when the allocation should fall
+ * back to the real allocator. */
 static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uint32_t api, uint32_t rule) {
-        const struct cudaMemLocation host = { cudaMemLocationTypeHost, 0 };
         struct shim_region r = { .size_bytes = size, .api = api, .rule = rule };
         struct kvt_region_add add;
-        struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 };
         cudaError_t e;
 
         r.span_bytes = ALIGN_UP(size, KVT_CHUNK_BYTES);
         if (r.span_bytes > KVT_MAX_REGION_BYTES || rt->cudaGetDevice(&r.device) != cudaSuccess ||
             r.device < 0 || r.device >= KVT_MAX_GPUS)
                 return -EINVAL;
-        gpu.id = r.device;
         if (!client_device_noted(r.device)) {
                 size_t free_bytes = 0, total_bytes = 0;
                 int node = -1;
@@ -191,9 +199,8 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         if (e != cudaSuccess)
                 return log_warning_errno(ENOMEM, "Failed to allocate %zu bytes of managed memory: %s, using plain cudaMalloc.",
                                          size, rt->cudaGetErrorString(e));
-        e = rt->cudaMemAdvise((void *)r.base, r.span_bytes, cudaMemAdviseSetPreferredLocation, host);
-        if (e == cudaSuccess)
-                e = rt->cudaMemAdvise((void *)r.base, r.span_bytes, cudaMemAdviseSetAccessedBy, gpu);
+        r.start_vram = client_grant_take(r.device, r.span_bytes);
+        e = capture_advise(rt, &r);
         if (e != cudaSuccess) {
                 rt->cudaFree(r.alloc_ptr);
                 return log_warning_errno(EIO, "Failed to advise managed memory: %s, using plain cudaMalloc.",
@@ -209,11 +216,13 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         }
         heat_region_add(&r); /* without a slot the region is tiered without heat */
         regions_add_msg(&r, &add);
-        /* A lost daemon leaves the region captured, host-mapped and
-         * unregistered; the mover registers it once a daemon is back. */
+        /* A lost daemon leaves the region captured, unregistered, where it
+         * started; the mover registers it once a daemon is back (in host
+         * memory, where a new daemon's books start). */
         (void)client_register(-1, &add, regions_mark_registered);
         *ret_ptr = (void *)r.base;
-        log_debug("Captured %zu bytes at %p on device %d as region %u.", size, *ret_ptr, r.device, r.id);
+        log_debug("Captured %zu bytes at %p on device %d as region %u, in %s.", size, *ret_ptr, r.device, r.id,
+                  r.start_vram ? "VRAM" : "host memory");
         return 0;
 }
 
