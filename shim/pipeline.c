@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <linux/mempolicy.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -17,9 +15,6 @@
 #include "regions.h"
 #include "util.h"
 
-#define MAX_STREAMS  8
-#define MAX_EVICTORS 8
-#define TOUCH_STRIDE 4096 /* the host's smallest page */
 
 enum { DIR_UP, DIR_DOWN, _DIR_MAX };
 
@@ -51,7 +46,7 @@ struct run {
 };
 
 struct device_state {
-        cudaStream_t streams[_DIR_MAX][MAX_STREAMS];
+        cudaStream_t streams[_DIR_MAX][PIPELINE_STREAMS];
         unsigned next[_DIR_MAX];
         struct cudaMemLocation host; /* where this GPU's host tier lives */
         bool host_known;
@@ -59,9 +54,8 @@ struct device_state {
         bool evict_ctx_logged; /* whether the evictors' contexts were had (or no driver calls): said once */
 };
 
-/* An evictor thread, and its own context and stream there per GPU (config
- * evict_context; NULL until it first evicts there, or if it could not have
- * one). */
+/* An evictor thread, and its own context and stream there per GPU (NULL
+ * until it first evicts there, or if it could not have one). */
 struct evictor {
         struct pipeline *p;
         pthread_t thread;
@@ -83,20 +77,16 @@ struct pipeline {
         struct run *evq_head, **evq_tail;
         unsigned evq_busy; /* advice and parts evictors are making */
         /* Promotions whose calls are being made (on the H200 they return
-         * once the pages have moved).  Evictions by touch, and those made
-         * in the evictors' own context, wait while there are any: on the
-         * H200 a promotion beside them ran at a tenth of its speed
-         * (tests/bench/RESULTS.md, session 12, call 5), and in the engine's
-         * context a prefetch waits for the other's calls anyway.  Counted
-         * only during the calls, not until the owner reaps the run, so
-         * that batches of promotions cannot starve evictions. */
+         * once the pages have moved).  Evictions wait while there are any:
+         * a promotion beside them was measured far slower.  Counted only
+         * during the calls, not until the owner reaps the run, so that
+         * batches of promotions cannot starve evictions. */
         unsigned promoting;
         bool stopping;
-        struct evictor evictors[MAX_EVICTORS];
-        unsigned n_evictors;
+        struct evictor evictors[PIPELINE_EVICTORS];
         const struct kvt_cudart *rt;
-        const struct kvt_cuda_calls *cu; /* evict_context: the driver's context calls, resolved at the
-                                          * first eviction (under the lock); NULL until then or if none */
+        const struct kvt_cuda_calls *cu; /* the driver's context calls, resolved at the first eviction
+                                          * (under the lock); NULL until then or if none */
         pipeline_done_fn done;
         void *userdata;
         int wake_fd;
@@ -119,43 +109,8 @@ bool pipeline_host_numa_from_env(void) {
         return env_bool("KVTIER_MOVER_HOST_NUMA", true);
 }
 
-/* A count in min..max from the environment variable name, else def. */
-static unsigned env_count(const char *name, unsigned def, unsigned min, unsigned max) {
-        const char *v = getenv(name);
-        unsigned long n;
-        char *end;
-
-        if (!v || !*v)
-                return def;
-        n = strtoul(v, &end, 10);
-        if (*end || n < min || n > max) {
-                log_warning("%s=%s is not a number in %u..%u, ignoring.", name, v, min, max);
-                return def;
-        }
-        return (unsigned)n;
-}
-
 void pipeline_config_from_env(struct pipeline_config *ret) {
-        /* Measured on the H200 (tests/bench/RESULTS.md, 2026-11-29): read-
-         * duplicated promotion runs at 8-13 GB/s against 45-51 for plain
-         * migration, more than the copy-free eviction of clean chunks wins
-         * back; and the host NUMA location slows read-duplication further.
-         * Two evictors: evicting to the host, one moved 9.1-11.4 GB/s, two
-         * 11.1-11.6, four 12.9-13.4 (session 14), each evictor's context
-         * costing 264 MiB of VRAM; two take what one shared context took
-         * before. */
-        *ret = (struct pipeline_config){.streams_per_dir = 2,
-                                        .read_dup = false,
-                                        .host_numa = true,
-                                        .evict_threads = 2,
-                                        .evict_touch = false,
-                                        .evict_context = true};
-        ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
-        ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
-        ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
-        ret->evict_touch = env_bool("KVTIER_MOVER_EVICT_TOUCH", ret->evict_touch);
-        ret->evict_context = env_bool("KVTIER_MOVER_EVICT_CONTEXT", ret->evict_context);
-        ret->host_numa = pipeline_host_numa_from_env();
+        *ret = (struct pipeline_config){ .host_numa = pipeline_host_numa_from_env() };
 }
 
 /* Runs on a CUDA thread (or, in the fake, the caller's) once the work queued
@@ -169,7 +124,7 @@ static void wake(void *userdata) {
 
 static cudaStream_t stream_get(struct pipeline *p, int dev, int dir, cudaError_t *ret_err) {
         struct device_state *d = &p->dev[dev];
-        unsigned k = d->next[dir]++ % p->cfg.streams_per_dir;
+        unsigned k = d->next[dir]++ % PIPELINE_STREAMS;
         cudaError_t e;
 
         if (d->streams[dir][k])
@@ -260,19 +215,10 @@ static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int 
         return e;
 }
 
-/* Whether evictions by touch or in the evictors' own context wait for a
- * promotion's calls.  Under the lock. */
+/* Whether evictions wait for a promotion's calls (see promoting).  Under
+ * the lock. */
 static bool evict_held(const struct pipeline *p) {
-        return (p->cfg.evict_touch || p->cfg.evict_context) && p->promoting > 0;
-}
-
-/* Waits while evictions are held back.  Only the owner makes promotions'
- * calls, so on the owner's thread (evictions inline) this never waits. */
-static void evict_wait(struct pipeline *p) {
-        pthread_mutex_lock(&p->lock);
-        while (evict_held(p) && !p->stopping)
-                pthread_cond_wait(&p->cond, &p->lock);
-        pthread_mutex_unlock(&p->lock);
+        return p->promoting > 0;
 }
 
 /* The mover starts or ends a promotion's calls; evictions held back for
@@ -285,70 +231,18 @@ static void promoting_add(struct pipeline *p, int delta) {
         pthread_mutex_unlock(&p->lock);
 }
 
-/* Moves [ptr, len) to the host by reading one word of every 4 KiB page
- * from this thread: each read of a page in VRAM faults, and the driver
- * migrates the page (its preferred location is the host by now).  Measured
- * on the H200 (tests/bench/RESULTS.md, session 12, mover-bench
- * --interfere): as fast as a prefetch from four threads (7.6-9.1 against
- * 9.9-10.9 GB/s), and another thread's kernel launches went on meanwhile,
- * where a prefetch to the host held them back for most of its copy (the
- * probe engine lost 189-209 of 197-217 ms).  Reads change no data; a page
- * the GPU writes meanwhile stays coherent, as under any CPU access.  The
- * pages go where the driver puts a CPU fault's pages: the thread's memory
- * policy prefers the node the order names while it reads (whether the
- * driver follows it is not measured here).  The reads pause, between
- * chunks, while the mover makes a promotion's calls. */
-static void touch_host(struct pipeline *p, const void *ptr, size_t len, int dev, int node) {
-        const volatile uint64_t *w = ptr;
-        struct cudaMemLocation loc;
-        unsigned long mask, old_mask[16];
-        int old_mode;
-        bool policy = false;
-
-        pthread_mutex_lock(&p->lock);
-        loc = host_target(p, dev, node);
-        pthread_mutex_unlock(&p->lock);
-        /* the thread's own policy is put back after: with no evictor
-         * threads the mover thread reads */
-        if (loc.type == cudaMemLocationTypeHostNuma && loc.id >= 0 && loc.id < (int)(8 * sizeof(mask)) &&
-            syscall(SYS_get_mempolicy, &old_mode, old_mask, 8 * sizeof(old_mask), NULL, 0ul) == 0) {
-                mask = 1ul << loc.id;
-                policy = syscall(SYS_set_mempolicy, MPOL_PREFERRED, &mask, 8 * sizeof(mask) + 1) == 0;
-        }
-        for (size_t off = 0; off < len; off += TOUCH_STRIDE) {
-                if (off % KVT_CHUNK_BYTES == 0)
-                        evict_wait(p); /* a promotion goes first, chunk by chunk */
-                (void)w[off / sizeof(*w)]; /* a volatile read: made, and faults the page in */
-        }
-        if (policy && syscall(SYS_set_mempolicy, old_mode, old_mode == MPOL_DEFAULT ? NULL : old_mask,
-                              old_mode == MPOL_DEFAULT ? 0ul : 8 * sizeof(old_mask)) < 0)
-                log_debug("Could not put the memory policy back (mode %d): %s.", old_mode, strerror(errno));
-}
-
 /* Starts promoting [ptr, len) to VRAM.  The prefetch comes before the
  * preferred-location advice (promote_finish): if it fails, the daemon's
- * books (chunk host-mapped, uncharged) stay true.  With read_dup, the pages
- * are read-duplicated: the host keeps its copy, so evicting a chunk the GPU
- * did not write is dropping the GPU's copy, not a copy over the link. */
+ * books (chunk host-mapped, uncharged) stay true. */
 static cudaError_t promote_issue(struct pipeline *p, void *ptr, size_t len, int dev, cudaStream_t s) {
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
-        cudaError_t e;
 
-        if (p->cfg.read_dup) {
-                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetReadMostly, gpu);
-                if (e != cudaSuccess)
-                        return e;
-        }
-        e = p->rt->cudaMemPrefetchAsync(ptr, len, gpu, 0, s);
-        if (e != cudaSuccess && p->cfg.read_dup)
-                (void)p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
-        return e;
+        return p->rt->cudaMemPrefetchAsync(ptr, len, gpu, 0, s);
 }
 
 /* Completes a promotion whose prefetch ended with e.  A failure is rolled
  * back as far as CUDA lets us: with preferred location GPU a later touch
- * would fault every page in, over budget; duplicates collapse onto the
- * host, where the preferred location is. */
+ * would fault every page in, over budget. */
 static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaError_t e) {
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, r->device };
 
@@ -357,24 +251,18 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
         if (e == cudaSuccess)
                 return e;
         (void)advise_host_preferred(p, r->ptr, r->len);
-        if (p->cfg.read_dup)
-                (void)p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseUnsetReadMostly, gpu);
         if (prefetch_host(p, r->ptr, r->len, r->device, -1, r->stream) == cudaSuccess)
                 (void)p->rt->cudaStreamSynchronize(r->stream);
         return e;
 }
 
 /* Advises [ptr, len) for demotion to the host, mapped for the GPU or not;
- * demote_move() then moves it.  Advice comes first: once the preferred
+ * prefetch_host() then moves it.  Advice comes first: once the preferred
  * location is the host, GPU accesses during and after the move map the
- * pages instead of faulting them back.  Ending
- * read-duplication then collapses every page that still has its host copy
- * onto the host (preferred location) without a copy; the prefetch moves
- * only what the GPU holds alone: pages it wrote (a write invalidates the
- * other copies), or pages promoted without read_dup.  A failed advice
- * leaves the pages in VRAM, which the daemon keeps charged; a run whose
- * part failed may have the others' pages on the host, charged all the
- * same (the safe side of the books). */
+ * pages instead of faulting them back.  A failed advice leaves the pages
+ * in VRAM, which the daemon keeps charged; a run whose part failed may
+ * have the others' pages on the host, charged all the same (the safe side
+ * of the books). */
 static cudaError_t demote_advise(struct pipeline *p, void *ptr, size_t len, int dev, bool mapped) {
         const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
         cudaError_t e;
@@ -383,24 +271,14 @@ static cudaError_t demote_advise(struct pipeline *p, void *ptr, size_t len, int 
         if (e == cudaSuccess)
                 e = p->rt->cudaMemAdvise(ptr, len, mapped ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy,
                                          gpu);
-        if (e == cudaSuccess && p->cfg.read_dup)
-                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
         return e;
-}
-
-/* Moves [ptr, len), advised by demote_advise(), to the host. */
-static cudaError_t demote_move(struct pipeline *p, void *ptr, size_t len, int dev, int node, cudaStream_t s) {
-        if (!p->cfg.evict_touch)
-                return prefetch_host(p, ptr, len, dev, node, s);
-        touch_host(p, ptr, len, dev, node);
-        return cudaSuccess;
 }
 
 static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int dev, int node, bool mapped,
                                 cudaStream_t s) {
         cudaError_t e = demote_advise(p, ptr, len, dev, mapped);
 
-        return e == cudaSuccess ? demote_move(p, ptr, len, dev, node, s) : e;
+        return e == cudaSuccess ? prefetch_host(p, ptr, len, dev, node, s) : e;
 }
 
 static cudaError_t run_start(struct pipeline *p, struct run *r) {
@@ -414,12 +292,6 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
         default:
                 return cudaErrorInvalidValue;
         }
-}
-
-/* Whether a started run's calls did all of its work: an eviction by
- * touch, with nothing queued on its stream to track. */
-static bool done_at_start(const struct pipeline *p, const struct run *r) {
-        return r->tier != KVT_TIER_VRAM && p->cfg.evict_touch;
 }
 
 static void report(struct pipeline *p, const struct run *r, int status, cudaError_t e) {
@@ -501,25 +373,14 @@ static void in_flight_add(struct pipeline *p, struct run *r) {
  * GB/s from four contexts). */
 #define EVICT_SLICE_MIN (16u << 20)
 
-/* Whether evictions are split among the evictors: only where each makes
- * its calls in a context of its own, the one way they were measured to
- * move faster together.  An evictor that could not have one takes all
- * that is left of a run (evictor_share()). */
-static bool evict_split(const struct pipeline *p) {
-        return p->cfg.evict_context && !p->cfg.evict_touch && p->n_evictors > 1;
-}
-
 /* Hands an eviction to the evictors; it is in flight from now on, and
  * pipeline_reap() finishes it once every part has moved. */
 static void evict_enqueue(struct pipeline *p, struct run *r) {
         r->queued = true;
         r->next_queued = NULL;
         r->next_off = 0;
-        r->slice = r->len;
-        if (evict_split(p)) {
-                size_t share = (r->len / p->n_evictors + KVT_CHUNK_BYTES - 1) & ~(size_t)(KVT_CHUNK_BYTES - 1);
-                r->slice = MAX(share, (size_t)EVICT_SLICE_MIN);
-        }
+        r->slice = MAX((r->len / PIPELINE_EVICTORS + KVT_CHUNK_BYTES - 1) & ~(size_t)(KVT_CHUNK_BYTES - 1),
+                       (size_t)EVICT_SLICE_MIN);
         in_flight_add(p, r);
         pthread_mutex_lock(&p->lock);
         *p->evq_tail = r;
@@ -571,16 +432,14 @@ static void evict_context_lower(const struct kvt_cuda_calls *cu, int dev) {
 
 /* The evictor's own context on GPU dev, created at its first eviction there
  * (with blocking waits: an evictor sleeps in cudaStreamSynchronize), current
- * on the calling thread once created; NULL where there is none:
- * evict_context off, evictions by touch (no prefetch to hold anything
- * back), no driver entry points, or CUDA refused one (then the engine's
- * context, as without evict_context). */
+ * on the calling thread once created; NULL where there is none: no driver
+ * entry points, or CUDA refused one (then the engine's context). */
 static CUcontext evict_context(struct evictor *ev, int dev) {
         struct pipeline *p = ev->p;
         CUresult r = CUDA_ERROR_NOT_SUPPORTED;
         CUdevice cudev;
 
-        if (!p->cfg.evict_context || p->cfg.evict_touch || ev->ctx_tried[dev])
+        if (ev->ctx_tried[dev])
                 return ev->ctx[dev];
         ev->ctx_tried[dev] = true;
         pthread_mutex_lock(&p->lock);
@@ -642,8 +501,8 @@ static cudaError_t evictor_part(struct evictor *ev, struct run *r, size_t off, s
         if (e != cudaSuccess)
                 return e;
         s = own ? own : r->stream;
-        e = demote_move(p, (char *)r->ptr + off, len, r->device, r->host_node, s);
-        if (e != cudaSuccess || p->cfg.evict_touch)
+        e = prefetch_host(p, (char *)r->ptr + off, len, r->device, r->host_node, s);
+        if (e != cudaSuccess)
                 return e;
         return p->rt->cudaStreamSynchronize(s);
 }
@@ -796,7 +655,7 @@ static void run_issue(struct pipeline *p, struct run *r) {
                 run_free(p, r);
                 return;
         }
-        if (r->tier != KVT_TIER_VRAM && p->n_evictors > 0) {
+        if (r->tier != KVT_TIER_VRAM) {
                 evict_enqueue(p, r);
                 return;
         }
@@ -805,7 +664,7 @@ static void run_issue(struct pipeline *p, struct run *r) {
         e = run_start(p, r);
         if (r->tier == KVT_TIER_VRAM)
                 promoting_add(p, -1);
-        if (e != cudaSuccess || done_at_start(p, r)) {
+        if (e != cudaSuccess) {
                 run_finish(p, r, e);
                 return;
         }
@@ -911,7 +770,7 @@ void pipeline_drain(struct pipeline *p) {
         pthread_mutex_unlock(&p->lock);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (int dir = 0; dir < _DIR_MAX; dir++)
-                        for (unsigned k = 0; k < MAX_STREAMS; k++)
+                        for (unsigned k = 0; k < PIPELINE_STREAMS; k++)
                                 if (p->dev[d].streams[dir][k] && p->rt->cudaSetDevice(d) == cudaSuccess)
                                         (void)p->rt->cudaStreamSynchronize(p->dev[d].streams[dir][k]);
         /* after the synchronize every event is complete, or its stream is
@@ -958,6 +817,16 @@ cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int de
         return e;
 }
 
+/* Stops and joins the first n evictors (the queue is empty by now). */
+static void evictors_stop(struct pipeline *p, unsigned n) {
+        pthread_mutex_lock(&p->lock);
+        p->stopping = true;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        for (unsigned k = 0; k < n; k++)
+                pthread_join(p->evictors[k].thread, NULL);
+}
+
 int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt, pipeline_done_fn done,
                  void *userdata, struct pipeline **ret) {
         struct pipeline *p = calloc(1, sizeof(*p));
@@ -971,8 +840,6 @@ int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt,
                 return r;
         }
         p->cfg = *cfg;
-        if (p->cfg.streams_per_dir < 1 || p->cfg.streams_per_dir > MAX_STREAMS)
-                p->cfg.streams_per_dir = 1;
         p->rt = rt;
         p->done = done;
         p->userdata = userdata;
@@ -981,19 +848,21 @@ int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt,
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->cond, NULL);
         /* Evictors inherit the caller's signal mask: the mover's takes none. */
-        while (p->n_evictors < MIN(p->cfg.evict_threads, MAX_EVICTORS)) {
-                struct evictor *ev = &p->evictors[p->n_evictors];
+        for (unsigned k = 0; k < PIPELINE_EVICTORS; k++) {
+                struct evictor *ev = &p->evictors[k];
                 int r;
 
                 ev->p = p;
                 r = pthread_create(&ev->thread, NULL, evictor_main, ev);
                 if (r != 0) {
-                        log_info("Could not start an evictor thread (%s); %u run evictions.", strerror(r),
-                                 p->n_evictors);
-                        break;
+                        evictors_stop(p, k);
+                        pthread_mutex_destroy(&p->lock);
+                        pthread_cond_destroy(&p->cond);
+                        close(p->wake_fd);
+                        free(p);
+                        return -r;
                 }
                 pthread_setname_np(ev->thread, "kvtier-evict");
-                p->n_evictors++;
         }
         *ret = p;
         return 0;
@@ -1003,17 +872,12 @@ void pipeline_free(struct pipeline *p) {
         if (!p)
                 return;
         pipeline_drain(p);
-        pthread_mutex_lock(&p->lock);
-        p->stopping = true;
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
-        for (unsigned k = 0; k < p->n_evictors; k++)
-                pthread_join(p->evictors[k].thread, NULL);
+        evictors_stop(p, PIPELINE_EVICTORS);
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (int dir = 0; dir < _DIR_MAX; dir++)
-                        for (unsigned k = 0; k < MAX_STREAMS; k++)
+                        for (unsigned k = 0; k < PIPELINE_STREAMS; k++)
                                 if (p->dev[d].streams[dir][k])
                                         (void)p->rt->cudaStreamDestroy(p->dev[d].streams[dir][k]);
         close(p->wake_fd);
