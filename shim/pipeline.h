@@ -9,39 +9,39 @@
 
 /*
  * The mover's engine: carries out the daemon's orders as runs (adjacent
- * orders of one batch coalesced) on its own non-blocking streams, several
- * in flight at once, and reports each order when its run completes.  It
- * never touches the engine's streams.  A run pins its region
- * (regions_acquire) from issue to completion, so the region cannot be freed
- * under an in-flight prefetch.
+ * orders of one batch coalesced), several in flight at once, and reports
+ * each order when its run completes.  It never touches the engine's
+ * streams.  A run pins its region (regions_acquire) from issue to
+ * completion, so the region cannot be freed under an in-flight move.
  *
- * One thread (the mover) owns a pipeline and makes every call below.  The
- * fd from pipeline_fd() becomes readable when a run may have completed; the
- * owner then calls pipeline_reap(), which reports every completion from the
- * owner's thread.  Evictions are issued by the pipeline's own evictor
- * threads, because a prefetch to the host may block its caller until the
- * pages have moved: promotions ordered after them are issued at once.  An
- * evictor waits until its eviction has moved before it takes the next.
- * Each evictor makes its calls in a CUDA context of its own (one per GPU,
- * created at its first eviction there), on a stream of its own there: no
- * stream or event crosses contexts, and evictions are split into parts
- * that the evictors move side by side (the driver moved pages to the host
- * faster from several contexts than from one).
+ * Promotions go on the pipeline's own non-blocking streams, each run
+ * tracked by an event.  Evictions go to the evictor threads
+ * (evictors.h), each in a CUDA context of its own, so that neither the
+ * engine's calls nor the promotions ordered after them wait for an
+ * eviction's copy; a failed promotion, and pipeline_move_host_sync(), go
+ * back to the host the same way.
+ *
+ * Threads: one thread, the owner (the mover), makes every call below, and
+ * the orders are reported on it.  The fd from pipeline_fd() becomes
+ * readable when a run may have completed (a promotion's host function or
+ * an evictor writes to it); the owner then calls pipeline_reap().  The
+ * pipeline's own state is the owner's and takes no lock; what it shares
+ * with the evictors is under theirs (evictors.h).
  */
 
 /* The mover's shape, fixed (tests/bench/RESULTS.md has the figures):
  *
- * PIPELINE_STREAMS: the mover's own non-blocking streams per GPU and
- * direction, taken in turn by the runs.  Their number was not what limited
- * a move (one, two and four measured within each other's spread); two
- * keep one run's calls from queueing behind the last's.
+ * PIPELINE_STREAMS: the pipeline's streams per GPU, which promotions take
+ * in turn.  Their number was not what limited a move (one, two and four
+ * moved alike); two, so that a promotion need not queue behind the one
+ * before it on its stream.
  *
  * PIPELINE_EVICTORS: the evictor threads, each with a CUDA context of its
  * own per GPU (about 260 MiB of VRAM each on the H200, outside the budget).
  * Two evicted faster than one; four only a little faster than two on long
  * runs and slower on single 2 MiB orders, for two more contexts' VRAM. */
-#define PIPELINE_STREAMS   2u
-#define PIPELINE_EVICTORS  2u
+#define PIPELINE_STREAMS  2u
+#define PIPELINE_EVICTORS 2u
 
 struct kvt_order;
 struct kvt_order_done;
@@ -90,8 +90,10 @@ size_t pipeline_in_flight(const struct pipeline *p);
 
 /* Orders and runs issued so far (runs < orders where orders coalesced), and
  * the most runs that were in flight at once. */
-void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs, size_t *ret_max_in_flight);
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs,
+                     size_t *ret_max_in_flight);
 
-/* Moves [ptr, ptr+len) of device dev's managed memory to tier and waits
+/* Moves [ptr, ptr+len) of device dev's managed memory to host memory the
+ * GPU keeps mapped, through the evictors, and waits: returns how it ended
  * (used to return a region to host memory before registering it). */
-cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int dev, uint32_t tier);
+cudaError_t pipeline_move_host_sync(struct pipeline *p, void *ptr, size_t len, int dev);

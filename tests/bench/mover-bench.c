@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mover-bench: the shim's own mover code (shim/pipeline.c, shim/regions.c,
- * linked in) moving a managed region up and down, by orders as the daemon
- * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
+ * mover-bench: the shim's own mover code (shim/pipeline.c, shim/evictors.c,
+ * shim/regions.c, linked in) moving a managed region up and down, by
+ * orders as the daemon sends them, next to pinned cudaMemcpy of the same
+ * bytes in the same run.
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
  *               [--check-only] [--explore | --overtake | --contend | --interfere]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
- * VRAM, it is evicted again; then the host reads every chunk and the GPU reads them back after
- * a promotion.  Any lost write fails the run (exit 1).
+ * VRAM, it is evicted again; then the host reads every chunk and the GPU
+ * reads them back after a promotion.  Any lost write fails the run (exit 1).
  *
  * Evictions go to the tier --evict-to names: unmapped host memory by
  * default, as the daemon's default [policy] evict_to = host orders, or
@@ -771,7 +772,7 @@ static int setup(struct bench *b, uint64_t size) {
         if (r < 0)
                 return r;
         pipeline_config_from_env(&cfg);
-        printf("mover: %u streams per direction, host_numa %d, %u evictor threads\n", PIPELINE_STREAMS,
+        printf("mover: %u streams per GPU, host_numa %d, %u evictor threads\n", PIPELINE_STREAMS,
                cfg.host_numa, PIPELINE_EVICTORS);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
 }

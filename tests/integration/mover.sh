@@ -1,11 +1,11 @@
 #!/bin/bash
-# The mover's pipeline (shim/pipeline.c, linked into tests/bench/mover-bench)
-# against the fake CUDA: a chunk the GPU wrote while in VRAM keeps the write
-# through eviction (read on the host, and on the GPU after promotion);
-# adjacent orders that arrive together coalesce into one run; the host tier
-# goes to the GPU's NUMA node, and to plain host memory where CUDA refuses
-# that node; evictions run on the evictor threads, each in a CUDA context of
-# its own, split among them.
+# The mover's pipeline (shim/pipeline.c and shim/evictors.c, linked into
+# tests/bench/mover-bench) against the fake CUDA: a chunk the GPU wrote while
+# in VRAM keeps the write through eviction (read on the host, and on the GPU
+# after promotion); adjacent orders that arrive together coalesce into one
+# run; the host tier goes to the GPU's NUMA node, and to plain host memory
+# where CUDA refuses that node; evictions run on the evictor threads, each
+# in a CUDA context of its own, split among them.
 . "$(dirname "$0")/lib.sh"
 
 BENCH="$top_builddir/tests/bench/mover-bench"
