@@ -458,3 +458,15 @@ void evictors_release(struct evictors *set) {
                 pthread_cond_broadcast(&set->cond);
         pthread_mutex_unlock(&set->lock);
 }
+
+int evictors_bind(struct evictors *set, const cpu_set_t *cpus) {
+        int r = 0;
+
+        for (unsigned k = 0; k < set->n; k++) {
+                int q = pthread_setaffinity_np(set->evictors[k].thread, sizeof(*cpus), cpus);
+
+                if (q != 0 && r == 0)
+                        r = -q;
+        }
+        return r;
+}

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -86,3 +87,7 @@ void evictors_drain(struct evictors *set);
  * measured far slower.  Holds nest. */
 void evictors_hold(struct evictors *set);
 void evictors_release(struct evictors *set);
+
+/* Binds every evictor thread to the CPUs in cpus.  Returns 0 or the first
+ * -errno (the others are bound all the same). */
+int evictors_bind(struct evictors *set, const cpu_set_t *cpus);

@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +24,7 @@
 
 #include "evictors.h"
 #include "log.h"
+#include "numa-cpus.h"
 #include "pipeline.h"
 #include "protocol.h"
 #include "regions.h"
@@ -69,6 +71,7 @@ struct pipeline {
         size_t n_in_flight;
         uint64_t n_orders, n_runs;
         size_t max_in_flight;
+        bool cpus_bound; /* whether the threads were bound to a node's CPUs (or tried) */
         struct pipeline_gpu gpu[KVT_MAX_GPUS];
 };
 
@@ -85,7 +88,7 @@ bool pipeline_host_numa_from_env(void) {
 }
 
 void pipeline_config_from_env(struct pipeline_config *ret) {
-        *ret = (struct pipeline_config){.host_numa = pipeline_host_numa_from_env()};
+        *ret = (struct pipeline_config){.host_numa = pipeline_host_numa_from_env(), .sysfs_root = "/sys"};
 }
 
 /* CUDA's host function after a promotion's event, on a CUDA thread (or, in
@@ -98,9 +101,33 @@ static void wake(void *userdata) {
         (void)n; /* a full counter already wakes the owner */
 }
 
+/* Binds the owner's thread and the evictors to the CPUs of NUMA node node,
+ * where the host pages of their moves are allocated.  Once per pipeline:
+ * the first GPU with a known node decides (a process's GPUs share one on
+ * most machines).  Fails soft, said at debug level. */
+static void bind_cpus(struct pipeline *p, int node) {
+        cpu_set_t cpus;
+        int r;
+
+        if (p->cpus_bound)
+                return;
+        p->cpus_bound = true;
+        r = numa_cpus_of_node(p->cfg.sysfs_root, node, &cpus);
+        if (r == 0)
+                r = -pthread_setaffinity_np(pthread_self(), sizeof(cpus), &cpus);
+        if (r == 0)
+                r = evictors_bind(p->evictors, &cpus);
+        if (r < 0)
+                log_debug("The mover's threads stay unbound, not on NUMA node %d's CPUs: %s.", node,
+                          strerror(-r));
+        else
+                log_debug("The mover's threads run on NUMA node %d's CPUs.", node);
+}
+
 /* GPU dev's host NUMA node, where its host tier lives: the one CUDA reports
  * (with cfg.host_numa), else -1 for plain host memory (the kernel's choice).
- * Orders that name a node go there instead. */
+ * Orders that name a node go there instead.  The first node found binds
+ * the mover's threads to its CPUs. */
 static int gpu_node(struct pipeline *p, int dev) {
         struct pipeline_gpu *g = &p->gpu[dev];
         int id = -1;
@@ -112,9 +139,10 @@ static int gpu_node(struct pipeline *p, int dev) {
                 id = -1;
         g->node = id >= 0 ? id : -1;
         g->node_known = true;
-        if (g->node >= 0)
+        if (g->node >= 0) {
                 log_debug("Host tier of GPU %d: NUMA node %d.", dev, g->node);
-        else
+                bind_cpus(p, g->node);
+        } else
                 log_debug("Host tier of GPU %d: host memory.", dev);
         return g->node;
 }
@@ -191,13 +219,15 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
 /* Starts run r: a promotion on the pipeline's streams, or an eviction
  * handed to the evictors (to the node the daemon named, else the GPU's). */
 static cudaError_t run_start(struct pipeline *p, struct run *r) {
+        int home = gpu_node(p, r->device);
+
         if (r->tier == KVT_TIER_VRAM)
                 return promote_start(p, r);
         r->eviction = (struct eviction){
                 .ptr = r->ptr,
                 .len = r->len,
                 .device = r->device,
-                .host_node = r->host_node >= 0 ? r->host_node : gpu_node(p, r->device),
+                .host_node = r->host_node >= 0 ? r->host_node : home,
                 .map = r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET : EVICT_MAP_UNSET,
         };
         evictors_submit(p->evictors, &r->eviction);

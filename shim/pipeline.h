@@ -48,12 +48,14 @@ struct kvt_order_done;
 struct pipeline;
 
 struct pipeline_config {
-        bool host_numa; /* host tier on the GPU's NUMA node where CUDA allows (orders
-                         * that name a node go there regardless) */
+        bool host_numa;         /* host tier on the GPU's NUMA node where CUDA allows (orders
+                                 * that name a node go there regardless), the mover's threads
+                                 * on that node's CPUs */
+        const char *sysfs_root; /* where sysfs is: "/sys" */
 };
 
-/* Defaults, overridden by KVTIER_MOVER_HOST_NUMA.  Reads the environment:
- * call once, at start. */
+/* Defaults, host_numa overridden by KVTIER_MOVER_HOST_NUMA.  Reads the
+ * environment: call once, at start. */
 void pipeline_config_from_env(struct pipeline_config *ret);
 
 /* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the

@@ -40,6 +40,10 @@ bench numa FAKECUDA_NUMA_NODES=2 KVTIER_LOG=debug; rc=$?
 check "two NUMA nodes: check exits 0" [ $rc -eq 0 ]
 check "host tier on the GPU's node (node 1)" grep -q "Host tier of GPU 0: NUMA node 1" "$TMP/numa.out"
 check_gt "prefetches to the host named the node" "$(stat_of numa numa_location_calls)" 0
+# the mover's threads go to that node's CPUs where sysfs has the node, and
+# say why not where it has not (here, most likely: no node 1)
+check "the mover's threads bound to the node's CPUs, or why not said" \
+        grep -Eq "The mover's threads (run on|stay unbound, not on) NUMA node 1's CPUs" "$TMP/numa.out"
 
 bench nonuma FAKECUDA_NUMA_NODES=2 KVTIER_MOVER_HOST_NUMA=0; rc=$?
 check "KVTIER_MOVER_HOST_NUMA=0: check exits 0" [ $rc -eq 0 ]
