@@ -251,7 +251,7 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
 
 /*
  * Driver: the mover's evictor threads work in CUDA contexts of their own
- * (shim/pipeline.c), with all of these or none.  CUDA 13 names (cuCtxCreate
+ * (shim/evictors.c), with all of these or none.  CUDA 13 names (cuCtxCreate
  * is cuCtxCreate_v4 since CUDA 12.5).
  */
 #define KVT_CUDA_CALLS(X)                                                                          \

@@ -137,7 +137,7 @@ static void register_regions(struct mover *mv) {
                 int r;
 
                 after = reg.id;
-                e = pipeline_move_sync(mv->pipe, (void *)reg.base, reg.span_bytes, reg.device, KVT_TIER_HOST);
+                e = pipeline_move_host_sync(mv->pipe, (void *)reg.base, reg.span_bytes, reg.device);
                 if (e != cudaSuccess) {
                         log_warning("Failed to return region %u to host memory: %s; it stays untiered, ignoring.",
                                     reg.id, rt->cudaGetErrorString(e));

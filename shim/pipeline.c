@@ -1,4 +1,17 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Runs (pipeline.h): a batch's adjacent orders coalesced, issued, tracked
+ * to their end and reported.  Promotions go on the pipeline's own streams;
+ * evictions to the evictors (evictors.h).
+ *
+ * Threads and locks.  Every function here runs on the owner's thread (the
+ * mover) but wake(), which CUDA runs on a thread of its own after a
+ * promotion's event: it only writes to the eventfd.  The pipeline's state
+ * (runs in flight, counters, streams, what is known of each GPU) is the
+ * owner's alone and takes no lock.  A host-bound run's struct eviction is
+ * the evictors' from evictors_submit() until evictors_poll() returns its
+ * end, under their lock.
+ */
 #include "config.h"
 
 #include <errno.h>
@@ -6,97 +19,51 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <linux/mempolicy.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "evictors.h"
 #include "log.h"
+#include "numa-cpus.h"
 #include "pipeline.h"
 #include "protocol.h"
 #include "regions.h"
 #include "util.h"
 
-#define MAX_STREAMS  8
-#define MAX_EVICTORS 8
-#define TOUCH_STRIDE 4096 /* the host's smallest page */
-
-enum { DIR_UP, DIR_DOWN, _DIR_MAX };
-
-/* Contiguous chunks of one region moving to one tier: one or more orders. */
+/* Contiguous chunks of one region moving to one tier: one or more orders.
+ * Its one lifecycle: made by submit_pass(), issued by run_issue() (pinned,
+ * then started), in flight until run_poll() gives its end, and ended by
+ * run_end(), which reports every order and frees it.  A run that cannot be
+ * pinned or started goes from run_issue() straight to run_end(). */
 struct run {
-        struct run *next;
+        struct run *next; /* in flight, oldest first */
         struct kvt_order *orders;
         size_t n_orders;
         uint32_t region_id;
-        int device;
         uint32_t tier;
         int host_node; /* host tiers: the node the daemon named, or -1 */
+        uint64_t t0_ns;
+        bool pinned; /* the region is acquired; device, ptr and len are its bytes */
+        int device;
         void *ptr;
         size_t len;
-        cudaStream_t stream;
-        cudaEvent_t event; /* recorded after the run's last call; NULL: completed at issue, or an
-                            * eviction, which the evictors wait for themselves */
-        uint64_t t0;
-        /* Evictions handed to the evictor threads, under the lock: queued
-         * until every part has moved (once advised, evictors take parts of
-         * slice bytes, the next at next_off; parts_busy are being moved);
-         * start_err is the advice's or the first part's error. */
-        bool queued;
-        cudaError_t start_err;
-        bool advising, advised; /* the advice for the whole run, made before any part moves */
-        size_t slice, next_off;
-        unsigned parts_busy;
-        struct run *next_queued;
+        cudaStream_t stream;      /* promotions: the pipeline's stream it moves on */
+        cudaEvent_t event;        /* promotions: recorded after the prefetch; NULL: waited for at start */
+        struct eviction eviction; /* host tiers: what the evictors move */
 };
 
-struct device_state {
-        cudaStream_t streams[_DIR_MAX][MAX_STREAMS];
-        unsigned next[_DIR_MAX];
-        struct cudaMemLocation host; /* where this GPU's host tier lives */
-        bool host_known;
-        uint64_t numa_refused; /* NUMA nodes the driver refused as a location: plain host for them */
-        bool evict_ctx_logged; /* whether the evictors' contexts were had (or no driver calls): said once */
-};
-
-/* An evictor thread, and its own context and stream there per GPU (config
- * evict_context; NULL until it first evicts there, or if it could not have
- * one). */
-struct evictor {
-        struct pipeline *p;
-        pthread_t thread;
-        CUcontext ctx[KVT_MAX_GPUS];
-        bool ctx_tried[KVT_MAX_GPUS];
-        cudaStream_t streams[KVT_MAX_GPUS];
+/* What the pipeline knows of one GPU. */
+struct pipeline_gpu {
+        cudaStream_t streams[PIPELINE_STREAMS];
+        unsigned next_stream;
+        bool node_known;
+        int node; /* the GPU's host NUMA node, its host tier; -1: plain host memory */
 };
 
 struct pipeline {
         struct pipeline_config cfg;
-        /* Evictor threads.  On the H200 (driver 580) a prefetch to the host
-         * returns only once its pages have moved (~2 ms per 16 MiB), so
-         * issued from the owner's thread, evictions held back every
-         * promotion ordered after them.  The lock guards the queue, the
-         * queued runs' state and the host locations (dev[].host*,
-         * numa_refused, evict_ctx_logged), which evictors read and update. */
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        struct run *evq_head, **evq_tail;
-        unsigned evq_busy; /* advice and parts evictors are making */
-        /* Promotions whose calls are being made (on the H200 they return
-         * once the pages have moved).  Evictions by touch, and those made
-         * in the evictors' own context, wait while there are any: on the
-         * H200 a promotion beside them ran at a tenth of its speed
-         * (tests/bench/RESULTS.md, session 12, call 5), and in the engine's
-         * context a prefetch waits for the other's calls anyway.  Counted
-         * only during the calls, not until the owner reaps the run, so
-         * that batches of promotions cannot starve evictions. */
-        unsigned promoting;
-        bool stopping;
-        struct evictor evictors[MAX_EVICTORS];
-        unsigned n_evictors;
         const struct kvt_cudart *rt;
-        const struct kvt_cuda_calls *cu; /* evict_context: the driver's context calls, resolved at the
-                                          * first eviction (under the lock); NULL until then or if none */
+        struct evictors *evictors;
         pipeline_done_fn done;
         void *userdata;
         int wake_fd;
@@ -104,7 +71,8 @@ struct pipeline {
         size_t n_in_flight;
         uint64_t n_orders, n_runs;
         size_t max_in_flight;
-        struct device_state dev[KVT_MAX_GPUS];
+        bool cpus_bound; /* whether the threads were bound to a node's CPUs (or tried) */
+        struct pipeline_gpu gpu[KVT_MAX_GPUS];
 };
 
 static bool env_bool(const char *name, bool def) {
@@ -119,359 +87,79 @@ bool pipeline_host_numa_from_env(void) {
         return env_bool("KVTIER_MOVER_HOST_NUMA", true);
 }
 
-/* A count in min..max from the environment variable name, else def. */
-static unsigned env_count(const char *name, unsigned def, unsigned min, unsigned max) {
-        const char *v = getenv(name);
-        unsigned long n;
-        char *end;
-
-        if (!v || !*v)
-                return def;
-        n = strtoul(v, &end, 10);
-        if (*end || n < min || n > max) {
-                log_warning("%s=%s is not a number in %u..%u, ignoring.", name, v, min, max);
-                return def;
-        }
-        return (unsigned)n;
-}
-
 void pipeline_config_from_env(struct pipeline_config *ret) {
-        /* Measured on the H200 (tests/bench/RESULTS.md, 2026-11-29): read-
-         * duplicated promotion runs at 8-13 GB/s against 45-51 for plain
-         * migration, more than the copy-free eviction of clean chunks wins
-         * back; and the host NUMA location slows read-duplication further.
-         * Two evictors: evicting to the host, one moved 9.1-11.4 GB/s, two
-         * 11.1-11.6, four 12.9-13.4 (session 14), each evictor's context
-         * costing 264 MiB of VRAM; two take what one shared context took
-         * before. */
-        *ret = (struct pipeline_config){.streams_per_dir = 2,
-                                        .read_dup = false,
-                                        .host_numa = true,
-                                        .evict_threads = 2,
-                                        .evict_touch = false,
-                                        .evict_context = true};
-        ret->streams_per_dir = env_count("KVTIER_MOVER_STREAMS", ret->streams_per_dir, 1, MAX_STREAMS);
-        ret->evict_threads = env_count("KVTIER_MOVER_EVICT_THREADS", ret->evict_threads, 0, MAX_EVICTORS);
-        ret->read_dup = env_bool("KVTIER_MOVER_READ_DUP", ret->read_dup);
-        ret->evict_touch = env_bool("KVTIER_MOVER_EVICT_TOUCH", ret->evict_touch);
-        ret->evict_context = env_bool("KVTIER_MOVER_EVICT_CONTEXT", ret->evict_context);
-        ret->host_numa = pipeline_host_numa_from_env();
+        *ret = (struct pipeline_config){.host_numa = pipeline_host_numa_from_env(), .sysfs_root = "/sys"};
 }
 
-/* Runs on a CUDA thread (or, in the fake, the caller's) once the work queued
- * before it is done: only a write to the eventfd, no CUDA call, no lock. */
+/* CUDA's host function after a promotion's event, on a CUDA thread (or, in
+ * the fake, the caller's): only a write to the eventfd, no CUDA call, no
+ * lock. */
 static void wake(void *userdata) {
         uint64_t one = 1;
         ssize_t n = write((int)(intptr_t)userdata, &one, sizeof(one));
 
-        (void)n; /* a full counter already wakes the mover */
+        (void)n; /* a full counter already wakes the owner */
 }
 
-static cudaStream_t stream_get(struct pipeline *p, int dev, int dir, cudaError_t *ret_err) {
-        struct device_state *d = &p->dev[dev];
-        unsigned k = d->next[dir]++ % p->cfg.streams_per_dir;
-        cudaError_t e;
+/* Binds the owner's thread and the evictors to the CPUs of NUMA node node,
+ * where the host pages of their moves are allocated.  Once per pipeline:
+ * the first GPU with a known node decides (a process's GPUs share one on
+ * most machines).  Fails soft, said at debug level. */
+static void bind_cpus(struct pipeline *p, int node) {
+        cpu_set_t cpus;
+        int r;
 
-        if (d->streams[dir][k])
-                return d->streams[dir][k];
-        e = p->rt->cudaStreamCreateWithFlags(&d->streams[dir][k], cudaStreamNonBlocking);
-        if (e != cudaSuccess) {
-                d->streams[dir][k] = NULL;
-                *ret_err = e;
-                return NULL;
-        }
-        return d->streams[dir][k];
+        if (p->cpus_bound)
+                return;
+        p->cpus_bound = true;
+        r = numa_cpus_of_node(p->cfg.sysfs_root, node, &cpus);
+        if (r == 0)
+                r = -pthread_setaffinity_np(pthread_self(), sizeof(cpus), &cpus);
+        if (r == 0)
+                r = evictors_bind(p->evictors, &cpus);
+        if (r < 0)
+                log_debug("The mover's threads stay unbound, not on NUMA node %d's CPUs: %s.", node,
+                          strerror(-r));
+        else
+                log_debug("The mover's threads run on NUMA node %d's CPUs.", node);
 }
 
-/* The host tier of GPU dev: the host NUMA node closest to it where CUDA
- * reports one, else plain host memory (the kernel's choice). */
-static struct cudaMemLocation host_location(struct pipeline *p, int dev) {
-        struct device_state *d = &p->dev[dev];
+/* GPU dev's host NUMA node, where its host tier lives: the one CUDA reports
+ * (with cfg.host_numa), else -1 for plain host memory (the kernel's choice).
+ * Orders that name a node go there instead.  The first node found binds
+ * the mover's threads to its CPUs. */
+static int gpu_node(struct pipeline *p, int dev) {
+        struct pipeline_gpu *g = &p->gpu[dev];
         int id = -1;
 
-        if (d->host_known)
-                return d->host;
-        d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
-        if (p->cfg.host_numa && p->rt->cudaDeviceGetAttribute(&id, cudaDevAttrHostNumaId, dev) == cudaSuccess &&
-            id >= 0 && !(id < 64 && (d->numa_refused & (1ull << id))))
-                d->host = (struct cudaMemLocation){ cudaMemLocationTypeHostNuma, id };
-        d->host_known = true;
-        log_debug("Host tier of GPU %d: %s %d.", dev,
-                  d->host.type == cudaMemLocationTypeHostNuma ? "NUMA node" : "host", d->host.id);
-        return d->host;
+        if (g->node_known)
+                return g->node;
+        if (!p->cfg.host_numa ||
+            p->rt->cudaDeviceGetAttribute(&id, cudaDevAttrHostNumaId, dev) != cudaSuccess)
+                id = -1;
+        g->node = id >= 0 ? id : -1;
+        g->node_known = true;
+        if (g->node >= 0) {
+                log_debug("Host tier of GPU %d: NUMA node %d.", dev, g->node);
+                bind_cpus(p, g->node);
+        } else
+                log_debug("Host tier of GPU %d: host memory.", dev);
+        return g->node;
 }
 
-/* Where a host-tier run of GPU dev goes: the node the daemon named (its
- * host budgets chose it), else the GPU's own host tier. */
-static struct cudaMemLocation host_target(struct pipeline *p, int dev, int node) {
-        if (node >= 0 && node < 64 && !(p->dev[dev].numa_refused & (1ull << node)))
-                return (struct cudaMemLocation){ cudaMemLocationTypeHostNuma, node };
-        return host_location(p, dev);
-}
+/* The next of GPU dev's streams, created on first use (dev is current). */
+static cudaStream_t stream_get(struct pipeline *p, int dev, cudaError_t *ret_err) {
+        struct pipeline_gpu *g = &p->gpu[dev];
+        cudaStream_t *s = &g->streams[g->next_stream++ % PIPELINE_STREAMS];
 
-/* A NUMA node the driver refuses as a location (no NUMA support, old
- * driver, a node it does not know) is given up for plain host memory, that
- * node only, for this GPU from now on; the GPU's own host tier too if it was
- * that node. */
-static bool host_fallback(struct pipeline *p, int dev, struct cudaMemLocation loc, cudaError_t e) {
-        struct device_state *d = &p->dev[dev];
-
-        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma)
-                return false;
-        log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); plain host memory instead.", dev,
-                 loc.id, (int)e);
-        if (loc.id >= 0 && loc.id < 64)
-                d->numa_refused |= 1ull << loc.id;
-        if (d->host_known && d->host.type == cudaMemLocationTypeHostNuma && d->host.id == loc.id) {
-                d->host = (struct cudaMemLocation){ cudaMemLocationTypeHost, 0 };
-                d->host_known = true;
-        }
-        return true;
-}
-
-/* The preferred location of host-tier pages is plain host memory, never the
- * NUMA node their prefetch put them on (they stay there: a preferred
- * location moves nothing by itself).  Measured on the H200, driver 580
- * (tests/bench/RESULTS.md): with a host NUMA node as the preferred
- * location, the GPU's accesses migrate the pages back into VRAM, accessed-by
- * or not; the test engine under a 2 GiB budget then held 6.5-7.9 GiB. */
-static cudaError_t advise_host_preferred(struct pipeline *p, void *ptr, size_t len) {
-        const struct cudaMemLocation host = { cudaMemLocationTypeHost, 0 };
-
-        return p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
-}
-
-/* Called from the owner and from evictors: the host locations are shared. */
-static cudaError_t prefetch_host(struct pipeline *p, void *ptr, size_t len, int dev, int node, cudaStream_t s) {
-        struct cudaMemLocation loc;
-        cudaError_t e;
-        bool again;
-
-        pthread_mutex_lock(&p->lock);
-        loc = host_target(p, dev, node);
-        pthread_mutex_unlock(&p->lock);
-        e = p->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
-        pthread_mutex_lock(&p->lock);
-        again = host_fallback(p, dev, loc, e);
-        loc = host_location(p, dev);
-        pthread_mutex_unlock(&p->lock);
-        if (again)
-                e = p->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
-        return e;
-}
-
-/* Whether evictions by touch or in the evictors' own context wait for a
- * promotion's calls.  Under the lock. */
-static bool evict_held(const struct pipeline *p) {
-        return (p->cfg.evict_touch || p->cfg.evict_context) && p->promoting > 0;
-}
-
-/* Waits while evictions are held back.  Only the owner makes promotions'
- * calls, so on the owner's thread (evictions inline) this never waits. */
-static void evict_wait(struct pipeline *p) {
-        pthread_mutex_lock(&p->lock);
-        while (evict_held(p) && !p->stopping)
-                pthread_cond_wait(&p->cond, &p->lock);
-        pthread_mutex_unlock(&p->lock);
-}
-
-/* The mover starts or ends a promotion's calls; evictions held back for
- * them go on once they have returned. */
-static void promoting_add(struct pipeline *p, int delta) {
-        pthread_mutex_lock(&p->lock);
-        p->promoting += delta;
-        if (p->promoting == 0)
-                pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
-}
-
-/* Moves [ptr, len) to the host by reading one word of every 4 KiB page
- * from this thread: each read of a page in VRAM faults, and the driver
- * migrates the page (its preferred location is the host by now).  Measured
- * on the H200 (tests/bench/RESULTS.md, session 12, mover-bench
- * --interfere): as fast as a prefetch from four threads (7.6-9.1 against
- * 9.9-10.9 GB/s), and another thread's kernel launches went on meanwhile,
- * where a prefetch to the host held them back for most of its copy (the
- * probe engine lost 189-209 of 197-217 ms).  Reads change no data; a page
- * the GPU writes meanwhile stays coherent, as under any CPU access.  The
- * pages go where the driver puts a CPU fault's pages: the thread's memory
- * policy prefers the node the order names while it reads (whether the
- * driver follows it is not measured here).  The reads pause, between
- * chunks, while the mover makes a promotion's calls. */
-static void touch_host(struct pipeline *p, const void *ptr, size_t len, int dev, int node) {
-        const volatile uint64_t *w = ptr;
-        struct cudaMemLocation loc;
-        unsigned long mask, old_mask[16];
-        int old_mode;
-        bool policy = false;
-
-        pthread_mutex_lock(&p->lock);
-        loc = host_target(p, dev, node);
-        pthread_mutex_unlock(&p->lock);
-        /* the thread's own policy is put back after: with no evictor
-         * threads the mover thread reads */
-        if (loc.type == cudaMemLocationTypeHostNuma && loc.id >= 0 && loc.id < (int)(8 * sizeof(mask)) &&
-            syscall(SYS_get_mempolicy, &old_mode, old_mask, 8 * sizeof(old_mask), NULL, 0ul) == 0) {
-                mask = 1ul << loc.id;
-                policy = syscall(SYS_set_mempolicy, MPOL_PREFERRED, &mask, 8 * sizeof(mask) + 1) == 0;
-        }
-        for (size_t off = 0; off < len; off += TOUCH_STRIDE) {
-                if (off % KVT_CHUNK_BYTES == 0)
-                        evict_wait(p); /* a promotion goes first, chunk by chunk */
-                (void)w[off / sizeof(*w)]; /* a volatile read: made, and faults the page in */
-        }
-        if (policy && syscall(SYS_set_mempolicy, old_mode, old_mode == MPOL_DEFAULT ? NULL : old_mask,
-                              old_mode == MPOL_DEFAULT ? 0ul : 8 * sizeof(old_mask)) < 0)
-                log_debug("Could not put the memory policy back (mode %d): %s.", old_mode, strerror(errno));
-}
-
-/* Starts promoting [ptr, len) to VRAM.  The prefetch comes before the
- * preferred-location advice (promote_finish): if it fails, the daemon's
- * books (chunk host-mapped, uncharged) stay true.  With read_dup, the pages
- * are read-duplicated: the host keeps its copy, so evicting a chunk the GPU
- * did not write is dropping the GPU's copy, not a copy over the link. */
-static cudaError_t promote_issue(struct pipeline *p, void *ptr, size_t len, int dev, cudaStream_t s) {
-        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
-        cudaError_t e;
-
-        if (p->cfg.read_dup) {
-                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetReadMostly, gpu);
-                if (e != cudaSuccess)
-                        return e;
-        }
-        e = p->rt->cudaMemPrefetchAsync(ptr, len, gpu, 0, s);
-        if (e != cudaSuccess && p->cfg.read_dup)
-                (void)p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
-        return e;
-}
-
-/* Completes a promotion whose prefetch ended with e.  A failure is rolled
- * back as far as CUDA lets us: with preferred location GPU a later touch
- * would fault every page in, over budget; duplicates collapse onto the
- * host, where the preferred location is. */
-static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaError_t e) {
-        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, r->device };
-
-        if (e == cudaSuccess)
-                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetPreferredLocation, gpu);
-        if (e == cudaSuccess)
-                return e;
-        (void)advise_host_preferred(p, r->ptr, r->len);
-        if (p->cfg.read_dup)
-                (void)p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseUnsetReadMostly, gpu);
-        if (prefetch_host(p, r->ptr, r->len, r->device, -1, r->stream) == cudaSuccess)
-                (void)p->rt->cudaStreamSynchronize(r->stream);
-        return e;
-}
-
-/* Advises [ptr, len) for demotion to the host, mapped for the GPU or not;
- * demote_move() then moves it.  Advice comes first: once the preferred
- * location is the host, GPU accesses during and after the move map the
- * pages instead of faulting them back.  Ending
- * read-duplication then collapses every page that still has its host copy
- * onto the host (preferred location) without a copy; the prefetch moves
- * only what the GPU holds alone: pages it wrote (a write invalidates the
- * other copies), or pages promoted without read_dup.  A failed advice
- * leaves the pages in VRAM, which the daemon keeps charged; a run whose
- * part failed may have the others' pages on the host, charged all the
- * same (the safe side of the books). */
-static cudaError_t demote_advise(struct pipeline *p, void *ptr, size_t len, int dev, bool mapped) {
-        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, dev };
-        cudaError_t e;
-
-        e = advise_host_preferred(p, ptr, len);
-        if (e == cudaSuccess)
-                e = p->rt->cudaMemAdvise(ptr, len, mapped ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy,
-                                         gpu);
-        if (e == cudaSuccess && p->cfg.read_dup)
-                e = p->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu);
-        return e;
-}
-
-/* Moves [ptr, len), advised by demote_advise(), to the host. */
-static cudaError_t demote_move(struct pipeline *p, void *ptr, size_t len, int dev, int node, cudaStream_t s) {
-        if (!p->cfg.evict_touch)
-                return prefetch_host(p, ptr, len, dev, node, s);
-        touch_host(p, ptr, len, dev, node);
-        return cudaSuccess;
-}
-
-static cudaError_t demote_issue(struct pipeline *p, void *ptr, size_t len, int dev, int node, bool mapped,
-                                cudaStream_t s) {
-        cudaError_t e = demote_advise(p, ptr, len, dev, mapped);
-
-        return e == cudaSuccess ? demote_move(p, ptr, len, dev, node, s) : e;
-}
-
-static cudaError_t run_start(struct pipeline *p, struct run *r) {
-        switch (r->tier) {
-        case KVT_TIER_VRAM:
-                return promote_issue(p, r->ptr, r->len, r->device, r->stream);
-        case KVT_TIER_HOST_MAPPED:
-        case KVT_TIER_HOST:
-                return demote_issue(p, r->ptr, r->len, r->device, r->host_node, r->tier == KVT_TIER_HOST_MAPPED,
-                                    r->stream);
-        default:
-                return cudaErrorInvalidValue;
-        }
-}
-
-/* Whether a started run's calls did all of its work: an eviction by
- * touch, with nothing queued on its stream to track. */
-static bool done_at_start(const struct pipeline *p, const struct run *r) {
-        return r->tier != KVT_TIER_VRAM && p->cfg.evict_touch;
-}
-
-static void report(struct pipeline *p, const struct run *r, int status, cudaError_t e) {
-        uint64_t elapsed = now_ns() - r->t0;
-
-        if (status < 0)
-                log_debug("Run of %zu orders (region %u, chunks %u+%zu to %s) failed: %s (CUDA error %d).",
-                          r->n_orders, r->region_id, r->orders[0].first_chunk, r->len >> KVT_CHUNK_SHIFT,
-                          kvt_tier_name(r->tier), strerror(-status), (int)e);
-        for (size_t i = 0; i < r->n_orders; i++) {
-                struct kvt_order_done done = {
-                        .order_id = r->orders[i].order_id,
-                        .status = status,
-                        .cuda_err = e,
-                        .elapsed_ns = elapsed,
-                };
-                p->done(&done, p->userdata);
-        }
-}
-
-static void run_free(struct pipeline *p, struct run *r) {
-        if (r->event)
-                (void)p->rt->cudaEventDestroy(r->event);
-        free(r->orders);
-        free(r);
-}
-
-/* A run cut short by the process's exit (the runtime unloading under it)
- * is a cancellation, as if the region had been freed first: its memory is
- * going away with the process.  Any other error is a failure. */
-static int run_status(cudaError_t e) {
-        if (e == cudaSuccess)
-                return 0;
-        return e == cudaErrorCudartUnloading ? -ENOENT : -EIO;
-}
-
-/* Completes a started run whose work ended with e: finishes a promotion,
- * unpins the region, reports. */
-static void run_finish(struct pipeline *p, struct run *r, cudaError_t e) {
-        if (r->tier == KVT_TIER_VRAM) {
-                cudaError_t d = p->rt->cudaSetDevice(r->device);
-                e = promote_finish(p, r, d == cudaSuccess ? e : d);
-        }
-        regions_release(r->region_id);
-        report(p, r, run_status(e), e);
-        run_free(p, r);
+        if (!*s && (*ret_err = p->rt->cudaStreamCreateWithFlags(s, cudaStreamNonBlocking)) != cudaSuccess)
+                *s = NULL;
+        return *s;
 }
 
 /* An event recorded on s after the work queued so far, with a host function
- * after it that wakes the owner; NULL if CUDA gives none (then the caller
- * waits for the stream itself: slower, still correct). */
-static cudaEvent_t run_track(struct pipeline *p, cudaStream_t s) {
+ * after it that wakes the owner; NULL if CUDA gives none. */
+static cudaEvent_t event_after(struct pipeline *p, cudaStream_t s) {
         cudaEvent_t ev;
 
         if (p->rt->cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
@@ -484,6 +172,144 @@ static cudaEvent_t run_track(struct pipeline *p, cudaStream_t s) {
         return ev;
 }
 
+/* Starts promoting run r: its prefetch to the GPU on one of the pipeline's
+ * streams, then an event to track it (without one, the stream is waited
+ * for here: slower, still correct).  The prefetch comes before the
+ * preferred-location advice (promote_finish()): if it fails, the daemon's
+ * books (chunk on the host, uncharged) stay true.  The evictors hold back
+ * while the call is made: on the H200 it returns only once the pages have
+ * moved, and evictions beside it slowed it down. */
+static cudaError_t promote_start(struct pipeline *p, struct run *r) {
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
+        cudaError_t e;
+
+        if ((e = p->rt->cudaSetDevice(r->device)) != cudaSuccess ||
+            !(r->stream = stream_get(p, r->device, &e)))
+                return e;
+        evictors_hold(p->evictors);
+        e = p->rt->cudaMemPrefetchAsync(r->ptr, r->len, gpu, 0, r->stream);
+        evictors_release(p->evictors);
+        if (e != cudaSuccess)
+                return e;
+        r->event = event_after(p, r->stream);
+        return r->event ? cudaSuccess : p->rt->cudaStreamSynchronize(r->stream);
+}
+
+/* Ends a promotion whose prefetch ended with e: preferred location the GPU,
+ * so that the pages stay.  A failure is rolled back as far as CUDA lets us:
+ * with preferred location GPU a later touch would fault every page in,
+ * over budget, so the evictors take back what moved. */
+static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaError_t e) {
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
+
+        if (e == cudaSuccess && (e = p->rt->cudaSetDevice(r->device)) == cudaSuccess)
+                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetPreferredLocation, gpu);
+        if (e != cudaSuccess) {
+                struct eviction back = {.ptr = r->ptr,
+                                        .len = r->len,
+                                        .device = r->device,
+                                        .host_node = gpu_node(p, r->device),
+                                        .map = EVICT_MAP_KEEP};
+
+                (void)evictors_move(p->evictors, &back);
+        }
+        return e;
+}
+
+/* Starts run r: a promotion on the pipeline's streams, or an eviction
+ * handed to the evictors (to the node the daemon named, else the GPU's). */
+static cudaError_t run_start(struct pipeline *p, struct run *r) {
+        int home = gpu_node(p, r->device);
+
+        if (r->tier == KVT_TIER_VRAM)
+                return promote_start(p, r);
+        r->eviction = (struct eviction){
+                .ptr = r->ptr,
+                .len = r->len,
+                .device = r->device,
+                .host_node = r->host_node >= 0 ? r->host_node : home,
+                .map = r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET : EVICT_MAP_UNSET,
+        };
+        evictors_submit(p->evictors, &r->eviction);
+        return cudaSuccess;
+}
+
+/* cudaErrorNotReady while started run r moves, else how its move ended. */
+static cudaError_t run_poll(struct pipeline *p, struct run *r) {
+        if (r->tier != KVT_TIER_VRAM)
+                return evictors_poll(p->evictors, &r->eviction);
+        return r->event ? p->rt->cudaEventQuery(r->event) : cudaSuccess;
+}
+
+/* Checks run r against its region, pins the region and finds r's bytes.
+ * Returns 0, -EINVAL (no such tier), -ENOENT (the region was freed since
+ * the daemon planned) or -ERANGE (chunks outside it). */
+static int run_pin(struct run *r) {
+        struct shim_region reg;
+        uint64_t first = r->orders[0].first_chunk, n = 0;
+
+        for (size_t i = 0; i < r->n_orders; i++)
+                n += r->orders[i].n_chunks;
+        if (r->tier != KVT_TIER_VRAM && r->tier != KVT_TIER_HOST_MAPPED && r->tier != KVT_TIER_HOST)
+                return -EINVAL;
+        if (regions_acquire(r->region_id, &reg) < 0)
+                return -ENOENT;
+        if (n == 0 || first + n > reg.span_bytes >> KVT_CHUNK_SHIFT || reg.device < 0 ||
+            reg.device >= KVT_MAX_GPUS) {
+                regions_release(r->region_id);
+                return -ERANGE;
+        }
+        r->pinned = true;
+        r->device = reg.device;
+        r->ptr = (void *)(reg.base + ((uintptr_t)first << KVT_CHUNK_SHIFT));
+        r->len = (size_t)n << KVT_CHUNK_SHIFT;
+        return 0;
+}
+
+/* A run cut short by the process's exit (the runtime unloading under it)
+ * is a cancellation, as if the region had been freed first: its memory is
+ * going away with the process.  Any other error is a failure. */
+static int run_status(cudaError_t e) {
+        if (e == cudaSuccess)
+                return 0;
+        return e == cudaErrorCudartUnloading ? -ENOENT : -EIO;
+}
+
+static void report(struct pipeline *p, const struct run *r, int status, cudaError_t e) {
+        uint64_t elapsed_ns = now_ns() - r->t0_ns;
+
+        if (status < 0)
+                log_debug("Run of %zu orders (region %u, chunks %u+%zu to %s) failed: %s (CUDA error %d).",
+                          r->n_orders, r->region_id, r->orders[0].first_chunk, r->len >> KVT_CHUNK_SHIFT,
+                          kvt_tier_name(r->tier), strerror(-status), (int)e);
+        for (size_t i = 0; i < r->n_orders; i++) {
+                struct kvt_order_done done = {
+                        .order_id = r->orders[i].order_id,
+                        .status = status,
+                        .cuda_err = e,
+                        .elapsed_ns = elapsed_ns,
+                };
+                p->done(&done, p->userdata);
+        }
+}
+
+/* Ends run r, the one way out: a pinned run's move ended with e (a
+ * promotion is finished, the region unpinned), an unpinned one never
+ * started (status).  Reports every order and frees r. */
+static void run_end(struct pipeline *p, struct run *r, int status, cudaError_t e) {
+        if (r->pinned) {
+                if (r->tier == KVT_TIER_VRAM)
+                        e = promote_finish(p, r, e);
+                regions_release(r->region_id);
+                status = run_status(e);
+        }
+        report(p, r, status, e);
+        if (r->event)
+                (void)p->rt->cudaEventDestroy(r->event);
+        free(r->orders);
+        free(r);
+}
+
 static void in_flight_add(struct pipeline *p, struct run *r) {
         r->next = NULL;
         *p->tail = r;
@@ -492,331 +318,35 @@ static void in_flight_add(struct pipeline *p, struct run *r) {
                 p->max_in_flight = p->n_in_flight;
 }
 
-/* Evictions in the evictors' own contexts are split into parts, one per
- * evictor, of at least this many bytes.  Measured on the H200 (driver 580,
- * tests/bench/RESULTS.md, session 14, evict-par): 4 GiB went to the host
- * at 11.2 GB/s from one context, 15.1 from two, 17.6 from four, 19.8 from
- * eight; threads in one context gained little (11.3 from two, 12.7 from
- * four).  Parts of 2 MiB were slower than of 64 MiB (14.8 against 17.6
- * GB/s from four contexts). */
-#define EVICT_SLICE_MIN (16u << 20)
-
-/* Whether evictions are split among the evictors: only where each makes
- * its calls in a context of its own, the one way they were measured to
- * move faster together.  An evictor that could not have one takes all
- * that is left of a run (evictor_share()). */
-static bool evict_split(const struct pipeline *p) {
-        return p->cfg.evict_context && !p->cfg.evict_touch && p->n_evictors > 1;
-}
-
-/* Hands an eviction to the evictors; it is in flight from now on, and
- * pipeline_reap() finishes it once every part has moved. */
-static void evict_enqueue(struct pipeline *p, struct run *r) {
-        r->queued = true;
-        r->next_queued = NULL;
-        r->next_off = 0;
-        r->slice = r->len;
-        if (evict_split(p)) {
-                size_t share = (r->len / p->n_evictors + KVT_CHUNK_BYTES - 1) & ~(size_t)(KVT_CHUNK_BYTES - 1);
-                r->slice = MAX(share, (size_t)EVICT_SLICE_MIN);
-        }
-        in_flight_add(p, r);
-        pthread_mutex_lock(&p->lock);
-        *p->evq_tail = r;
-        p->evq_tail = &r->next_queued;
-        pthread_cond_broadcast(&p->cond); /* evictors share the condition with other waits */
-        pthread_mutex_unlock(&p->lock);
-}
-
-/* Says whether an evictor has a context of its own on GPU dev: the first
- * success and a driver without the calls once per GPU, every refusal (at
- * most one per evictor and GPU). */
-static void evict_context_log(struct pipeline *p, int dev, CUresult r) {
-        bool first;
-
-        if (p->cu && r != CUDA_SUCCESS) {
-                log_info("GPU %d: no CUDA context of its own for an evictor (CUDA error %d); its evictions share "
-                         "the engine's.", dev, (int)r);
-                return;
-        }
-        pthread_mutex_lock(&p->lock);
-        first = !p->dev[dev].evict_ctx_logged;
-        p->dev[dev].evict_ctx_logged = true;
-        pthread_mutex_unlock(&p->lock);
-        if (!first)
-                return;
-        if (!p->cu)
-                log_info("GPU %d: the CUDA driver has no cuCtxCreate_v4 (older than CUDA 12.5); evictions share "
-                         "the engine's context.", dev);
-        else
-                log_info("GPU %d: evictions run in CUDA contexts of their own, one per evictor thread.", dev);
-}
-
-/* A context of its own is made for evictions only: no kernel runs there, so
- * the reservations that size kernels' stacks, printf buffer and heap go
- * down to nothing.  Measured on the H200 (session 14, evict-par): a
- * context took 524 MiB of device memory as created, 264 MiB once lowered.
- * The driver keeps a context working if it refuses: logged only. */
-static void evict_context_lower(const struct kvt_cuda_calls *cu, int dev) {
-        static const CUlimit limits[] = { CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE, CU_LIMIT_MALLOC_HEAP_SIZE };
-
-        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
-                CUresult r = cu->cuCtxSetLimit(limits[i], 0);
-
-                if (r != CUDA_SUCCESS)
-                        log_debug("GPU %d: the evictors' context keeps limit %d (CUDA error %d).", dev,
-                                  (int)limits[i], (int)r);
-        }
-}
-
-/* The evictor's own context on GPU dev, created at its first eviction there
- * (with blocking waits: an evictor sleeps in cudaStreamSynchronize), current
- * on the calling thread once created; NULL where there is none:
- * evict_context off, evictions by touch (no prefetch to hold anything
- * back), no driver entry points, or CUDA refused one (then the engine's
- * context, as without evict_context). */
-static CUcontext evict_context(struct evictor *ev, int dev) {
-        struct pipeline *p = ev->p;
-        CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-        CUdevice cudev;
-
-        if (!p->cfg.evict_context || p->cfg.evict_touch || ev->ctx_tried[dev])
-                return ev->ctx[dev];
-        ev->ctx_tried[dev] = true;
-        pthread_mutex_lock(&p->lock);
-        if (!p->cu) /* by now the runtime has loaded libcuda */
-                p->cu = real_cuda_calls();
-        pthread_mutex_unlock(&p->lock);
-        if (p->cu && (r = p->cu->cuDeviceGet(&cudev, dev)) == CUDA_SUCCESS &&
-            (r = p->cu->cuCtxCreate_v4(&ev->ctx[dev], NULL, CU_CTX_SCHED_BLOCKING_SYNC, cudev)) == CUDA_SUCCESS)
-                evict_context_lower(p->cu, dev);
-        else
-                ev->ctx[dev] = NULL;
-        evict_context_log(p, dev, r);
-        return ev->ctx[dev];
-}
-
-/* Makes GPU dev current for an eviction: the evictor's own context and its
- * stream there (*ret_own), or, without one, the engine's (primary) context,
- * with *ret_own NULL. */
-static cudaError_t evictor_enter(struct evictor *ev, int dev, cudaStream_t *ret_own) {
-        struct pipeline *p = ev->p;
-        CUcontext ctx = evict_context(ev, dev);
-
-        *ret_own = NULL;
-        if (!ctx || p->cu->cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
-                return p->rt->cudaSetDevice(dev);
-        if (!ev->streams[dev] &&
-            p->rt->cudaStreamCreateWithFlags(&ev->streams[dev], cudaStreamNonBlocking) != cudaSuccess) {
-                ev->streams[dev] = NULL;
-                return p->rt->cudaSetDevice(dev);
-        }
-        *ret_own = ev->streams[dev];
-        return cudaSuccess;
-}
-
-/* Advises a queued eviction, the whole run at once, on an evictor's
- * thread.  Advice changes the driver's policy for the range, and on the
- * H200 (driver 580, session 14, evict-par) each advice call waited for the
- * prefetches under way in other contexts: advised part by part, four
- * contexts evicted at 10.3-10.9 GB/s, slower than one (14.7); unadvised
- * parts moved at 14.8-17.5. */
-static cudaError_t evictor_advise(struct evictor *ev, struct run *r) {
-        cudaStream_t own;
-        cudaError_t e = evictor_enter(ev, r->device, &own);
-
-        return e == cudaSuccess ? demote_advise(ev->p, r->ptr, r->len, r->device, r->tier == KVT_TIER_HOST_MAPPED) : e;
-}
-
-/* Moves part [off, off + len) of an advised eviction on an evictor's
- * thread and waits until it has moved: in the evictor's own context on its
- * stream there, otherwise on the run's stream (a prefetch to the host
- * returns only once its pages have moved anyway, on the H200).  Returns
- * the calls' or the stream's error. */
-static cudaError_t evictor_part(struct evictor *ev, struct run *r, size_t off, size_t len) {
-        struct pipeline *p = ev->p;
-        cudaStream_t own, s;
-        cudaError_t e;
-
-        e = evictor_enter(ev, r->device, &own);
-        if (e != cudaSuccess)
-                return e;
-        s = own ? own : r->stream;
-        e = demote_move(p, (char *)r->ptr + off, len, r->device, r->host_node, s);
-        if (e != cudaSuccess || p->cfg.evict_touch)
-                return e;
-        return p->rt->cudaStreamSynchronize(s);
-}
-
-/* An evictor leaving: its streams and contexts go. */
-static void evictor_exit(struct evictor *ev) {
-        struct pipeline *p = ev->p;
-
-        for (int d = 0; d < KVT_MAX_GPUS; d++) {
-                if (!ev->ctx[d])
-                        continue;
-                if (ev->streams[d] && p->cu->cuCtxSetCurrent(ev->ctx[d]) == CUDA_SUCCESS)
-                        (void)p->rt->cudaStreamDestroy(ev->streams[d]);
-                (void)p->cu->cuCtxDestroy_v2(ev->ctx[d]);
-                ev->streams[d] = NULL;
-                ev->ctx[d] = NULL;
-        }
-}
-
-/* The bytes of queued run r an evictor takes next: a part, or all that is
- * left if it has tried for a context of its own on the run's GPU and has
- * none (its calls then go to the run's stream in the engine's context,
- * where a second evictor would only wait for the first).  Under the lock. */
-static size_t evictor_share(const struct evictor *ev, const struct run *r) {
-        size_t left = r->len - r->next_off;
-
-        if (ev->ctx_tried[r->device] && !ev->ctx[r->device])
-                return left;
-        return MIN(r->slice, left);
-}
-
-/* Takes the queue's first run off it once every part is handed out.
- * Under the lock. */
-static void evict_dequeue_head(struct pipeline *p) {
-        struct run *r = p->evq_head;
-
-        p->evq_head = r->next_queued;
-        if (!p->evq_head)
-                p->evq_tail = &p->evq_head;
-}
-
-/* Ends an evictor's share of run r (advice or part) with e: the run is
- * done once every part is handed out and none is moving, and then left to
- * the owner, woken to finish and report it.  Under the lock, which it
- * drops to wake the owner. */
-static void evict_share_done(struct pipeline *p, struct run *r, cudaError_t e) {
-        if (r->start_err == cudaSuccess)
-                r->start_err = e;
-        p->evq_busy--;
-        pthread_cond_broadcast(&p->cond); /* other evictors, and pipeline_drain(), may wait for this */
-        if (r->next_off < r->len || r->parts_busy > 0)
-                return;
-        r->queued = false;
-        pthread_mutex_unlock(&p->lock);
-        wake((void *)(intptr_t)p->wake_fd);
-        pthread_mutex_lock(&p->lock);
-}
-
-/* An evictor: advises queued evictions and moves their parts (the calls
- * may block for the whole copy).  The first evictor to reach a run
- * advises all of it while the others wait; then each takes a part.  Under
- * the lock, which it drops while it makes CUDA calls. */
-static void evictor_main_locked(struct evictor *self) {
-        struct pipeline *p = self->p;
-
-        for (;;) {
-                size_t off, len;
-                struct run *r;
-                cudaError_t e;
-
-                while ((!p->evq_head || p->evq_head->advising || evict_held(p)) && !p->stopping)
-                        pthread_cond_wait(&p->cond, &p->lock);
-                if (!p->evq_head || p->evq_head->advising) /* stopping: the queue is drained by now */
-                        return;
-                r = p->evq_head;
-                p->evq_busy++;
-                if (!r->advised) {
-                        r->advising = true;
-                        pthread_mutex_unlock(&p->lock);
-                        e = evictor_advise(self, r);
-                        pthread_mutex_lock(&p->lock);
-                        r->advising = false;
-                        r->advised = true;
-                        if (e != cudaSuccess) { /* nothing of it moves */
-                                r->next_off = r->len;
-                                evict_dequeue_head(p);
-                        }
-                        evict_share_done(p, r, e);
-                        continue;
-                }
-                off = r->next_off;
-                len = evictor_share(self, r);
-                r->next_off += len;
-                r->parts_busy++;
-                if (r->next_off == r->len)
-                        evict_dequeue_head(p);
-                pthread_mutex_unlock(&p->lock);
-
-                e = evictor_part(self, r, off, len);
-
-                pthread_mutex_lock(&p->lock);
-                r->parts_busy--;
-                evict_share_done(p, r, e);
-        }
-}
-
-static void *evictor_main(void *arg) {
-        struct evictor *self = arg;
-
-        pthread_mutex_lock(&self->p->lock);
-        evictor_main_locked(self);
-        pthread_mutex_unlock(&self->p->lock);
-        evictor_exit(self);
-        return NULL;
-}
-
-/* Pins the run's region and starts it, or hands an eviction to the
- * evictors; a run that completes at once (an error, or no event to track
- * it) is finished here. */
+/* Pins run r's region and starts it, in flight from then on. */
 static void run_issue(struct pipeline *p, struct run *r) {
-        struct shim_region reg;
-        uint64_t first = r->orders[0].first_chunk, n = 0;
-        cudaError_t e = cudaSuccess;
+        int status = run_pin(r);
+        cudaError_t e = status == 0 ? run_start(p, r) : cudaSuccess;
 
-        for (size_t i = 0; i < r->n_orders; i++)
-                n += r->orders[i].n_chunks;
-        if (r->tier != KVT_TIER_VRAM && r->tier != KVT_TIER_HOST_MAPPED && r->tier != KVT_TIER_HOST) {
-                report(p, r, -EINVAL, cudaErrorInvalidValue);
-                run_free(p, r);
-                return;
+        if (status == 0 && e == cudaSuccess)
+                in_flight_add(p, r);
+        else
+                run_end(p, r, status, e);
+}
+
+/* A run of orders[0..n), copied; NULL without memory. */
+static struct run *run_new(const struct kvt_order *orders, size_t n) {
+        struct run *r = calloc(1, sizeof(*r));
+
+        if (!r)
+                return NULL;
+        r->orders = malloc(n * sizeof(*orders));
+        if (!r->orders) {
+                free(r);
+                return NULL;
         }
-        if (regions_acquire(r->region_id, &reg) < 0) {
-                report(p, r, -ENOENT, cudaSuccess); /* freed since the daemon planned */
-                run_free(p, r);
-                return;
-        }
-        if (n == 0 || first + n > reg.span_bytes >> KVT_CHUNK_SHIFT || reg.device < 0 || reg.device >= KVT_MAX_GPUS) {
-                regions_release(r->region_id);
-                report(p, r, -ERANGE, cudaSuccess);
-                run_free(p, r);
-                return;
-        }
-        r->device = reg.device;
-        r->ptr = (void *)(reg.base + ((uintptr_t)first << KVT_CHUNK_SHIFT));
-        r->len = (size_t)n << KVT_CHUNK_SHIFT;
-        if ((e = p->rt->cudaSetDevice(reg.device)) != cudaSuccess ||
-            !(r->stream = stream_get(p, reg.device, r->tier == KVT_TIER_VRAM ? DIR_UP : DIR_DOWN, &e))) {
-                regions_release(r->region_id);
-                report(p, r, run_status(e), e);
-                run_free(p, r);
-                return;
-        }
-        if (r->tier != KVT_TIER_VRAM && p->n_evictors > 0) {
-                evict_enqueue(p, r);
-                return;
-        }
-        if (r->tier == KVT_TIER_VRAM)
-                promoting_add(p, 1); /* its calls block until the pages have moved */
-        e = run_start(p, r);
-        if (r->tier == KVT_TIER_VRAM)
-                promoting_add(p, -1);
-        if (e != cudaSuccess || done_at_start(p, r)) {
-                run_finish(p, r, e);
-                return;
-        }
-        /* Completion is tracked by the event; the host function only wakes
-         * the mover. */
-        r->event = run_track(p, r->stream);
-        if (!r->event) {
-                run_finish(p, r, p->rt->cudaStreamSynchronize(r->stream));
-                return;
-        }
-        in_flight_add(p, r);
+        memcpy(r->orders, orders, n * sizeof(*orders));
+        r->n_orders = n;
+        r->region_id = orders[0].region_id;
+        r->tier = orders[0].tier;
+        r->host_node = orders[0].tier == KVT_TIER_VRAM ? -1 : orders[0].host_node;
+        r->t0_ns = now_ns();
+        return r;
 }
 
 static bool continues(const struct kvt_order *prev, const struct kvt_order *o) {
@@ -833,29 +363,19 @@ static void submit_pass(struct pipeline *p, const struct kvt_order *orders, size
                         ;
                 if ((orders[i].tier == KVT_TIER_VRAM) != up)
                         continue;
-                r = calloc(1, sizeof(*r));
-                if (r)
-                        r->orders = malloc((j - i) * sizeof(*orders));
-                if (!r || !r->orders) {
-                        /* report each order failed, without a run to carry it */
+                r = run_new(&orders[i], j - i);
+                if (!r) {
+                        /* each order failed, without a run to carry it */
                         for (size_t k = i; k < j; k++) {
-                                struct kvt_order_done done = {
-                                        .order_id = orders[k].order_id,
-                                        .status = -ENOMEM,
-                                };
+                                struct kvt_order_done done = {.order_id = orders[k].order_id,
+                                                              .status = -ENOMEM};
+
                                 p->done(&done, p->userdata);
                         }
-                        free(r);
                         continue;
                 }
-                memcpy(r->orders, &orders[i], (j - i) * sizeof(*orders));
                 p->n_orders += j - i;
                 p->n_runs++;
-                r->n_orders = j - i;
-                r->region_id = orders[i].region_id;
-                r->tier = orders[i].tier;
-                r->host_node = orders[i].tier == KVT_TIER_VRAM ? -1 : orders[i].host_node;
-                r->t0 = now_ns();
                 run_issue(p, r);
         }
 }
@@ -877,18 +397,9 @@ size_t pipeline_reap(struct pipeline *p) {
         (void)n; /* EAGAIN: nothing woke us; a timeout polls anyway */
         for (struct run **i = &p->head; *i;) {
                 struct run *r = *i;
-                cudaEvent_t ev;
-                cudaError_t e;
-                bool queued;
+                cudaError_t e = run_poll(p, r);
 
-                pthread_mutex_lock(&p->lock);
-                queued = r->queued;
-                ev = r->event;
-                e = r->start_err; /* an eviction an evictor could not start, or waited for */
-                pthread_mutex_unlock(&p->lock);
-                if (!queued && ev)
-                        e = p->rt->cudaEventQuery(ev);
-                if (queued || e == cudaErrorNotReady) {
+                if (e == cudaErrorNotReady) {
                         i = &r->next;
                         continue;
                 }
@@ -896,33 +407,29 @@ size_t pipeline_reap(struct pipeline *p) {
                 if (!*i)
                         p->tail = i;
                 p->n_in_flight--;
-                run_finish(p, r, e);
+                run_end(p, r, 0, e);
         }
         return p->n_in_flight;
 }
 
-/* Synchronizes every stream, even with no run in flight: a run's event can
- * complete before the host function queued after it has run, and that
- * function writes to wake_fd. */
+/* Waits for the evictors, then synchronizes every stream, even with no run
+ * in flight: a run's event can complete before the host function queued
+ * after it has run, and that function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
-        pthread_mutex_lock(&p->lock);
-        while (p->evq_head || p->evq_busy)
-                pthread_cond_wait(&p->cond, &p->lock);
-        pthread_mutex_unlock(&p->lock);
+        evictors_drain(p->evictors);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
-                for (int dir = 0; dir < _DIR_MAX; dir++)
-                        for (unsigned k = 0; k < MAX_STREAMS; k++)
-                                if (p->dev[d].streams[dir][k] && p->rt->cudaSetDevice(d) == cudaSuccess)
-                                        (void)p->rt->cudaStreamSynchronize(p->dev[d].streams[dir][k]);
+                for (unsigned k = 0; k < PIPELINE_STREAMS; k++)
+                        if (p->gpu[d].streams[k] && p->rt->cudaSetDevice(d) == cudaSuccess)
+                                (void)p->rt->cudaStreamSynchronize(p->gpu[d].streams[k]);
         /* after the synchronize every event is complete, or its stream is
-         * broken: finish what is left either way, so no region stays pinned */
+         * broken: end what is left either way, so no region stays pinned */
         if (pipeline_reap(p) > 0)
                 while (p->head) {
                         struct run *r = p->head;
 
                         p->head = r->next;
                         p->n_in_flight--;
-                        run_finish(p, r, cudaErrorUnknown);
+                        run_end(p, r, 0, cudaErrorUnknown);
                 }
         p->tail = &p->head;
 }
@@ -931,7 +438,8 @@ size_t pipeline_in_flight(const struct pipeline *p) {
         return p->n_in_flight;
 }
 
-void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs, size_t *ret_max_in_flight) {
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs,
+                     size_t *ret_max_in_flight) {
         *ret_orders = p->n_orders;
         *ret_runs = p->n_runs;
         *ret_max_in_flight = p->max_in_flight;
@@ -941,60 +449,39 @@ int pipeline_fd(const struct pipeline *p) {
         return p->wake_fd;
 }
 
-cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int dev, uint32_t tier) {
-        struct run r = { .device = dev, .tier = tier, .host_node = -1, .ptr = ptr, .len = len };
-        cudaError_t e;
+cudaError_t pipeline_move_host_sync(struct pipeline *p, void *ptr, size_t len, int dev) {
+        struct eviction e = {.ptr = ptr, .len = len, .device = dev, .map = EVICT_MAP_UNSET};
 
         if (dev < 0 || dev >= KVT_MAX_GPUS)
                 return cudaErrorInvalidDevice;
-        if ((e = p->rt->cudaSetDevice(dev)) != cudaSuccess ||
-            !(r.stream = stream_get(p, dev, tier == KVT_TIER_VRAM ? DIR_UP : DIR_DOWN, &e)))
-                return e;
-        e = run_start(p, &r);
-        if (e == cudaSuccess)
-                e = p->rt->cudaStreamSynchronize(r.stream);
-        if (tier == KVT_TIER_VRAM)
-                e = promote_finish(p, &r, e);
-        return e;
+        e.host_node = gpu_node(p, dev);
+        return evictors_move(p->evictors, &e);
 }
 
 int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt, pipeline_done_fn done,
                  void *userdata, struct pipeline **ret) {
         struct pipeline *p = calloc(1, sizeof(*p));
+        int r;
 
         if (!p)
                 return -ENOMEM;
         p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (p->wake_fd < 0) {
-                int r = -errno;
+                r = -errno;
+                free(p);
+                return r;
+        }
+        r = evictors_new(rt, PIPELINE_EVICTORS, p->wake_fd, &p->evictors);
+        if (r < 0) {
+                close(p->wake_fd);
                 free(p);
                 return r;
         }
         p->cfg = *cfg;
-        if (p->cfg.streams_per_dir < 1 || p->cfg.streams_per_dir > MAX_STREAMS)
-                p->cfg.streams_per_dir = 1;
         p->rt = rt;
         p->done = done;
         p->userdata = userdata;
         p->tail = &p->head;
-        p->evq_tail = &p->evq_head;
-        pthread_mutex_init(&p->lock, NULL);
-        pthread_cond_init(&p->cond, NULL);
-        /* Evictors inherit the caller's signal mask: the mover's takes none. */
-        while (p->n_evictors < MIN(p->cfg.evict_threads, MAX_EVICTORS)) {
-                struct evictor *ev = &p->evictors[p->n_evictors];
-                int r;
-
-                ev->p = p;
-                r = pthread_create(&ev->thread, NULL, evictor_main, ev);
-                if (r != 0) {
-                        log_info("Could not start an evictor thread (%s); %u run evictions.", strerror(r),
-                                 p->n_evictors);
-                        break;
-                }
-                pthread_setname_np(ev->thread, "kvtier-evict");
-                p->n_evictors++;
-        }
         *ret = p;
         return 0;
 }
@@ -1003,19 +490,11 @@ void pipeline_free(struct pipeline *p) {
         if (!p)
                 return;
         pipeline_drain(p);
-        pthread_mutex_lock(&p->lock);
-        p->stopping = true;
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
-        for (unsigned k = 0; k < p->n_evictors; k++)
-                pthread_join(p->evictors[k].thread, NULL);
-        pthread_mutex_destroy(&p->lock);
-        pthread_cond_destroy(&p->cond);
+        evictors_free(p->evictors);
         for (int d = 0; d < KVT_MAX_GPUS; d++)
-                for (int dir = 0; dir < _DIR_MAX; dir++)
-                        for (unsigned k = 0; k < MAX_STREAMS; k++)
-                                if (p->dev[d].streams[dir][k])
-                                        (void)p->rt->cudaStreamDestroy(p->dev[d].streams[dir][k]);
+                for (unsigned k = 0; k < PIPELINE_STREAMS; k++)
+                        if (p->gpu[d].streams[k])
+                                (void)p->rt->cudaStreamDestroy(p->gpu[d].streams[k]);
         close(p->wake_fd);
         free(p);
 }

@@ -9,52 +9,53 @@
 
 /*
  * The mover's engine: carries out the daemon's orders as runs (adjacent
- * orders of one batch coalesced) on its own non-blocking streams, several
- * in flight at once, and reports each order when its run completes.  It
- * never touches the engine's streams.  A run pins its region
- * (regions_acquire) from issue to completion, so the region cannot be freed
- * under an in-flight prefetch.
+ * orders of one batch coalesced), several in flight at once, and reports
+ * each order when its run completes.  It never touches the engine's
+ * streams.  A run pins its region (regions_acquire) from issue to
+ * completion, so the region cannot be freed under an in-flight move.
  *
- * Not thread-safe: one thread (the mover) owns a pipeline.  The fd from
- * pipeline_fd() becomes readable when a run may have completed; the owner
- * then calls pipeline_reap(), which reports every completion from the
- * owner's thread.  Evictions are issued by the pipeline's own evictor
- * threads (config evict_threads), because a prefetch to the host may block
- * its caller until the pages have moved: promotions ordered after them are
- * issued at once.  An evictor waits until its eviction has moved before
- * it takes the next.  With evict_context, each evictor makes its calls in
- * a CUDA context of its own (one per GPU, created at its first eviction
- * there), on a stream of its own there: no stream or event crosses
- * contexts, and evictions are split into parts that the evictors move
- * side by side (the driver moved pages to the host faster from several
- * contexts than from one).
+ * Promotions go on the pipeline's own non-blocking streams, each run
+ * tracked by an event.  Evictions go to the evictor threads
+ * (evictors.h), each in a CUDA context of its own, so that neither the
+ * engine's calls nor the promotions ordered after them wait for an
+ * eviction's copy; a failed promotion, and pipeline_move_host_sync(), go
+ * back to the host the same way.
+ *
+ * Threads: one thread, the owner (the mover), makes every call below, and
+ * the orders are reported on it.  The fd from pipeline_fd() becomes
+ * readable when a run may have completed (a promotion's host function or
+ * an evictor writes to it); the owner then calls pipeline_reap().  The
+ * pipeline's own state is the owner's and takes no lock; what it shares
+ * with the evictors is under theirs (evictors.h).
  */
+
+/* The mover's shape, fixed (tests/bench/RESULTS.md has the figures):
+ *
+ * PIPELINE_STREAMS: the pipeline's streams per GPU, which promotions take
+ * in turn.  Their number was not what limited a move (one, two and four
+ * moved alike); two, so that a promotion need not queue behind the one
+ * before it on its stream.
+ *
+ * PIPELINE_EVICTORS: the evictor threads, each with a CUDA context of its
+ * own per GPU (about 260 MiB of VRAM each on the H200, outside the budget).
+ * Two evicted faster than one; four only a little faster than two on long
+ * runs and slower on single 2 MiB orders, for two more contexts' VRAM. */
+#define PIPELINE_STREAMS  2u
+#define PIPELINE_EVICTORS 2u
 
 struct kvt_order;
 struct kvt_order_done;
 struct pipeline;
 
 struct pipeline_config {
-        unsigned streams_per_dir; /* streams per device and direction (up, down) */
-        bool read_dup;            /* promote read-duplicated; evict by dropping the GPU copy
-                                   * (off by default: slower overall on the H200, and one
-                                   * unexplained output difference under it there) */
-        bool host_numa;           /* host tier on the GPU's NUMA node where CUDA allows (orders
-                                   * that name a node go there regardless) */
-        unsigned evict_threads;   /* threads issuing evictions; 0 = the owner, inline */
-        bool evict_touch;         /* evict by reading every 4 KiB page from the CPU (the driver
-                                   * faults it to the host) instead of a prefetch, which holds
-                                   * the engine's CUDA calls back for its whole copy */
-        bool evict_context;       /* each evictor thread works in a CUDA context of its own per
-                                   * GPU (264 MiB of VRAM each on the H200): a prefetch holds
-                                   * back the CUDA calls of its own context only, so not the
-                                   * engine's, and several contexts evict faster than one
-                                   * (needs evictor threads; default on) */
+        bool host_numa;         /* host tier on the GPU's NUMA node where CUDA allows (orders
+                                 * that name a node go there regardless), the mover's threads
+                                 * on that node's CPUs */
+        const char *sysfs_root; /* where sysfs is: "/sys" */
 };
 
-/* Defaults, overridden by KVTIER_MOVER_STREAMS, KVTIER_MOVER_READ_DUP,
- * KVTIER_MOVER_HOST_NUMA, KVTIER_MOVER_EVICT_THREADS, KVTIER_MOVER_EVICT_TOUCH and
- * KVTIER_MOVER_EVICT_CONTEXT.  Reads the environment: call once, at start. */
+/* Defaults, host_numa overridden by KVTIER_MOVER_HOST_NUMA.  Reads the
+ * environment: call once, at start. */
 void pipeline_config_from_env(struct pipeline_config *ret);
 
 /* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the
@@ -63,11 +64,15 @@ bool pipeline_host_numa_from_env(void);
 
 typedef void (*pipeline_done_fn)(const struct kvt_order_done *done, void *userdata);
 
+/* Starts a pipeline and its evictor threads, reporting each order through
+ * done on the owner's thread.  Returns 0 or -errno (ENOMEM, or why a thread
+ * or the eventfd could not be had). */
 int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt, pipeline_done_fn done,
                  void *userdata, struct pipeline **ret);
 /* Waits for the runs in flight, reports them, and frees p.  NULL is fine. */
 void pipeline_free(struct pipeline *p);
 
+/* An eventfd, readable when a run may have completed. */
 int pipeline_fd(const struct pipeline *p);
 
 /* Issues orders[0..n) (a batch that arrived together): adjacent orders of
@@ -82,12 +87,15 @@ size_t pipeline_reap(struct pipeline *p);
 /* Waits for every run in flight and reports them. */
 void pipeline_drain(struct pipeline *p);
 
+/* Runs issued and not yet reported. */
 size_t pipeline_in_flight(const struct pipeline *p);
 
 /* Orders and runs issued so far (runs < orders where orders coalesced), and
  * the most runs that were in flight at once. */
-void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs, size_t *ret_max_in_flight);
+void pipeline_counts(const struct pipeline *p, uint64_t *ret_orders, uint64_t *ret_runs,
+                     size_t *ret_max_in_flight);
 
-/* Moves [ptr, ptr+len) of device dev's managed memory to tier and waits
- * (used to return a region to host memory before registering it). */
-cudaError_t pipeline_move_sync(struct pipeline *p, void *ptr, size_t len, int dev, uint32_t tier);
+/* Moves [ptr, ptr+len) of device dev's managed memory to host memory,
+ * unmapped (tier host), through the evictors, and waits: returns how it
+ * ended (used to return a region to host memory before registering it). */
+cudaError_t pipeline_move_host_sync(struct pipeline *p, void *ptr, size_t len, int dev);

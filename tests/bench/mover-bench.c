@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mover-bench: the shim's own mover code (shim/pipeline.c, shim/regions.c,
- * linked in) moving a managed region up and down, by orders as the daemon
- * sends them, next to pinned cudaMemcpy of the same bytes in the same run.
+ * mover-bench: the shim's own mover code (shim/pipeline.c, shim/evictors.c,
+ * shim/regions.c, linked in) moving a managed region up and down, by
+ * orders as the daemon sends them, next to pinned cudaMemcpy of the same
+ * bytes in the same run.
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
  *               [--check-only] [--explore | --overtake | --contend | --interfere]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
- * VRAM (read-duplicated where KVTIER_MOVER_READ_DUP is on), it is evicted
- * again; then the host reads every chunk and the GPU reads them back after
- * a promotion.  Any lost write fails the run (exit 1).
+ * VRAM, it is evicted again; then the host reads every chunk and the GPU
+ * reads them back after a promotion.  Any lost write fails the run (exit 1).
  *
  * Evictions go to the tier --evict-to names: unmapped host memory by
  * default, as the daemon's default [policy] evict_to = host orders, or
@@ -24,9 +24,9 @@
  * eviction after the GPU wrote all of them ("dirty"); a last row sends
  * 2 MiB orders in batches of 64, as the mover reads them off its socket,
  * to show coalescing.  Pinned memcpy H2D and D2H in calls of the same length
- * are the reference.  The pipeline's settings come from the environment
- * (KVTIER_MOVER_STREAMS, _READ_DUP, _HOST_NUMA, _EVICT_THREADS, _EVICT_TOUCH,
- * _EVICT_CONTEXT), as in the shim.  Builds against the fake
+ * are the reference.  KVTIER_MOVER_HOST_NUMA comes from the environment, as
+ * in the shim; the mover's shape (streams, evictor threads) is fixed
+ * (shim/pipeline.h).  Builds against the fake
  * CUDA here (CI runs --check-only) and real CUDA with nvcc.
  *
  * --explore instead times raw sequences of advice and prefetch (not the
@@ -37,7 +37,7 @@
  * 16 MiB orders, each its own batch, then orders the last 64 MiB up, and
  * prints when the promotion and the last eviction completed: a promotion
  * ordered after evictions should not wait for them (the pipeline's evictor
- * threads, KVTIER_MOVER_EVICT_THREADS; 0 = inline).  Exit 1 if it waited.
+ * threads make the evictions' calls).  Exit 1 if it waited.
  *
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB
@@ -220,7 +220,7 @@ static int check(struct bench *b) {
 
         if (fill_chunks(b, false, SEED_FIRST) < 0 || move_all(b, b->evict_tier, 1, 1) < 0)
                 return -EIO;
-        /* in VRAM, read-duplicated: the GPU reads all, then writes odd chunks */
+        /* in VRAM: the GPU reads all, then writes odd chunks */
         if (move_all(b, KVT_TIER_VRAM, 1, BATCH) < 0 || backend_read((void *)b->reg.base, b->reg.span_bytes) < 0 ||
             fill_chunks(b, true, SEED_SECOND) < 0 || move_all(b, b->evict_tier, 1, BATCH) < 0)
                 return -EIO;
@@ -772,10 +772,8 @@ static int setup(struct bench *b, uint64_t size) {
         if (r < 0)
                 return r;
         pipeline_config_from_env(&cfg);
-        printf("mover: %u streams per direction, read_dup %d, host_numa %d, %u evictor threads, "
-               "evict_touch %d, evict_context %d\n",
-               cfg.streams_per_dir, cfg.read_dup, cfg.host_numa, cfg.evict_threads, cfg.evict_touch,
-               cfg.evict_context);
+        printf("mover: %u streams per GPU, host_numa %d, %u evictor threads\n", PIPELINE_STREAMS,
+               cfg.host_numa, PIPELINE_EVICTORS);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
 }
 

@@ -1,10 +1,11 @@
 #!/bin/bash
-# The mover's pipeline (shim/pipeline.c, linked into tests/bench/mover-bench)
-# against the fake CUDA: a chunk the GPU wrote while read-duplicated in VRAM
-# keeps the write through eviction (read on the host, and on the GPU after
-# promotion), with read-duplication on and off; adjacent orders that arrive
-# together coalesce into one run; the host tier goes to the GPU's NUMA node,
-# and to plain host memory where CUDA refuses that node.
+# The mover's pipeline (shim/pipeline.c and shim/evictors.c, linked into
+# tests/bench/mover-bench) against the fake CUDA: a chunk the GPU wrote while
+# in VRAM keeps the write through eviction (read on the host, and on the GPU
+# after promotion); adjacent orders that arrive together coalesce into one
+# run; the host tier goes to the GPU's NUMA node, and to plain host memory
+# where CUDA refuses that node; evictions run on the evictor threads, each
+# in a CUDA context of its own, split among them.
 . "$(dirname "$0")/lib.sh"
 
 BENCH="$top_builddir/tests/bench/mover-bench"
@@ -15,17 +16,11 @@ bench() { # NAME ENV...: runs the check, output in $TMP/NAME.out, stats in $TMP/
 }
 lost_none() { grep -q "words lost or wrong: host 0, gpu 0" "$TMP/$1.out"; }
 
-bench readdup KVTIER_MOVER_READ_DUP=1; rc=$?
-check "read-duplicated: check exits 0" [ $rc -eq 0 ]
-check "read-duplicated: no write lost (host and GPU)" lost_none readdup
-[ $rc -eq 0 ] || diag "$(cat "$TMP/readdup.out")"
-# 32 chunks: the whole region in VRAM and back with duplicates dropped
-# costs no copy for the chunks the GPU did not write
-check_gt "read-duplicated: chunks copied to the GPU" "$(stat_of readdup h2d_bytes)" 0
-
-bench migrate KVTIER_MOVER_READ_DUP=0; rc=$?
+bench migrate; rc=$?
 check "migrating: check exits 0" [ $rc -eq 0 ]
 check "migrating: no write lost (host and GPU)" lost_none migrate
+[ $rc -eq 0 ] || diag "$(cat "$TMP/migrate.out")"
+check_gt "migrating: chunks copied to the GPU" "$(stat_of migrate h2d_bytes)" 0
 check "evictions to unmapped host memory by default" grep -q "evictions to host$" "$TMP/migrate.out"
 # to host memory the GPU keeps mapped, where the mover also sets accessed-by
 env FAKECUDA_STATS="$TMP/mapped.stats" "$BENCH" --size 64M --check-only --evict-to host-mapped \
@@ -34,14 +29,10 @@ check "evictions to mapped host memory: no write lost" rc_and $rc lost_none mapp
 check "evictions to mapped host memory: said" grep -q "evictions to host-mapped$" "$TMP/mapped.out"
 "$BENCH" --size 64M --check-only --evict-to disk >"$TMP/evict-to-bad.out" 2>&1; rc=$?
 check "a bad --evict-to is refused" [ $rc -eq 2 ]
-# Even chunks stay clean in the second round trip: read-duplication evicts
-# them without a copy, so fewer bytes come down than without it.
-check_gt "read-duplication copies fewer bytes down than migration" \
-        "$(stat_of migrate d2h_bytes)" "$(stat_of readdup d2h_bytes)"
 
 # Batches of 64 single-chunk orders of one region: 32 chunks, so every
 # batch of the check is one run.
-read -r orders runs < <(sed -n 's/.* \([0-9]*\) orders in \([0-9]*\) runs.*/\1 \2/p' "$TMP/readdup.out")
+read -r orders runs < <(sed -n 's/.* \([0-9]*\) orders in \([0-9]*\) runs.*/\1 \2/p' "$TMP/migrate.out")
 check_gt "orders were issued" "${orders:-0}" 0
 check_gt "adjacent orders coalesced (orders > runs)" "${orders:-0}" "${runs:-0}"
 
@@ -49,6 +40,10 @@ bench numa FAKECUDA_NUMA_NODES=2 KVTIER_LOG=debug; rc=$?
 check "two NUMA nodes: check exits 0" [ $rc -eq 0 ]
 check "host tier on the GPU's node (node 1)" grep -q "Host tier of GPU 0: NUMA node 1" "$TMP/numa.out"
 check_gt "prefetches to the host named the node" "$(stat_of numa numa_location_calls)" 0
+# the mover's threads go to that node's CPUs where sysfs has the node, and
+# say why not where it has not (here, most likely: no node 1)
+check "the mover's threads bound to the node's CPUs, or why not said" \
+        grep -Eq "The mover's threads (run on|stay unbound, not on) NUMA node 1's CPUs" "$TMP/numa.out"
 
 bench nonuma FAKECUDA_NUMA_NODES=2 KVTIER_MOVER_HOST_NUMA=0; rc=$?
 check "KVTIER_MOVER_HOST_NUMA=0: check exits 0" [ $rc -eq 0 ]
@@ -72,8 +67,8 @@ check_gt "late completion: several runs in flight at once" "${max_in_flight:-0}"
 
 # Evictor threads: the fake's prefetch, like a prefetch to the host on the
 # H200, returns only when its pages have moved.  A promotion ordered after
-# 448 MiB of evictions completes before them with evictor threads, after
-# them without (the owner then makes every eviction's calls first).
+# 448 MiB of evictions completes before them: the evictor threads make the
+# evictions' calls, not the owner.
 overtake() { # NAME ENV...
         local name=$1; shift
         env FAKECUDA_PREFETCH_DELAY_US=1000 "$@" "$BENCH" --size 512M --overtake >"$TMP/$name.out" 2>&1
@@ -82,9 +77,6 @@ overtake overtake-2; rc=$?
 check "evictor threads (default): the promotion does not wait for the evictions" [ $rc -eq 0 ]
 check "evictor threads (default): two of them" grep -q ", 2 evictor threads" "$TMP/overtake-2.out"
 diag "$(grep '^overtake:' "$TMP/overtake-2.out")"
-overtake overtake-0 KVTIER_MOVER_EVICT_THREADS=0; rc=$?
-check "KVTIER_MOVER_EVICT_THREADS=0: evictions inline, the promotion waits for them" [ $rc -eq 1 ]
-diag "$(grep '^overtake:' "$TMP/overtake-0.out")"
 # A batch that evicts and promotes issues its promotions first: no eviction
 # starts while their prefetch calls run (they block the mover for the
 # whole copy, on the H200 as in the fake), so none slows them.
@@ -103,38 +95,12 @@ check "interfere: idle and five phases probed" \
         [ "$(grep -c '^interfere: .* steps, median' "$TMP/interfere.out")" -eq 6 ]
 [ $rc -eq 0 ] || diag "$(cat "$TMP/interfere.out")"
 
-bench evict1 KVTIER_MOVER_EVICT_THREADS=1 FAKECUDA_EVENT_DELAY_US=1000; rc=$?
-check "one evictor thread, late events: no write lost" rc_and $rc lost_none evict1
-bench evict0 KVTIER_MOVER_EVICT_THREADS=0; rc=$?
-check "no evictor thread: no write lost" rc_and $rc lost_none evict0
-KVTIER_MOVER_EVICT_THREADS=lots "$BENCH" --size 64M --check-only >"$TMP/evictbad.out" 2>&1; rc=$?
-check "a bad KVTIER_MOVER_EVICT_THREADS is ignored with a warning" \
-        rc_and $rc grep -q "KVTIER_MOVER_EVICT_THREADS=lots is not a number in 0..8" "$TMP/evictbad.out"
-
-# Eviction by touch: the evictor threads read the pages, and the fake,
-# as UVM does, faults each one to the host.  No write may be lost, with
-# evictor threads, inline and with read-duplication.
-for v in "touch:" "touch-inline:KVTIER_MOVER_EVICT_THREADS=0" "touch-readdup:KVTIER_MOVER_READ_DUP=1"; do
-        name=${v%%:*} extra=${v#*:}
-        bench "$name" KVTIER_MOVER_EVICT_TOUCH=1 $extra; rc=$?
-        check "$name: check exits 0" [ $rc -eq 0 ]
-        check "$name: no write lost (host and GPU)" lost_none "$name"
-        check_gt "$name: pages came to the host by CPU faults" "$(stat_of "$name" cpu_faults)" 0
-        [ $rc -eq 0 ] || diag "$(cat "$TMP/$name.out")"
-done
-check "touch: no prefetch to a host NUMA node" [ "$(stat_of touch numa_location_calls)" -eq 0 ]
-
-# Evictions in a CUDA context of their own (KVTIER_MOVER_EVICT_CONTEXT,
-# default on): a prefetch holds back every other call of its context (on
-# the H200, and in the fake), so evictions made in the engine's context
-# stall its launches.  The fake counts the prefetches made in a created
-# context.
-bench ectx-off KVTIER_MOVER_EVICT_CONTEXT=0; rc=$?
-check "engine's context: no write lost" rc_and $rc lost_none ectx-off
-check "engine's context: no prefetch made in another" \
-        [ "$(stat_of ectx-off prefetch_calls_created_ctx)" -eq 0 ]
+# Evictions in a CUDA context of their own: a prefetch holds back every
+# other call of its context (on the H200, and in the fake), so evictions
+# made in the engine's context would stall its launches.  The fake counts
+# the prefetches made in a created context.
 check_gt "default: prefetches made in the evictors' context" "$(stat_of migrate prefetch_calls_created_ctx)" 0
-for v in "ectx:" "ectx-late:FAKECUDA_EVENT_DELAY_US=1000" "ectx-readdup:KVTIER_MOVER_READ_DUP=1"; do
+for v in "ectx:" "ectx-late:FAKECUDA_EVENT_DELAY_US=1000"; do
         name=${v%%:*} extra=${v#*:}
         bench "$name" KVTIER_LOG=info $extra; rc=$?
         check "$name: check exits 0, no write lost" rc_and $rc lost_none "$name"
@@ -158,39 +124,29 @@ check "no context to be had: evictions in the engine's context" \
 # An eviction is split among the evictors, each in its own context, and
 # the parts move side by side (the H200 moved pages to the host faster from
 # several contexts than from one).  The check's batches of 64 one-chunk
-# orders make runs of 32 chunks: split, each takes several prefetches.  In
-# the engine's context nothing is split, and the fake, like CUDA, makes
-# one prefetch of a context at a time.
-for v in "split4:4:1" "split4-engine:4:0" "split1:1:1"; do
-        IFS=: read -r name threads ectx <<<"$v"
-        bench "$name" KVTIER_MOVER_EVICT_THREADS="$threads" FAKECUDA_PREFETCH_DELAY_US=2000 \
-                KVTIER_MOVER_EVICT_CONTEXT="$ectx"; rc=$?
-        check "$name: check exits 0, no write lost" rc_and $rc lost_none "$name"
-        [ $rc -eq 0 ] || diag "$(cat "$TMP/$name.out")"
-done
-check_gt "four evictors in their contexts: evictions moved at once" \
-        "$(stat_of split4 host_prefetch_overlap_max)" 1
-check_le "four evictors in their contexts: one context each at most" "$(stat_of split4 ctx_created)" 4
-check_gt "four evictors in their contexts split runs into more prefetches than one evictor" \
-        "$(stat_of split4 prefetch_calls)" "$(stat_of split1 prefetch_calls)"
-check "four evictors in the engine's context split nothing" \
-        [ "$(stat_of split4-engine prefetch_calls)" -eq "$(stat_of split1 prefetch_calls)" ]
+# orders make runs of 32 chunks: split, each takes several prefetches.
+# Evictors without a context of their own (ectx-refused) take whole runs,
+# and the fake, like CUDA, makes one prefetch of a context at a time.
+bench split FAKECUDA_PREFETCH_DELAY_US=2000; rc=$?
+check "split: check exits 0, no write lost" rc_and $rc lost_none split
+[ $rc -eq 0 ] || diag "$(cat "$TMP/split.out")"
+check_gt "evictors in their contexts: evictions moved at once" \
+        "$(stat_of split host_prefetch_overlap_max)" 1
+check_le "evictors in their contexts: one context each at most" "$(stat_of split ctx_created)" 2
+check_gt "evictors in their contexts split runs into more prefetches than evictors without" \
+        "$(stat_of split prefetch_calls)" "$(stat_of ectx-refused prefetch_calls)"
 # Advice waits for other contexts' prefetches on the H200: a run is advised
 # once, whole, not part by part, so split or not it takes as many calls.
-check "four evictors split each run, and advise it as often as one evictor does" \
-        [ "$(stat_of split4 advise_calls)" -eq "$(stat_of split1 advise_calls)" ]
+check "evictors split each run, and advise it as often as whole runs are" \
+        [ "$(stat_of split advise_calls)" -eq "$(stat_of ectx-refused advise_calls)" ]
 # One evictor refused a context: it takes whole runs, in the engine's
-# context; the others go on in theirs.
-bench split4-refused KVTIER_MOVER_EVICT_THREADS=4 KVTIER_LOG=info FAKECUDA_FAIL=ctx_create:2 \
-        FAKECUDA_PREFETCH_DELAY_US=2000; rc=$?
-check "one evictor without a context: check exits 0, no write lost" rc_and $rc lost_none split4-refused
+# context; the other goes on in its own.
+bench split-refused KVTIER_LOG=info FAKECUDA_FAIL=ctx_create:2 FAKECUDA_PREFETCH_DELAY_US=2000; rc=$?
+check "one evictor without a context: check exits 0, no write lost" rc_and $rc lost_none split-refused
 check "one evictor without a context: its refusal logged" \
-        grep -q "no CUDA context of its own for an evictor" "$TMP/split4-refused.out"
-check_gt "one evictor without a context: the others evict in theirs" \
-        "$(stat_of split4-refused prefetch_calls_created_ctx)" 0
-bench ectx-inline KVTIER_MOVER_EVICT_THREADS=0; rc=$?
-check "no evictor threads: the setting has nothing to act on" \
-        rc_and $rc [ "$(stat_of ectx-inline prefetch_calls_created_ctx)" -eq 0 ]
+        grep -q "no CUDA context of its own for an evictor" "$TMP/split-refused.out"
+check_gt "one evictor without a context: the other evicts in its own" \
+        "$(stat_of split-refused prefetch_calls_created_ctx)" 0
 
 BUDGET=$((64 << 20))
 write_config 64M
@@ -216,15 +172,8 @@ late_engine() {
                 "$(stat_of "$name" managed_resident_peak_bytes)" $BUDGET
 }
 late_engine late-engine "late completion"
-# evictions by touch: the evictor threads' reads fault the pages out
-late_engine touch-engine touch KVTIER_MOVER_EVICT_TOUCH=1
-check_gt "touch, engine: evictions by CPU faults" "$(stat_of touch-engine cpu_faults)" 0
 check_gt "late completion, engine: evictions in the evictors' own context" \
         "$(stat_of late-engine prefetch_calls_created_ctx)" 0
-# evictions in the engine's context, under the shim
-late_engine ectx-off-engine "engine's context" KVTIER_MOVER_EVICT_CONTEXT=0
-check "engine's context, engine: no prefetch made in another" \
-        [ "$(stat_of ectx-off-engine prefetch_calls_created_ctx)" -eq 0 ]
 stop_daemon
 
 done_testing

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The evictor threads (evictors.h): their queue, their CUDA contexts, the
+ * split of an eviction into parts, and where the host tier's pages go.
+ *
+ * Which thread runs what: evictors_*() run on the owner's thread;
+ * evictor_*() and the host_*(), advise_*() and context_*() helpers on an
+ * evictor's.  Functions marked "under the lock" are called with
+ * struct evictors' mutex held; every other one takes it itself, around no
+ * CUDA call.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "evictors.h"
+#include "log.h"
+#include "protocol.h"
+#include "util.h"
+
+/* An eviction is split into parts, one per evictor, of at least this many
+ * bytes: on the H200 small parts moved slower than long ones (2 MiB parts
+ * well below 64 MiB parts from four contexts; tests/bench/RESULTS.md). */
+#define EVICT_PART_MIN_BYTES ((size_t)16 << 20)
+
+/* An evictor thread.  set and thread are fixed by evictors_new(); the rest
+ * only its own thread touches, unlocked. */
+struct evictor {
+        struct evictors *set;
+        pthread_t thread;
+        const struct kvt_cuda_calls *cu;    /* the driver's context calls; NULL until its first eviction,
+                                             * or if the driver has none */
+        bool ctx_tried[KVT_MAX_GPUS];       /* whether it has tried for a context of its own there */
+        CUcontext ctx[KVT_MAX_GPUS];        /* its own context there; NULL: none, the primary one */
+        cudaStream_t streams[KVT_MAX_GPUS]; /* its stream there, in ctx[] or the primary context */
+};
+
+/* What the evictors know of one GPU, under the lock. */
+struct evict_gpu {
+        uint64_t numa_refused; /* host NUMA nodes the driver refused as a location: plain host for them */
+        bool ctx_logged;       /* whether the evictors' contexts there (or no driver calls) were said */
+};
+
+/* rt, wake_fd and n are fixed by evictors_new(); the fields between lock
+ * and gpu[] are under the lock. */
+struct evictors {
+        const struct kvt_cudart *rt;
+        int wake_fd;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;           /* broadcast whenever any of the below changes */
+        struct eviction *head, **tail; /* queued, oldest first, until every part is taken */
+        unsigned busy;                 /* advice and parts being made */
+        unsigned held;                 /* the owner's promotions being issued */
+        bool stopping;
+        struct evict_gpu gpu[KVT_MAX_GPUS];
+        unsigned n;
+        struct evictor evictors[];
+};
+
+/* What an evictor does next: advise a whole eviction, or move a part of it. */
+struct share {
+        struct eviction *e;
+        bool advise;
+        size_t off, len;
+};
+
+static void wake_owner(const struct evictors *set) {
+        uint64_t one = 1;
+        ssize_t n = write(set->wake_fd, &one, sizeof(one));
+
+        (void)n; /* a full counter already wakes the owner */
+}
+
+/* Where pages of GPU dev bound for node go: that NUMA node, unless the
+ * driver refused it there before; plain host memory for node -1. */
+static struct cudaMemLocation host_target(struct evictors *set, int dev, int node) {
+        bool refused = true;
+
+        if (node >= 0 && node < 64) {
+                pthread_mutex_lock(&set->lock);
+                refused = set->gpu[dev].numa_refused & (1ull << node);
+                pthread_mutex_unlock(&set->lock);
+        }
+        if (refused)
+                return (struct cudaMemLocation){cudaMemLocationTypeHost, 0};
+        return (struct cudaMemLocation){cudaMemLocationTypeHostNuma, node};
+}
+
+/* A NUMA node the driver refuses as a location (no NUMA support, an old
+ * driver, a node it does not know) is given up for plain host memory, that
+ * node only, for GPU dev from now on.  Returns whether to try again. */
+static bool host_refused(struct evictors *set, int dev, struct cudaMemLocation loc, cudaError_t e) {
+        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma)
+                return false;
+        log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); "
+                 "plain host memory instead.",
+                 dev, loc.id, (int)e);
+        pthread_mutex_lock(&set->lock);
+        if (loc.id >= 0 && loc.id < 64)
+                set->gpu[dev].numa_refused |= 1ull << loc.id;
+        pthread_mutex_unlock(&set->lock);
+        return true;
+}
+
+/* Prefetches [ptr, len) of GPU dev to node's memory (host_target()) on s. */
+static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, int dev, int node,
+                                 cudaStream_t s) {
+        struct cudaMemLocation loc = host_target(set, dev, node);
+        cudaError_t e = set->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
+
+        if (host_refused(set, dev, loc, e))
+                e = set->rt->cudaMemPrefetchAsync(ptr, len, host_target(set, dev, node), 0, s);
+        return e;
+}
+
+/* Advises [ptr, len) of GPU dev for the host before it moves: once the
+ * preferred location is the host, GPU accesses during and after the move
+ * map the pages instead of faulting them back.  The preferred location is
+ * plain host memory, never the NUMA node the prefetch puts the pages on:
+ * with a NUMA node as the preferred location, the H200's accesses migrated
+ * the pages back into VRAM, accessed-by or not.  A failed advice leaves the
+ * pages in VRAM, which the daemon keeps charged; an eviction whose part
+ * failed may have the others' pages on the host, charged all the same (the
+ * safe side of the books). */
+static cudaError_t advise_host(const struct evictors *set, void *ptr, size_t len, int dev,
+                               enum evict_map map) {
+        const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
+        enum cudaMemoryAdvise mapping =
+                map == EVICT_MAP_SET ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
+        cudaError_t e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
+
+        if (e != cudaSuccess || map == EVICT_MAP_KEEP)
+                return e;
+        return set->rt->cudaMemAdvise(ptr, len, mapping, gpu);
+}
+
+/* Says whether an evictor has a context of its own on GPU dev: the first
+ * success and a driver without the calls once per GPU, every refusal (at
+ * most one per evictor and GPU). */
+static void context_log(struct evictors *set, const struct evictor *self, int dev, CUresult r) {
+        bool first;
+
+        if (self->cu && r != CUDA_SUCCESS) {
+                log_info("GPU %d: no CUDA context of its own for an evictor (CUDA error %d); "
+                         "it evicts whole runs in the engine's.",
+                         dev, (int)r);
+                return;
+        }
+        pthread_mutex_lock(&set->lock);
+        first = !set->gpu[dev].ctx_logged;
+        set->gpu[dev].ctx_logged = true;
+        pthread_mutex_unlock(&set->lock);
+        if (!first)
+                return;
+        if (!self->cu)
+                log_info("GPU %d: the CUDA driver has no cuCtxCreate_v4 (older than CUDA 12.5); "
+                         "evictions share the engine's context.",
+                         dev);
+        else
+                log_info("GPU %d: evictions run in CUDA contexts of their own, one per evictor thread.",
+                         dev);
+}
+
+/* A context of its own is made for evictions only: no kernel runs there, so
+ * the reservations that size kernels' stacks, printf buffer and heap go
+ * down to nothing (about half a created context's VRAM on the H200).  The
+ * driver keeps a context working if it refuses: logged only. */
+static void context_lower(const struct kvt_cuda_calls *cu, int dev) {
+        static const CUlimit limits[] = {CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE,
+                                         CU_LIMIT_MALLOC_HEAP_SIZE};
+
+        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+                CUresult r = cu->cuCtxSetLimit(limits[i], 0);
+
+                if (r != CUDA_SUCCESS)
+                        log_debug("GPU %d: the evictors' context keeps limit %d (CUDA error %d).", dev,
+                                  (int)limits[i], (int)r);
+        }
+}
+
+/* Tries once for a context of the evictor's own on GPU dev, with blocking
+ * waits (an evictor sleeps in cudaStreamSynchronize); current on the
+ * calling thread once created.  None where the driver lacks the calls or
+ * CUDA refuses one: then the evictor works in the primary context there. */
+static void context_open(struct evictor *self, int dev) {
+        CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+        CUdevice cudev;
+
+        self->ctx_tried[dev] = true;
+        if (!self->cu)
+                self->cu = real_cuda_calls(); /* by now the runtime has loaded libcuda */
+        if (self->cu && (r = self->cu->cuDeviceGet(&cudev, dev)) == CUDA_SUCCESS)
+                r = self->cu->cuCtxCreate_v4(&self->ctx[dev], NULL, CU_CTX_SCHED_BLOCKING_SYNC, cudev);
+        if (r == CUDA_SUCCESS)
+                context_lower(self->cu, dev);
+        else
+                self->ctx[dev] = NULL;
+        context_log(self->set, self, dev, r);
+}
+
+/* Makes the evictor's context on GPU dev current (its own, or the primary
+ * one where it has none) and gives its stream there. */
+static cudaError_t evictor_enter(struct evictor *self, int dev, cudaStream_t *ret_stream) {
+        const struct kvt_cudart *rt = self->set->rt;
+        cudaError_t e = cudaSuccess;
+
+        if (!self->ctx_tried[dev])
+                context_open(self, dev);
+        if (!self->ctx[dev])
+                e = rt->cudaSetDevice(dev);
+        else if (self->cu->cuCtxSetCurrent(self->ctx[dev]) != CUDA_SUCCESS)
+                e = cudaErrorUnknown;
+        if (e == cudaSuccess && !self->streams[dev] &&
+            (e = rt->cudaStreamCreateWithFlags(&self->streams[dev], cudaStreamNonBlocking)) != cudaSuccess)
+                self->streams[dev] = NULL;
+        *ret_stream = self->streams[dev];
+        return e;
+}
+
+/* Makes share s: the advice for a whole eviction, or the move of a part,
+ * waited for.  Not under the lock: the calls may block for the whole copy. */
+static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
+        const struct eviction *e = s->e; /* its first five fields are fixed while it is queued */
+        cudaStream_t stream;
+        cudaError_t err = evictor_enter(self, e->device, &stream);
+
+        if (err != cudaSuccess)
+                return err;
+        if (s->advise)
+                return advise_host(self->set, e->ptr, e->len, e->device, e->map);
+        err = host_prefetch(self->set, (char *)e->ptr + s->off, s->len, e->device, e->host_node, stream);
+        return err == cudaSuccess ? self->set->rt->cudaStreamSynchronize(stream) : err;
+}
+
+/* Takes the queue's first eviction off it once every part is taken.
+ * Under the lock. */
+static void queue_pop(struct evictors *set) {
+        set->head = set->head->next_queued;
+        if (!set->head)
+                set->tail = &set->head;
+}
+
+/* Whether an evictor may start on the queue's first eviction: none is
+ * advising it, and the owner holds nothing back.  Under the lock. */
+static bool queue_ready(const struct evictors *set) {
+        return set->head && !set->head->advising && set->held == 0;
+}
+
+/* The bytes of eviction e an evictor takes next: a part, or all that is
+ * left where it has no context of its own on e's GPU (there a second
+ * evictor would only wait for the first).  Under the lock. */
+static size_t evictor_part_len(const struct evictor *self, const struct eviction *e) {
+        size_t left = e->len - e->next_off;
+
+        if (self->ctx_tried[e->device] && !self->ctx[e->device])
+                return left;
+        return MIN(e->part_bytes, left);
+}
+
+/* Waits for work and takes the evictor's next share of the queue's first
+ * eviction into *ret: its advice, made before any part moves, or a part.
+ * Returns false once stopping with nothing left.  Under the lock. */
+static bool evictor_take(struct evictor *self, struct share *ret) {
+        struct evictors *set = self->set;
+        struct eviction *e;
+
+        while (!queue_ready(set) && !set->stopping)
+                pthread_cond_wait(&set->cond, &set->lock);
+        if (!queue_ready(set))
+                return false; /* stopping: the owner drained the queue first */
+        e = set->head;
+        set->busy++;
+        *ret = (struct share){.e = e, .advise = !e->advised};
+        if (ret->advise) {
+                e->advising = true;
+                return true;
+        }
+        ret->off = e->next_off;
+        ret->len = evictor_part_len(self, e);
+        e->next_off += ret->len;
+        e->parts_moving++;
+        if (e->next_off == e->len)
+                queue_pop(set);
+        return true;
+}
+
+/* Ends share s with err; an eviction whose parts are all taken and moved
+ * is done, and the owner woken.  Under the lock. */
+static void evictor_put(struct evictors *set, const struct share *s, cudaError_t err) {
+        struct eviction *e = s->e;
+
+        if (s->advise) {
+                e->advising = false;
+                e->advised = true;
+                if (err != cudaSuccess) { /* nothing of it moves */
+                        e->next_off = e->len;
+                        queue_pop(set);
+                }
+        } else
+                e->parts_moving--;
+        if (e->err == cudaSuccess)
+                e->err = err;
+        set->busy--;
+        if (e->next_off == e->len && e->parts_moving == 0 && !e->advising) {
+                e->done = true;
+                wake_owner(set);
+        }
+        pthread_cond_broadcast(&set->cond); /* other evictors, and the owner's waits */
+}
+
+/* An evictor leaving: its streams and contexts go. */
+static void evictor_exit(struct evictor *self) {
+        const struct kvt_cudart *rt = self->set->rt;
+
+        for (int d = 0; d < KVT_MAX_GPUS; d++) {
+                if (self->streams[d] &&
+                    (self->ctx[d] ? self->cu->cuCtxSetCurrent(self->ctx[d]) == CUDA_SUCCESS
+                                  : rt->cudaSetDevice(d) == cudaSuccess))
+                        (void)rt->cudaStreamDestroy(self->streams[d]);
+                if (self->ctx[d])
+                        (void)self->cu->cuCtxDestroy_v2(self->ctx[d]);
+                self->streams[d] = NULL;
+                self->ctx[d] = NULL;
+        }
+}
+
+static void *evictor_main(void *arg) {
+        struct evictor *self = arg;
+        struct evictors *set = self->set;
+        struct share s;
+
+        pthread_mutex_lock(&set->lock);
+        while (evictor_take(self, &s)) {
+                cudaError_t err;
+
+                pthread_mutex_unlock(&set->lock);
+                err = evictor_do(self, &s);
+                pthread_mutex_lock(&set->lock);
+                evictor_put(set, &s, err);
+        }
+        pthread_mutex_unlock(&set->lock);
+        evictor_exit(self);
+        return NULL;
+}
+
+static void evictors_destroy(struct evictors *set) {
+        pthread_mutex_destroy(&set->lock);
+        pthread_cond_destroy(&set->cond);
+        free(set);
+}
+
+/* Stops and joins the first n evictors. */
+static void evictors_stop(struct evictors *set, unsigned n) {
+        pthread_mutex_lock(&set->lock);
+        set->stopping = true;
+        pthread_cond_broadcast(&set->cond);
+        pthread_mutex_unlock(&set->lock);
+        for (unsigned k = 0; k < n; k++)
+                pthread_join(set->evictors[k].thread, NULL);
+}
+
+int evictors_new(const struct kvt_cudart *rt, unsigned n, int wake_fd, struct evictors **ret) {
+        struct evictors *set = calloc(1, sizeof(*set) + n * sizeof(set->evictors[0]));
+
+        if (!set)
+                return -ENOMEM;
+        set->rt = rt;
+        set->wake_fd = wake_fd;
+        set->tail = &set->head;
+        set->n = n;
+        pthread_mutex_init(&set->lock, NULL);
+        pthread_cond_init(&set->cond, NULL);
+        for (unsigned k = 0; k < n; k++) {
+                struct evictor *self = &set->evictors[k];
+                int r;
+
+                self->set = set;
+                r = kvt_thread_create(&self->thread, NULL, evictor_main, self);
+                if (r < 0) {
+                        evictors_stop(set, k);
+                        evictors_destroy(set);
+                        return r;
+                }
+                pthread_setname_np(self->thread, "kvtier-evict");
+        }
+        *ret = set;
+        return 0;
+}
+
+void evictors_free(struct evictors *set) {
+        if (!set)
+                return;
+        evictors_drain(set);
+        evictors_stop(set, set->n);
+        evictors_destroy(set);
+}
+
+void evictors_submit(struct evictors *set, struct eviction *e) {
+        size_t share = (e->len / set->n + KVT_CHUNK_BYTES - 1) & ~(size_t)(KVT_CHUNK_BYTES - 1);
+
+        e->next_queued = NULL;
+        e->part_bytes = MAX(share, EVICT_PART_MIN_BYTES);
+        e->next_off = e->parts_moving = 0;
+        e->advising = e->advised = false;
+        e->done = e->len == 0; /* nothing to move */
+        e->err = cudaSuccess;
+        if (e->done)
+                return;
+        pthread_mutex_lock(&set->lock);
+        *set->tail = e;
+        set->tail = &e->next_queued;
+        pthread_cond_broadcast(&set->cond);
+        pthread_mutex_unlock(&set->lock);
+}
+
+cudaError_t evictors_poll(struct evictors *set, struct eviction *e) {
+        cudaError_t err;
+
+        pthread_mutex_lock(&set->lock);
+        err = e->done ? e->err : cudaErrorNotReady;
+        pthread_mutex_unlock(&set->lock);
+        return err;
+}
+
+cudaError_t evictors_move(struct evictors *set, struct eviction *e) {
+        cudaError_t err;
+
+        evictors_submit(set, e);
+        pthread_mutex_lock(&set->lock);
+        while (!e->done)
+                pthread_cond_wait(&set->cond, &set->lock);
+        err = e->err;
+        pthread_mutex_unlock(&set->lock);
+        return err;
+}
+
+void evictors_drain(struct evictors *set) {
+        pthread_mutex_lock(&set->lock);
+        while (set->head || set->busy)
+                pthread_cond_wait(&set->cond, &set->lock);
+        pthread_mutex_unlock(&set->lock);
+}
+
+void evictors_hold(struct evictors *set) {
+        pthread_mutex_lock(&set->lock);
+        set->held++;
+        pthread_mutex_unlock(&set->lock);
+}
+
+void evictors_release(struct evictors *set) {
+        pthread_mutex_lock(&set->lock);
+        if (--set->held == 0)
+                pthread_cond_broadcast(&set->cond);
+        pthread_mutex_unlock(&set->lock);
+}
+
+int evictors_bind(struct evictors *set, const cpu_set_t *cpus) {
+        int r = 0;
+
+        for (unsigned k = 0; k < set->n; k++) {
+                int q = pthread_setaffinity_np(set->evictors[k].thread, sizeof(*cpus), cpus);
+
+                if (q != 0 && r == 0)
+                        r = -q;
+        }
+        return r;
+}

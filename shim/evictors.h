@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "real.h"
+
+/*
+ * The evictors: the threads that move the mover's managed memory to the
+ * host (shim/pipeline.c hands them every eviction).  A prefetch to the host
+ * may block its caller until the pages have moved and holds back every
+ * other CUDA call of its own context for its whole copy, so each evictor
+ * makes its calls on its own thread, in a CUDA context of its own per GPU
+ * (created at its first eviction there, its stack, printf and heap limits
+ * lowered to 0), on a stream of its own there: no stream or event crosses
+ * contexts.  An eviction is advised once, whole, by the first evictor to
+ * reach it, then split into parts that the evictors move side by side (the
+ * driver moved pages to the host faster from several contexts than from
+ * one, and advice waited for other contexts' prefetches).  An evictor that
+ * cannot have a context of its own on a GPU says so once and evicts there
+ * in the engine's (primary) context, taking whole evictions.
+ *
+ * Threads.  evictors_new() starts the evictor threads; every function below
+ * is called by one thread, the owner (the mover).  Each evictor waits until
+ * its part has moved before it takes the next.
+ *
+ * Locking.  One mutex in struct evictors guards the queue, the evictors.c
+ * fields of each eviction from evictors_submit() until evictors_poll() has
+ * returned its end, the owner's holds, the stopping flag, and per GPU the
+ * host NUMA nodes the driver refused and whether the contexts were logged.
+ * An evictor's contexts and streams are its own, unlocked.  No CUDA call
+ * is made under the mutex.
+ */
+
+/* What an eviction does to the GPU's mapping of the pages. */
+enum evict_map {
+        EVICT_MAP_UNSET, /* removed: the GPU's next touch faults (tier host) */
+        EVICT_MAP_SET,   /* set: the GPU reads the pages over the link (tier host-mapped) */
+        EVICT_MAP_KEEP,  /* left as it is (a failed promotion going back) */
+};
+
+/* One eviction: [ptr, ptr + len) of GPU device's managed memory to host
+ * NUMA node host_node (-1: plain host memory).  The caller fills the first
+ * five fields and keeps the struct until its end has been returned. */
+struct eviction {
+        void *ptr;
+        size_t len;
+        int device;
+        int host_node;
+        enum evict_map map;
+        /* evictors.c's, under its mutex */
+        struct eviction *next_queued;
+        size_t part_bytes;     /* the evictors take parts of this many bytes (the last may be shorter) */
+        size_t next_off;       /* where the next part starts; len once every part is taken */
+        unsigned parts_moving; /* parts taken and not yet moved */
+        bool advising, advised, done;
+        cudaError_t err; /* the advice's or the first failed part's error */
+};
+
+struct evictors;
+
+/* Starts n evictor threads (their signals blocked) that write to wake_fd,
+ * an eventfd, whenever a submitted eviction ends.  Returns 0 or -errno. */
+int evictors_new(const struct kvt_cudart *rt, unsigned n, int wake_fd, struct evictors **ret);
+
+/* Stops the evictors once the queue is empty, waits for them, frees set.
+ * NULL is fine. */
+void evictors_free(struct evictors *set);
+
+/* Queues e; it is the evictors' until evictors_poll() returns its end. */
+void evictors_submit(struct evictors *set, struct eviction *e);
+
+/* cudaErrorNotReady while e moves, else how it ended (cudaSuccess or the
+ * first error of its advice or parts). */
+cudaError_t evictors_poll(struct evictors *set, struct eviction *e);
+
+/* Submits e and waits for its end, which it returns. */
+cudaError_t evictors_move(struct evictors *set, struct eviction *e);
+
+/* Waits until every submitted eviction has ended. */
+void evictors_drain(struct evictors *set);
+
+/* The owner starts (hold) or ends (release) a promotion's calls: no advice
+ * or part starts in between, since a promotion beside evictions was
+ * measured far slower.  Holds nest. */
+void evictors_hold(struct evictors *set);
+void evictors_release(struct evictors *set);
+
+/* Binds every evictor thread to the CPUs in cpus.  Returns 0 or the first
+ * -errno (the others are bound all the same). */
+int evictors_bind(struct evictors *set, const cpu_set_t *cpus);
