@@ -222,14 +222,32 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
         return 1;
 }
 
+/* Where a probe's chunk goes: the first of the GPU's nodes with room (its
+ * room taken), or its home node without host budgets; INT32_MIN when no
+ * node has room. */
+static int32_t probe_node(struct planner *p, const struct policy_input *in) {
+        if (!in->nodes)
+                return in->home_node;
+        for (size_t k = 0; k < in->n_nodes; k++)
+                if (p->nodes[k].room_chunks > 0) {
+                        if (p->nodes[k].room_chunks != UINT64_MAX)
+                                p->nodes[k].room_chunks--;
+                        return p->nodes[k].id;
+                }
+        return INT32_MIN;
+}
+
 /* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
  * Returns the orders issued, or -ENOMEM. */
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
-                          const struct policy_params *pp, const struct planner_ops *ops, void *userdata) {
+                          const struct policy_params *pp, uint64_t held, const struct planner_ops *ops,
+                          void *userdata) {
+        /* Probes only while demands wait for room: without them there is
+         * nothing to make room for, and a probe would only empty VRAM. */
         struct policy_sample_params sp = {.stale_ticks = pp->protect_min_ticks,
                                           .probe_ticks = in->protect_ticks / 2,
                                           .rearm_max = pp->sample_chunks,
-                                          .probe_max = pp->probe_cohorts};
+                                          .probe_max = held ? pp->probe_cohorts : 0};
         struct policy_sample sm;
         struct kvt_order o;
         int ret, issued = 0;
@@ -244,17 +262,22 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                 if (!ops->client_ready(region_client(reg), userdata) ||
                     registry_rearm_new(r, reg, m->first_chunk, m->n_chunks, &o) < 0)
                         continue;
+                log_debug("Order %llu: region %u chunks %u+%u re-armed.", (unsigned long long)o.order_id,
+                          region_id(reg), m->first_chunk, m->n_chunks);
                 ops->send_order(region_client(reg), &o, userdata);
                 issued++;
         }
         for (size_t i = 0; i < sm.n_probes; i++) {
                 const struct policy_probe *pr = &sm.probes[i];
                 struct region *reg = p->regions[pr->region];
+                int node = probe_node(p, in);
 
-                if (!ops->client_ready(region_client(reg), userdata) ||
-                    registry_order_new(r, reg, pr->chunk, 1, KVT_TIER_HOST, in->home_node, &o) < 0)
+                if (node == INT32_MIN || !ops->client_ready(region_client(reg), userdata) ||
+                    registry_order_new(r, reg, pr->chunk, 1, KVT_TIER_HOST, node, &o) < 0)
                         continue;
                 registry_probe_mark(r, reg, pr->chunk, pr->n);
+                log_debug("Order %llu: region %u chunk %u to host, probing chunks %u+%u.",
+                          (unsigned long long)o.order_id, region_id(reg), pr->chunk, pr->first, pr->n);
                 ops->send_order(region_client(reg), &o, userdata);
                 issued++;
         }
@@ -297,6 +320,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         struct policy_params pp;
         struct policy_input in = {0};
         struct policy_plan plan;
+        uint64_t held;
         size_t n = 0;
         int ret, issued = 0;
 
@@ -338,9 +362,10 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                 }
         }
         registry_gpu_planned(r, g->device, in.protect_ticks, plan.held_chunks, plan.stale_chunks);
+        held = plan.held_chunks;
         policy_plan_clear(&plan);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
-                ret = planner_sample(p, r, d, &in, &pp, ops, userdata);
+                ret = planner_sample(p, r, d, &in, &pp, held, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }
         if (ret >= 0)

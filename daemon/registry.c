@@ -57,6 +57,7 @@ struct client {
         size_t n_forgotten, cap_forgotten;
         uint64_t max_order_id;
         uint64_t grant_cap[KVT_MAX_GPUS];    /* the last GRANT: VRAM starts allowed in all, bytes */
+        uint64_t charged[KVT_MAX_GPUS];      /* chunks of its own charged to each GPU (for its quota) */
         uint64_t vram_started[KVT_MAX_GPUS]; /* bytes of regions booked as started in VRAM */
 };
 
@@ -463,6 +464,7 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
                 g->tier_chunks[t] += reg->tier_chunks[t];
         gpu_charge_start(g, n_vram);
+        reg->client->charged[reg->device] += n_vram;
 }
 
 int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add) {
@@ -554,6 +556,7 @@ static void region_release(struct registry *r, struct region *reg) {
                 chunk_book(r, &reg->chunks[i], false);
         }
         gpu_uncharge(g, charged);
+        reg->client->charged[reg->device] -= charged;
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
                 g->tier_chunks[t] -= reg->tier_chunks[t];
         if (reg->prev)
@@ -655,11 +658,13 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
         ch = &reg->chunks[chunk];
         policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
         reg->last_active = r->tick;
-        if (!tier_is_host(ch->tier) || ch->pending != KVT_TIER_NONE)
+        /* The first use of a chunk in host memory, unmapped, since it got
+         * there: the GPU faulted on it, and maps it from now on.  Later uses
+         * (launches, hints of a chunk read in place) are uses, not faults. */
+        if (ch->tier != KVT_TIER_HOST || ch->pending != KVT_TIER_NONE || (ch->flags & CHUNK_MAPPED))
                 return;
+        ch->flags |= CHUNK_MAPPED;
         g->demand_faults++;
-        if (ch->tier == KVT_TIER_HOST)
-                ch->flags |= CHUNK_MAPPED;
         if ((ch->flags & CHUNK_PROBE) && probe_back(r, reg, chunk))
                 return;
         if (ch->last_move && r->tick - ch->last_move <= conf_protect_min_ticks(r->conf))
@@ -745,6 +750,7 @@ static int order_new(struct registry *r, struct region *reg, uint32_t first, uin
                 ns->peak_charged_bytes = MAX(ns->peak_charged_bytes, ns->charged_bytes);
         }
         gpu_charge(r, g, add);
+        reg->client->charged[reg->device] += add;
         g->inflight_orders++;
         r->next_order_id++;
         r->migrations.orders_sent++;
@@ -805,6 +811,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 uncharge += was && !chunk_charged(ch);
         }
         gpu_uncharge(g, uncharge);
+        reg->client->charged[reg->device] -= uncharge;
         g->inflight_orders--;
         if (status == -ENOENT)
                 r->migrations.orders_cancelled++;
@@ -976,7 +983,8 @@ static size_t gpu_clients(const struct registry *r, int device) {
 
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device) {
         struct gpu_stats *g;
-        uint64_t free_bytes, over, n;
+        uint64_t free_bytes, over, n, share, quota;
+        unsigned prio;
 
         if (device < 0 || device >= KVT_MAX_GPUS || !r->gpu_present[device] || !r->gpus[device].budget_resolved)
                 return client_vram_started(c, device);
@@ -988,7 +996,14 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
                 over = over > g->charged_bytes - g->budget_bytes ? over - (g->charged_bytes - g->budget_bytes) : 0;
         g->grantable_bytes = (free_bytes + over) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
         n = MAX(gpu_clients(r, device), (size_t)1);
-        return client_vram_started(c, device) + g->grantable_bytes / n / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+        share = g->grantable_bytes / n;
+        /* never past the client's own [client.NAME] quota */
+        if (conf_client(r->conf, c->name, &prio, &quota) && quota != UINT64_MAX) {
+                uint64_t held = c->charged[device] * KVT_CHUNK_BYTES;
+
+                share = MIN(share, quota > held ? quota - held : 0);
+        }
+        return client_vram_started(c, device) + share / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
 }
 
 void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,

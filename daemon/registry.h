@@ -165,10 +165,11 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
 
 /* Records n accesses of a chunk observed during the current tick (from the
  * heat sampler): decays its heat to now and adds n (half-life from the
- * config), and marks the region active.  A use of a chunk in host memory
- * is a demand: the GPU has mapped it now (CHUNK_MAPPED); a probe that comes
- * back refreshes its cohort; a chunk back within [policy] protect_min of
- * its eviction is a refault.  A chunk index outside the region is ignored. */
+ * config), and marks the region active.  The first use of a chunk in host
+ * memory since it got there is a demand: the GPU faulted and has mapped it
+ * now (CHUNK_MAPPED); a probe that comes back refreshes its cohort; a chunk
+ * back within [policy] protect_min of its eviction is a refault.  A chunk
+ * index outside the region is ignored. */
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
 
 /* Marks chunk as a probe of the cohort [chunk, chunk + n) (n <= 16), after

@@ -11,17 +11,13 @@
  * linked: by soname, then next to the loaded libcudart (the CUDA toolkit's
  * extras/CUPTI/lib64, or PyTorch's nvidia/cuda_cupti wheel).
  *
- * Cost: with the counters on, fault-driven migration ran at 5 GB/s instead
- * of 7-9 on the H200 (DESIGN.md); a decode that does not fault showed no
- * cost above run-to-run noise (tests/bench/RESULTS.md).  Faults are the
- * signal: the daemon evicts to unmapped host memory, and the GPU's first
- * touch of an evicted chunk faults once and maps it, so a fault missed
- * while the counters are off is never seen again (on the H200, the same
- * decode had 108 of its 256 window chunks in VRAM at a 10% duty cycle, 218
- * with the counters always on).  So they are on all the time by default;
- * KVTIER_CUPTI_DUTY (percent of KVTIER_CUPTI_PERIOD_MS, default 100) trades
- * samples for the cost of fault storms.  Records are flushed at the end of
- * each period.
+ * Faults are the signal: captures beyond the GRANT start in host memory
+ * unmapped and the daemon evicts there, so the GPU's first touch of such a
+ * chunk faults once (and maps it); a fault missed is not seen again until
+ * the daemon re-arms the chunk.  So the counters are on all the time; their
+ * cost is measured in tests/bench/RESULTS.md.  Records are handed over every
+ * CUPTI_FLUSH_MS, and a flush that counted faults asks the daemon to plan
+ * at once (DEMAND).
  */
 #include "config.h"
 
@@ -69,10 +65,11 @@ static const char *const cupti_names[] = {
 };
 
 static struct cupti_stats stats;
-/* The counters' records are handed over every period: a fault reaches the
- * daemon within about this long (plus its DEMAND), so the period bounds how
- * long a demanded chunk is read in place before it is promoted. */
-static unsigned duty_percent = 100, period_ms = 10;
+/* The counters' records are handed over this often: a fault reaches the
+ * daemon within about this long (its DEMAND then wakes the planner), so the
+ * period bounds how long a demanded chunk is read in place before it can be
+ * promoted.  Milliseconds. */
+#define CUPTI_FLUSH_MS 10u
 static pthread_t sampler;
 static bool started; /* the sampler thread was started */
 static bool loaded;  /* CUPTI found, configured and enabled */
@@ -85,26 +82,9 @@ static bool stopping, sampler_running, stats_dumped;
 
 static char *stats_path;
 
-static unsigned env_uint(const char *name, unsigned def, unsigned min, unsigned max) {
-        const char *v = getenv(name);
-        char *end;
-        unsigned long n;
-
-        if (!v)
-                return def;
-        n = strtoul(v, &end, 10);
-        if (*v == '\0' || *end || n < min || n > max) {
-                log_warning("Invalid %s=%s (%u..%u), ignoring.", name, v, min, max);
-                return def;
-        }
-        return (unsigned)n;
-}
-
 void cupti_load_env(void) {
         const char *v = getenv("KVTIER_HEAT_STATS");
 
-        duty_percent = env_uint("KVTIER_CUPTI_DUTY", duty_percent, 1, 100);
-        period_ms = env_uint("KVTIER_CUPTI_PERIOD_MS", period_ms, 10, 10000);
         if (v && *v)
                 stats_path = strdup(v);
 }
@@ -126,7 +106,6 @@ void cupti_get_stats(struct cupti_stats *ret) {
         ret->other_records = __atomic_load_n(&stats.other_records, __ATOMIC_RELAXED);
         ret->buffers = __atomic_load_n(&stats.buffers, __ATOMIC_RELAXED);
         ret->enabled_ns = __atomic_load_n(&stats.enabled_ns, __ATOMIC_RELAXED);
-        ret->unmaps = __atomic_load_n(&stats.unmaps, __ATOMIC_RELAXED);
         ret->loaded = __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
 }
 
@@ -250,31 +229,6 @@ static bool nap(uint64_t ns) {
         return go;
 }
 
-/* Unmap sampling: drops the GPU's mappings of every captured region, so
- * that the first GPU access to each host-resident chunk in the window that
- * follows faults (the driver maps it again: its preferred location is the
- * host).  Chunks in VRAM are the GPU's own memory and never fault.  Each
- * region is pinned against cudaFree while it is advised. */
-static void unmap_regions(void) {
-        static uint32_t ids[4096];
-        const struct kvt_cudart *rt = real_cudart();
-        size_t n = heat_region_ids(ids, ELEMENTSOF(ids));
-
-        for (size_t i = 0; rt && i < n; i++) {
-                struct shim_region r;
-                struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, 0};
-
-                if (regions_acquire(ids[i], &r) < 0)
-                        continue;
-                gpu.id = r.device;
-                if (rt->cudaSetDevice(r.device) == cudaSuccess &&
-                    rt->cudaMemAdvise((void *)r.base, r.span_bytes, cudaMemAdviseUnsetAccessedBy, gpu) ==
-                            cudaSuccess)
-                        __atomic_fetch_add(&stats.unmaps, 1, __ATOMIC_RELAXED);
-                regions_release(ids[i]);
-        }
-}
-
 /* After a flush that counted faults into the heat table: asks the daemon
  * to plan now rather than at its next tick. */
 static void demand_if_faulted(void) {
@@ -288,31 +242,15 @@ static void demand_if_faulted(void) {
         }
 }
 
-/* Duty cycle: counters on for the duty share of each period, then off,
- * and what was recorded handed over. */
+/* Hands the records over every CUPTI_FLUSH_MS until the process exits. */
 static void *sampler_main(void *arg) {
-        uint64_t period_ns = (uint64_t)period_ms * 1000000ull;
-        uint64_t on_ns = period_ns * duty_percent / 100;
+        uint64_t t0 = now_ns();
 
-        bool go = true;
-
-        while (go) {
-                uint64_t t0 = now_ns();
-
-                if (!nap(0) || (duty_percent < 100 &&
-                                cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)))
-                        break;
-                if (heat_sources & HEAT_SRC_UNMAP)
-                        unmap_regions();
-                go = nap(on_ns);
-                if (duty_percent < 100)
-                        cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
-                __atomic_fetch_add(&stats.enabled_ns, now_ns() - t0, __ATOMIC_RELAXED);
+        while (nap((uint64_t)CUPTI_FLUSH_MS * 1000000ull)) {
                 cupti.cuptiActivityFlushAll(0);
                 demand_if_faulted();
-                if (go && period_ns > on_ns)
-                        go = nap(period_ns - on_ns);
         }
+        __atomic_fetch_add(&stats.enabled_ns, now_ns() - t0, __ATOMIC_RELAXED);
         pthread_mutex_lock(&run_lock);
         sampler_running = false;
         pthread_cond_broadcast(&run_cond);
@@ -400,8 +338,8 @@ static int configure(void) {
         return 0;
 }
 
-/* Loads and configures CUPTI; returns 0 with the counters enabled (and
- * disabled again when duty-cycled), or -errno (logged). */
+/* Loads and configures CUPTI; returns 0 with the counters enabled, or
+ * -errno (logged). */
 static int setup(void) {
         CUptiResult cr;
         int r;
@@ -428,10 +366,8 @@ static int setup(void) {
                 return log_warning_errno(
                         EIO, "Failed to enable CUPTI unified-memory counters: %s; no fault heat, ignoring.",
                         result_string(cr));
-        if (duty_percent < 100)
-                cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
         __atomic_store_n(&loaded, true, __ATOMIC_RELEASE);
-        log_debug("CUPTI unified-memory counters on, %u%% of every %u ms.", duty_percent, period_ms);
+        log_debug("CUPTI unified-memory counters on, records every %u ms.", CUPTI_FLUSH_MS);
         return 0;
 }
 
@@ -487,9 +423,9 @@ void cupti_dump_stats(const char *path) {
         if (!f)
                 return;
         fprintf(f,
-                "{\"cupti_loaded\": %s, \"duty_percent\": %u, \"period_ms\": %u, \"enabled_ms\": %llu, "
+                "{\"cupti_loaded\": %s, \"flush_ms\": %u, \"enabled_ms\": %llu, "
                 "\"buffers\": %llu, \"other_records\": %llu",
-                s.loaded ? "true" : "false", duty_percent, period_ms,
+                s.loaded ? "true" : "false", CUPTI_FLUSH_MS,
                 (unsigned long long)(s.enabled_ns / 1000000), (unsigned long long)s.buffers,
                 (unsigned long long)s.other_records);
         for (int k = 1; k < KVT_CUPTI_UM_KINDS; k++)
@@ -501,7 +437,6 @@ void cupti_dump_stats(const char *path) {
                 (unsigned long long)l.launches, (unsigned long long)l.scanned,
                 (unsigned long long)l.no_layout, (unsigned long long)l.functions,
                 (unsigned long long)l.functions_unknown, (unsigned long long)l.pointers);
-        fprintf(f, ", \"unmaps\": %llu, \"heat_touches\": %llu}\n", (unsigned long long)s.unmaps,
-                (unsigned long long)heat_touch_count());
+        fprintf(f, ", \"heat_touches\": %llu}\n", (unsigned long long)heat_touch_count());
         fclose(f);
 }

@@ -17,14 +17,11 @@ struct cupti_stats {
         uint64_t other_records;                  /* other activity kinds, unknown counter kinds */
         uint64_t buffers;                        /* buffers CUPTI completed */
         uint64_t enabled_ns;                     /* time the counters were on */
-        uint64_t unmaps;                         /* regions unmapped by the unmap sampler */
         bool loaded;                             /* libcupti found and counters configured */
 };
 
-/* Reads KVTIER_CUPTI_DUTY (percent of each period the counters are on,
- * 1..100, default 10), KVTIER_CUPTI_PERIOD_MS (10..10000, default 100) and
- * KVTIER_HEAT_STATS (a file that gets the statistics at exit); once, from
- * the constructor. */
+/* Reads KVTIER_HEAT_STATS (a file that gets the statistics at exit); once,
+ * from the constructor. */
 void cupti_load_env(void);
 
 /* Loads libcupti, configures the counters and starts the sampler thread,

@@ -74,8 +74,6 @@ int heat_sources_parse(const char *s, unsigned *ret_mask) {
                         mask |= HEAT_SRC_LAUNCH;
                 else if (n == 4 && strncmp(p, "hint", 4) == 0)
                         mask |= HEAT_SRC_HINT;
-                else if (n == 5 && strncmp(p, "unmap", 5) == 0)
-                        mask |= HEAT_SRC_UNMAP | HEAT_SRC_CUPTI; /* faults are seen through CUPTI */
                 else
                         return -EINVAL;
                 p += n;

@@ -18,16 +18,11 @@
 
 struct shim_region;
 
-/* Sources selected by KVTIER_HEAT (a comma list of cupti, launch, hint,
- * unmap, or "off"); the default is cupti,launch,hint.  unmap (with cupti)
- * drops the GPU's mappings of captured memory at the start of each CUPTI
- * window, so that the next GPU access to a host-resident chunk faults once
- * (and is mapped again): sampled heat for memory the GPU reads over the
- * link, which raises no fault otherwise. */
+/* Sources selected by KVTIER_HEAT (a comma list of cupti, launch, hint, or
+ * "off"); the default is all three. */
 #define HEAT_SRC_CUPTI   0x1u
 #define HEAT_SRC_LAUNCH  0x2u
 #define HEAT_SRC_HINT    0x4u
-#define HEAT_SRC_UNMAP   0x8u
 #define HEAT_SRC_DEFAULT (HEAT_SRC_CUPTI | HEAT_SRC_LAUNCH | HEAT_SRC_HINT)
 
 /* Parses a KVTIER_HEAT value into a source mask.  Returns 0 or -EINVAL. */

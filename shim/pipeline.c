@@ -318,11 +318,34 @@ static void in_flight_add(struct pipeline *p, struct run *r) {
                 p->max_in_flight = p->n_in_flight;
 }
 
-/* Pins run r's region and starts it, in flight from then on. */
+/* Re-arms run r (KVT_ORDER_REARM): host memory the GPU has mapped at a
+ * touch loses that mapping, so that its next touch faults again (a sample
+ * for the daemon).  Of the advice tried on the H200 only read duplication
+ * set then unset did that (DESIGN.md); no data moves.  Made at once, on
+ * the owner's thread. */
+static cudaError_t run_rearm(struct pipeline *p, const struct run *r) {
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
+        cudaError_t e = p->rt->cudaSetDevice(r->device);
+
+        if (e == cudaSuccess)
+                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetReadMostly, gpu);
+        if (e == cudaSuccess)
+                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseUnsetReadMostly, gpu);
+        return e;
+}
+
+/* Pins run r's region and starts it, in flight from then on; a re-arm ends
+ * at once. */
 static void run_issue(struct pipeline *p, struct run *r) {
         int status = run_pin(r);
-        cudaError_t e = status == 0 ? run_start(p, r) : cudaSuccess;
+        cudaError_t e = cudaSuccess;
 
+        if (status == 0 && (r->orders[0].flags & KVT_ORDER_REARM)) {
+                run_end(p, r, status, run_rearm(p, r));
+                return;
+        }
+        if (status == 0)
+                e = run_start(p, r);
         if (status == 0 && e == cudaSuccess)
                 in_flight_add(p, r);
         else
@@ -351,7 +374,7 @@ static struct run *run_new(const struct kvt_order *orders, size_t n) {
 
 static bool continues(const struct kvt_order *prev, const struct kvt_order *o) {
         return o->region_id == prev->region_id && o->tier == prev->tier && o->host_node == prev->host_node &&
-               o->first_chunk == (uint64_t)prev->first_chunk + prev->n_chunks;
+               o->flags == prev->flags && o->first_chunk == (uint64_t)prev->first_chunk + prev->n_chunks;
 }
 
 /* Issues the runs of orders[0..n) that go to VRAM (up) or elsewhere (!up). */

@@ -277,6 +277,7 @@ static int tick(struct sim *s, uint64_t at_ns) {
         struct policy_input in = {.regions = s->views, .now = s->now, .budget_chunks = s->budget_chunks};
         struct policy_plan plan;
         struct policy_sample sample;
+        uint64_t held;
         int r;
 
         lanes_land(s, at_ns);
@@ -304,6 +305,7 @@ static int tick(struct sim *s, uint64_t at_ns) {
         s->stale = plan.stale_chunks;
         if (plan.held_chunks > s->res->held_max)
                 s->res->held_max = plan.held_chunks;
+        held = plan.held_chunks;
         for (size_t m = 0; m < plan.n_moves && r == 0; m++)
                 r = issue(s, &plan.moves[m], at_ns);
         if (s->cfg->rate_bytes_per_s) {
@@ -312,10 +314,11 @@ static int tick(struct sim *s, uint64_t at_ns) {
         }
         policy_plan_clear(&plan);
         if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
+                /* probes only while demands wait for room, as the daemon's planner */
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
                                                   .probe_ticks = s->protect_ticks / 2,
                                                   .rearm_max = s->pp->sample_chunks,
-                                                  .probe_max = s->pp->probe_cohorts};
+                                                  .probe_max = held ? s->pp->probe_cohorts : 0};
 
                 probes_expire(s);
                 r = policy_sample(&in, &sp, &s->sample_cursor, &sample);

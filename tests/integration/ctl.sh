@@ -36,19 +36,22 @@ captured=$(grep '^kvtier_client_tier_bytes{' "$TMP/metrics.txt" | awk '{ s += $2
 check "client bytes over all tiers add up to its regions" \
         [ "$captured" = "$(jq '[.clients[0].regions[].size_bytes] | add' "$TMP/status.json")" ]
 check "orders counter present" grep -q '^kvtier_orders_total{result="sent"} [0-9]' "$TMP/metrics.txt"
-# The chunk map ("V16 m4 M12": runs of chunks by tier, lower case while an
-# order is in flight) covers each region and agrees with its byte counts.
+# The chunk map ("V16 m4 M12 R3": runs of chunks by tier, R for host memory
+# the GPU reads in place, lower case while an order is in flight) covers
+# each region and agrees with its byte counts.
 map_sum() { # REGION-INDEX LETTERS: bytes in the runs whose letter is one of LETTERS
         jq -r ".clients[0].regions[$1].chunk_map" "$TMP/status.json" |
                 tr ' ' '\n' | awk -v l="$2" 'index(l, substr($0, 1, 1)) { s += substr($0, 2) } END { print s * 2097152 }'
 }
 for i in 0 1; do
         check "region $i: the chunk map covers the region" \
-                [ "$(map_sum $i VvMmHh-_)" = "$(jq ".clients[0].regions[$i].size_bytes" "$TMP/status.json")" ]
+                [ "$(map_sum $i VvMmHhRr-_)" = "$(jq ".clients[0].regions[$i].size_bytes" "$TMP/status.json")" ]
         check "region $i: VRAM runs in the chunk map = vram_bytes" \
                 [ "$(map_sum $i Vv)" = "$(jq ".clients[0].regions[$i].vram_bytes" "$TMP/status.json")" ]
         check "region $i: host-mapped runs = host_mapped_bytes" \
                 [ "$(map_sum $i Mm)" = "$(jq ".clients[0].regions[$i].host_mapped_bytes" "$TMP/status.json")" ]
+        check "region $i: host runs, read in place or not, = host_bytes" \
+                [ "$(map_sum $i HhRr)" = "$(jq ".clients[0].regions[$i].host_bytes" "$TMP/status.json")" ]
 done
 # While the engine runs, its two regions (twice the budget) hold chunks in
 # VRAM and chunks elsewhere: the map has more than one kind of run.
