@@ -8,19 +8,16 @@
 #
 #   bash .carry/suite-h200.sh        (carry [".carry"], built by tests/bench/package-suite.sh)
 #
-# KVT_SUITE lists the groups to run (default "paged long"):
-#   paged     paged_kv.py, a 16 GiB pool (8 layers, 64 sessions of 256 MiB,
-#             one tensor per layer's K or V), batch 4 (1 GiB read a step),
-#             4 GiB budget; per layout (KVT_LAYOUTS, default "contiguous
-#             interleaved") all-VRAM, zero-copy and kvtier, and per hot set
-#             (KVT_HOTS: sessions drawn, default "16 64": 4 GiB = the
-#             budget, 16 GiB = all) kvtier and the engine-side offload
-#   onepool   the same, one tensor for all layers, hot 16
-#   long      long_context.py, 16 layers, 32K context, 64 new tokens, budget
-#             1G (KV 2 GiB): DynamicCache all-VRAM, kvtier and HF's
-#             offloaded cache; StaticCache all-VRAM and kvtier
-#   nopress   kvtier with a 100 GiB budget: paged contiguous and long
-#             context dynamic, next to their all-VRAM runs
+# KVT_RUNS lists the runs by name (runtag below; a default set otherwise):
+#   paged_kv.py: a 16 GiB pool (8 layers, 64 sessions of 256 MiB, one
+#     tensor per layer's K or V, or one for all: onepool), batch 4 (1 GiB
+#     read a step), 4 GiB budget, the sessions drawn from N of them (the
+#     hot set: 8 = half the budget, 16 = all of it, 64 = the whole pool);
+#     all-VRAM, zero-copy, kvtier, the engine-side offload (a cache of 16
+#     sessions), kvtier without pressure (100 GiB budget)
+#   long_context.py: 16 layers, 32K context, 64 new tokens, budget 1G (KV
+#     2 GiB): DynamicCache or StaticCache all-VRAM, kvtier, no pressure; HF's
+#     offloaded cache
 # Results: one JSON line a run in $OUT/results.jsonl; a table last
 # (suite-report.py).  Never more managed memory than ~20 GiB at once.
 set -u
@@ -32,8 +29,6 @@ export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
 CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 R=$RET/results.jsonl
 : >"$R"
-groups=${KVT_SUITE:-paged long}
-want() { [[ " $groups " == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$RET/gpu.txt"
 echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee -a "$RET/gpu.txt"
@@ -84,33 +79,41 @@ EOF
 }
 
 PAGED="python3 $C/paged_kv.py --sessions 64 --layers 8 --batch 4 --turns 4 --warmup-turns 1 --bound-budget 4G"
-if want paged; then
-        for layout in ${KVT_LAYOUTS:-contiguous interleaved}; do
-                run "paged-$layout-vram" - $PAGED --layout "$layout"
-                run "paged-$layout-zerocopy" - $PAGED --layout "$layout" --pool zerocopy
-                for hot in ${KVT_HOTS:-16 64}; do
-                        h="--hot $hot"; [ "$hot" = 64 ] && h=""
-                        run "paged-$layout-h$hot-kvtier" 4G $PAGED --layout "$layout" $h
-                        run "paged-$layout-h$hot-offload" - $PAGED --layout "$layout" $h --pool offload --offload-slots 16
-                done
-        done
-fi
-if want onepool; then
-        run "paged-onepool-vram" - $PAGED --one-pool --hot 16
-        run "paged-onepool-h16-kvtier" 4G $PAGED --one-pool --hot 16
-fi
 LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16"
-if want long; then
-        run "long-dynamic-vram" - $LONG --cache dynamic
-        run "long-dynamic-kvtier" 1G $LONG --cache dynamic
-        run "long-dynamic-hfoffload" - $LONG --cache offloaded
-        run "long-static-vram" - $LONG --cache static
-        run "long-static-kvtier" 1G $LONG --cache static
-fi
-if want nopress; then
-        run "paged-contiguous-vram" - $PAGED --layout contiguous --hot 16
-        run "paged-contiguous-h16-nopress" 100G $PAGED --layout contiguous --hot 16
-        run "long-dynamic-vram" - $LONG --cache dynamic
-        run "long-dynamic-nopress" 100G $LONG --cache dynamic
-fi
+
+# runtag TAG: one run by its name:
+#   paged-LAYOUT-hN-WHAT: LAYOUT contiguous, interleaved or onepool; N
+#     sessions drawn (64 = all); WHAT vram, zerocopy, kvtier, offload, nopress
+#   long-CACHE-vram, long-CACHE-kvtier, long-CACHE-nopress (CACHE dynamic, static), long-dynamic-hfoffload
+runtag() {
+        local tag=$1 IFS=-
+        set -- $tag
+        IFS=' '
+        case "$1" in
+        paged)
+                local layout=$2 lay h="" what=$4
+                lay="--layout $layout"
+                [ "$layout" = onepool ] && lay="--layout contiguous --one-pool"
+                [[ $3 == h* ]] && [ "${3#h}" != 64 ] && h="--hot ${3#h}"
+                case "$what" in
+                vram) run "$tag" - $PAGED $lay $h ;;
+                zerocopy) run "$tag" - $PAGED $lay $h --pool zerocopy ;;
+                kvtier) run "$tag" 4G $PAGED $lay $h ;;
+                offload) run "$tag" - $PAGED $lay $h --pool offload --offload-slots 16 ;;
+                nopress) run "$tag" 100G $PAGED $lay $h ;;
+                esac ;;
+        long)
+                case "$3" in
+                vram) run "$tag" - $LONG --cache "$2" ;;
+                kvtier) run "$tag" 1G $LONG --cache "$2" ;;
+                hfoffload) run "$tag" - $LONG --cache offloaded ;;
+                nopress) run "$tag" 100G $LONG --cache "$2" ;;
+                esac ;;
+        *) echo "unknown run $tag" ;;
+        esac
+}
+
+for tag in ${KVT_RUNS:-paged-contiguous-h8-vram paged-contiguous-h8-zerocopy paged-contiguous-h8-kvtier paged-contiguous-h8-offload paged-contiguous-h64-vram paged-contiguous-h64-kvtier paged-contiguous-h64-offload paged-interleaved-h64-vram paged-interleaved-h64-zerocopy paged-interleaved-h64-kvtier long-dynamic-vram long-dynamic-kvtier long-dynamic-hfoffload}; do
+        runtag "$tag"
+done
 python3 "$C/suite-report.py" "$R" | tee "$RET/report.txt"

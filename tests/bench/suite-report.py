@@ -20,9 +20,9 @@ def load(path):
 
 
 def paged_ref(runs, tag):
-    """The all-VRAM run of a paged run: paged-LAYOUT-vram."""
+    """The all-VRAM run of a paged run: paged-LAYOUT-hN-vram."""
     parts = tag.split("-")
-    return runs.get("-".join(parts[:2] + ["vram"]))
+    return runs.get("-".join(parts[:3] + ["vram"]))
 
 
 def main():

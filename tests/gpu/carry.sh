@@ -14,7 +14,9 @@ carry_kvtier() {
         make -C build -j"$(nproc)" >/dev/null
         cp build/kvtierd build/kvtierctl build/.libs/libkvtier.so "$out/"
         for l in libinih.so.1 libjson-c.so.5 libnuma.so.1 libsystemd.so.0; do
-                p=$(ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ { print $NF; exit }')
+                # reads all of ldconfig's output: an early exit would kill it
+                # with SIGPIPE, which pipefail makes a failure
+                p=$(ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ && !f { print $NF; f = 1 }')
                 cp -L "$p" "$out/lib/"
         done
         # liblz4, libzstd, libgcrypt, libcap ... that libsystemd pulls in.
