@@ -165,9 +165,9 @@ static const struct conf_key conf_table[] = {
          "demand: milliseconds the thrash guard may stretch that protection to while evictions keep "
          "coming back",
          offsetof(struct conf, protect_max_ms)},
-        {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "800",
-         "demand: host chunks per second whose GPU mapping is dropped so that their next use is seen "
-         "(about 0.1 ms of driver time each); 0 = none",
+        {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "6400",
+         "demand: host chunks per second, at most, whose GPU mapping is dropped so that their next use "
+         "is seen (a re-arm: about 0.1 ms of an evictor thread's driver time each); 0 = none",
          offsetof(struct conf, rearm_rate)},
         {"policy", "probe_rate", CONF_UINT, 0, 100000, "200",
          "demand: cohorts of chunks in VRAM per second probed by evicting one chunk of each: back soon, "

@@ -71,6 +71,7 @@ struct gpu_stats {
         uint64_t refaults;       /* of those, chunks evicted within [policy] protect_min before */
         uint64_t evicted_chunks; /* evictions completed, probes not counted */
         uint64_t rearmed_chunks; /* re-arms completed */
+        uint64_t rearm_ns;       /* their time in the shim, queue included */
         uint64_t probes;         /* probes ordered, and those that came back (their cohort in use) */
         uint64_t probes_back;
         /* As the last plan left them (planner.c): */

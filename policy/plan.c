@@ -82,13 +82,18 @@ static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age)
  * fresh (used within protect_ticks; for a chunk in VRAM its promotion or
  * start there counts as a use) above resident above in an active region. */
 static unsigned demand_class(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, bool active,
-                             uint32_t *ret_age) {
+                             uint32_t heat_class, uint32_t *ret_age) {
         bool charged = f & PLAN_CHARGED;
         uint32_t seen = charged && c->last_move > c->last_use ? c->last_move : c->last_use;
         uint32_t age = e->now > seen ? e->now - seen : 0;
+        /* A chunk outside VRAM that never was there is a demand only once it
+         * is seen used twice: a first touch (a fill, a prefill's write) may
+         * be its only one, and promoting each would push out what is in use
+         * for data written once.  One that was in VRAM and came back is. */
+        bool reused = charged || c->last_move != 0 || heat_class >= 2;
 
         *ret_age = age;
-        return (age < e->protect_ticks) * 4u + charged * 2u + active;
+        return (age < e->protect_ticks && reused) * 4u + charged * 2u + active;
 }
 
 /* The rank before window and prefetch boosts: UINT32_MAX for pinned chunks
@@ -107,7 +112,7 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
         if (e->demand) {
                 uint32_t heat = heat_class(plan_heat(e, c->heat, e->now > c->last_use ? e->now - c->last_use : 0));
 
-                cls = demand_class(e, c, f, active, &age);
+                cls = demand_class(e, c, f, active, heat, &age);
                 return rank | (uint32_t)cls << RANK_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
                        (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
         }
@@ -195,10 +200,11 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                         uint16_t f = chunk_state(&env, c);
                         uint32_t rk = chunk_rank(&env, c, f, prio, active);
 
-                        /* demand: a fresh chunk outside VRAM is a demand (class 4 or 5),
-                         * a stale one in VRAM could make room (class 2 or 3) */
+                        /* demand: a fresh chunk outside VRAM is a demand (class 4 or 5);
+                         * one in VRAM ranks below a new capture (fresh and active, 7)
+                         * unless it is fresh and active too */
                         fresh_host += env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 4u && !(f & (PLAN_PINNED | PLAN_PENDING));
-                        stale_vram += env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 2u &&
+                        stale_vram += env.demand && (rk >> RANK_CLASS_SHIFT & 2u) && (rk >> RANK_CLASS_SHIFT & 7u) != 7u &&
                                       (f & PLAN_IN_VRAM) && !(f & (PLAN_PINNED | PLAN_PENDING));
                         flags[i] = f;
                         rank[i] = rk;

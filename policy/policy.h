@@ -41,7 +41,9 @@
  *           recently (a fault on an evicted chunk, a launch pointer into it,
  *           a hint, its allocation; for a chunk in VRAM also its
  *           promotion) is fresh for protect_ticks (policy_input, adapted
- *           by policy_guard_tick()); fresh ranks above resident, resident
+ *           by policy_guard_tick()), one outside VRAM that never was there
+ *           only once seen used twice (a first touch may be a fill's only
+ *           one); fresh ranks above resident, resident
  *           above a region kernels were launched on within active_ticks,
  *           then the heat class (faults counted, decayed over
  *           heat_half_life_ticks: a chunk evicted and demanded again and
@@ -156,16 +158,18 @@ struct policy_params {
 /* demand's defaults, in ticks of the daemon's default 10 ms.  A region is
  * active for 4 ticks after a launch (shorter than a transformer layer's
  * turn comes round again in a long prefill, so the KV of finished layers
- * ranks below the activations in use).  Protection starts at 20 ticks,
- * past the shim's 100 ms CUPTI flush plus a tick (a demand must be seen
- * and served before its chunk goes stale), and goes up to a minute.  8
- * re-arms a tick: ~0.8 ms of advice per 10 ms on the mover's side at the
- * ~105 us a chunk measured (DESIGN.md), sweeping 1.6 GB/s of mapped host
- * chunks. */
+ * ranks below the activations in use).  Protection starts at 20 ticks
+ * (a demand must be seen and served before its chunk goes stale), and goes
+ * up to a minute.  64 re-arms a tick sweep 12.8 GB/s of mapped host chunks:
+ * a fill maps every chunk it writes, and the decode's hot chunks among them
+ * are found only as fast as they are re-armed (kvtier-sim's paged pool
+ * found its hot set in ~1 s at that rate, in ~8 s at 8 a tick); the
+ * candidates run out once swept, so the cost, ~0.1 ms of an evictor's
+ * driver time a chunk (DESIGN.md), is paid about once per chunk. */
 #define POLICY_ACTIVE_TICKS_DEFAULT      4u
 #define POLICY_PROTECT_MIN_TICKS_DEFAULT 20u
 #define POLICY_PROTECT_MAX_TICKS_DEFAULT 6000u
-#define POLICY_SAMPLE_CHUNKS_DEFAULT     8u
+#define POLICY_SAMPLE_CHUNKS_DEFAULT     64u
 #define POLICY_PROBE_COHORTS_DEFAULT     2u
 /* demand counts faults over ~10 s: one per residency, so a count is how often a chunk came back. */
 #define POLICY_DEMAND_HALF_LIFE_TICKS    1000u
@@ -215,8 +219,9 @@ struct policy_plan {
         uint64_t prefetch_chunks; /* of promote_chunks, those wanted only as prefetch targets */
         uint64_t held_chunks;     /* demand: fresh chunks in host memory that stay there (read in
                                    * place: the VRAM they would need holds fresher or resident ones) */
-        uint64_t stale_chunks;    /* demand: chunks in VRAM, evictable, not fresh: what a new
-                                   * allocation may displace (the daemon's capture grant) */
+        uint64_t stale_chunks;    /* demand: chunks in VRAM, evictable, ranking below a new
+                                   * allocation (not both fresh and in an active region): what
+                                   * one may displace (the daemon's capture grant) */
 };
 
 /* Plans moves for one GPU into *ret (previous contents are not freed).

@@ -132,7 +132,13 @@ static cudaError_t advise_host(const struct evictors *set, void *ptr, size_t len
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
         enum cudaMemoryAdvise mapping =
                 map == EVICT_MAP_SET ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
-        cudaError_t e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
+        cudaError_t e;
+
+        if (map == EVICT_MAP_REARM) {
+                e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetReadMostly, gpu);
+                return e == cudaSuccess ? set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu) : e;
+        }
+        e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 
         if (e != cudaSuccess || map == EVICT_MAP_KEEP)
                 return e;
@@ -297,7 +303,7 @@ static void evictor_put(struct evictors *set, const struct share *s, cudaError_t
         if (s->advise) {
                 e->advising = false;
                 e->advised = true;
-                if (err != cudaSuccess) { /* nothing of it moves */
+                if (err != cudaSuccess || e->map == EVICT_MAP_REARM) { /* nothing of it moves */
                         e->next_off = e->len;
                         queue_pop(set);
                 }

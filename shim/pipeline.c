@@ -217,9 +217,13 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
 }
 
 /* Starts run r: a promotion on the pipeline's streams, or an eviction
- * handed to the evictors (to the node the daemon named, else the GPU's). */
+ * handed to the evictors (to the node the daemon named, else the GPU's); a
+ * re-arm (KVT_ORDER_REARM) goes to them too, their threads and contexts
+ * making its advice, so that it never holds the engine's context or the
+ * promotions back. */
 static cudaError_t run_start(struct pipeline *p, struct run *r) {
         int home = gpu_node(p, r->device);
+        bool rearm = r->orders[0].flags & KVT_ORDER_REARM;
 
         if (r->tier == KVT_TIER_VRAM)
                 return promote_start(p, r);
@@ -228,7 +232,7 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                 .len = r->len,
                 .device = r->device,
                 .host_node = r->host_node >= 0 ? r->host_node : home,
-                .map = r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET : EVICT_MAP_UNSET,
+                .map = rearm ? EVICT_MAP_REARM : r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET : EVICT_MAP_UNSET,
         };
         evictors_submit(p->evictors, &r->eviction);
         return cudaSuccess;
@@ -318,34 +322,11 @@ static void in_flight_add(struct pipeline *p, struct run *r) {
                 p->max_in_flight = p->n_in_flight;
 }
 
-/* Re-arms run r (KVT_ORDER_REARM): host memory the GPU has mapped at a
- * touch loses that mapping, so that its next touch faults again (a sample
- * for the daemon).  Of the advice tried on the H200 only read duplication
- * set then unset did that (DESIGN.md); no data moves.  Made at once, on
- * the owner's thread. */
-static cudaError_t run_rearm(struct pipeline *p, const struct run *r) {
-        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
-        cudaError_t e = p->rt->cudaSetDevice(r->device);
-
-        if (e == cudaSuccess)
-                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetReadMostly, gpu);
-        if (e == cudaSuccess)
-                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseUnsetReadMostly, gpu);
-        return e;
-}
-
-/* Pins run r's region and starts it, in flight from then on; a re-arm ends
- * at once. */
+/* Pins run r's region and starts it, in flight from then on. */
 static void run_issue(struct pipeline *p, struct run *r) {
         int status = run_pin(r);
-        cudaError_t e = cudaSuccess;
+        cudaError_t e = status == 0 ? run_start(p, r) : cudaSuccess;
 
-        if (status == 0 && (r->orders[0].flags & KVT_ORDER_REARM)) {
-                run_end(p, r, status, run_rearm(p, r));
-                return;
-        }
-        if (status == 0)
-                e = run_start(p, r);
         if (status == 0 && e == cudaSuccess)
                 in_flight_add(p, r);
         else

@@ -33,12 +33,20 @@ R=$RET/results.jsonl
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$RET/gpu.txt"
 echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee -a "$RET/gpu.txt"
 
+# start_daemon BUDGET: a kvtierd of its own for one run, its configuration
+# the socket and the budget only.  It must be the one answering: a daemon
+# left from an earlier run would serve with another budget.
 start_daemon() {
         printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
+        echo "-- kvtierd, budget $1" >>"$RET/kvtierd.log"
         "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$RET/kvtierd.log" 2>&1 &
         DPID=$!
-        for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && return 0; sleep 0.05; done
-        echo "kvtierd did not start"; tail "$RET/kvtierd.log"; return 1
+        for _ in $(seq 400); do
+                kill -0 "$DPID" 2>/dev/null || break
+                [ "$("$CTL" -s "$SOCK" status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null)" = "$DPID" ] && return 0
+                sleep 0.05
+        done
+        echo "kvtierd did not start"; tail "$RET/kvtierd.log"; stop_daemon; return 1
 }
 stop_daemon() { kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
 
@@ -84,7 +92,10 @@ LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16"
 # runtag TAG: one run by its name:
 #   paged-LAYOUT-hN-WHAT: LAYOUT contiguous, interleaved or onepool; N
 #     sessions drawn (64 = all); WHAT vram, zerocopy, kvtier, offload, nopress
-#   long-CACHE-vram, long-CACHE-kvtier, long-CACHE-nopress (CACHE dynamic, static), long-dynamic-hfoffload
+#   long-CACHE-vram, long-CACHE-vram2 (a second all-VRAM run: does the
+#     reference repeat itself?), long-CACHE-kvtier, long-CACHE-nopress (CACHE
+#     dynamic, static), long-dynamic-hfoffload; each saves its logits, which
+#     long_context.py compare sets against the first all-VRAM run's
 runtag() {
         local tag=$1 IFS=-
         set -- $tag
@@ -103,11 +114,12 @@ runtag() {
                 nopress) run "$tag" 100G $PAGED $lay $h ;;
                 esac ;;
         long)
+                local lg="--logits $T/logits-$tag.pt"
                 case "$3" in
-                vram) run "$tag" - $LONG --cache "$2" ;;
-                kvtier) run "$tag" 1G $LONG --cache "$2" ;;
-                hfoffload) run "$tag" - $LONG --cache offloaded ;;
-                nopress) run "$tag" 100G $LONG --cache "$2" ;;
+                vram|vram2) run "$tag" - $LONG --cache "$2" $lg ;;
+                kvtier) run "$tag" 1G $LONG --cache "$2" $lg ;;
+                hfoffload) run "$tag" - $LONG --cache offloaded $lg ;;
+                nopress) run "$tag" 100G $LONG --cache "$2" $lg ;;
                 esac ;;
         *) echo "unknown run $tag" ;;
         esac
@@ -116,4 +128,17 @@ runtag() {
 for tag in ${KVT_RUNS:-paged-contiguous-h8-vram paged-contiguous-h8-zerocopy paged-contiguous-h8-kvtier paged-contiguous-h8-offload paged-contiguous-h64-vram paged-contiguous-h64-kvtier paged-contiguous-h64-offload paged-interleaved-h64-vram paged-interleaved-h64-zerocopy paged-interleaved-h64-kvtier long-dynamic-vram long-dynamic-kvtier long-dynamic-hfoffload}; do
         runtag "$tag"
 done
-python3 "$C/suite-report.py" "$R" | tee "$RET/report.txt"
+for ref in "$T"/logits-long-*-vram.pt; do
+        [ -f "$ref" ] || continue
+        cache=${ref#"$T"/logits-long-}; cache=${cache%-vram.pt}
+        others=$(ls "$T"/logits-long-"$cache"-*.pt "$T"/logits-long-dynamic-hfoffload.pt 2>/dev/null | grep -v -- "-vram.pt" | sort -u)
+        [ "$cache" = dynamic ] || others=$(grep -v hfoffload <<<"$others")
+        [ -n "$others" ] && python3 "$C/long_context.py" compare "$ref" $others 2>&1 | sed "s|$T/||g" >>"$T/compare.txt"
+done
+python3 "$C/suite-report.py" "$R" >"$T/report.txt"
+cat "$T/compare.txt" >>"$T/report.txt" 2>/dev/null
+cp "$T/report.txt" "$RET/"
+# The device tool returns at most 8 files: the logs go in one tarball.
+(cd "$RET" && tar czf logs.tar.gz --exclude=logs.tar.gz --exclude=report.txt --exclude=results.jsonl --exclude=gpu.txt . &&
+        find . -maxdepth 1 -type f ! -name logs.tar.gz ! -name report.txt ! -name results.jsonl ! -name gpu.txt -delete)
+cat "$RET/report.txt"

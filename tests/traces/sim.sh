@@ -98,14 +98,18 @@ check "tiny, signals: a region within the budget starts in VRAM: hit rate 1" [ "
 nothing_moved() { [ "$(field "$line" faults)" = 0 ] && [ "$(field "$line" to_vram_bytes)" = 0 ] && [ "$(field "$line" to_host_bytes)" = 0 ]; }
 check "tiny, signals: nothing faulted or moved" nothing_moved
 # ... and beyond it in host memory: the first read of each chunk faults (a
-# demand the daemon sees a signal delay later) and reads it in place; the
-# second, after the promotion, hits.
-printf 'kvtier-trace 1\nR 1 2\nR 2 4\nA 0 2 0 4\nA 300000000 2 0 4\n' >"$TMP/tiny2.trace"
+# use the daemon sees a signal delay later) and maps it.  A first touch is
+# not a demand (it may be a fill's only one): two chunks go into the two
+# free chunks of the budget, the other two stay and are read in place until
+# re-armed; read again, they fault again, a demand that evicts the two
+# stale chunks of the first region.  The third reads all hit.
+printf 'kvtier-trace 1\nR 1 2\nR 2 4\nA 0 2 0 4\nA 400000000 2 0 4\nA 800000000 2 0 4\n' >"$TMP/tiny2.trace"
 line=$("$SIM" --budget=8M --margin=0 --probes=0 -p demand "$TMP/tiny2.trace" | grep '^policy=demand ')
-check "tiny, signals: past the budget a region starts in host memory, each chunk faults once" [ "$(field "$line" faults)" = 4 ]
+check "tiny, signals: past the budget a region starts in host memory: 4 first touches, 2 re-armed touches fault" \
+        [ "$(field "$line" faults)" = 6 ] && [ "$(field "$line" rearmed)" = 2 ]
 four_for_two() { [ "$(field "$line" to_vram_bytes)" = $((4 << 21)) ] && [ "$(field "$line" to_host_bytes)" = $((2 << 21)) ]; }
-check "tiny, signals: the four demands promoted, the two stale resident chunks evicted for them" four_for_two
-check "tiny, signals: the second reads hit" [ "$(field "$line" hits)" = 4 ]
+check "tiny, signals: all four promoted, the first region's two stale chunks evicted for the demands" four_for_two
+check "tiny, signals: two second reads hit, and all the third" [ "$(field "$line" hits)" = 6 ]
 
 # A bad trace is an error that names file:line.
 printf 'kvtier-trace 1\nR 1 4\nA 10 1 3 2\n' >"$TMP/bad.trace"

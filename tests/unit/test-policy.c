@@ -447,7 +447,12 @@ static void test_demand_fault(void) {
 
         in.protect_ticks = 50;
         c[0] = (struct policy_chunk){.tier = V, .last_use = 100, .last_move = 100}; /* stale in VRAM */
-        c[1] = (struct policy_chunk){.tier = H, .last_use = 999};                  /* just faulted */
+        c[1] = (struct policy_chunk){.tier = H, .last_use = 999};                  /* touched once */
+        policy_chunk_touch(&c[1], 999, 1, pp.heat_half_life_ticks);
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (first touch)");
+        TAP_EQ_U64(p.n_moves, 0, "demand: a first touch of a chunk never in VRAM displaces nothing (a fill)");
+        policy_plan_clear(&p);
+        policy_chunk_touch(&c[1], 999, 1, pp.heat_half_life_ticks);             /* used again: reused */
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans");
         TAP_OK(moved(&p, 0, 0, H), "demand: the stale resident chunk is evicted, unmapped");
         TAP_EQ_U64(p.held_chunks, 1, "demand: the demand waits for the eviction (held this tick)");
@@ -461,13 +466,14 @@ static void test_demand_fault(void) {
 
         c[0].last_move = 100;
         c[1].last_use = 500; /* the fault is as stale as the resident chunk */
+        c[1].heat = 0;
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (both stale)");
         TAP_EQ_U64(p.n_moves, 0, "demand: a stale host chunk does not displace a stale resident one");
         TAP_EQ_U64(p.held_chunks, 0, "demand: and nothing is held");
         policy_plan_clear(&p);
 
         in.budget_chunks = 2; /* room: the fault is served at once */
-        c[1].last_use = 999;
+        c[1] = (struct policy_chunk){.tier = H, .last_use = 999, .last_move = 900}; /* back after an eviction */
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (room)");
         TAP_OK(moved(&p, 0, 1, V) && p.n_moves == 1, "demand: with room a fault is promoted, nothing evicted");
         TAP_EQ_U64(p.held_chunks, 0, "demand: nothing held with room");
