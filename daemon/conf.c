@@ -169,9 +169,9 @@ static const struct conf_key conf_table[] = {
          "demand: host chunks per second, at most, whose GPU mapping is dropped so that their next use "
          "is seen (a re-arm: about 0.1 ms of an evictor thread's driver time each); 0 = none",
          offsetof(struct conf, rearm_rate)},
-        {"policy", "probe_rate", CONF_UINT, 0, 100000, "200",
+        {"policy", "probe_rate", CONF_UINT, 0, 100000, "800",
          "demand: cohorts of chunks in VRAM per second probed by evicting one chunk of each: back soon, "
-         "the cohort is in use; 0 = none",
+         "the cohort is in use, unused, cold; fewer while most come back; 0 = none",
          offsetof(struct conf, probe_rate)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
          "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",

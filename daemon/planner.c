@@ -26,8 +26,11 @@ struct planner {
         struct gpu_demand {                        /* demand's state per GPU */
                 bool started;
                 struct policy_guard guard;
+                struct policy_prober prober;
+                bool probe_now; /* the prober's say for this tick */
                 uint64_t sample_cursor;
                 uint64_t evicted_seen, refaults_seen; /* the registry's counters at the last tick */
+                uint64_t back_seen, expired_seen;
         } demand[KVT_MAX_GPUS];
 };
 
@@ -245,9 +248,10 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         /* Probes only while demands wait for room: without them there is
          * nothing to make room for, and a probe would only empty VRAM. */
         struct policy_sample_params sp = {.stale_ticks = pp->protect_min_ticks,
-                                          .probe_ticks = in->protect_ticks / 2,
+                                          .probe_ticks = pp->protect_min_ticks,
+                                          .probe_window = 2 * pp->protect_min_ticks,
                                           .rearm_max = pp->sample_chunks,
-                                          .probe_max = held ? pp->probe_cohorts : 0};
+                                          .probe_max = held && d->probe_now ? pp->probe_cohorts : 0};
         struct policy_sample sm;
         struct kvt_order o;
         int ret, issued = 0;
@@ -281,19 +285,30 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                 ops->send_order(region_client(reg), &o, userdata);
                 issued++;
         }
+        for (size_t i = 0; i < sm.n_expired; i++)
+                registry_probe_expired(r, p->regions[sm.expired[i].region], sm.expired[i].chunk);
         policy_plan_clear(&sm.plan);
         return issued;
 }
 
 /* The guard's protection for this tick of GPU g, fed the evictions and
- * refaults the registry counted since the last. */
-static uint32_t planner_guard(struct gpu_demand *d, const struct gpu_stats *g, const struct policy_params *pp) {
+ * refaults the registry counted since the last; and whether it probes,
+ * fed the probes resolved since. */
+static uint32_t planner_guard(struct gpu_demand *d, const struct gpu_stats *g, const struct policy_params *pp,
+                              uint32_t now) {
         if (!d->started) {
                 policy_guard_init(&d->guard, pp->protect_min_ticks);
+                policy_prober_init(&d->prober);
                 d->evicted_seen = g->evicted_chunks;
                 d->refaults_seen = g->refaults;
+                d->back_seen = g->probes_back;
+                d->expired_seen = g->probes_expired;
                 d->started = true;
         }
+        d->probe_now = policy_prober_tick(&d->prober, now, g->probes_back - d->back_seen,
+                                          g->probes_expired - d->expired_seen);
+        d->back_seen = g->probes_back;
+        d->expired_seen = g->probes_expired;
         policy_guard_tick(&d->guard, pp->protect_min_ticks, pp->protect_max_ticks, g->evicted_chunks - d->evicted_seen,
                           g->refaults - d->refaults_seen);
         d->evicted_seen = g->evicted_chunks;
@@ -341,7 +356,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.max_move_chunks = planner_rate_chunks(p);
         in.home_node = g->host_node;
         in.protect_ticks = pp.kind != POLICY_DEMAND ? pp.protect_min_ticks
-                           : new_tick || !d->started ? planner_guard(d, g, &pp)
+                           : new_tick || !d->started ? planner_guard(d, g, &pp, in.now)
                                                      : d->guard.protect_ticks;
         if (conf_nodes_limited(p->conf)) {
                 in.nodes = p->nodes;

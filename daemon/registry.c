@@ -19,11 +19,9 @@ struct order {
         uint32_t flags; /* KVT_ORDER_* */
 };
 
-/* The registry's own bits in policy_chunk.flags (the policy ignores those
- * above POLICY_CHUNK_MAPPED): a probe, and its cohort's length less one. */
-#define CHUNK_PROBE        0x08u
-#define CHUNK_COHORT_SHIFT 4
-#define CHUNK_PROBE_BITS   0xf8u
+#define CHUNK_PROBE      POLICY_CHUNK_PROBE
+#define CHUNK_PROBE_BITS POLICY_PROBE_BITS
+#define CHUNK_COLD       POLICY_CHUNK_COLD
 
 struct region {
         struct client *client;
@@ -636,7 +634,7 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
  * count as used now.  Returns whether it came back in time. */
 static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         struct policy_chunk *ch = &reg->chunks[chunk];
-        uint32_t n = (uint32_t)(ch->flags >> CHUNK_COHORT_SHIFT) + 1;
+        uint32_t n = POLICY_PROBE_COHORT(ch->flags);
         bool back = r->tick - ch->last_move <= 2 * conf_protect_min_ticks(r->conf);
 
         ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
@@ -657,6 +655,7 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 return;
         ch = &reg->chunks[chunk];
         policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
+        ch->flags &= (uint8_t)~CHUNK_COLD; /* used: whatever a probe said */
         reg->last_active = r->tick;
         /* The first use of a chunk in host memory, unmapped, since it got
          * there: the GPU faulted on it, and maps it from now on.  Later uses
@@ -675,10 +674,25 @@ void registry_probe_mark(struct registry *r, struct region *reg, uint32_t chunk,
         (void)r;
         if (chunk >= reg->n_chunks || n == 0)
                 return;
-        n = MIN(n, 16u);
+        n = MIN(n, POLICY_COHORT_CHUNKS);
         reg->chunks[chunk].flags = (uint8_t)((reg->chunks[chunk].flags & ~CHUNK_PROBE_BITS) | CHUNK_PROBE |
-                                             (n - 1) << CHUNK_COHORT_SHIFT);
+                                             (n - 1) << POLICY_PROBE_COHORT_SHIFT);
         r->gpus[reg->device].probes++;
+}
+
+void registry_probe_expired(struct registry *r, struct region *reg, uint32_t chunk) {
+        struct policy_chunk *ch;
+        uint32_t n;
+
+        if (chunk >= reg->n_chunks || !(reg->chunks[chunk].flags & CHUNK_PROBE))
+                return;
+        ch = &reg->chunks[chunk];
+        n = POLICY_PROBE_COHORT(ch->flags);
+        ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
+        for (uint32_t i = chunk + 1; i < chunk + n && i < reg->n_chunks; i++)
+                if (reg->chunks[i].tier == KVT_TIER_VRAM && reg->chunks[i].pending == KVT_TIER_NONE)
+                        reg->chunks[i].flags |= CHUNK_COLD;
+        r->gpus[reg->device].probes_expired++;
 }
 
 static int client_push_order(struct client *c, const struct order *o) {
@@ -794,7 +808,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 if (ok)
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
                 if (ok && o->tier == KVT_TIER_VRAM)
-                        ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
+                        ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | CHUNK_COLD);
                 if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM && !(ch->flags & CHUNK_PROBE))
                         g->evicted_chunks++;
                 if (ok && ch->tier != o->tier) {

@@ -72,8 +72,9 @@ struct gpu_stats {
         uint64_t evicted_chunks; /* evictions completed, probes not counted */
         uint64_t rearmed_chunks; /* re-arms completed */
         uint64_t rearm_ns;       /* their time in the shim, queue included */
-        uint64_t probes;         /* probes ordered, and those that came back (their cohort in use) */
+        uint64_t probes;         /* probes ordered, those that came back (their cohort in use) */
         uint64_t probes_back;
+        uint64_t probes_expired; /* and those that did not: their cohort found cold */
         /* As the last plan left them (planner.c): */
         uint32_t protect_ticks;  /* the thrash guard's protection */
         uint64_t held_chunks;    /* demands held back: read in place */
@@ -178,6 +179,10 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
  * [policy] protect_min of that eviction, the cohort's chunks still in VRAM
  * count as used. */
 void registry_probe_mark(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
+
+/* A probe of chunk (policy_sample()'s expired[]) went unused: its cohort's
+ * chunks still in VRAM are marked cold, which demand may displace. */
+void registry_probe_expired(struct registry *r, struct region *reg, uint32_t chunk);
 
 /* As registry_order_new() for a re-arm (KVT_ORDER_REARM) of chunks
  * [first, first + n), all in host memory (tier HOST).  Returns 0, -EBUSY,

@@ -12,6 +12,31 @@
 
 #include "policy.h"
 
+void policy_prober_init(struct policy_prober *pr) {
+        *pr = (struct policy_prober){.interval = 1};
+}
+
+/* Probes resolved before the interval is judged, and the shares of them
+ * back that double it (more) or halve it (less), in quarters. */
+#define PROBER_JUDGE   16u
+#define PROBER_BACK_HI 3u
+#define PROBER_BACK_LO 1u
+
+bool policy_prober_tick(struct policy_prober *pr, uint32_t now, uint64_t back, uint64_t expired) {
+        pr->back += (uint32_t)(back < UINT32_MAX - pr->back ? back : 0);
+        pr->expired += (uint32_t)(expired < UINT32_MAX - pr->expired ? expired : 0);
+        if (pr->back + pr->expired >= PROBER_JUDGE) {
+                uint32_t n = pr->back + pr->expired;
+
+                if (pr->back * 4 >= n * PROBER_BACK_HI && pr->interval < POLICY_PROBE_INTERVAL_MAX)
+                        pr->interval *= 2;
+                else if (pr->back * 4 <= n * PROBER_BACK_LO && pr->interval > 1)
+                        pr->interval /= 2;
+                pr->back = pr->expired = 0;
+        }
+        return pr->interval <= 1 || now % pr->interval == 0;
+}
+
 void policy_guard_init(struct policy_guard *g, uint32_t min_ticks) {
         min_ticks = min_ticks ? min_ticks : 1;
         *g = (struct policy_guard){.protect_ticks = min_ticks, .window_left = min_ticks};
@@ -61,7 +86,27 @@ static bool vram_movable(const struct policy_chunk *c) {
 static bool probe_candidate(const struct policy_chunk *c, uint32_t now, uint32_t probe_ticks) {
         uint32_t seen = c->last_move > c->last_use ? c->last_move : c->last_use;
 
-        return vram_movable(c) && now >= seen && now - seen >= probe_ticks;
+        return vram_movable(c) && !(c->flags & POLICY_CHUNK_COLD) && now >= seen && now - seen >= probe_ticks;
+}
+
+/* Whether chunk i of reg is in the cohort of a probe still out (one of the
+ * POLICY_COHORT_CHUNKS - 1 chunks before it): its cohort's answer is
+ * awaited, and a second probe would only empty VRAM faster. */
+static bool under_probe(const struct policy_region *reg, uint32_t i) {
+        for (uint32_t j = i, k = 1; j > 0 && k < POLICY_COHORT_CHUNKS; k++) {
+                const struct policy_chunk *c = &reg->chunks[--j];
+
+                if ((c->flags & POLICY_CHUNK_PROBE) && c->tier != POLICY_TIER_VRAM && POLICY_PROBE_COHORT(c->flags) > k)
+                        return true;
+        }
+        return false;
+}
+
+/* Whether chunk c is a probe that went unused for probe_window ticks since
+ * its eviction. */
+static bool probe_expired(const struct policy_chunk *c, uint32_t now, uint32_t probe_window) {
+        return (c->flags & POLICY_CHUNK_PROBE) && c->tier == POLICY_TIER_HOST && c->pending == POLICY_TIER_NONE &&
+               c->last_move && now >= c->last_move && now - c->last_move > probe_window;
 }
 
 /* The cohort that starts at chunk i of reg: the chunks from i on that came
@@ -70,6 +115,7 @@ static uint32_t cohort_len(const struct policy_region *reg, uint32_t i) {
         uint32_t n = 1;
 
         while (n < POLICY_COHORT_CHUNKS && i + n < reg->n_chunks && vram_movable(&reg->chunks[i + n]) &&
+               !(reg->chunks[i + n].flags & POLICY_CHUNK_COLD) &&
                reg->chunks[i + n].last_move == reg->chunks[i].last_move)
                 n++;
         return n;
@@ -105,12 +151,19 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
         const struct policy_region *reg = &in->regions[r];
         const struct policy_chunk *c = &reg->chunks[i];
 
+        if (ret->n_expired < POLICY_PROBES_MAX && probe_expired(c, in->now, sp->probe_window)) {
+                unsigned n = POLICY_PROBE_COHORT(c->flags);
+
+                ret->expired[ret->n_expired++] = (struct policy_probe){
+                        .region = r, .chunk = i, .first = i, .n = i + n <= reg->n_chunks ? n : reg->n_chunks - i};
+                return 0;
+        }
         if (ret->n_rearmed < sp->rearm_max && rearm_candidate(c, in->now, sp->stale_ticks)) {
                 ret->n_rearmed++;
                 return sample_append(&ret->plan, cap, r, i, 1) < 0 ? -ENOMEM : 1;
         }
         if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
-            probe_candidate(c, in->now, sp->probe_ticks)) {
+            probe_candidate(c, in->now, sp->probe_ticks) && !under_probe(reg, i)) {
                 uint32_t n = cohort_len(reg, i);
 
                 ret->probes[ret->n_probes++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = n};

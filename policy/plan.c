@@ -86,14 +86,16 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
         bool charged = f & PLAN_CHARGED;
         uint32_t seen = charged && c->last_move > c->last_use ? c->last_move : c->last_use;
         uint32_t age = e->now > seen ? e->now - seen : 0;
-        /* A chunk outside VRAM that never was there is a demand only once it
-         * is seen used twice: a first touch (a fill, a prefill's write) may
-         * be its only one, and promoting each would push out what is in use
-         * for data written once.  One that was in VRAM and came back is. */
-        bool reused = charged || c->last_move != 0 || heat_class >= 2;
+        /* In VRAM: fresh until a probe found it unused.  Outside: used within
+         * the protection, and, for a chunk that never was in VRAM, seen used
+         * twice: a first touch (a fill, a prefill's write) may be its only
+         * one, and promoting each would push out what is in use for data
+         * written once.  One that was in VRAM and came back is reused. */
+        bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD)
+                             : age < e->protect_ticks && (c->last_move != 0 || heat_class >= 2);
 
         *ret_age = age;
-        return (age < e->protect_ticks && reused) * 4u + charged * 2u + active;
+        return fresh * 4u + charged * 2u + active;
 }
 
 /* The rank before window and prefetch boosts: UINT32_MAX for pinned chunks

@@ -37,13 +37,16 @@
  *   hybrid  heat with the window boost for regions touched within one heat
  *           half-life, plus prefetch.
  *   demand  (the default) what the engine can be seen to use, in the only
- *           signals a GPU gives on x86 (DESIGN.md): a chunk touched
- *           recently (a fault on an evicted chunk, a launch pointer into it,
- *           a hint, its allocation; for a chunk in VRAM also its
- *           promotion) is fresh for protect_ticks (policy_input, adapted
- *           by policy_guard_tick()), one outside VRAM that never was there
+ *           signals a GPU gives on x86 (DESIGN.md): a chunk outside VRAM
+ *           touched recently (a fault on an evicted chunk, a launch pointer
+ *           into it, a hint) is fresh for protect_ticks (policy_input,
+ *           adapted by policy_guard_tick()), one that never was in VRAM
  *           only once seen used twice (a first touch may be a fill's only
- *           one); fresh ranks above resident, resident
+ *           one); a chunk in VRAM is fresh until a probe of its cohort
+ *           finds it unused (POLICY_CHUNK_COLD): a chunk in VRAM gives no
+ *           sign of use, so "nothing seen lately" proves nothing there, and
+ *           demand would otherwise push out what is in use as fast as
+ *           re-arms find demands; fresh ranks above resident, resident
  *           above a region kernels were launched on within active_ticks,
  *           then the heat class (faults counted, decayed over
  *           heat_half_life_ticks: a chunk evicted and demanded again and
@@ -57,6 +60,7 @@
  * tick's run starts right after the previous tick's) is told from two ticks.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +92,16 @@ enum policy_tier {
  * there: the GPU reads it in place and no further access is seen until it
  * is re-armed (policy_sample()) or moved. */
 #define POLICY_CHUNK_MAPPED 0x04u
+/* In VRAM, and a probe of its cohort found it unused (policy_sample()):
+ * demand may displace it.  Any use clears it. */
+#define POLICY_CHUNK_COLD 0x08u
+/* Evicted as a probe (policy_sample()) for the cohort of the chunks after
+ * it: POLICY_PROBE_COHORT() of them, itself included; cleared when it is
+ * used again or found expired. */
+#define POLICY_CHUNK_PROBE        0x10u
+#define POLICY_PROBE_COHORT_SHIFT 5
+#define POLICY_PROBE_COHORT(flags) ((((unsigned)(flags)) >> POLICY_PROBE_COHORT_SHIFT) + 1u)
+#define POLICY_PROBE_BITS         0xf0u
 
 /* policy_chunk.node of a chunk whose host NUMA node is not known. */
 #define POLICY_NODE_NONE 0xffu
@@ -170,7 +184,7 @@ struct policy_params {
 #define POLICY_PROTECT_MIN_TICKS_DEFAULT 20u
 #define POLICY_PROTECT_MAX_TICKS_DEFAULT 6000u
 #define POLICY_SAMPLE_CHUNKS_DEFAULT     64u
-#define POLICY_PROBE_COHORTS_DEFAULT     2u
+#define POLICY_PROBE_COHORTS_DEFAULT     8u
 /* demand counts faults over ~10 s: one per residency, so a count is how often a chunk came back. */
 #define POLICY_DEMAND_HALF_LIFE_TICKS    1000u
 
@@ -253,16 +267,20 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret);
  *   that came into VRAM with it, same last_move, at most
  *   POLICY_COHORT_CHUNKS).  If the probe faults back soon the cohort is in
  *   use (the caller refreshes it); if not, it is cold and goes stale.
+ *   Expiry: a probe not used again within probe_window ticks of its
+ *   eviction found its cohort unused: it is reported (expired[]), for the
+ *   caller to mark the cohort's chunks still in VRAM POLICY_CHUNK_COLD.
  * The lap runs round-robin over the flat chunk index from *cursor (advanced
  * past what it took). */
-#define POLICY_COHORT_CHUNKS 16u
+#define POLICY_COHORT_CHUNKS 8u
 #define POLICY_PROBES_MAX    64u
 
 struct policy_sample_params {
-        uint32_t stale_ticks; /* re-arm: not used within this long */
-        uint32_t probe_ticks; /* probe: nothing seen for this long */
-        uint32_t rearm_max;   /* chunks re-armed */
-        uint32_t probe_max;   /* cohorts probed, at most POLICY_PROBES_MAX */
+        uint32_t stale_ticks;  /* re-arm: not used within this long */
+        uint32_t probe_ticks;  /* probe: nothing seen for this long */
+        uint32_t probe_window; /* a probe not used again within this long of its eviction expired */
+        uint32_t rearm_max;    /* chunks re-armed */
+        uint32_t probe_max;    /* cohorts probed, at most POLICY_PROBES_MAX */
 };
 
 /* A probe: chunk `chunk` of region `region` evicted for the cohort
@@ -275,8 +293,27 @@ struct policy_sample {
         struct policy_plan plan; /* re-arms: moves to POLICY_TIER_HOST of host chunks; policy_plan_clear() */
         struct policy_probe probes[POLICY_PROBES_MAX]; /* each an eviction of one chunk */
         size_t n_probes;
+        struct policy_probe expired[POLICY_PROBES_MAX]; /* probes whose cohort went unused */
+        size_t n_expired;
         uint64_t n_rearmed;
 };
+
+/* How often demand probes: every interval ticks (1 .. POLICY_PROBE_INTERVAL_MAX).
+ * Probes that come back cost a round trip and teach nothing new (the cohort
+ * is in use), so where most do, as when everything is hot, the interval
+ * doubles; where most find cold cohorts, it halves. */
+#define POLICY_PROBE_INTERVAL_MAX 64u
+struct policy_prober {
+        uint32_t interval;
+        uint32_t back, expired; /* probes resolved since the interval last changed */
+};
+
+/* Starts a prober probing every tick. */
+void policy_prober_init(struct policy_prober *pr);
+
+/* One tick: back and expired are the probes resolved in it.  Returns
+ * whether this tick probes. */
+bool policy_prober_tick(struct policy_prober *pr, uint32_t now, uint64_t back, uint64_t expired);
 
 /* One tick of sampling into *ret (overwritten).  Returns 0 or -ENOMEM
  * (*ret left empty). */

@@ -10,11 +10,6 @@
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
-/* A probe under way: chunk of region evicted at tick for the cohort [first, first + n). */
-struct probe {
-        uint32_t region, chunk, first, n, tick;
-};
-
 /* A fault the daemon learns of at tick due (the shim's CUPTI flush). */
 struct signal {
         uint32_t due, region, chunk;
@@ -42,10 +37,10 @@ struct sim {
         uint8_t **mapped;             /* per declared region and chunk: the GPU maps it (no fault on a touch) */
         uint32_t *last_active;        /* per declared region: tick of its last access */
         struct signal *signals;       /* faults on their way to the daemon, oldest first */
-        struct probe probes[256];     /* probes under way */
-        size_t n_probes;
         size_t sig_head, n_sig, cap_sig;
         struct policy_guard guard;
+        struct policy_prober prober;
+        uint64_t back_tick, expired_tick; /* probes resolved in the tick under way, for the prober */
         uint32_t protect_ticks;       /* the guard's choice for the tick under way */
         uint64_t evicted_tick, refaulted_tick; /* seen in the tick under way, for the guard */
         uint64_t sample_cursor;
@@ -102,6 +97,8 @@ static void flight_land(struct sim *s, const struct flight *f) {
                 c[i].last_move = tick_of(s, f->done_ns);
                 /* Moved pages are unmapped from the GPU: its next touch of a host chunk faults. */
                 c[i].flags &= (uint8_t)~POLICY_CHUNK_MAPPED;
+                if (f->tier == POLICY_TIER_VRAM)
+                        c[i].flags &= (uint8_t)~(POLICY_PROBE_BITS | POLICY_CHUNK_COLD);
                 s->mapped[f->region][i] = f->tier == POLICY_TIER_HOST_MAPPED;
                 if (f->tier == POLICY_TIER_VRAM)
                         s->res->bytes_to_vram += TRACE_CHUNK_BYTES;
@@ -175,32 +172,40 @@ static int signal_push(struct sim *s, uint32_t region, uint32_t chunk, uint32_t 
         return 0;
 }
 
-/* A fault on a probe: its cohort is in use, refreshed (what is still in
- * VRAM of it).  Returns whether the chunk was a probe. */
+/* A fault on a probe (as the registry's probe_back()): back within twice
+ * the shortest protection of its eviction, its cohort is in use, refreshed
+ * (what is still in VRAM of it).  Returns whether the chunk was a probe. */
 static bool probe_back(struct sim *s, uint32_t reg, uint32_t i) {
-        for (size_t k = 0; k < s->n_probes; k++) {
-                struct probe *p = &s->probes[k];
+        struct policy_chunk *c = &s->chunks[reg][i];
+        uint32_t n = POLICY_PROBE_COHORT(c->flags);
 
-                if (p->region != reg || p->chunk != i)
-                        continue;
-                for (uint32_t j = p->first; j < p->first + p->n; j++)
-                        if (j != i && s->chunks[reg][j].tier == POLICY_TIER_VRAM && s->chunks[reg][j].last_use < s->now)
-                                s->chunks[reg][j].last_use = s->now;
-                s->res->probes_back++;
-                s->probes[k] = s->probes[--s->n_probes];
+        if (!(c->flags & POLICY_CHUNK_PROBE))
+                return false;
+        c->flags &= (uint8_t)~POLICY_PROBE_BITS;
+        if (s->now - c->last_move > 2 * s->pp->protect_min_ticks)
                 return true;
-        }
-        return false;
+        for (uint32_t j = i + 1; j < i + n && j < s->t->region_chunks[reg]; j++)
+                if (s->chunks[reg][j].tier == POLICY_TIER_VRAM && s->chunks[reg][j].last_use < s->now)
+                        s->chunks[reg][j].last_use = s->now;
+        s->res->probes_back++;
+        s->back_tick++;
+        return true;
 }
 
-/* Forgets probes that did not come back within twice the shortest
- * protection: their cohorts are cold. */
-static void probes_expire(struct sim *s) {
-        for (size_t k = 0; k < s->n_probes;)
-                if (s->now - s->probes[k].tick > 2 * s->pp->protect_min_ticks || !s->chunks[s->probes[k].region])
-                        s->probes[k] = s->probes[--s->n_probes];
-                else
-                        k++;
+/* A probe policy_sample() found expired (as registry_probe_expired()): its
+ * cohort's chunks still in VRAM are cold. */
+static void probe_expired(struct sim *s, uint32_t reg, uint32_t i) {
+        struct policy_chunk *c = &s->chunks[reg][i];
+        uint32_t n = POLICY_PROBE_COHORT(c->flags);
+
+        if (!(c->flags & POLICY_CHUNK_PROBE))
+                return;
+        c->flags &= (uint8_t)~POLICY_PROBE_BITS;
+        for (uint32_t j = i + 1; j < i + n && j < s->t->region_chunks[reg]; j++)
+                if (s->chunks[reg][j].tier == POLICY_TIER_VRAM && s->chunks[reg][j].pending == POLICY_TIER_NONE)
+                        s->chunks[reg][j].flags |= POLICY_CHUNK_COLD;
+        s->res->probes_expired++;
+        s->expired_tick++;
 }
 
 /* What the daemon does with a fault it has learnt of: a use now, the chunk
@@ -210,6 +215,7 @@ static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
         struct policy_chunk *c = &s->chunks[reg][i];
 
         policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
+        c->flags &= (uint8_t)~POLICY_CHUNK_COLD;
         if (c->tier != POLICY_TIER_HOST)
                 return;
         c->flags |= POLICY_CHUNK_MAPPED;
@@ -246,18 +252,21 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
                 s->res->rearmed += mv->n_chunks;
                 s->res->rearm_ns += mv->n_chunks * s->cfg->rearm_ns;
         }
-        for (size_t k = 0; k < sm->n_probes && s->n_probes < sizeof(s->probes) / sizeof(s->probes[0]); k++) {
+        for (size_t k = 0; k < sm->n_probes; k++) {
                 const struct policy_probe *p = &sm->probes[k];
                 struct policy_move mv = {.region = p->region, .first_chunk = p->chunk, .n_chunks = 1,
                                          .tier = POLICY_TIER_HOST, .host_node = -1};
+                struct policy_chunk *c = &s->chunks[s->view_region[p->region]][p->chunk];
                 int r = issue(s, &mv, at_ns);
 
                 if (r < 0)
                         return r;
-                s->probes[s->n_probes++] = (struct probe){.region = s->view_region[p->region], .chunk = p->chunk,
-                                                          .first = p->first, .n = p->n, .tick = s->now};
+                c->flags = (uint8_t)((c->flags & ~POLICY_PROBE_BITS) | POLICY_CHUNK_PROBE |
+                                     (p->n - 1) << POLICY_PROBE_COHORT_SHIFT);
                 s->res->probes++;
         }
+        for (size_t k = 0; k < sm->n_expired; k++)
+                probe_expired(s, s->view_region[sm->expired[k].region], sm->expired[k].chunk);
         return 0;
 }
 
@@ -278,6 +287,7 @@ static int tick(struct sim *s, uint64_t at_ns) {
         struct policy_plan plan;
         struct policy_sample sample;
         uint64_t held;
+        bool probe_now;
         int r;
 
         lanes_land(s, at_ns);
@@ -285,6 +295,8 @@ static int tick(struct sim *s, uint64_t at_ns) {
         s->protect_ticks = policy_guard_tick(&s->guard, s->pp->protect_min_ticks, s->pp->protect_max_ticks,
                                              s->evicted_tick, s->refaulted_tick);
         s->evicted_tick = s->refaulted_tick = 0;
+        probe_now = policy_prober_tick(&s->prober, s->now, s->back_tick, s->expired_tick);
+        s->back_tick = s->expired_tick = 0;
         if (s->protect_ticks > s->res->protect_max)
                 s->res->protect_max = s->protect_ticks;
         views_fill(s, &in);
@@ -296,7 +308,7 @@ static int tick(struct sim *s, uint64_t at_ns) {
         if (r < 0)
                 return r;
         if (getenv("SIM_DEBUG") && s->now % 20 == 0)
-                fprintf(stderr, "tick %u protect %u charged %llu held %llu evict %llu promote %llu faults %llu refaults %llu hits %llu/%llu\n", s->now,
+                fprintf(stderr, "tick %u interval %u probes %llu/%llu/%llu protect %u charged %llu held %llu evict %llu promote %llu faults %llu refaults %llu hits %llu/%llu\n", s->now, s->prober.interval, (unsigned long long)s->res->probes, (unsigned long long)s->res->probes_back, (unsigned long long)s->res->probes_expired,
                         s->protect_ticks, (unsigned long long)s->charged, (unsigned long long)plan.held_chunks,
                         (unsigned long long)plan.evict_chunks, (unsigned long long)plan.promote_chunks,
                         (unsigned long long)s->res->faults, (unsigned long long)s->res->refaults,
@@ -314,13 +326,14 @@ static int tick(struct sim *s, uint64_t at_ns) {
         }
         policy_plan_clear(&plan);
         if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
-                /* probes only while demands wait for room, as the daemon's planner */
+                /* probes only while demands wait for room and the prober
+                 * says so, as the daemon's planner */
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
-                                                  .probe_ticks = s->protect_ticks / 2,
+                                                  .probe_ticks = s->pp->protect_min_ticks,
+                                                  .probe_window = 2 * s->pp->protect_min_ticks,
                                                   .rearm_max = s->pp->sample_chunks,
-                                                  .probe_max = held ? s->pp->probe_cohorts : 0};
+                                                  .probe_max = held && probe_now ? s->pp->probe_cohorts : 0};
 
-                probes_expire(s);
                 r = policy_sample(&in, &sp, &s->sample_cursor, &sample);
                 if (r == 0)
                         r = sample_apply(s, &sample, at_ns);
@@ -353,8 +366,10 @@ static int access_chunk(struct sim *s, uint32_t reg, uint32_t i, uint32_t bytes,
 
         s->res->accesses++;
         s->res->zerocopy_ns += read_ns;
-        if (s->cfg->observe == SIM_OBSERVE_ALL)
+        if (s->cfg->observe == SIM_OBSERVE_ALL) {
                 policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
+                c->flags &= (uint8_t)~POLICY_CHUNK_COLD;
+        }
         if (c->tier == POLICY_TIER_VRAM) {
                 s->res->hits++;
                 return 0;
@@ -509,6 +524,7 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
         s.mapped = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.mapped));
         policy_guard_init(&s.guard, pp->protect_min_ticks);
         s.protect_ticks = s.guard.protect_ticks;
+        policy_prober_init(&s.prober);
         s.views = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.views));
         s.view_region = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.view_region));
         if (!s.chunks || !s.mapped || !s.last_active || !s.views || !s.view_region)

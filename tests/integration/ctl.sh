@@ -9,7 +9,7 @@ check "kvtierd starts" start_daemon
 # An engine whose process name needs escaping in a label: a quote and a backslash.
 odd="$TMP/kv\"x\\y"
 ln -s "$ENGINE" "$odd"
-ENGINE="$odd" run_engine engine --regions 2 --region-size 64M --window 32M --steps 150 --step-ms 10 &
+ENGINE="$odd" run_engine engine --regions 2 --region-size 64M --window 32M --steps 400 --step-ms 10 &
 engine=$!
 for _ in $(seq 100); do
         [ "$(status_json | jq '[.clients[].regions[]] | length')" -ge 2 ] && break

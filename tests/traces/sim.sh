@@ -98,18 +98,27 @@ check "tiny, signals: a region within the budget starts in VRAM: hit rate 1" [ "
 nothing_moved() { [ "$(field "$line" faults)" = 0 ] && [ "$(field "$line" to_vram_bytes)" = 0 ] && [ "$(field "$line" to_host_bytes)" = 0 ]; }
 check "tiny, signals: nothing faulted or moved" nothing_moved
 # ... and beyond it in host memory: the first read of each chunk faults (a
-# use the daemon sees a signal delay later) and maps it.  A first touch is
-# not a demand (it may be a fill's only one): two chunks go into the two
-# free chunks of the budget, the other two stay and are read in place until
-# re-armed; read again, they fault again, a demand that evicts the two
-# stale chunks of the first region.  The third reads all hit.
-printf 'kvtier-trace 1\nR 1 2\nR 2 4\nA 0 2 0 4\nA 400000000 2 0 4\nA 800000000 2 0 4\n' >"$TMP/tiny2.trace"
+# use the daemon sees a signal delay later) and maps it.  Two chunks go into
+# the two free chunks of the budget, the other two are read in place and
+# fault again each time they are re-armed: they are demands, but the first
+# region's two chunks, never used, sit in VRAM, and nothing seen of a chunk
+# in VRAM proves it cold.  Without probes they stay: every later read hits
+# two chunks of four.
+printf 'kvtier-trace 1\nR 1 2\nR 2 4\n' >"$TMP/tiny2.trace"
+for t in 0 400 800 1200 1600; do printf 'A %d 2 0 4\n' $((t * 1000000)) >>"$TMP/tiny2.trace"; done
 line=$("$SIM" --budget=8M --margin=0 --probes=0 -p demand "$TMP/tiny2.trace" | grep '^policy=demand ')
-check "tiny, signals: past the budget a region starts in host memory: 4 first touches, 2 re-armed touches fault" \
-        [ "$(field "$line" faults)" = 6 ] && [ "$(field "$line" rearmed)" = 2 ]
-four_for_two() { [ "$(field "$line" to_vram_bytes)" = $((4 << 21)) ] && [ "$(field "$line" to_host_bytes)" = $((2 << 21)) ]; }
-check "tiny, signals: all four promoted, the first region's two stale chunks evicted for the demands" four_for_two
-check "tiny, signals: two second reads hit, and all the third" [ "$(field "$line" hits)" = 6 ]
+check "tiny, signals: past the budget a region starts in host memory: 4 first touches, 8 re-armed touches fault" \
+        [ "$(field "$line" faults)" = 12 ] && [ "$(field "$line" rearmed)" = 8 ]
+two_in() { [ "$(field "$line" to_vram_bytes)" = $((2 << 21)) ] && [ "$(field "$line" to_host_bytes)" = 0 ]; }
+check "tiny, signals, no probes: two promoted into the free room, the unused region not displaced" two_in
+check "tiny, signals, no probes: two of four hit in each later read" [ "$(field "$line" hits)" = 8 ]
+# With probes (the default) one of the first region's chunks is evicted as a
+# probe, goes unused past its window, and its cohort is found cold: the
+# demands displace it and the last reads hit all four.
+line=$("$SIM" --budget=8M --margin=0 -p demand "$TMP/tiny2.trace" | grep '^policy=demand ')
+check "tiny, signals, probes: a probe of the unused region expired" [ "$(field "$line" probes_expired)" -ge 1 ]
+check "tiny, signals, probes: more hits than without (12 of 20)" [ "$(field "$line" hits)" = 12 ]
+check "tiny, signals, probes: bytes moved consistent with residency" [ "$(field "$line" consistent)" = yes ]
 
 # A bad trace is an error that names file:line.
 printf 'kvtier-trace 1\nR 1 4\nA 10 1 3 2\n' >"$TMP/bad.trace"

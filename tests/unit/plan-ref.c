@@ -122,11 +122,13 @@ static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *
                 if (charged && c->last_move > seen)
                         seen = c->last_move;
                 age = x->in->now > seen ? x->in->now - seen : 0;
-                /* fresh: used within the protection, and, outside VRAM, a chunk
-                 * that was in VRAM before or was used twice */
-                if (age < x->in->protect_ticks &&
-                    (charged || c->last_move != 0 ||
-                     heat_class(plan_heat(x, c->heat, x->in->now > c->last_use ? x->in->now - c->last_use : 0)) >= 2))
+                /* fresh: in VRAM, not found cold by a probe; outside, used within
+                 * the protection, and a chunk that was in VRAM before or was
+                 * used twice */
+                if (charged ? !(c->flags & POLICY_CHUNK_COLD)
+                            : age < x->in->protect_ticks &&
+                                      (c->last_move != 0 ||
+                                       heat_class(plan_heat(x, c->heat, x->in->now > c->last_use ? x->in->now - c->last_use : 0)) >= 2))
                         cls += 4;
                 if (charged)
                         cls += 2;

@@ -94,7 +94,8 @@ static void fill_chunks(struct snapshot *s, uint32_t now) {
                 c->last_move = chance(moved) ? tick_before(now, below(5)) : 0;
                 c->tier = (uint8_t)below(_KVT_TIER_MAX);
                 c->pending = chance(pending) ? (chance(50) ? KVT_TIER_VRAM : KVT_TIER_HOST_MAPPED) : 0;
-                c->flags = (uint8_t)(chance(pinned) * POLICY_CHUNK_PINNED | chance(hot) * POLICY_CHUNK_HOT);
+                c->flags = (uint8_t)(chance(pinned) * POLICY_CHUNK_PINNED | chance(hot) * POLICY_CHUNK_HOT |
+                                     chance(30) * POLICY_CHUNK_COLD);
         }
 }
 

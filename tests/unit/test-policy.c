@@ -436,8 +436,8 @@ static void test_invariants(void) {
 #define H KVT_TIER_HOST
 
 /* demand: a fault (a fresh use) on a host chunk displaces a resident chunk
- * nothing used for a protection period, but not one used within it, and an
- * equally stale host chunk displaces nothing. */
+ * a probe found cold, not one merely unseen (a chunk in VRAM gives no sign
+ * of use), and an equally stale host chunk displaces nothing. */
 static void test_demand_fault(void) {
         struct policy_params pp = params(POLICY_DEMAND);
         struct policy_chunk c[2] = {0};
@@ -446,30 +446,32 @@ static void test_demand_fault(void) {
         struct policy_plan p;
 
         in.protect_ticks = 50;
-        c[0] = (struct policy_chunk){.tier = V, .last_use = 100, .last_move = 100}; /* stale in VRAM */
-        c[1] = (struct policy_chunk){.tier = H, .last_use = 999};                  /* touched once */
+        c[0] = (struct policy_chunk){.tier = V, .last_use = 100, .last_move = 100,
+                                     .flags = POLICY_CHUNK_COLD}; /* found cold in VRAM */
+        c[1] = (struct policy_chunk){.tier = H, .last_use = 999};  /* touched once */
         policy_chunk_touch(&c[1], 999, 1, pp.heat_half_life_ticks);
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (first touch)");
         TAP_EQ_U64(p.n_moves, 0, "demand: a first touch of a chunk never in VRAM displaces nothing (a fill)");
         policy_plan_clear(&p);
-        policy_chunk_touch(&c[1], 999, 1, pp.heat_half_life_ticks);             /* used again: reused */
+        policy_chunk_touch(&c[1], 999, 1, pp.heat_half_life_ticks); /* used again: reused */
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans");
-        TAP_OK(moved(&p, 0, 0, H), "demand: the stale resident chunk is evicted, unmapped");
+        TAP_OK(moved(&p, 0, 0, H), "demand: the cold resident chunk is evicted, unmapped");
         TAP_EQ_U64(p.held_chunks, 1, "demand: the demand waits for the eviction (held this tick)");
         policy_plan_clear(&p);
 
-        c[0].last_move = 980; /* promoted within the protection period */
-        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (protected)");
-        TAP_EQ_U64(p.n_moves, 0, "demand: a chunk promoted within protect_ticks is not displaced by a fault");
+        c[0].flags = 0; /* never probed: nothing seen of it proves nothing */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (not known cold)");
+        TAP_EQ_U64(p.n_moves, 0, "demand: a resident chunk not found cold is not displaced by a fault");
         TAP_EQ_U64(p.held_chunks, 1, "demand: the faulted chunk is held back, read in place");
         policy_plan_clear(&p);
 
-        c[0].last_move = 100;
-        c[1].last_use = 500; /* the fault is as stale as the resident chunk */
+        c[0].flags = POLICY_CHUNK_COLD;
+        c[1].last_use = 500; /* the fault is older than the protection */
         c[1].heat = 0;
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (both stale)");
-        TAP_EQ_U64(p.n_moves, 0, "demand: a stale host chunk does not displace a stale resident one");
+        TAP_EQ_U64(p.n_moves, 0, "demand: a stale host chunk does not displace a cold resident one");
         TAP_EQ_U64(p.held_chunks, 0, "demand: and nothing is held");
+        TAP_EQ_U64(p.stale_chunks, 1, "demand: the cold resident chunk is stale");
         policy_plan_clear(&p);
 
         in.budget_chunks = 2; /* room: the fault is served at once */
@@ -578,13 +580,14 @@ static void test_probe(void) {
         c[4].last_use = 950;                   /* used lately: not a probe; its cohort starts after it */
         c[9].flags = POLICY_CHUNK_PINNED;      /* never evicted: it ends a cohort */
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs");
-        TAP_EQ_U64(sm.n_probes, 4, "probe: four cohorts");
+        TAP_EQ_U64(sm.n_probes, 5, "probe: five cohorts");
         TAP_OK(sm.probes[0].chunk == 0 && sm.probes[0].first == 0 && sm.probes[0].n == 4,
                "probe: chunks 0..3 came in together: one probe, chunk 0");
         TAP_OK(sm.probes[1].chunk == 5 && sm.probes[1].n == 3, "probe: chunks 5..7 (4 was used lately)");
         TAP_OK(sm.probes[2].chunk == 8 && sm.probes[2].n == 1, "probe: chunk 8 (9 is pinned)");
-        TAP_OK(sm.probes[3].chunk == 10 && sm.probes[3].n == 14 && sm.probes[3].first == 10,
-               "probe: chunks 10..23");
+        TAP_OK(sm.probes[3].chunk == 10 && sm.probes[3].n == POLICY_COHORT_CHUNKS && sm.probes[3].first == 10,
+               "probe: chunks 10..17, a cohort at most POLICY_COHORT_CHUNKS");
+        TAP_OK(sm.probes[4].chunk == 18 && sm.probes[4].n == 6, "probe: chunks 18..23");
         TAP_EQ_U64(sm.plan.n_moves, 0, "probe: probes are not re-arms");
         policy_plan_clear(&sm.plan);
         sp.probe_max = 2;
@@ -599,9 +602,11 @@ static void test_probe(void) {
         sp.probe_max = 8;
         cursor = 0;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (cap)");
-        TAP_OK(sm.n_probes == 2 && sm.probes[0].n == POLICY_COHORT_CHUNKS && sm.probes[1].chunk == POLICY_COHORT_CHUNKS,
+        TAP_OK(sm.n_probes == 3 && sm.probes[0].n == POLICY_COHORT_CHUNKS && sm.probes[1].chunk == POLICY_COHORT_CHUNKS &&
+                       sm.probes[2].chunk == 2 * POLICY_COHORT_CHUNKS,
                "probe: a cohort is at most POLICY_COHORT_CHUNKS");
         policy_plan_clear(&sm.plan);
+
         for (int i = 0; i < 24; i++)
                 c[i].last_move = i < 4 ? 500 : i < 8 ? 600 : 700;
         in.now = 650;
@@ -609,6 +614,57 @@ static void test_probe(void) {
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (fresh)");
         TAP_OK(sm.n_probes == 1 && sm.probes[0].chunk == 0, "probe: cohorts that came in within probe_ticks wait");
         policy_plan_clear(&sm.plan);
+        /* Chunk 0 out as a probe for chunks 0..3, chunk 6 found cold: the
+         * probe's cohort waits for its answer, the cold chunk is not probed
+         * and ends a cohort. */
+        c[0].tier = H;
+        c[0].last_move = 990;
+        c[0].flags = (uint8_t)(POLICY_CHUNK_PROBE | 3u << POLICY_PROBE_COHORT_SHIFT);
+        c[6].flags = POLICY_CHUNK_COLD;
+        for (int i = 1; i < 24; i++)
+                c[i].last_move = 500;
+        in.now = 1000;
+        sp.probe_window = 20;
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (out)");
+        TAP_OK(sm.n_probes >= 2 && sm.probes[0].chunk == 4 && sm.probes[0].n == 2 && sm.probes[1].chunk == 7,
+               "probe: chunks 1..3 wait for the probe out, chunk 6 (cold) is skipped");
+        TAP_EQ_U64(sm.n_expired, 0, "probe: the probe out has not expired");
+        policy_plan_clear(&sm.plan);
+        in.now = 1011; /* the probe unused for more than probe_window */
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (expired)");
+        TAP_OK(sm.n_expired == 1 && sm.expired[0].chunk == 0 && sm.expired[0].n == 4,
+               "probe: the probe unused past its window expired, its cohort of four reported");
+        policy_plan_clear(&sm.plan);
+}
+
+/* The prober: every tick at first; probes that mostly come back (the
+ * cohorts in use) stretch the interval, probes that mostly find cold
+ * cohorts shrink it, within 1 .. POLICY_PROBE_INTERVAL_MAX. */
+static void test_prober(void) {
+        struct policy_prober pr;
+        unsigned probing = 0;
+
+        policy_prober_init(&pr);
+        TAP_OK(policy_prober_tick(&pr, 1, 0, 0) && policy_prober_tick(&pr, 2, 0, 0), "prober: probes every tick at first");
+        policy_prober_tick(&pr, 3, 15, 0);
+        TAP_EQ_U64(pr.interval, 1, "prober: not judged before 16 probes resolved");
+        policy_prober_tick(&pr, 4, 1, 0);
+        TAP_EQ_U64(pr.interval, 2, "prober: 16 of 16 back: every second tick");
+        for (uint32_t t = 5; t < 13; t++)
+                probing += policy_prober_tick(&pr, t, 0, 0);
+        TAP_EQ_U64(probing, 4, "prober: four ticks of eight probe");
+        for (int k = 0; k < 20; k++)
+                policy_prober_tick(&pr, 20, 16, 0);
+        TAP_EQ_U64(pr.interval, POLICY_PROBE_INTERVAL_MAX, "prober: the interval stops at its maximum");
+        policy_prober_tick(&pr, 21, 8, 8);
+        TAP_EQ_U64(pr.interval, POLICY_PROBE_INTERVAL_MAX, "prober: half back: unchanged");
+        policy_prober_tick(&pr, 22, 2, 14);
+        TAP_EQ_U64(pr.interval, POLICY_PROBE_INTERVAL_MAX / 2, "prober: most cold: halved");
+        for (int k = 0; k < 20; k++)
+                policy_prober_tick(&pr, 23, 0, 16);
+        TAP_OK(pr.interval == 1 && policy_prober_tick(&pr, 25, 0, 0), "prober: back to every tick, not below");
 }
 
 /* Feeds the guard one window of n ticks, the evictions and refaults in its
@@ -665,6 +721,7 @@ int main(void) {
         test_demand_active();
         test_sample();
         test_probe();
+        test_prober();
         test_guard();
         return tap_done();
 }
