@@ -781,6 +781,12 @@ uint64_t conf_overlap_bytes(const struct conf *c) {
         return c->overlap_bytes / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
 }
 
+bool conf_policy_demand(const struct conf *c) {
+        int kind = policy_kind_from_name(c->policy);
+
+        return kind < 0 || kind == POLICY_DEMAND;
+}
+
 unsigned conf_heat_half_life_ticks(const struct conf *c) {
         struct policy_params pp;
 

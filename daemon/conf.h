@@ -52,6 +52,8 @@ const char *conf_socket(const struct conf *c);
 int conf_log_level(const struct conf *c);
 unsigned conf_tick_ms(const struct conf *c);
 const char *conf_policy_name(const struct conf *c);
+/* Whether the policy in force is demand (the default). */
+bool conf_policy_demand(const struct conf *c);
 
 /* Host memory granted to each shim for KVTIER_CAPACITY=auto, resolved:
  * [host] host_budget, or half of physical memory when it is 0. */

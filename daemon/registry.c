@@ -654,7 +654,10 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
         if (chunk >= reg->n_chunks || n == 0)
                 return;
         ch = &reg->chunks[chunk];
-        policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
+        if (conf_policy_demand(r->conf))
+                policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
+        else
+                policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
         ch->flags &= (uint8_t)~CHUNK_COLD; /* used: whatever a probe said */
         reg->last_active = r->tick;
         /* The first use of a chunk in host memory, unmapped, since it got
@@ -807,8 +810,9 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 /* Pages moved or re-armed are unmapped from the GPU: its next touch faults. */
                 if (ok)
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
-                if (ok && o->tier == KVT_TIER_VRAM)
-                        ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | CHUNK_COLD);
+                /* In VRAM (again, or still: a failed probe) a chunk is no probe. */
+                if ((ok && o->tier == KVT_TIER_VRAM) || (!ok && ch->tier == KVT_TIER_VRAM))
+                        ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | (ok ? CHUNK_COLD : 0));
                 if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM && !(ch->flags & CHUNK_PROBE))
                         g->evicted_chunks++;
                 if (ok && ch->tier != o->tier) {

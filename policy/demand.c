@@ -96,7 +96,7 @@ static bool under_probe(const struct policy_region *reg, uint32_t i) {
         for (uint32_t j = i, k = 1; j > 0 && k < POLICY_COHORT_CHUNKS; k++) {
                 const struct policy_chunk *c = &reg->chunks[--j];
 
-                if ((c->flags & POLICY_CHUNK_PROBE) && c->tier != POLICY_TIER_VRAM && POLICY_PROBE_COHORT(c->flags) > k)
+                if ((c->flags & POLICY_CHUNK_PROBE) && POLICY_PROBE_COHORT(c->flags) > k)
                         return true;
         }
         return false;

@@ -25,6 +25,15 @@ void policy_chunk_touch(struct policy_chunk *c, uint32_t now, uint32_t n, uint32
                 c->last_use = now;
 }
 
+void policy_chunk_use(struct policy_chunk *c, uint32_t now, uint32_t half_life_ticks) {
+        /* heat is kept as of last_use: at least one touch's there means a use then */
+        if (c->heat >= POLICY_HEAT_ONE && now >= c->last_use && now - c->last_use <= 1) {
+                c->last_use = now;
+                return;
+        }
+        policy_chunk_touch(c, now, 1, half_life_ticks);
+}
+
 unsigned policy_heat_class(uint32_t heat) {
         return heat_class(heat);
 }

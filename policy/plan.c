@@ -78,11 +78,11 @@ static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age)
         return (uint32_t)(((uint64_t)(heat >> (d >> 24)) * (d & 0xffffff)) >> 16);
 }
 
-/* demand's class of a chunk (0..7) and the age its recency counts from:
- * fresh (used within protect_ticks; for a chunk in VRAM its promotion or
- * start there counts as a use) above resident above in an active region. */
+/* demand's class of a chunk (0..7) and the age its recency counts from (for
+ * a chunk in VRAM its promotion or start there counts as a use): fresh
+ * above resident above in an active region. */
 static unsigned demand_class(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, bool active,
-                             uint32_t heat_class, uint32_t *ret_age) {
+                             uint32_t *ret_age) {
         bool charged = f & PLAN_CHARGED;
         uint32_t seen = charged && c->last_move > c->last_use ? c->last_move : c->last_use;
         uint32_t age = e->now > seen ? e->now - seen : 0;
@@ -90,9 +90,12 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
          * the protection, and, for a chunk that never was in VRAM, seen used
          * twice: a first touch (a fill, a prefill's write) may be its only
          * one, and promoting each would push out what is in use for data
-         * written once.  One that was in VRAM and came back is reused. */
+         * written once.  One that was in VRAM and came back is reused.  Seen
+         * twice is heat above one touch's at the last use (heat is kept as
+         * of last_use, and a single touch is POLICY_HEAT_ONE then; its heat
+         * class would not do: two touches apart decay below class 2). */
         bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD)
-                             : age < e->protect_ticks && (c->last_move != 0 || heat_class >= 2);
+                             : age < e->protect_ticks && (c->last_move != 0 || c->heat > POLICY_HEAT_ONE);
 
         *ret_age = age;
         return fresh * 4u + charged * 2u + active;
@@ -114,7 +117,7 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
         if (e->demand) {
                 uint32_t heat = heat_class(plan_heat(e, c->heat, e->now > c->last_use ? e->now - c->last_use : 0));
 
-                cls = demand_class(e, c, f, active, heat, &age);
+                cls = demand_class(e, c, f, active, &age);
                 return rank | (uint32_t)cls << RANK_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
                        (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
         }

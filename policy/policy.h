@@ -354,5 +354,11 @@ uint32_t policy_heat_at(const struct policy_chunk *c, uint32_t now, uint32_t hal
  * sets last_use.  Saturates instead of wrapping. */
 void policy_chunk_touch(struct policy_chunk *c, uint32_t now, uint32_t n, uint32_t half_life_ticks);
 
+/* demand's touch: a use, however many fault records it came as, and a
+ * touch within a tick of the last use (an access whose records straddled
+ * two flushes) the same use, only refreshing last_use.  What "seen used
+ * twice" (demand, above) counts. */
+void policy_chunk_use(struct policy_chunk *c, uint32_t now, uint32_t half_life_ticks);
+
 /* Heat class: 0 for less than one access-equivalent, else 1 + log2(heat in accesses), at most 15. */
 unsigned policy_heat_class(uint32_t heat);

@@ -214,7 +214,10 @@ static void probe_expired(struct sim *s, uint32_t reg, uint32_t i) {
 static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
         struct policy_chunk *c = &s->chunks[reg][i];
 
-        policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
+        if (s->pp->kind == POLICY_DEMAND)
+                policy_chunk_use(c, s->now, s->pp->heat_half_life_ticks);
+        else
+                policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
         c->flags &= (uint8_t)~POLICY_CHUNK_COLD;
         if (c->tier != POLICY_TIER_HOST)
                 return;

@@ -128,7 +128,7 @@ static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *
                 if (charged ? !(c->flags & POLICY_CHUNK_COLD)
                             : age < x->in->protect_ticks &&
                                       (c->last_move != 0 ||
-                                       heat_class(plan_heat(x, c->heat, x->in->now > c->last_use ? x->in->now - c->last_use : 0)) >= 2))
+                                       c->heat > POLICY_HEAT_ONE))
                         cls += 4;
                 if (charged)
                         cls += 2;

@@ -197,10 +197,60 @@ static void test_demands(void) {
         rig_down(&x);
 }
 
+/* A probe that went unused (policy_sample()'s expired[]): its cohort's
+ * chunks in VRAM are cold until used; a probe whose eviction failed is no
+ * probe. */
+static void test_probe_expired(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        const struct policy_chunk *c;
+        struct region *a;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        c = region_chunks(a);
+        TAP_EQ_INT(registry_order_new(x.r, a, 0, 1, KVT_TIER_HOST, -1, &o), 0, "expired: evict chunk 0");
+        registry_probe_mark(x.r, a, 0, 4);
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: evicted");
+        registry_probe_expired(x.r, a, 0);
+        TAP_EQ_U64(g->probes_expired, 1, "expired: counted");
+        TAP_OK(!(c[0].flags & POLICY_PROBE_BITS), "expired: the chunk is no longer a probe");
+        TAP_OK((c[1].flags & POLICY_CHUNK_COLD) && (c[3].flags & POLICY_CHUNK_COLD) && !(c[4].flags & POLICY_CHUNK_COLD),
+               "expired: chunks 1..3 of its cohort are cold, chunk 4 is not");
+        registry_probe_expired(x.r, a, 0);
+        TAP_EQ_U64(g->probes_expired, 1, "expired: once");
+        registry_chunk_touch(x.r, a, 2, 1);
+        TAP_OK(!(c[2].flags & POLICY_CHUNK_COLD) && (c[1].flags & POLICY_CHUNK_COLD), "expired: a use clears cold");
+        TAP_EQ_INT(registry_order_new(x.r, a, 0, 1, KVT_TIER_VRAM, -1, &o), 0, "expired: promote chunk 0 and...");
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: ...promoted");
+        TAP_EQ_INT(registry_order_new(x.r, a, 1, 1, KVT_TIER_HOST, -1, &o), 0, "expired: evict chunk 1 (cold)");
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: evicted");
+        TAP_EQ_INT(registry_order_new(x.r, a, 1, 1, KVT_TIER_VRAM, -1, &o), 0, "expired: chunk 1 back");
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: promoted");
+        TAP_OK(!(c[1].flags & POLICY_CHUNK_COLD), "expired: promoted again, it is not cold");
+
+        TAP_EQ_INT(registry_order_new(x.r, a, 5, 1, KVT_TIER_HOST, -1, &o), 0, "failed probe: evict chunk 5");
+        registry_probe_mark(x.r, a, 5, 3);
+        done = (struct kvt_order_done){.order_id = o.order_id, .status = -EIO};
+        (void)registry_order_done(x.r, x.cl, &done);
+        TAP_OK(c[5].tier == KVT_TIER_VRAM && !(c[5].flags & POLICY_PROBE_BITS),
+               "failed probe: still in VRAM, and no probe (its cohort may be probed again)");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_grants();
         test_planner_grants();
         test_demands();
+        test_probe_expired();
         return tap_done();
 }

@@ -482,6 +482,38 @@ static void test_demand_fault(void) {
         policy_plan_clear(&p);
 }
 
+/* demand: a use is a use however many fault records it came as, and two
+ * uses ticks apart make a chunk never in VRAM a demand, the first's heat
+ * decayed or not (the default half-life is 1000 ticks: two touches 200
+ * ticks apart, as a re-arm lap over a large pool takes, are heat class 1). */
+static void test_demand_uses(void) {
+        struct policy_params pp = params(POLICY_DEMAND);
+        struct policy_chunk c[2] = {{.tier = V, .flags = POLICY_CHUNK_COLD}, {.tier = H}};
+        struct policy_region reg = {.chunks = c, .n_chunks = 2};
+        struct policy_input in = input1(&reg, 1000, 1, 1);
+        struct policy_plan p;
+
+        in.protect_ticks = 50;
+        policy_chunk_use(&c[1], 800, pp.heat_half_life_ticks);
+        policy_chunk_use(&c[1], 800, pp.heat_half_life_ticks);
+        policy_chunk_use(&c[1], 801, pp.heat_half_life_ticks);
+        TAP_OK(c[1].heat == POLICY_HEAT_ONE && c[1].last_use == 801, "uses: touches within a tick of the last are one use");
+        policy_chunk_use(&c[1], 990, pp.heat_half_life_ticks);
+        c[1].heat = POLICY_HEAT_ONE; /* as if the first use were the only one */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "uses: plans (one use)");
+        TAP_EQ_U64(p.n_moves, 0, "uses: one use of a chunk never in VRAM is no demand");
+        policy_plan_clear(&p);
+        c[1] = (struct policy_chunk){.tier = H};
+        policy_chunk_use(&c[1], 790, pp.heat_half_life_ticks);
+        policy_chunk_use(&c[1], 990, pp.heat_half_life_ticks);
+        TAP_OK(policy_heat_class(policy_heat_at(&c[1], 990, pp.heat_half_life_ticks)) < 2,
+               "uses: two uses 200 ticks apart are below heat class 2");
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "uses: plans (two uses)");
+        TAP_OK(moved(&p, 0, 0, H) && p.held_chunks == 1,
+               "uses: used twice, it is a demand: the cold chunk makes room for it");
+        policy_plan_clear(&p);
+}
+
 /* demand: over budget (a capture started in VRAM), the chunks of a region no
  * kernel used lately go before those of one in use, whatever their age. */
 static void test_demand_active(void) {
@@ -722,6 +754,7 @@ int main(void) {
         test_sample();
         test_probe();
         test_prober();
+        test_demand_uses();
         test_guard();
         return tap_done();
 }
