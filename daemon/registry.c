@@ -452,11 +452,9 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
                         .node = node,
                         /* Host memory the GPU may map without a fault the shim
                          * sees: a copy engine's fill (cudaMemcpy, a tensor's
-                         * copy_) maps the pages it writes.  Taken as mapped
-                         * and used once (the fill), it is re-armed when nothing
-                         * was seen of it, and its next use seen is a reuse. */
+                         * copy_) maps the pages it writes.  Taken as mapped, it
+                         * is re-armed once when nothing was seen of it. */
                         .flags = tier == KVT_TIER_HOST ? CHUNK_MAPPED : 0,
-                        .heat = tier == KVT_TIER_HOST ? POLICY_HEAT_ONE : 0,
                 };
                 chunk_book(r, &reg->chunks[i], true);
         }

@@ -426,10 +426,8 @@ static int on_region(struct sim *s, const struct trace_event *ev) {
                                 : s->cfg->observe == SIM_OBSERVE_SIGNALS ? POLICY_TIER_HOST
                                                                           : POLICY_TIER_HOST_MAPPED,
                         /* the daemon takes a capture in host memory as mapped
-                         * and used once (a copy engine's fill maps it unseen:
-                         * registry.c) */
-                        .flags = !vram && s->cfg->observe == SIM_OBSERVE_SIGNALS ? POLICY_CHUNK_MAPPED : 0,
-                        .heat = !vram && s->cfg->observe == SIM_OBSERVE_SIGNALS ? POLICY_HEAT_ONE : 0};
+                         * (a copy engine's fill maps it unseen: registry.c) */
+                        .flags = !vram && s->cfg->observe == SIM_OBSERVE_SIGNALS ? POLICY_CHUNK_MAPPED : 0};
         if (vram) {
                 s->charged += ev->n_chunks;
                 if (s->charged > s->res->peak_charged_bytes / TRACE_CHUNK_BYTES)
