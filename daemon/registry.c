@@ -450,11 +450,6 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
                         .last_move = vram ? r->tick : 0,
                         .tier = (uint8_t)(tier != KVT_TIER_VRAM ? tier : vram ? KVT_TIER_VRAM : KVT_TIER_NONE),
                         .node = node,
-                        /* Host memory the GPU may map without a fault the shim
-                         * sees: a copy engine's fill (cudaMemcpy, a tensor's
-                         * copy_) maps the pages it writes.  Taken as mapped, it
-                         * is re-armed once when nothing was seen of it. */
-                        .flags = tier == KVT_TIER_HOST ? CHUNK_MAPPED : 0,
                 };
                 chunk_book(r, &reg->chunks[i], true);
         }

@@ -424,10 +424,7 @@ static int on_region(struct sim *s, const struct trace_event *ev) {
                         .last_move = vram ? s->now : 0,
                         .tier = vram                                        ? POLICY_TIER_VRAM
                                 : s->cfg->observe == SIM_OBSERVE_SIGNALS ? POLICY_TIER_HOST
-                                                                          : POLICY_TIER_HOST_MAPPED,
-                        /* the daemon takes a capture in host memory as mapped
-                         * (a copy engine's fill maps it unseen: registry.c) */
-                        .flags = !vram && s->cfg->observe == SIM_OBSERVE_SIGNALS ? POLICY_CHUNK_MAPPED : 0};
+                                                                          : POLICY_TIER_HOST_MAPPED};
         if (vram) {
                 s->charged += ev->n_chunks;
                 if (s->charged > s->res->peak_charged_bytes / TRACE_CHUNK_BYTES)
