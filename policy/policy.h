@@ -174,6 +174,17 @@ struct policy_params {
 #define POLICY_THREADS_AUTO_MAX   4u
 #define POLICY_THREADS_MIN_CHUNKS 65536u
 
+/* Threads the caller lends a plan (policy_input.workers): policy/ starts
+ * none.  run() calls fn(arg, part) once for each part in [0, n_parts), on
+ * any of its threads (part 0 may run on the calling one), and returns once
+ * all have returned: what the caller wrote before run() is visible to fn,
+ * and what fn wrote is visible to the caller after it.  One run at a time. */
+struct policy_workers {
+        unsigned n; /* threads it runs on, the caller's included; >= 1 */
+        void (*run)(void *pool, void (*fn)(void *arg, unsigned part), void *arg, unsigned n_parts);
+        void *pool;
+};
+
 /* 512 chunks = 1 GiB: long enough for full-speed prefetch (DESIGN.md: 256 MiB+
  * ranges reach 48-50 GB/s), short enough to keep one order's latency bounded. */
 #define POLICY_RUN_CAP_DEFAULT 512u
