@@ -143,11 +143,12 @@ struct policy_params {
         uint32_t protect_max_ticks;
         uint32_t sample_chunks;        /* demand: chunks re-armed per tick (policy_sample); 0 = none */
         uint32_t probe_cohorts;        /* demand: cohorts in VRAM probed per tick (policy_sample); 0 = none */
-        uint32_t threads;              /* worker threads of one plan: 1 = the calling thread alone;
-                                        * 0 = auto: the CPUs this process may run on, at most
-                                        * POLICY_THREADS_AUTO_MAX, and one per POLICY_THREADS_MIN_CHUNKS
-                                        * chunks; more than POLICY_THREADS_MAX counts as that.  Plans
-                                        * do not depend on it. */
+        uint32_t threads;              /* threads of one plan, of policy_input.workers': 1 = the
+                                        * calling thread alone; N = at most N; 0 = auto: all of them
+                                        * (the caller sizes its pool: the daemon at the CPUs it may run
+                                        * on, at most POLICY_THREADS_AUTO_MAX), and one per
+                                        * POLICY_THREADS_MIN_CHUNKS chunks; more than
+                                        * POLICY_THREADS_MAX counts as that.  Plans do not depend on it. */
         uint32_t overlap_chunks;       /* promotions may take VRAM this far over the budget while
                                         * evictions that bring it back are under way (at most the
                                         * chunks those evict); 0 = promotions wait for evictions */
@@ -207,6 +208,7 @@ struct policy_input {
         const struct policy_node *nodes;
         size_t n_nodes;
         int32_t home_node; /* with nodes NULL: where evictions go; -1 = wherever the shim puts them */
+        const struct policy_workers *workers; /* threads for policy_plan(); NULL: the calling thread alone */
 };
 
 /* One order to issue: chunks [first_chunk, first_chunk + n_chunks) of a region. */
