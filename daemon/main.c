@@ -83,7 +83,8 @@ static void help(void) {
                "      --print-config     Print every key with its effective value and help, then exit\n"
                "  -h, --help             Show this help\n"
                "      --version          Show the version\n\n"
-               "Host NUMA nodes are read from $KVTIER_SYSFS_ROOT/devices/system/node (default /sys).\n"
+               "Host NUMA nodes are read through libnuma, or from $KVTIER_SYSFS_ROOT/devices/system/node\n"
+               "where that is set.\n"
                "KVTIER_STANDALONE=1 makes the shim start kvtierd with --listen-fd and --lifeline-fd.\n\n"
                "Exit status: 0 clean shutdown (SIGTERM, SIGINT, end of the lifeline), 1 runtime failure,\n"
                "2 usage or configuration error (a bad option value included).\n",
@@ -194,14 +195,26 @@ static int load_config(struct daemon *d, const struct options *o) {
         return 0;
 }
 
-/* Reads the host's NUMA nodes (KVTIER_SYSFS_ROOT, for tests, or /sys).
+/* Reads the host's NUMA nodes: from the sysfs tree KVTIER_SYSFS_ROOT names
+ * (tests' fixtures), else through libnuma; where libnuma says NUMA is not
+ * available (no NUMA in the kernel, or get_mempolicy() refused), from /sys
+ * as before libnuma was asked (no node directories there: no nodes known).
  * Returns 0 or -errno (logged). */
 static int load_topology(struct daemon *d) {
-        const char *root = getenv("KVTIER_SYSFS_ROOT");
-        int r = topology_load(root && *root ? root : "/sys", &d->topology);
+        const char *root = getenv("KVTIER_SYSFS_ROOT"), *from = "libnuma";
+        int r = -EOPNOTSUPP;
 
+        if (!root || !*root) {
+                r = topology_read(&topology_numa_ops, NULL, &d->topology);
+                root = "/sys";
+        }
+        if (r == -EOPNOTSUPP) {
+                from = root;
+                r = topology_load(root, &d->topology);
+        }
         if (r < 0)
-                return log_error_errno(r, "Failed to read the NUMA topology under %s: %s", root, strerror(-r));
+                return log_error_errno(r, "Failed to read the NUMA topology from %s: %s", from, strerror(-r));
+        log_debug("NUMA nodes from %s: %#llx.", from, (unsigned long long)d->topology.present);
         return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "policy.h"
 #include "topology.h"
 #include "util.h"
+#include "workers.h"
 
 struct planner {
         const struct conf *conf;
@@ -22,6 +23,8 @@ struct planner {
         struct client **client_of;     /* policy client index -> registry client */
         size_t n_clients, cap_clients;
         const struct topology *topo;               /* NULL: no distances */
+        struct workers *workers;                   /* the plans' threads */
+        unsigned workers_for, workers_asked;       /* [policy] threads they were sized for; threads asked */
         struct policy_node nodes[KVT_MAX_NODES];   /* of the GPU being planned, in order of preference */
         struct gpu_demand {                        /* demand's state per GPU */
                 bool started;
@@ -38,12 +41,52 @@ void planner_set_topology(struct planner *p, const struct topology *t) {
         p->topo = t;
 }
 
+/* Sizes the plans' pool for the [policy] threads setting, once at start
+ * and again when the setting changed (kvtierctl set policy.threads): a pool
+ * of another size replaces the old one, which is joined first.  Returns 0
+ * or -ENOMEM (then without a pool: planner_workers_policy()). */
+static int planner_workers(struct planner *p, unsigned threads) {
+        unsigned want;
+        int ret;
+
+        if (p->workers && threads == p->workers_for)
+                return 0;
+        want = workers_threads_for(threads);
+        if (p->workers && want == p->workers_asked) {
+                p->workers_for = threads;
+                return 0;
+        }
+        p->workers = workers_free(p->workers);
+        ret = workers_new(want, &p->workers);
+        if (ret < 0)
+                return ret;
+        p->workers_for = threads;
+        p->workers_asked = want;
+        if (workers_n(p->workers) < want)
+                log_warning("Failed to start %u of %u planner threads, planning on %u.",
+                            want - workers_n(p->workers), want, workers_n(p->workers));
+        else
+                log_debug("Planner threads: %u ([policy] threads = %u).", want, threads);
+        return 0;
+}
+
+/* The pool as the policy takes it; NULL (the tick's thread) without one. */
+static const struct policy_workers *planner_workers_policy(const struct planner *p) {
+        return p->workers ? workers_policy(p->workers) : NULL;
+}
+
 int planner_new(const struct conf *conf, struct planner **ret) {
         struct planner *p = calloc(1, sizeof(*p));
+        struct policy_params pp;
 
         if (!p)
                 return -ENOMEM;
         p->conf = conf;
+        conf_policy_params(conf, &pp);
+        if (planner_workers(p, pp.threads) < 0) {
+                free(p);
+                return -ENOMEM;
+        }
         *ret = p;
         return 0;
 }
@@ -51,6 +94,7 @@ int planner_new(const struct conf *conf, struct planner **ret) {
 struct planner *planner_free(struct planner *p) {
         if (!p)
                 return NULL;
+        workers_free(p->workers);
         free(p->views);
         free(p->regions);
         free(p->clients);
@@ -355,6 +399,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.evicting_chunks = g->evicting_chunks;
         in.max_move_chunks = planner_rate_chunks(p);
         in.home_node = g->host_node;
+        in.workers = planner_workers_policy(p);
         in.protect_ticks = pp.kind != POLICY_DEMAND ? pp.protect_min_ticks
                            : new_tick || !d->started ? planner_guard(d, g, &pp, in.now)
                                                      : d->guard.protect_ticks;
@@ -392,13 +437,17 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
  * guards. */
 static int planner_all(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata,
                        bool new_tick) {
-        int total = 0;
+        struct policy_params pp;
+        int total = 0, ret;
 
+        conf_policy_params(p->conf, &pp);
+        ret = planner_workers(p, pp.threads);
+        if (ret < 0)
+                return ret;
         if (new_tick)
                 planner_rate_refill(p);
         for (int d = 0; d < KVT_MAX_GPUS; d++) {
                 const struct gpu_stats *g = registry_gpu(r, d);
-                int ret;
 
                 if (!g)
                         continue;

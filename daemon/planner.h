@@ -8,7 +8,10 @@
  * after the other, so the host room one GPU's evictions take is gone for
  * the next.  For demand, the planner also keeps each GPU's thrash guard,
  * orders its sampler's re-arms and probes, and grants each client the VRAM
- * its next captures may start in.
+ * its next captures may start in.  The planner owns the threads its plans
+ * share (daemon/workers.c), sized by [policy] threads: started with it,
+ * replaced at the next tick when a live set changes their number, joined
+ * when it is freed.
  */
 
 #include <stdbool.h>
@@ -27,10 +30,11 @@ struct planner_ops {
         void (*send_grant)(struct client *c, const struct kvt_grant *g, void *userdata);
 };
 
-/* Returns 0 and a planner in *ret, or -ENOMEM.  conf must outlive it. */
+/* Returns 0 and a planner in *ret, its threads started, or -ENOMEM.  conf
+ * must outlive it. */
 int planner_new(const struct conf *conf, struct planner **ret);
 
-/* Frees p.  Accepts NULL; returns NULL. */
+/* Joins p's threads and frees it.  Accepts NULL; returns NULL. */
 struct planner *planner_free(struct planner *p);
 
 struct topology;

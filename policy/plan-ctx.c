@@ -2,15 +2,12 @@
 #include "config.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "plan-ctx.h"
 
 /* Takes the next block of a pass of n blocks into *b; false when none is left.
- * Relaxed: what the blocks write is ordered by the joins. */
+ * Relaxed: what the blocks write is ordered by the workers' run() returning. */
 bool plan_take(struct plan_ctx *x, size_t n, size_t *b) {
         *b = atomic_fetch_add_explicit(&x->next, 1, memory_order_relaxed);
         return *b < n;
@@ -22,67 +19,41 @@ void plan_block_range(const struct plan_ctx *x, size_t b, size_t *lo, size_t *hi
         *hi = x->n - *lo < x->block ? x->n : *lo + x->block;
 }
 
-static void *plan_worker(void *arg) {
-        struct plan_part *part = arg;
+/* The workers' callback: part t of the pass under way. */
+static void plan_part_run(void *arg, unsigned t) {
+        struct plan_ctx *x = arg;
 
-        part->fn(part);
-        return NULL;
+        x->pass(&x->part[t]);
 }
 
-/* Runs fn on every part: part 0 on the calling thread, the others on
- * threads of their own, joined before it returns (the joins order their
- * writes before what the caller reads next).  A thread that cannot be
- * created leaves its part to the calling thread: same results. */
+/* Runs fn on every part: with one part on the calling thread, else on the
+ * caller's workers, which return once every part has (their run() orders
+ * the parts' writes before what the caller reads next, and what the caller
+ * wrote here before the parts). */
 void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *)) {
-        pthread_t tid[POLICY_THREADS_MAX];
-        bool started[POLICY_THREADS_MAX] = {false};
-        pthread_attr_t attr;
-        bool attr_ok;
+        const struct policy_workers *w = x->in->workers;
 
-        if (x->n_threads == 1) {
-                atomic_store_explicit(&x->next, 0, memory_order_relaxed);
+        x->pass = fn;
+        atomic_store_explicit(&x->next, 0, memory_order_relaxed);
+        if (x->n_threads == 1)
                 fn(&x->part[0]);
-                return;
-        }
-        attr_ok = pthread_attr_init(&attr) == 0;
-        if (attr_ok)
-                pthread_attr_setstacksize(&attr, 256 * 1024);
-        for (unsigned t = 0; t < x->n_threads; t++)
-                x->part[t].fn = fn;
-        atomic_store_explicit(&x->next, 0, memory_order_relaxed); /* before the threads start */
-        for (unsigned t = 1; t < x->n_threads; t++)
-                started[t] = pthread_create(&tid[t], attr_ok ? &attr : NULL, plan_worker, &x->part[t]) == 0;
-        fn(&x->part[0]);
-        for (unsigned t = 1; t < x->n_threads; t++)
-                if (started[t])
-                        pthread_join(tid[t], NULL);
-                else
-                        fn(&x->part[t]);
-        if (attr_ok)
-                pthread_attr_destroy(&attr);
+        else
+                w->run(w->pool, plan_part_run, x, x->n_threads);
 }
 
-static unsigned plan_cpus_n = 1;
-static pthread_once_t plan_cpus_once = PTHREAD_ONCE_INIT;
-
-static void plan_cpus_init(void) {
-        cpu_set_t set;
-        long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-
-        plan_cpus_n = n > 1 ? (unsigned)n : 1;
-}
-
-/* Threads for a plan of n chunks (see policy_params.threads).  The CPUs
- * are counted once per process. */
-unsigned plan_threads(const struct policy_params *pp, size_t n) {
+/* Threads for a plan of n chunks (see policy_params.threads): at most the
+ * workers', and POLICY_THREADS_MAX; auto also one per
+ * POLICY_THREADS_MIN_CHUNKS chunks. */
+unsigned plan_threads(const struct policy_params *pp, const struct policy_input *in, size_t n) {
+        unsigned lent = in->workers && in->workers->run && in->workers->n > 1 ? in->workers->n : 1;
         unsigned t = pp->threads;
 
         if (t == 0) {
-                pthread_once(&plan_cpus_once, plan_cpus_init);
-                t = plan_cpus_n < POLICY_THREADS_AUTO_MAX ? plan_cpus_n : POLICY_THREADS_AUTO_MAX;
+                t = lent;
                 if (t > n / POLICY_THREADS_MIN_CHUNKS)
                         t = (unsigned)(n / POLICY_THREADS_MIN_CHUNKS);
         }
+        t = t < lent ? t : lent;
         return t < 1 ? 1 : t > POLICY_THREADS_MAX ? POLICY_THREADS_MAX : t;
 }
 
@@ -98,7 +69,7 @@ void plan_ctx_free(struct plan_ctx *x) {
         free(x->rblock);
 }
 
-/* Blocks: one for one thread; else some 16 per thread, at most
+/* Blocks: one for one part; else some 16 per part, at most
  * PLAN_BLOCK_MAX chunks each (the finer, the better a thread that waits for
  * a core is made up for).  The rank pass's blocks are runs of whole
  * regions of at least a flat block's chunks.  Returns 0 or -ENOMEM. */

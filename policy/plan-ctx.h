@@ -3,8 +3,9 @@
 
 /*
  * A plan's working state (policy/plan.c makes the decisions): the per-chunk
- * side arrays, and the threads that share its per-chunk passes
- * (policy/plan-ctx.c).  Internal to policy/.
+ * side arrays, and the parts its per-chunk passes are split into, run on
+ * the threads the caller lends (policy_input.workers; policy/plan-ctx.c).
+ * Internal to policy/.
  */
 
 #include <stdatomic.h>
@@ -21,22 +22,21 @@
 
 struct plan_ctx;
 
-/* One thread of a per-chunk pass.  The chunks come in blocks that the
- * threads take in turns as they get to them (a thread that waits for a
- * core leaves its share to the others); a thread writes only its own part,
- * the slices of the side arrays of the blocks it took and their
- * struct plan_block.  Partial results are merged by the calling thread
- * after the joins: sums, minima and maxima over the threads, lists in
- * block order, so that plans depend neither on the number of threads nor
- * on who took which block. */
+/* One part of a per-chunk pass, one per thread.  The chunks come in
+ * blocks that the parts take in turns as they get to them (a part whose
+ * thread waits for a core leaves its share to the others); a part writes
+ * only its own fields, the slices of the side arrays of the blocks it took
+ * and their struct plan_block.  Partial results are merged by the calling
+ * thread once the workers' run() returned: sums, minima and maxima over the
+ * parts, lists in block order, so that plans depend neither on the number
+ * of threads nor on who took which block. */
 struct plan_part {
         struct plan_ctx *x;
-        void (*fn)(struct plan_part *);
-        unsigned t;
+        unsigned t;          /* its index */
         uint32_t rmin, rmax; /* plan_rank: of the regions it ranked */
         uint64_t fresh_host; /* plan_rank: demand's fresh chunks outside VRAM it ranked */
         uint64_t stale_vram; /* plan_rank: demand's stale, evictable chunks in VRAM */
-        uint32_t *hist;      /* 2 x HIST_N counters (thread 0: x->hist) */
+        uint32_t *hist;      /* 2 x HIST_N counters (part 0: x->hist) */
 };
 
 /* What a pass found in one block of chunks [b * block, (b + 1) * block). */
@@ -66,9 +66,10 @@ struct plan_ctx {
         uint64_t stale_vram; /* demand: stale, evictable chunks in VRAM */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
         uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
-        unsigned n_threads;         /* >= 1 */
-        uint32_t *hist_more;        /* 2 x HIST_N counters for each thread but the first */
+        unsigned n_threads;         /* parts of each pass, >= 1 (plan_threads()) */
+        uint32_t *hist_more;        /* 2 x HIST_N counters for each part but the first */
         struct plan_part part[POLICY_THREADS_MAX];
+        void (*pass)(struct plan_part *); /* what plan_par() runs on each part */
         size_t block, n_blocks;     /* flat passes: chunks per block (n with one thread), blocks */
         struct plan_block *blk;     /* n_blocks */
         size_t *rblock, n_rblocks;  /* plan_rank: block b is regions [rblock[b], rblock[b + 1]) */
@@ -77,15 +78,17 @@ struct plan_ctx {
         uint64_t want_min;          /* plan_select */
 };
 
-/* Threads for a plan of n chunks (see policy_params.threads). */
-unsigned plan_threads(const struct policy_params *pp, size_t n);
+/* Threads for a plan of n chunks: pp->threads of in->workers' (see
+ * policy_params.threads), 1 without workers. */
+unsigned plan_threads(const struct policy_params *pp, const struct policy_input *in, size_t n);
 
-/* Allocates x's arrays and parts for x->n chunks and x->n_threads threads.
+/* Allocates x's arrays and parts for x->n chunks and x->n_threads parts.
  * Returns 0 or -ENOMEM (nothing left allocated). */
 int plan_ctx_init(struct plan_ctx *x);
 void plan_ctx_free(struct plan_ctx *x);
 
-/* Runs fn on every part of x, joined before it returns. */
+/* Runs fn on every part of x, on x->in->workers; all have returned when it
+ * does. */
 void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *));
 
 /* Takes the next block of a pass of n blocks into *b; false when none is left. */

@@ -801,7 +801,7 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         r = plan_check(pp, in, &x.n);
         if (r < 0 || x.n == 0)
                 return r;
-        x.n_threads = plan_threads(pp, x.n);
+        x.n_threads = plan_threads(pp, in, x.n);
         r = plan_ctx_init(&x);
         if (r < 0)
                 return r;

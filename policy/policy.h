@@ -159,11 +159,12 @@ struct policy_params {
         uint32_t protect_max_ticks;
         uint32_t sample_chunks;        /* demand: chunks re-armed per tick (policy_sample); 0 = none */
         uint32_t probe_cohorts;        /* demand: cohorts in VRAM probed per tick (policy_sample); 0 = none */
-        uint32_t threads;              /* worker threads of one plan: 1 = the calling thread alone;
-                                        * 0 = auto: the CPUs this process may run on, at most
-                                        * POLICY_THREADS_AUTO_MAX, and one per POLICY_THREADS_MIN_CHUNKS
-                                        * chunks; more than POLICY_THREADS_MAX counts as that.  Plans
-                                        * do not depend on it. */
+        uint32_t threads;              /* threads of one plan, of policy_input.workers': 1 = the
+                                        * calling thread alone; N = at most N; 0 = auto: all of them
+                                        * (the caller sizes its pool: the daemon at the CPUs it may run
+                                        * on, at most POLICY_THREADS_AUTO_MAX), and one per
+                                        * POLICY_THREADS_MIN_CHUNKS chunks; more than
+                                        * POLICY_THREADS_MAX counts as that.  Plans do not depend on it. */
         uint32_t overlap_chunks;       /* promotions may take VRAM this far over the budget while
                                         * evictions that bring it back are under way (at most the
                                         * chunks those evict); 0 = promotions wait for evictions */
@@ -192,6 +193,17 @@ struct policy_params {
 #define POLICY_THREADS_AUTO_MAX   4u
 #define POLICY_THREADS_MIN_CHUNKS 65536u
 
+/* Threads the caller lends a plan (policy_input.workers): policy/ starts
+ * none.  run() calls fn(arg, part) once for each part in [0, n_parts), on
+ * any of its threads (part 0 may run on the calling one), and returns once
+ * all have returned: what the caller wrote before run() is visible to fn,
+ * and what fn wrote is visible to the caller after it.  One run at a time. */
+struct policy_workers {
+        unsigned n; /* threads it runs on, the caller's included; >= 1 */
+        void (*run)(void *pool, void (*fn)(void *arg, unsigned part), void *arg, unsigned n_parts);
+        void *pool;
+};
+
 /* 512 chunks = 1 GiB: long enough for full-speed prefetch (DESIGN.md: 256 MiB+
  * ranges reach 48-50 GB/s), short enough to keep one order's latency bounded. */
 #define POLICY_RUN_CAP_DEFAULT 512u
@@ -214,6 +226,7 @@ struct policy_input {
         const struct policy_node *nodes;
         size_t n_nodes;
         int32_t home_node; /* with nodes NULL: where evictions go; -1 = wherever the shim puts them */
+        const struct policy_workers *workers; /* threads for policy_plan(); NULL: the calling thread alone */
 };
 
 /* One order to issue: chunks [first_chunk, first_chunk + n_chunks) of a region. */

@@ -19,8 +19,8 @@ for t in $targets; do
         case "$t" in
         protocol) src=(tests/fuzz/fuzz-protocol.c) ;;
         config) src=(tests/fuzz/fuzz-config.c daemon/conf.c policy/*.c $(pkg-config --libs inih)) ;;
-        daemon) src=(tests/fuzz/fuzz-daemon.c daemon/conf.c daemon/registry.c daemon/planner.c policy/*.c
-                     $(pkg-config --libs inih)) ;;
+        daemon) src=(tests/fuzz/fuzz-daemon.c daemon/conf.c daemon/registry.c daemon/planner.c daemon/workers.c
+                     policy/*.c -pthread $(pkg-config --libs inih)) ;;
         *) echo "fuzz.sh: unknown target $t" >&2; exit 2 ;;
         esac
         clang "${flags[@]}" "${src[@]}" "${common[@]}" -o "$out/fuzz-$t"

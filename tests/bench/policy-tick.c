@@ -3,7 +3,8 @@
  * One policy tick over 1M chunks (2 TiB of 2 MiB chunks), for each policy:
  * prints chunks per second and milliseconds per tick (median of N ticks),
  * single-threaded (threads = 1) and threaded (threads = THREADS, 0 = auto:
- * what the daemon uses by default), the two alternating tick by tick (which
+ * what the daemon uses by default; of a pool of the daemon's, sized as
+ * kvtierd sizes it for that setting), the two alternating tick by tick (which
  * goes first alternates too) so that the ratio is measured under the same
  * load.  Goal (issue 4): under 10 ms per tick on the CI machine.  Not a test:
  * run by hand, e.g. tests/bench/policy-tick [CHUNKS] [TICKS] [THREADS].
@@ -25,6 +26,7 @@
 
 #include "policy.h"
 #include "protocol.h"
+#include "workers.h"
 
 #define REGION_CHUNKS 4096u /* 8 GiB regions */
 
@@ -136,17 +138,20 @@ int main(int argc, char **argv) {
         struct policy_chunk *c = calloc(n, sizeof(*c));
         struct policy_region *regs = calloc(n_regions, sizeof(*regs));
         struct policy_input in = {.regions = regs, .n_regions = n_regions, .now = 1000};
+        struct workers *pool = NULL;
 
-        if (!c || !regs || n == 0 || ticks < 1)
+        if (!c || !regs || n == 0 || ticks < 1 || workers_new(workers_threads_for(threads), &pool) < 0)
                 return 1;
+        in.workers = workers_policy(pool);
         for (size_t r = 0; r < n_regions; r++)
                 regs[r] = (struct policy_region){
                         .chunks = c + r * REGION_CHUNKS,
                         .n_chunks = (uint32_t)(r + 1 < n_regions ? REGION_CHUNKS : n - r * REGION_CHUNKS)};
         in.budget_chunks = n / 4;
         printf("# %zu chunks in %zu regions, budget %llu chunks, median of %d ticks, wall-clock; "
-               "threads 1 and %u (0 = auto) alternating; ratio = 1 thread / threaded (median, best)\n",
-               n, n_regions, (unsigned long long)in.budget_chunks, ticks, threads);
+               "threads 1 and %u (0 = auto) of a pool of %u alternating; ratio = 1 thread / threaded "
+               "(median, best)\n",
+               n, n_regions, (unsigned long long)in.budget_chunks, ticks, threads, workers_n(pool));
         printf("%-7s %-6s %-5s %10s %10s %14s %8s %10s\n", "state", "policy", "thr", "ms/tick", "best ms",
                "chunks/s", "moves", "chunks");
         {
@@ -179,6 +184,7 @@ int main(int argc, char **argv) {
                         if (bench(steady ? "steady" : "churn", (enum policy_kind)k, &in, n, ticks, threads) < 0)
                                 return 1;
         }
+        workers_free(pool);
         free(c);
         free(regs);
         return 0;

@@ -3,11 +3,15 @@
  * Host budgets per NUMA node in the daemon: the topology read from a sysfs
  * fixture, the per-node books of the registry, and the planner's choice of
  * node: the GPU's home node while it has room, then the nearest node by
- * the sysfs distances (not the lowest id), never over a budget.
+ * the sysfs distances (not the lowest id), never over a budget.  Also the
+ * topology's sources: what topology_read() makes of an ops struct, and
+ * libnuma's reader against the sysfs one on this host.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <numa.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +80,61 @@ static void test_topology(struct topology *t) {
         TAP_EQ_INT(t->distance[0][2], 20, "topology: node 0 to 2 is 20");
         TAP_EQ_INT(t->distance[0][1], 30, "topology: node 0 to 1 is 30");
         TAP_EQ_INT(t->distance[2][2], 10, "topology: local is 10");
+}
+
+/* A source of nodes 0 and 3 (or of no NUMA), counting what it is asked. */
+static bool fake_numa;
+static unsigned fake_asked;
+
+static int fake_nodes(const void *userdata, uint64_t *ret_present) {
+        if (!fake_numa)
+                return -EOPNOTSUPP;
+        *ret_present = 1u | 1u << 3;
+        return 0;
+}
+
+static uint64_t fake_mem_total(const void *userdata, int node) {
+        fake_asked |= 1u << node;
+        return node == 0 ? 1ull << 30 : 0;
+}
+
+static void fake_distances(const void *userdata, int node, uint64_t present, uint8_t ret[KVT_MAX_NODES]) {
+        fake_asked |= 1u << (8 + node);
+        ret[node] = 10;
+        if (node == 0 && (present & (1u << 3)))
+                ret[3] = 21;
+}
+
+static void test_sources(void) {
+        static const struct topology_ops fake = {fake_nodes, fake_mem_total, fake_distances};
+        struct topology t, sys;
+        int r;
+
+        memset(&t, 0xff, sizeof(t));
+        TAP_EQ_INT(topology_read(&fake, NULL, &t), -EOPNOTSUPP, "sources: no NUMA is the source's to say");
+        TAP_OK(t.present == 0 && t.mem_total_bytes[0] == 0 && t.distance[0][0] == 0,
+               "sources: and leaves nothing");
+        fake_numa = true;
+        TAP_EQ_INT(topology_read(&fake, NULL, &t), 0, "sources: nodes 0 and 3");
+        TAP_EQ_U64(t.present, 9, "sources: present as the source says");
+        TAP_EQ_U64(fake_asked, 0x909, "sources: only present nodes are asked for memory and distances");
+        TAP_EQ_U64(t.mem_total_bytes[0], 1ull << 30, "sources: node 0's MemTotal");
+        TAP_OK(t.distance[0][3] == 21 && t.distance[3][3] == 10 && t.distance[3][0] == 0,
+               "sources: distances as given, unknown ones 0");
+
+        /* libnuma and sysfs read the same files: they must agree here. */
+        r = topology_read(&topology_numa_ops, NULL, &t);
+        if (numa_available() < 0) {
+                TAP_EQ_INT(r, -EOPNOTSUPP, "sources: libnuma finds no NUMA here, and says so");
+                return;
+        }
+        TAP_EQ_INT(r, 0, "sources: libnuma reads this host");
+        TAP_EQ_INT(topology_load("/sys", &sys), 0, "sources: sysfs reads it too");
+        TAP_OK(sys.present != 0, "sources: with nodes (%#llx)", (unsigned long long)sys.present);
+        TAP_EQ_U64(t.present, sys.present, "sources: the same nodes");
+        TAP_OK(memcmp(t.mem_total_bytes, sys.mem_total_bytes, sizeof(t.mem_total_bytes)) == 0,
+               "sources: the same MemTotal (node 0: %llu bytes)", (unsigned long long)t.mem_total_bytes[0]);
+        TAP_OK(memcmp(t.distance, sys.distance, sizeof(t.distance)) == 0, "sources: the same distances");
 }
 
 static struct conf *config(const char *const *kv) {
@@ -318,6 +377,7 @@ int main(void) {
         test_no_budgets(&t);
         test_unplaced_not_charged(&t);
         test_home_node_untrusted(&t);
+        test_sources();
         remove_fixture();
         return tap_done();
 }

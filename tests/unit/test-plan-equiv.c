@@ -5,8 +5,9 @@
  * pinned and HOT chunks, pending orders, frozen chunks, clients with quotas
  * and priorities, windows and streams; the plans must be identical, move for
  * move.  Each snapshot is planned with 1 thread and with 2 or 3 (by the
- * seed), large ones also with the threads of their parameters (auto): plans
- * must not depend on them.
+ * seed), large ones also with the threads of their parameters (auto), the
+ * threads lent by pools of the daemon's (daemon/workers.c) of 2, 3 and the
+ * auto size: plans must not depend on them.
  * Usage: test-plan-equiv [CASES [SEED]].
  */
 #include "config.h"
@@ -18,12 +19,17 @@
 #include "policy.h"
 #include "protocol.h"
 #include "tap.h"
+#include "workers.h"
 
 #define CASES_DEFAULT 4000u /* per policy */
 #define MAX_REGIONS   40u
 #define MAX_CLIENTS   5u
 
 static uint64_t rng;
+
+/* The pools: of 2 and 3 threads, and of the size kvtierd starts for
+ * [policy] threads = 0. */
+static struct workers *pool2, *pool3, *pool_auto;
 
 static uint64_t next_rand(void) {
         /* splitmix64 */
@@ -197,11 +203,16 @@ struct coverage {
         unsigned moved, prefetched, evicted, quotas;
 };
 
-/* Runs one snapshot through both planners, policy_plan() with 1 thread,
- * with 2 or 3 and, if large, with the snapshot's (auto: below 128K chunks
- * that is 1 thread).  Returns whether they agree. */
+/* Runs one snapshot through both planners, policy_plan() with 1 thread
+ * (threads = 1, though a pool is lent), with 2 or 3 (threads = 2 or 3 of a
+ * pool of 2 or 3: the fewer of the two) and, if large, with the snapshot's
+ * threads (auto: all of the auto pool's, one per 64K chunks).  Returns
+ * whether they agree. */
 static bool check_case(enum policy_kind k, bool large, uint64_t seed, struct coverage *cov) {
         const uint32_t threads[] = {1, 2 + (uint32_t)(seed / 7 % 2), UINT32_MAX /* the snapshot's */};
+        const struct policy_workers *pools[] = {workers_policy(pool3),
+                                                workers_policy(seed / 3 % 2 ? pool3 : pool2),
+                                                workers_policy(pool_auto)};
         struct policy_plan got = {0}, want = {0};
         struct snapshot s;
         int rg = 0, rw;
@@ -216,11 +227,12 @@ static bool check_case(enum policy_kind k, bool large, uint64_t seed, struct cov
 
                 if (threads[t] != UINT32_MAX)
                         pp.threads = threads[t];
+                s.in.workers = pools[t];
                 rg = policy_plan(&pp, &s.in, &got);
                 same = rg == rw && plans_equal(&got, &want);
                 if (!same)
-                        TAP_DIAG("%s: seed %" PRIu64 " with threads = %" PRIu32 " differs", policy_kind_name(k),
-                                 seed, pp.threads);
+                        TAP_DIAG("%s: seed %" PRIu64 " with threads = %" PRIu32 " of a pool of %u differs",
+                                 policy_kind_name(k), seed, pp.threads, pools[t]->n);
                 policy_plan_clear(&got);
         }
         cov->moved += want.n_moves > 0;
@@ -244,6 +256,11 @@ int main(int argc, char **argv) {
         unsigned cases = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : CASES_DEFAULT;
         uint64_t seed0 = argc > 2 ? strtoull(argv[2], NULL, 0) : 0x6b7674696572ull;
 
+        if (workers_new(2, &pool2) < 0 || workers_new(3, &pool3) < 0 ||
+            workers_new(workers_threads_for(0), &pool_auto) < 0)
+                return 99;
+        TAP_DIAG("pools of %u, %u and %u threads (auto)", workers_n(pool2), workers_n(pool3), workers_n(pool_auto));
+
         for (int k = 0; k < _POLICY_KIND_MAX; k++) {
                 unsigned failed = 0, n_large = 0, i;
                 struct coverage cov = {0};
@@ -261,5 +278,8 @@ int main(int argc, char **argv) {
                 TAP_OK(failed == 0, "%s: %u random snapshots (%u large) plan as the reference does",
                        policy_kind_name((enum policy_kind)k), i, n_large);
         }
+        workers_free(pool2);
+        workers_free(pool3);
+        workers_free(pool_auto);
         return tap_done();
 }
