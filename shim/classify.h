@@ -9,10 +9,10 @@
 
 /* Which allocations the shim captures (all sizes in bytes; 0 = no limit). */
 struct classify_rules {
-        uint64_t min_size;      /* KVTIER_MIN_SIZE: smaller ones stay plain */
-        uint64_t capture_after; /* KVTIER_CAPTURE_AFTER: the first N bytes allocated stay plain */
-        uint64_t max_captured;  /* KVTIER_MAX_CAPTURED: at most this many bytes captured at once */
-        uint32_t apis;          /* KVTIER_CAPTURE_APIS: KVT_API_FAMILY_* families captured */
+        uint64_t min_size;      /* [capture] min_size or KVTIER_MIN_SIZE: smaller ones stay plain */
+        uint64_t capture_after; /* [capture] capture_after: the first N bytes allocated stay plain */
+        uint64_t max_captured;  /* [capture] max_captured: at most this many bytes captured at once */
+        uint32_t apis;          /* [capture] apis: KVT_API_FAMILY_* families captured */
 };
 
 /* Which rules the environment set (they win over the daemon's). */

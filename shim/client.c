@@ -195,7 +195,7 @@ static int handshake(int fd, int timeout_ms, uint64_t *ret_grant) {
                 *ret_grant = m->u.welcome.vram_grant_bytes;
                 atomic_store(&granted_bytes, m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
                 atomic_store(&welcomed, true);
-                classify_rules_apply(&shim_cfg.rules, shim_cfg.rules_from_env, m->u.welcome.capture_min_size,
+                classify_rules_apply(&shim_rules, shim_rules_from_env, m->u.welcome.capture_min_size,
                                      m->u.welcome.capture_after, m->u.welcome.max_captured,
                                      m->u.welcome.capture_apis);
         }

@@ -39,6 +39,7 @@
 #include "log.h"
 #include "real.h"
 #include "regions.h"
+#include "shim.h"
 #include "sym.h"
 #include "util.h"
 
@@ -80,22 +81,13 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t run_cond = PTHREAD_COND_INITIALIZER;
 static bool stopping, sampler_running, stats_dumped;
 
-static char *stats_path;
-
-void cupti_load_env(void) {
-        const char *v = getenv("KVTIER_HEAT_STATS");
-
-        if (v && *v)
-                stats_path = strdup(v);
-}
-
 /* Shared-library destructors run after every atexit handler, the CUDA
  * runtime's teardown included: no CUPTI call here, only the statistics of
  * a process whose sampler never started. */
 __attribute__((destructor)) static void cupti_at_exit(void) {
         __atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
-        if (stats_path && !stats_dumped)
-                cupti_dump_stats(stats_path);
+        if (shim_cfg.heat_stats_path && !stats_dumped)
+                cupti_dump_stats(shim_cfg.heat_stats_path);
 }
 
 void cupti_get_stats(struct cupti_stats *ret) {
@@ -282,8 +274,8 @@ static void cupti_stop(void) {
                 cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
                 cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
         }
-        if (stats_path) {
-                cupti_dump_stats(stats_path);
+        if (shim_cfg.heat_stats_path) {
+                cupti_dump_stats(shim_cfg.heat_stats_path);
                 stats_dumped = true;
         }
 }

@@ -20,10 +20,6 @@ struct cupti_stats {
         bool loaded;                             /* libcupti found and counters configured */
 };
 
-/* Reads KVTIER_HEAT_STATS (a file that gets the statistics at exit); once,
- * from the constructor. */
-void cupti_load_env(void);
-
 /* Loads libcupti, configures the counters and starts the sampler thread,
  * once.  Returns 0 or -errno (logged; the shim carries on without). */
 int cupti_start(void);

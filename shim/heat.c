@@ -23,8 +23,6 @@
 /* First file size; it doubles as counters run out, up to KVT_HEAT_MAX_BYTES. */
 #define HEAT_INITIAL_BYTES (1ull << 20)
 
-unsigned heat_sources = HEAT_SRC_DEFAULT;
-
 /* A region as the hot path sees it: sorted by base, under table_lock. */
 struct heat_entry {
         uintptr_t base, end;
@@ -56,35 +54,6 @@ static bool slot_used[HEAT_SLOTS];
 static struct extent *extents;
 static size_t n_extents, cap_extents;
 static bool full_logged;
-
-int heat_sources_parse(const char *s, unsigned *ret_mask) {
-        unsigned mask = 0;
-        const char *p = s;
-
-        if (strcmp(s, "off") == 0 || strcmp(s, "0") == 0 || strcmp(s, "none") == 0) {
-                *ret_mask = 0;
-                return 0;
-        }
-        while (*p) {
-                size_t n = strcspn(p, ",");
-
-                if (n == 5 && strncmp(p, "cupti", 5) == 0)
-                        mask |= HEAT_SRC_CUPTI;
-                else if (n == 6 && strncmp(p, "launch", 6) == 0)
-                        mask |= HEAT_SRC_LAUNCH;
-                else if (n == 4 && strncmp(p, "hint", 4) == 0)
-                        mask |= HEAT_SRC_HINT;
-                else
-                        return -EINVAL;
-                p += n;
-                if (*p == ',')
-                        p++;
-        }
-        if (!mask)
-                return -EINVAL;
-        *ret_mask = mask;
-        return 0;
-}
 
 /* Creates the memfd, sealed against shrinking, and maps it.  write_lock held. */
 static int table_create_locked(void) {
@@ -208,7 +177,7 @@ int heat_region_add(const struct shim_region *r) {
         struct extent *x;
         int slot, k;
 
-        if (!heat_sources)
+        if (!shim_cfg.heat_sources)
                 return 0;
         e.n_chunks = (uint32_t)(r->span_bytes >> KVT_CHUNK_SHIFT);
         pthread_mutex_lock(&write_lock);
@@ -341,7 +310,7 @@ size_t heat_region_ids(uint32_t *ret, size_t max) {
 int heat_table_fd(struct kvt_heat_table *ret) {
         int fd;
 
-        if (!heat_sources)
+        if (!shim_cfg.heat_sources)
                 return -1;
         pthread_mutex_lock(&write_lock);
         if (table_fd < 0 && (fd = table_create_locked()) < 0)

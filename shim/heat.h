@@ -18,19 +18,6 @@
 
 struct shim_region;
 
-/* Sources selected by KVTIER_HEAT (a comma list of cupti, launch, hint, or
- * "off"); the default is all three. */
-#define HEAT_SRC_CUPTI   0x1u
-#define HEAT_SRC_LAUNCH  0x2u
-#define HEAT_SRC_HINT    0x4u
-#define HEAT_SRC_DEFAULT (HEAT_SRC_CUPTI | HEAT_SRC_LAUNCH | HEAT_SRC_HINT)
-
-/* Parses a KVTIER_HEAT value into a source mask.  Returns 0 or -EINVAL. */
-int heat_sources_parse(const char *s, unsigned *ret_mask);
-
-/* The sources in effect (set once by the constructor). */
-extern unsigned heat_sources;
-
 /* Gives r a slot and zeroed counters (creating the table on first use).
  * Returns 0, -ENOSPC when the table is full (r simply has no heat), or -errno. */
 int heat_region_add(const struct shim_region *r);

@@ -151,7 +151,7 @@ static void scan_args(const struct layout *l, void **args) {
 static void launch_heat(const void *func, void **args, param_info_fn info) {
         const struct layout *l;
 
-        if (!(heat_sources & HEAT_SRC_LAUNCH) || !args || !func || shim_cfg.disabled)
+        if (!(shim_cfg.heat_sources & HEAT_SRC_LAUNCH) || !args || !func || shim_cfg.disabled)
                 return;
         STAT_INC(launches);
         l = layout_get(func, info);

@@ -54,14 +54,6 @@ struct pipeline_config {
         const char *sysfs_root; /* where sysfs is: "/sys" */
 };
 
-/* Defaults, host_numa overridden by KVTIER_MOVER_HOST_NUMA.  Reads the
- * environment: call once, at start. */
-void pipeline_config_from_env(struct pipeline_config *ret);
-
-/* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the
- * GPU's NUMA node where an order names none. */
-bool pipeline_host_numa_from_env(void);
-
 typedef void (*pipeline_done_fn)(const struct kvt_order_done *done, void *userdata);
 
 /* Starts a pipeline and its evictor threads, reporting each order through

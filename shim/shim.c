@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "client.h"
@@ -19,10 +20,9 @@
 #include "shim.h"
 #include "util.h"
 
-/* Allocations below this stay plain (KVTIER_MIN_SIZE overrides). */
+/* Allocations below this stay plain until the daemon's [capture] min_size
+ * (or KVTIER_MIN_SIZE) says otherwise. */
 #define DEFAULT_MIN_SIZE_BYTES (64ull << 20)
-/* Longest an allocation waits on the daemon (KVTIER_TIMEOUT_MS overrides). */
-#define DEFAULT_TIMEOUT_MS 200
 
 /* Makes "allocate + REGION_ADD" and "free + REGION_DEL" atomic towards each
  * other: otherwise a thread could be handed an address another thread just
@@ -42,92 +42,24 @@ void shim_announce_unlock(void) {
         pthread_mutex_unlock(&announce_lock);
 }
 
-struct shim_config shim_cfg = {
-        .socket_path = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
-        .rules.min_size = DEFAULT_MIN_SIZE_BYTES,
-        .rules.apis = KVT_API_FAMILY_ALL,
-        .timeout_ms = DEFAULT_TIMEOUT_MS,
-};
+struct shim_config shim_cfg = SHIM_CONFIG_DEFAULTS;
+struct classify_rules shim_rules = {.min_size = DEFAULT_MIN_SIZE_BYTES, .apis = KVT_API_FAMILY_ALL};
+unsigned shim_rules_from_env;
 
-static bool env_true(const char *v) {
-        return v && (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0);
-}
-
-/* Reads a byte count from the environment into *ret; a bad value is
- * reported and leaves *ret as it was.  Returns whether *ret was set. */
-static bool env_bytes(const char *name, bool allow_zero, uint64_t *ret) {
-        const char *v = getenv(name);
-        uint64_t bytes;
-
-        if (!v)
-                return false;
-        if (parse_bytes(v, &bytes) < 0 || (bytes == 0 && !allow_zero)) {
-                log_warning("Invalid %s=%s (bytes: 64M, 8G ...), ignoring.", name, v);
-                return false;
-        }
-        *ret = bytes;
-        return true;
-}
-
-/* Reads the environment once.  Bad values are reported and replaced by the
- * default: a typo must not take the engine down. */
+/* Reads the environment once (env.c) and sets up fork handling. */
 __attribute__((constructor)) static void shim_load(void) {
-        const char *v;
-        int level;
-
         kvt_log_setup("kvtier", KVT_LOG_WARNING);
-        if ((v = getenv("KVTIER_LOG"))) {
-                level = kvt_log_level_parse(v);
-                if (level < 0)
-                        log_warning("Invalid KVTIER_LOG=%s, ignoring.", v);
-                else
-                        kvt_log_setup("kvtier", level);
+        env_parse(&shim_cfg);
+        if (shim_cfg.print_env)
+                env_print(stdout);
+        if (shim_cfg.min_size_bytes) {
+                shim_rules.min_size = shim_cfg.min_size_bytes;
+                shim_rules_from_env |= CLASSIFY_ENV_MIN_SIZE;
         }
-        shim_cfg.disabled = env_true(getenv("KVTIER_DISABLE"));
-        shim_cfg.standalone = env_true(getenv("KVTIER_STANDALONE"));
-        shim_cfg.host_numa = pipeline_host_numa_from_env();
-        if ((v = getenv("KVTIER_SOCKET"))) {
-                if (*v != '/' || strlen(v) >= sizeof(shim_cfg.socket_path))
-                        log_warning("Invalid KVTIER_SOCKET=%s (an absolute path of at most %zu bytes), ignoring.",
-                                    v, sizeof(shim_cfg.socket_path) - 1);
-                else
-                        strcpy(shim_cfg.socket_path, v);
-        }
-        if (env_bytes("KVTIER_MIN_SIZE", false, &shim_cfg.rules.min_size))
-                shim_cfg.rules_from_env |= CLASSIFY_ENV_MIN_SIZE;
-        if (env_bytes("KVTIER_CAPTURE_AFTER", true, &shim_cfg.rules.capture_after))
-                shim_cfg.rules_from_env |= CLASSIFY_ENV_CAPTURE_AFTER;
-        if (env_bytes("KVTIER_MAX_CAPTURED", true, &shim_cfg.rules.max_captured))
-                shim_cfg.rules_from_env |= CLASSIFY_ENV_MAX_CAPTURED;
-        if ((v = getenv("KVTIER_CAPACITY")) && strcmp(v, "auto") == 0)
-                shim_cfg.capacity_auto = true;
-        else
-                env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
-        if ((v = getenv("KVTIER_CAPTURE_APIS"))) {
-                if (kvt_api_families_parse(v, &shim_cfg.rules.apis) < 0)
-                        log_warning("Invalid KVTIER_CAPTURE_APIS=%s (a list of runtime, driver, async, vmm; "
-                                    "or all, none), ignoring.",
-                                    v);
-                else
-                        shim_cfg.rules_from_env |= CLASSIFY_ENV_APIS;
-        }
-        if ((v = getenv("KVTIER_TIMEOUT_MS"))) {
-                char *end;
-                long ms = strtol(v, &end, 10);
-                if (*end || ms < 1 || ms > 60000)
-                        log_warning("Invalid KVTIER_TIMEOUT_MS=%s (1..60000), ignoring.", v);
-                else
-                        shim_cfg.timeout_ms = (int)ms;
-        }
-        if ((v = getenv("KVTIER_HEAT")) && heat_sources_parse(v, &heat_sources) < 0)
-                log_warning("Invalid KVTIER_HEAT=%s (off, or a list of cupti, launch, hint), ignoring.", v);
-        cupti_load_env();
-        if ((v = getenv("KVTIER_TRACE")) && *v)
-                shim_cfg.trace_path = strdup(v);
         client_init();
         pthread_atfork(NULL, NULL, announce_atfork_child);
         log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim_cfg.socket_path,
-                  (unsigned long long)shim_cfg.rules.min_size, shim_cfg.timeout_ms,
+                  (unsigned long long)shim_rules.min_size, shim_cfg.timeout_ms,
                   shim_cfg.disabled ? ", disabled" : "");
 }
 
@@ -193,7 +125,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         /* CUPTI starts with the first capture, before its cudaMallocManaged
          * (on the H200 no record arrived for managed memory allocated while
          * the setup ran elsewhere). */
-        if (heat_sources & HEAT_SRC_CUPTI)
+        if (shim_cfg.heat_sources & HEAT_SRC_CUPTI)
                 cupti_start(); /* once; fails soft, logged */
         e = managed_alloc_aligned(rt, r.span_bytes, &r.alloc_ptr, &r.base);
         if (e != cudaSuccess)
@@ -236,10 +168,10 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         /* Memory asked of the driver is still managed and moved through the
          * runtime, loaded here if the engine never loaded it (only for sizes
          * that can be captured). */
-        rt = size < KVT_CHUNK_BYTES || !(classify_api_family(api) & classify_rules_apis(&shim_cfg.rules)) ||
+        rt = size < KVT_CHUNK_BYTES || !(classify_api_family(api) & classify_rules_apis(&shim_rules)) ||
                              classify_api_family(api) == KVT_API_FAMILY_RUNTIME
                      ? real_cudart()
-                     : real_cudart_load();
+                     : real_cudart_load(shim_cfg.cudart_path);
         /* Connected before classifying, so that the daemon's [capture] rules
          * hold from the first allocation that could be captured. */
         if (rt && size >= KVT_CHUNK_BYTES) {
@@ -247,7 +179,7 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
                 (void)client_ensure();
                 hook_leave();
         }
-        rule = classify_take(&shim_cfg.rules, api, size);
+        rule = classify_take(&shim_rules, api, size);
         if (rule == KVT_RULE_NONE)
                 return -EPERM;
         hook_enter();

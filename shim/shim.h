@@ -3,29 +3,19 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/un.h>
 
 #include "classify.h"
+#include "env.h"
 
 #define KVT_EXPORT __attribute__((visibility("default")))
 
-/* The shim's knobs, read from the environment once, at load. */
-struct shim_config {
-        bool disabled;                 /* KVTIER_DISABLE=1: every hook passes through */
-        char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* KVTIER_SOCKET */
-        struct classify_rules rules;   /* KVTIER_MIN_SIZE, _CAPTURE_AFTER, _MAX_CAPTURED, _CAPTURE_APIS,
-                                        * then the daemon's [capture] rules (min_size, capture_after,
-                                        * max_captured, apis) for those not set */
-        unsigned rules_from_env;       /* CLASSIFY_ENV_*: rules the environment set */
-        uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
-        bool capacity_auto;            /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */
-        bool standalone;               /* KVTIER_STANDALONE=1: a kvtierd of this process's own (standalone.c) */
-        int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
-        char *trace_path;              /* KVTIER_TRACE: record sampled accesses there */
-        bool host_numa;                /* KVTIER_MOVER_HOST_NUMA: the host tier on the GPU's node */
-};
-
+/* The environment, read once at load (env.h). */
 extern struct shim_config shim_cfg;
+
+/* Which allocations are captured: KVTIER_MIN_SIZE, then the daemon's
+ * [capture] rules from its WELCOME. */
+extern struct classify_rules shim_rules;
+extern unsigned shim_rules_from_env; /* CLASSIFY_ENV_*: rules the environment set */
 
 #include "cuda-abi.h"
 

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "shim.h"
 #include "standalone.h"
 #include "util.h"
 
@@ -169,23 +170,6 @@ static int spawn_daemon(char *const argv[], int listen_fd, int lifeline_rd) {
         return -r;
 }
 
-/* The override of [gpu] vram_budget from KVTIER_VRAM_BUDGET, or "" (a bad
- * value is reported: the daemon's own budget then). */
-static void budget_option(char *buf, size_t len) {
-        const char *v = getenv("KVTIER_VRAM_BUDGET");
-        uint64_t bytes;
-
-        buf[0] = '\0';
-        if (!v)
-                return;
-        if (parse_bytes(v, &bytes) < 0 || bytes == 0)
-                log_warning("Invalid KVTIER_VRAM_BUDGET=%s (bytes: 8G, 512M ...), using kvtierd's [gpu] "
-                            "vram_budget (default 80%% of the GPU), ignoring.",
-                            v);
-        else
-                snprintf(buf, len, "--set=gpu.vram_budget=%llu", (unsigned long long)bytes);
-}
-
 /* Starts this process's kvtierd.  Returns 0 or -errno. */
 static int start_daemon(void) {
         static const char *const levels[] = {"err", "warning", "notice", "info", "debug"};
@@ -200,8 +184,9 @@ static int start_daemon(void) {
         snprintf(lifeline_arg, sizeof(lifeline_arg), "--lifeline-fd=%d", DAEMON_LIFELINE_FD);
         snprintf(level_arg, sizeof(level_arg), "--log-level=%s",
                  levels[kvt_log_get_max_level() - KVT_LOG_ERR]);
-        budget_option(budget, sizeof(budget));
-        if (!budget[0])
+        snprintf(budget, sizeof(budget), "--set=gpu.vram_budget=%llu",
+                 (unsigned long long)shim_cfg.vram_budget_bytes);
+        if (!shim_cfg.vram_budget_bytes)
                 argv[4] = NULL; /* the daemon's own */
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;

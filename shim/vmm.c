@@ -198,19 +198,19 @@ int vmm_register(int fd) {
 /* Whether a new mapping is tracked.  Connects first, so that the daemon's
  * [capture] apis hold from the first mapping on. */
 static bool tracking_map(void) {
-        if (shim_cfg.disabled || hook_busy() || !(classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM))
+        if (shim_cfg.disabled || hook_busy() || !(classify_rules_apis(&shim_rules) & KVT_API_FAMILY_VMM))
                 return false;
         hook_enter();
         (void)client_ensure();
         hook_leave();
-        return classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM;
+        return classify_rules_apis(&shim_rules) & KVT_API_FAMILY_VMM;
 }
 
 /* Whether an unmap looks for tracked ranges: also when a later daemon's
  * [capture] apis left vmm out, for the ranges tracked before. */
 static bool tracking_unmap(void) {
         return !shim_cfg.disabled && !hook_busy() &&
-               ((classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM) || atomic_load(&ever_tracked));
+               ((classify_rules_apis(&shim_rules) & KVT_API_FAMILY_VMM) || atomic_load(&ever_tracked));
 }
 
 CUresult kvt_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
