@@ -13,54 +13,67 @@
 #include "cupti.h"
 #include "heat.h"
 #include "log.h"
-#include "pipeline.h"
+#include "mover.h"
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
 #include "shim.h"
+#include "standalone.h"
+#include "state.h"
+#include "trace.h"
 #include "util.h"
+#include "vmm.h"
 
-/* Allocations below this stay plain until the daemon's [capture] min_size
- * (or KVTIER_MIN_SIZE) says otherwise. */
-#define DEFAULT_MIN_SIZE_BYTES (64ull << 20)
+/* The owner's calls for the client (state.h). */
+static bool has_work(void) {
+        uint64_t bytes;
+        size_t n;
 
-/* Makes "allocate + REGION_ADD" and "free + REGION_DEL" atomic towards each
- * other: otherwise a thread could be handed an address another thread just
- * freed and announce it before the other announced the free, and the
- * daemon would see two regions overlap. */
-static pthread_mutex_t announce_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void announce_atfork_child(void) {
-        pthread_mutex_init(&announce_lock, NULL);
+        regions_count(&n, &bytes);
+        return n > 0 || vmm_count() > 0;
 }
 
-void shim_announce_lock(void) {
-        pthread_mutex_lock(&announce_lock);
+static void forget_registration(void) {
+        regions_forget_registration();
+        vmm_forget_registration();
 }
 
-void shim_announce_unlock(void) {
-        pthread_mutex_unlock(&announce_lock);
+/* The one fork handler.  The child of fork() has no shim thread (mover,
+ * evictors, reaper, samplers, trace writer) and must not speak for the
+ * parent: each part forgets what was the parent's, and the child connects
+ * on its own if it allocates. */
+static void atfork_child(void) {
+        client_atfork_child();
+        regions_atfork_child();
+        standalone_atfork_child();
+        heat_atfork_child();
+        trace_atfork_child();
+        pthread_mutex_init(&kvt_shim()->announce_lock, NULL);
+        deferred_atfork_child();
+        cupti_atfork_child();
 }
-
-struct shim_config shim_cfg = SHIM_CONFIG_DEFAULTS;
-struct classify_rules shim_rules = {.min_size = DEFAULT_MIN_SIZE_BYTES, .apis = KVT_API_FAMILY_ALL};
-unsigned shim_rules_from_env;
 
 /* Reads the environment once (env.c) and sets up fork handling. */
 __attribute__((constructor)) static void shim_load(void) {
+        struct kvt_shim *shim = kvt_shim();
+
         kvt_log_setup("kvtier", KVT_LOG_WARNING);
-        env_parse(&shim_cfg);
-        if (shim_cfg.print_env)
+        env_parse(&shim->cfg);
+        if (shim->cfg.print_env)
                 env_print(stdout);
-        if (shim_cfg.min_size_bytes) {
-                shim_rules.min_size = shim_cfg.min_size_bytes;
-                shim_rules_from_env |= CLASSIFY_ENV_MIN_SIZE;
+        if (shim->cfg.min_size_bytes) {
+                shim->rules.min_size = shim->cfg.min_size_bytes;
+                shim->rules_from_env |= CLASSIFY_ENV_MIN_SIZE;
         }
-        client_init();
-        pthread_atfork(NULL, NULL, announce_atfork_child);
-        log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim_cfg.socket_path,
-                  (unsigned long long)shim_rules.min_size, shim_cfg.timeout_ms,
-                  shim_cfg.disabled ? ", disabled" : "");
+        shim->owner = (struct shim_owner_ops){
+                .start_mover = mover_start,
+                .has_work = has_work,
+                .forget_registration = forget_registration,
+        };
+        pthread_atfork(NULL, NULL, atfork_child);
+        log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim->cfg.socket_path,
+                  (unsigned long long)shim->rules.min_size, shim->cfg.timeout_ms,
+                  shim->cfg.disabled ? ", disabled" : "");
 }
 
 /* Allocates managed memory for size bytes at a 2 MiB boundary: the daemon
@@ -117,7 +130,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
                         total_bytes = 0;
                 /* The daemon books the host tier on this node; KVTIER_MOVER_HOST_NUMA=0
                  * leaves it to the kernel, so the node is not known. */
-                if (!shim_cfg.host_numa ||
+                if (!kvt_shim()->cfg.host_numa ||
                     rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, r.device) != cudaSuccess)
                         node = -1;
                 client_note_device(r.device, total_bytes, node);
@@ -125,7 +138,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         /* CUPTI starts with the first capture, before its cudaMallocManaged
          * (on the H200 no record arrived for managed memory allocated while
          * the setup ran elsewhere). */
-        if (shim_cfg.heat_sources & HEAT_SRC_CUPTI)
+        if (kvt_shim()->cfg.heat_sources & HEAT_SRC_CUPTI)
                 cupti_start(); /* once; fails soft, logged */
         e = managed_alloc_aligned(rt, r.span_bytes, &r.alloc_ptr, &r.base);
         if (e != cudaSuccess)
@@ -163,15 +176,16 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         uint32_t rule;
         int r;
 
-        if (shim_cfg.disabled || !ret_ptr || hook_busy())
+        if (kvt_shim()->cfg.disabled || !ret_ptr || hook_busy())
                 return -EPERM;
         /* Memory asked of the driver is still managed and moved through the
          * runtime, loaded here if the engine never loaded it (only for sizes
          * that can be captured). */
-        rt = size < KVT_CHUNK_BYTES || !(classify_api_family(api) & classify_rules_apis(&shim_rules)) ||
+        rt = size < KVT_CHUNK_BYTES ||
+                             !(classify_api_family(api) & classify_rules_apis(&kvt_shim()->rules)) ||
                              classify_api_family(api) == KVT_API_FAMILY_RUNTIME
                      ? real_cudart()
-                     : real_cudart_load(shim_cfg.cudart_path);
+                     : real_cudart_load(kvt_shim()->cfg.cudart_path);
         /* Connected before classifying, so that the daemon's [capture] rules
          * hold from the first allocation that could be captured. */
         if (rt && size >= KVT_CHUNK_BYTES) {
@@ -179,7 +193,7 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
                 (void)client_ensure();
                 hook_leave();
         }
-        rule = classify_take(&shim_rules, api, size);
+        rule = classify_take(&kvt_shim()->rules, api, size);
         if (rule == KVT_RULE_NONE)
                 return -EPERM;
         hook_enter();
@@ -192,9 +206,9 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         if (outage)
                 r = 0;
         if (r >= 0) {
-                pthread_mutex_lock(&announce_lock);
+                shim_announce_lock();
                 r = capture(rt, ret_ptr, size, api, rule);
-                pthread_mutex_unlock(&announce_lock);
+                shim_announce_unlock();
         }
         /* The mover may have ended with nothing left to tier: only it
          * registers this region with the next daemon. */
@@ -202,7 +216,7 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
                 client_kick_mover();
         hook_leave();
         if (r < 0)
-                classify_release(size);
+                classify_release(&kvt_shim()->rules, size);
         return r;
 }
 
@@ -214,16 +228,16 @@ cudaError_t shim_release(const struct kvt_cudart *rt, const struct shim_region *
         cudaError_t e;
 
         heat_region_del(r->id);
-        pthread_mutex_lock(&announce_lock);
+        shim_announce_lock();
         hook_enter();
         e = rt->cudaFree(r->alloc_ptr);
         hook_leave();
-        classify_release(r->size_bytes);
+        classify_release(&kvt_shim()->rules, r->size_bytes);
         if (r->registered) {
                 struct kvt_region_del del = { .region_id = r->id };
                 client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
         }
-        pthread_mutex_unlock(&announce_lock);
+        shim_announce_unlock();
         return e;
 }
 
@@ -231,9 +245,10 @@ int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e) {
         const struct kvt_cudart *rt;
         struct shim_region r;
 
-        if (!ptr || shim_cfg.disabled || hook_busy() || !(rt = real_cudart()) || regions_take(ptr, &r) < 0)
+        if (!ptr || kvt_shim()->cfg.disabled || hook_busy() || !(rt = real_cudart()) ||
+            regions_take(ptr, &r) < 0)
                 return -ENOENT;
-        *ret_e = async ? deferred_free(rt, &r, stream) : shim_release(rt, &r);
+        *ret_e = async ? deferred_free(rt, &r, stream, shim_release) : shim_release(rt, &r);
         return 0;
 }
 
@@ -242,20 +257,20 @@ int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e) {
  * free is the capacity less what the card has in use and what is captured
  * (conservative: captured chunks resident in VRAM count twice). */
 bool shim_capacity_on(void) {
-        return shim_cfg.capacity_bytes != 0 || shim_cfg.capacity_auto;
+        return kvt_shim()->cfg.capacity_bytes != 0 || kvt_shim()->cfg.capacity_auto;
 }
 
 bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total) {
-        uint64_t used, cap = shim_cfg.capacity_bytes;
+        uint64_t used, cap = kvt_shim()->cfg.capacity_bytes;
 
-        if (shim_cfg.disabled || hook_busy())
+        if (kvt_shim()->cfg.disabled || hook_busy())
                 return false;
         /* auto without a daemon: the real figures, as if the knob were off */
-        if (shim_cfg.capacity_auto && client_capacity(&cap) < 0)
+        if (kvt_shim()->cfg.capacity_auto && client_capacity(&cap) < 0)
                 return false;
         if (cap == 0)
                 return false;
-        used = (uint64_t)(real_total - real_free) + classify_captured_bytes();
+        used = (uint64_t)(real_total - real_free) + classify_captured_bytes(&kvt_shim()->rules);
         *total = (size_t)cap;
         *free = (size_t)(cap > used ? cap - used : 0);
         return true;

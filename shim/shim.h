@@ -4,18 +4,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "classify.h"
-#include "env.h"
+#include "state.h"
 
 #define KVT_EXPORT __attribute__((visibility("default")))
-
-/* The environment, read once at load (env.h). */
-extern struct shim_config shim_cfg;
-
-/* Which allocations are captured: KVTIER_MIN_SIZE, then the daemon's
- * [capture] rules from its WELCOME. */
-extern struct classify_rules shim_rules;
-extern unsigned shim_rules_from_env; /* CLASSIFY_ENV_*: rules the environment set */
 
 #include "cuda-abi.h"
 
@@ -50,9 +41,3 @@ bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_
 
 /* Whether KVTIER_CAPACITY is set at all (bytes or auto). */
 bool shim_capacity_on(void);
-
-/* Held around "make memory + REGION_ADD" and "release memory + REGION_DEL",
- * so that the daemon never hears of an address reused before it heard it
- * was freed. */
-void shim_announce_lock(void);
-void shim_announce_unlock(void);
