@@ -351,13 +351,7 @@ int client_next_connection(void) {
                 }
                 /* Sleep until the back-off ends or an allocation connected. */
                 wake_ns = c->next_attempt_ns - now;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += (time_t)(wake_ns / 1000000000ull);
-                until.tv_nsec += (long)(wake_ns % 1000000000ull);
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
+                realtime_after_ns(&until, wake_ns);
                 pthread_cond_timedwait(&c->conn_changed, &c->lock, &until);
         }
         pthread_mutex_unlock(&c->lock);

@@ -208,13 +208,7 @@ static bool nap(uint64_t ns) {
         struct timespec until;
         bool go;
 
-        clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
-        until.tv_sec += (time_t)(ns / 1000000000ull);
-        until.tv_nsec += (long)(ns % 1000000000ull);
-        if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-        }
+        realtime_after_ns(&until, ns);
         pthread_mutex_lock(&cp->run_lock);
         while (!cp->stopping && pthread_cond_timedwait(&cp->run_cond, &cp->run_lock, &until) != ETIMEDOUT)
                 ;
@@ -265,8 +259,7 @@ static void cupti_stop(void) {
         struct timespec until;
         int dev;
 
-        clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
-        until.tv_sec += 2; /* a CUPTI call that hangs must not hang exit() */
+        realtime_after_ns(&until, 2000000000ull); /* a CUPTI call that hangs must not hang exit() */
         pthread_mutex_lock(&cp->run_lock);
         __atomic_store_n(&cp->stopping, true, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&cp->run_cond);

@@ -291,18 +291,6 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         return counted;
 }
 
-size_t heat_region_ids(uint32_t *ret, size_t max) {
-        struct shim_heat *h = &kvt_shim()->heat;
-        size_t n;
-
-        pthread_rwlock_rdlock(&h->table_lock);
-        n = MIN(h->n_entries, max);
-        for (size_t i = 0; i < n; i++)
-                ret[i] = h->entries[i].region_id;
-        pthread_rwlock_unlock(&h->table_lock);
-        return n;
-}
-
 int heat_table_fd(struct kvt_heat_table *ret) {
         struct shim_heat *h = &kvt_shim()->heat;
         int fd;

@@ -41,9 +41,6 @@ uint64_t heat_touch_count(void);
  * callers that scan many words (the launch hooks). */
 bool heat_maybe_captured(uintptr_t addr);
 
-/* Up to max ids of the regions with heat counters into ret.  Returns how many. */
-size_t heat_region_ids(uint32_t *ret, size_t max);
-
 /* The table's memfd and its announcement, or -1 when there is no table. */
 int heat_table_fd(struct kvt_heat_table *ret);
 

@@ -34,10 +34,6 @@ void hook_leave(void) {
         busy--;
 }
 
-const char *hook_name(enum kvt_hook h) {
-        return h < _KVT_HOOK_MAX ? hooks[h].name : "?";
-}
-
 /* Called on every dlsym, also while sanitizer runtimes initialize: not
  * instrumented, and no strcmp (an interceptor that may not work yet). */
 __attribute__((no_sanitize("address", "undefined"))) static bool same_name(const char *a, const char *b) {

@@ -260,20 +260,19 @@ bool shim_capacity_on(void) {
         return kvt_shim()->cfg.capacity_bytes != 0 || kvt_shim()->cfg.capacity_auto;
 }
 
-bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total) {
+void shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total) {
         uint64_t used, cap = kvt_shim()->cfg.capacity_bytes;
 
+        *free = real_free;
+        *total = real_total;
         if (kvt_shim()->cfg.disabled || hook_busy())
-                return false;
+                return;
         /* auto without a daemon: the real figures, as if the knob were off */
-        if (kvt_shim()->cfg.capacity_auto && client_capacity(&cap) < 0)
-                return false;
-        if (cap == 0)
-                return false;
+        if ((kvt_shim()->cfg.capacity_auto && client_capacity(&cap) < 0) || cap == 0)
+                return;
         used = (uint64_t)(real_total - real_free) + classify_captured_bytes(&kvt_shim()->rules);
         *total = (size_t)cap;
         *free = (size_t)(cap > used ? cap - used : 0);
-        return true;
 }
 
 cudaError_t kvt_hook_cudaMalloc(void **devPtr, size_t size) {
@@ -311,10 +310,7 @@ cudaError_t kvt_hook_cudaMemGetInfo(size_t *free, size_t *total) {
         e = PASS(rt->cudaMemGetInfo(&real_free, &real_total));
         if (e != cudaSuccess)
                 return e;
-        if (!shim_capacity_view(real_free, real_total, free, total)) {
-                *free = real_free;
-                *total = real_total;
-        }
+        shim_capacity_view(real_free, real_total, free, total);
         return cudaSuccess;
 }
 KVT_HOOK_EXPORT(cudaMemGetInfo)

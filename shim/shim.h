@@ -35,9 +35,9 @@ int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e);
 /* Frees region r, already taken from the table, and tells the daemon. */
 cudaError_t shim_release(const struct kvt_cudart *rt, const struct shim_region *r);
 
-/* The KVTIER_CAPACITY view of memory info: fills *free and *total and
- * returns true when it applies, false to report the real figures. */
-bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total);
+/* The memory info to report: the KVTIER_CAPACITY view of the real figures
+ * where it applies, else the real figures, into *free and *total. */
+void shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total);
 
 /* Whether KVTIER_CAPACITY is set at all (bytes or auto). */
 bool shim_capacity_on(void);

@@ -120,12 +120,7 @@ static void *writer(void *arg) {
         while (!t->stopping) {
                 struct timespec until;
 
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += WRITER_PERIOD_MS * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
+                realtime_after_ns(&until, WRITER_PERIOD_MS * 1000000ull);
                 if (t->count < RING_RECORDS / 2)
                         pthread_cond_timedwait(&t->wake, &t->lock, &until);
                 if (t->count || t->dropped)
