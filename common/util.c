@@ -82,6 +82,16 @@ uint64_t now_ns(void) {
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void realtime_after_ns(struct timespec *ret, uint64_t ns) {
+        clock_gettime(CLOCK_REALTIME, ret);
+        ret->tv_sec += (time_t)(ns / 1000000000ull);
+        ret->tv_nsec += (long)(ns % 1000000000ull);
+        if (ret->tv_nsec >= 1000000000L) {
+                ret->tv_sec++;
+                ret->tv_nsec -= 1000000000L;
+        }
+}
+
 int kvt_thread_create(pthread_t *ret, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
         static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
         sigset_t quiet, old;

@@ -24,6 +24,11 @@ char *format_bytes(char *buf, size_t len, uint64_t bytes);
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 
+/* The CLOCK_REALTIME time ns nanoseconds from now, for pthread_cond_timedwait()
+ * on a condition variable of the default clock. */
+struct timespec;
+void realtime_after_ns(struct timespec *ret, uint64_t ns);
+
 /* pthread_create() for kvtier's own threads inside an engine: the thread
  * takes none of the process's asynchronous signals (they are the engine's),
  * but not those a fault of its own raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL,

@@ -6,9 +6,6 @@
 #include "classify.h"
 #include "protocol.h"
 
-static _Atomic uint64_t allocated_bytes; /* everything asked of the hooked allocators */
-static _Atomic uint64_t captured_bytes;
-
 uint32_t classify_api_family(uint32_t api) {
         switch (api) {
         case KVT_API_CUDA_MALLOC:
@@ -43,8 +40,8 @@ uint32_t classify_rules_apis(const struct classify_rules *rules) {
         return __atomic_load_n(&rules->apis, __ATOMIC_RELAXED);
 }
 
-uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t size) {
-        uint64_t before = atomic_fetch_add(&allocated_bytes, size);
+uint32_t classify_take(struct classify_rules *rules, uint32_t api, size_t size) {
+        uint64_t before = atomic_fetch_add(&rules->allocated_bytes, size);
         uint64_t min_size = __atomic_load_n(&rules->min_size, __ATOMIC_RELAXED);
         uint64_t after = __atomic_load_n(&rules->capture_after, __ATOMIC_RELAXED);
         uint64_t max = __atomic_load_n(&rules->max_captured, __ATOMIC_RELAXED);
@@ -52,18 +49,18 @@ uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t 
 
         if (!(classify_api_family(api) & classify_rules_apis(rules)) || size < min_size || before < after)
                 return KVT_RULE_NONE;
-        cur = atomic_load(&captured_bytes);
+        cur = atomic_load(&rules->captured_bytes);
         do {
                 if (max && (cur + size > max || cur + size < cur))
                         return KVT_RULE_NONE;
-        } while (!atomic_compare_exchange_weak(&captured_bytes, &cur, cur + size));
+        } while (!atomic_compare_exchange_weak(&rules->captured_bytes, &cur, cur + size));
         return after ? KVT_RULE_CAPTURE_AFTER : KVT_RULE_MIN_SIZE;
 }
 
-void classify_release(size_t size) {
-        atomic_fetch_sub(&captured_bytes, size);
+void classify_release(struct classify_rules *rules, size_t size) {
+        atomic_fetch_sub(&rules->captured_bytes, size);
 }
 
-uint64_t classify_captured_bytes(void) {
-        return atomic_load(&captured_bytes);
+uint64_t classify_captured_bytes(struct classify_rules *rules) {
+        return atomic_load(&rules->captured_bytes);
 }

@@ -7,12 +7,19 @@
 
 #include "protocol.h"
 
-/* Which allocations the shim captures (all sizes in bytes; 0 = no limit). */
+/* Allocations below this stay plain until the daemon's [capture] min_size
+ * (or KVTIER_MIN_SIZE) says otherwise. */
+#define CLASSIFY_DEFAULT_MIN_SIZE_BYTES (64ull << 20)
+
+/* Which allocations the shim captures (all sizes in bytes; 0 = no limit),
+ * and the counts the rules are held against. */
 struct classify_rules {
-        uint64_t min_size;      /* KVTIER_MIN_SIZE: smaller ones stay plain */
-        uint64_t capture_after; /* KVTIER_CAPTURE_AFTER: the first N bytes allocated stay plain */
-        uint64_t max_captured;  /* KVTIER_MAX_CAPTURED: at most this many bytes captured at once */
-        uint32_t apis;          /* KVTIER_CAPTURE_APIS: KVT_API_FAMILY_* families captured */
+        uint64_t min_size;      /* [capture] min_size or KVTIER_MIN_SIZE: smaller ones stay plain */
+        uint64_t capture_after; /* [capture] capture_after: the first N bytes allocated stay plain */
+        uint64_t max_captured;  /* [capture] max_captured: at most this many bytes captured at once */
+        uint32_t apis;          /* [capture] apis: KVT_API_FAMILY_* families captured */
+        _Atomic uint64_t allocated_bytes; /* everything asked of the hooked allocators */
+        _Atomic uint64_t captured_bytes;  /* reserved by classify_take() and not released */
 };
 
 /* Which rules the environment set (they win over the daemon's). */
@@ -41,10 +48,10 @@ uint32_t classify_api_family(uint32_t api);
  * when the capture fails or the region is freed.  Returns KVT_RULE_NONE (0)
  * for an allocation left plain.  Every call counts towards capture_after.
  * Thread-safe. */
-uint32_t classify_take(const struct classify_rules *rules, uint32_t api, size_t size);
+uint32_t classify_take(struct classify_rules *rules, uint32_t api, size_t size);
 
 /* Returns size bytes reserved by classify_take(). */
-void classify_release(size_t size);
+void classify_release(struct classify_rules *rules, size_t size);
 
 /* Bytes captured now (reserved and not released). */
-uint64_t classify_captured_bytes(void);
+uint64_t classify_captured_bytes(struct classify_rules *rules);

@@ -18,40 +18,15 @@
 #include "hooks.h"
 #include "heat.h"
 #include "log.h"
-#include "mover.h"
 #include "protocol.h"
 #include "real.h"
-#include "regions.h"
-#include "vmm.h"
-#include "shim.h"
+#include "state.h"
 #include "standalone.h"
-#include "trace.h"
 #include "util.h"
 
 /* After a failed connect, allocations do not try again for this long, so a
  * missing daemon costs one failed connect(2) a second, not one per call. */
 #define RECONNECT_BACKOFF_NS (1000ull * 1000 * 1000)
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t conn_changed = PTHREAD_COND_INITIALIZER;
-static int conn_fd = -1;
-static uint32_t conn_seq;
-static uint64_t next_attempt_ns;
-static bool outage_logged;
-static bool mover_running;
-/* What the first handshake learnt, so that the mover can reconnect without
- * touching CUDA (a cudaMemGetInfo on its thread could create a context on
- * the wrong device). */
-static struct kvt_hello hello_cached;
-static bool hello_known;
-/* Totals of the devices regions were captured on, and which of them the
- * current connection has heard of (bit d: device d). */
-static uint64_t device_total[KVT_MAX_GPUS];
-static int device_node[KVT_MAX_GPUS];
-static uint64_t devices_known, devices_announced;
-/* The current connection's grants, per device: the cap of its last GRANT
- * and the bytes captures started in VRAM under them since it connected. */
-static uint64_t grant_cap[KVT_MAX_GPUS], grant_used[KVT_MAX_GPUS];
 
 static int wait_writable(int fd, int timeout_ms) {
         struct pollfd p = { .fd = fd, .events = POLLOUT };
@@ -71,7 +46,7 @@ static int send_locked(int fd, uint16_t type, const void *payload, size_t len);
 
 /* The daemon, as messages name it. */
 static const char *where_locked(void) {
-        return shim_cfg.standalone ? standalone_where() : shim_cfg.socket_path;
+        return kvt_shim()->cfg.standalone ? standalone_where() : kvt_shim()->cfg.socket_path;
 }
 
 /* A REGION_ADD is preceded, once per connection and device (the HELLO's
@@ -79,23 +54,25 @@ static const char *where_locked(void) {
  * and home node.  A device not noted yet (a VMM mapping comes first) is
  * announced again once it is. */
 static int announce_device_locked(int fd, int dev) {
+        struct shim_client *c = &kvt_shim()->client;
         struct kvt_device d = { .device = dev, .host_node = -1 };
         int r;
 
-        if (dev < 0 || dev >= KVT_MAX_GPUS || (devices_announced & (1ull << dev)))
+        if (dev < 0 || dev >= KVT_MAX_GPUS || (c->devices_announced & (1ull << dev)))
                 return 0;
-        if (devices_known & (1ull << dev)) {
-                d.total_bytes = device_total[dev];
-                d.host_node = device_node[dev];
+        if (c->devices_known & (1ull << dev)) {
+                d.total_bytes = c->device_total[dev];
+                d.host_node = c->device_node[dev];
         }
         r = send_locked(fd, KVT_MSG_DEVICE, &d, sizeof(d));
-        if (r == 0 && (devices_known & (1ull << dev)))
-                devices_announced |= 1ull << dev;
+        if (r == 0 && (c->devices_known & (1ull << dev)))
+                c->devices_announced |= 1ull << dev;
         return r;
 }
 
 /* Sends with the lock held; the caller drops the connection on failure. */
 static int send_locked(int fd, uint16_t type, const void *payload, size_t len) {
+        struct shim_client *c = &kvt_shim()->client;
         int r;
 
         if (type == KVT_MSG_REGION_ADD) {
@@ -103,39 +80,41 @@ static int send_locked(int fd, uint16_t type, const void *payload, size_t len) {
                 if (r < 0)
                         return r;
         }
-        r = kvt_msg_send(fd, type, ++conn_seq, payload, len);
+        r = kvt_msg_send(fd, type, ++c->conn_seq, payload, len);
 
         if (r == -EAGAIN) {
-                r = wait_writable(fd, shim_cfg.timeout_ms);
+                r = wait_writable(fd, kvt_shim()->cfg.timeout_ms);
                 if (r == 0)
-                        r = kvt_msg_send(fd, type, conn_seq, payload, len);
+                        r = kvt_msg_send(fd, type, c->conn_seq, payload, len);
         }
         return r;
 }
 
 static void drop_locked(int err) {
-        if (conn_fd < 0)
+        struct shim_client *c = &kvt_shim()->client;
+
+        if (c->conn_fd < 0)
                 return;
         log_warning("Lost kvtierd at %s: %s; captured memory stays where it is, and new allocations go to host memory until it is back.",
                     where_locked(), strerror(err < 0 ? -err : err));
         /* shutdown() wakes the mover, which finds its fd stale and closes it
          * itself, so that no one reuses the number under it. */
-        shutdown(conn_fd, SHUT_RDWR);
-        conn_fd = -1;
-        next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
-        outage_logged = true;
-        regions_forget_registration();
-        vmm_forget_registration();
+        shutdown(c->conn_fd, SHUT_RDWR);
+        c->conn_fd = -1;
+        c->next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
+        c->outage_logged = true;
+        kvt_shim()->owner.forget_registration();
 }
 
 /* The HELLO of this process: learnt from CUDA once, on an allocating thread. */
 static const struct kvt_hello *hello_locked(void) {
+        struct shim_client *c = &kvt_shim()->client;
         const struct kvt_cudart *rt = real_cudart();
         size_t free_bytes = 0, total_bytes = 0;
         int dev = 0;
 
-        if (hello_known)
-                return &hello_cached;
+        if (c->hello_known)
+                return &c->hello;
         if (rt) {
                 /* the shim's own calls: never answered by its hooks (the
                  * capacity view would come back here) */
@@ -143,33 +122,30 @@ static const struct kvt_hello *hello_locked(void) {
                 if (PASS(rt->cudaMemGetInfo(&free_bytes, &total_bytes)) != cudaSuccess)
                         total_bytes = 0;
         }
-        hello_cached = (struct kvt_hello){
+        c->hello = (struct kvt_hello){
                 .proto_version = KVT_PROTO_VERSION,
                 .device = dev,
                 .device_total_bytes = total_bytes,
         };
-        if (prctl(PR_GET_NAME, hello_cached.name) < 0)
-                strcpy(hello_cached.name, "?");
-        hello_known = true;
-        return &hello_cached;
+        if (prctl(PR_GET_NAME, c->hello.name) < 0)
+                strcpy(c->hello.name, "?");
+        c->hello_known = true;
+        return &c->hello;
 }
 
-/* VRAM budget plus host grant from the last WELCOME; 0 before any. */
-static _Atomic uint64_t granted_bytes;
-
-/* Set by this process's first WELCOME: a daemon serves this host. */
-static atomic_bool welcomed;
-
 bool client_was_welcomed(void) {
-        return atomic_load(&welcomed);
+        struct shim_client *c = &kvt_shim()->client;
+
+        return atomic_load(&c->welcomed);
 }
 
 int client_capacity(uint64_t *ret_bytes) {
+        struct shim_client *c = &kvt_shim()->client;
         uint64_t b;
 
         if (client_ensure() < 0)
                 return -ENOTCONN;
-        b = atomic_load(&granted_bytes);
+        b = atomic_load(&c->granted_bytes);
         if (b == 0)
                 return -ENODATA;
         *ret_bytes = b;
@@ -177,6 +153,7 @@ int client_capacity(uint64_t *ret_bytes) {
 }
 
 static int handshake(int fd, int timeout_ms, uint64_t *ret_grant) {
+        struct shim_client *c = &kvt_shim()->client;
         struct kvt_msg *m;
         int r;
 
@@ -193,11 +170,12 @@ static int handshake(int fd, int timeout_ms, uint64_t *ret_grant) {
                 log_debug("Registered with kvtierd as client %u, %llu bytes of VRAM granted.",
                           m->u.welcome.client_id, (unsigned long long)m->u.welcome.vram_grant_bytes);
                 *ret_grant = m->u.welcome.vram_grant_bytes;
-                atomic_store(&granted_bytes, m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
-                atomic_store(&welcomed, true);
-                classify_rules_apply(&shim_cfg.rules, shim_cfg.rules_from_env, m->u.welcome.capture_min_size,
-                                     m->u.welcome.capture_after, m->u.welcome.max_captured,
-                                     m->u.welcome.capture_apis);
+                atomic_store(&c->granted_bytes,
+                             m->u.welcome.vram_budget_bytes + m->u.welcome.host_grant_bytes);
+                atomic_store(&c->welcomed, true);
+                classify_rules_apply(&kvt_shim()->rules, kvt_shim()->rules_from_env,
+                                     m->u.welcome.capture_min_size, m->u.welcome.capture_after,
+                                     m->u.welcome.max_captured, m->u.welcome.capture_apis);
         }
         free(m);
         return r;
@@ -206,24 +184,26 @@ static int handshake(int fd, int timeout_ms, uint64_t *ret_grant) {
 /* Passes the heat table to a fresh connection, once.  A failure costs the
  * daemon its heat for this connection, nothing else. */
 static void heat_announce_locked(int fd) {
+        struct shim_client *c = &kvt_shim()->client;
         struct kvt_heat_table t;
         int hfd = heat_table_fd(&t), r;
 
         if (hfd < 0)
                 return;
-        r = kvt_msg_send_fd(fd, KVT_MSG_HEAT_TABLE, ++conn_seq, &t, sizeof(t), hfd);
+        r = kvt_msg_send_fd(fd, KVT_MSG_HEAT_TABLE, ++c->conn_seq, &t, sizeof(t), hfd);
         if (r < 0)
                 log_warning_errno(r, "Failed to pass the heat table to kvtierd: %s, ignoring.", strerror(-r));
 }
 
 static int connect_locked(void) {
+        struct shim_client *c = &kvt_shim()->client;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        const char *path = shim_cfg.socket_path;
-        int timeout_ms = shim_cfg.timeout_ms, fd, r;
+        const char *path = kvt_shim()->cfg.socket_path;
+        int timeout_ms = kvt_shim()->cfg.timeout_ms, fd, r;
         uint64_t grant = 0;
 
         /* a kvtierd of this process's own (standalone.c) */
-        if (shim_cfg.standalone && (r = standalone_daemon(&path, &timeout_ms)) < 0)
+        if (kvt_shim()->cfg.standalone && (r = standalone_daemon(&path, &timeout_ms)) < 0)
                 return r;
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
@@ -241,61 +221,67 @@ static int connect_locked(void) {
                 return r;
         }
         heat_announce_locked(fd);
-        conn_fd = fd;
-        devices_announced = 0;
-        memset(grant_cap, 0, sizeof(grant_cap));
-        memset(grant_used, 0, sizeof(grant_used));
-        grant_cap[hello_cached.device] = grant;
+        c->conn_fd = fd;
+        c->devices_announced = 0;
+        memset(c->grant_cap, 0, sizeof(c->grant_cap));
+        memset(c->grant_used, 0, sizeof(c->grant_used));
+        c->grant_cap[c->hello.device] = grant;
         return 0;
 }
 
 /* Hands a fresh connection to the mover, starting it if none runs. */
 static int mover_wake_locked(void) {
+        struct shim_client *c = &kvt_shim()->client;
         int r;
 
-        if (mover_running) {
-                pthread_cond_broadcast(&conn_changed);
+        if (c->mover_running) {
+                pthread_cond_broadcast(&c->conn_changed);
                 return 0;
         }
-        r = mover_start();
+        r = kvt_shim()->owner.start_mover();
         if (r < 0) {
-                close(conn_fd);
-                conn_fd = -1;
+                close(c->conn_fd);
+                c->conn_fd = -1;
                 return r;
         }
-        mover_running = true;
+        c->mover_running = true;
         return 0;
 }
 
 static void note_attempt_locked(int r) {
+        struct shim_client *c = &kvt_shim()->client;
+
         if (r < 0) {
-                next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
-                if (!outage_logged)
+                c->next_attempt_ns = now_ns() + RECONNECT_BACKOFF_NS;
+                if (!c->outage_logged)
                         log_warning_errno(r, "Cannot reach kvtierd at %s: %s; allocations stay plain cudaMalloc until it is reachable.",
                                           where_locked(), strerror(-r));
-                outage_logged = true;
+                c->outage_logged = true;
         } else {
-                if (outage_logged)
+                if (c->outage_logged)
                         log_notice("Connected to kvtierd at %s.", where_locked());
-                outage_logged = false;
+                c->outage_logged = false;
         }
 }
 
 void client_kick_mover(void) {
-        pthread_mutex_lock(&lock);
+        struct shim_client *c = &kvt_shim()->client;
+
+        pthread_mutex_lock(&c->lock);
         /* Never welcomed: no daemon serves this host, nothing to wait for. */
-        if (!mover_running && atomic_load(&welcomed) && mover_start() == 0)
-                mover_running = true;
-        pthread_mutex_unlock(&lock);
+        if (!c->mover_running && atomic_load(&c->welcomed) && kvt_shim()->owner.start_mover() == 0)
+                c->mover_running = true;
+        pthread_mutex_unlock(&c->lock);
 }
 
 int client_ensure(void) {
+        struct shim_client *c = &kvt_shim()->client;
         int r = 0;
 
-        pthread_mutex_lock(&lock);
-        if (conn_fd >= 0)
+        pthread_mutex_lock(&c->lock);
+        if (c->conn_fd >= 0)
                 goto out;
-        if (now_ns() < next_attempt_ns) {
+        if (now_ns() < c->next_attempt_ns) {
                 r = -ENOTCONN;
                 goto out;
         }
@@ -304,7 +290,7 @@ int client_ensure(void) {
                 r = mover_wake_locked();
         note_attempt_locked(r);
 out:
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&c->lock);
         return r;
 }
 
@@ -312,19 +298,20 @@ out:
  * successful send, calls mark(id) with the lock still held, so that no lost
  * connection can come between the send and what the caller records of it. */
 static int send_checked(int fd, uint16_t type, const void *payload, size_t len, void (*mark)(uint32_t), uint32_t id) {
+        struct shim_client *c = &kvt_shim()->client;
         int r;
 
-        pthread_mutex_lock(&lock);
-        if (conn_fd < 0 || (fd >= 0 && conn_fd != fd))
+        pthread_mutex_lock(&c->lock);
+        if (c->conn_fd < 0 || (fd >= 0 && c->conn_fd != fd))
                 r = -ENOTCONN;
         else {
-                r = send_locked(conn_fd, type, payload, len);
+                r = send_locked(c->conn_fd, type, payload, len);
                 if (r < 0)
                         drop_locked(r);
                 else if (mark)
                         mark(id);
         }
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&c->lock);
         return r;
 }
 
@@ -341,123 +328,117 @@ int client_register(int fd, const struct kvt_region_add *add, void (*mark)(uint3
 }
 
 int client_next_connection(void) {
+        struct shim_client *c = &kvt_shim()->client;
         int fd = -1;
 
-        pthread_mutex_lock(&lock);
+        pthread_mutex_lock(&c->lock);
         for (;;) {
                 struct timespec until;
-                uint64_t bytes, wake_ns, now;
-                size_t n;
+                uint64_t wake_ns, now;
 
-                if (conn_fd >= 0) {
-                        fd = conn_fd;
+                if (c->conn_fd >= 0) {
+                        fd = c->conn_fd;
                         break;
                 }
-                regions_count(&n, &bytes);
-                if (n == 0 && vmm_count() == 0) {
-                        mover_running = false; /* the next capture starts a new one */
+                if (!kvt_shim()->owner.has_work()) {
+                        c->mover_running = false; /* the next capture starts a new one */
                         break;
                 }
                 now = now_ns();
-                if (now >= next_attempt_ns) {
+                if (now >= c->next_attempt_ns) {
                         note_attempt_locked(connect_locked());
                         continue;
                 }
                 /* Sleep until the back-off ends or an allocation connected. */
-                wake_ns = next_attempt_ns - now;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += (time_t)(wake_ns / 1000000000ull);
-                until.tv_nsec += (long)(wake_ns % 1000000000ull);
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
-                pthread_cond_timedwait(&conn_changed, &lock, &until);
+                wake_ns = c->next_attempt_ns - now;
+                realtime_after_ns(&until, wake_ns);
+                pthread_cond_timedwait(&c->conn_changed, &c->lock, &until);
         }
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&c->lock);
         return fd;
 }
 
 bool client_grant_take(int dev, uint64_t bytes) {
+        struct shim_client *c = &kvt_shim()->client;
         bool ok;
 
         if (dev < 0 || dev >= KVT_MAX_GPUS)
                 return false;
-        pthread_mutex_lock(&lock);
-        ok = conn_fd >= 0 && grant_used[dev] + bytes <= grant_cap[dev];
+        pthread_mutex_lock(&c->lock);
+        ok = c->conn_fd >= 0 && c->grant_used[dev] + bytes <= c->grant_cap[dev];
         if (ok)
-                grant_used[dev] += bytes;
-        pthread_mutex_unlock(&lock);
+                c->grant_used[dev] += bytes;
+        pthread_mutex_unlock(&c->lock);
         return ok;
 }
 
 void client_grant_set(int fd, const struct kvt_grant *g) {
-        pthread_mutex_lock(&lock);
-        if (fd == conn_fd && g->device >= 0 && g->device < KVT_MAX_GPUS)
-                grant_cap[g->device] = g->vram_cap_bytes;
-        pthread_mutex_unlock(&lock);
+        struct shim_client *c = &kvt_shim()->client;
+
+        pthread_mutex_lock(&c->lock);
+        if (fd == c->conn_fd && g->device >= 0 && g->device < KVT_MAX_GPUS)
+                c->grant_cap[g->device] = g->vram_cap_bytes;
+        pthread_mutex_unlock(&c->lock);
 }
 
 void client_demand(void) {
-        pthread_mutex_lock(&lock);
+        struct shim_client *c = &kvt_shim()->client;
+
+        pthread_mutex_lock(&c->lock);
         /* Never waits: a DEMAND that does not fit the socket is not needed
          * (the daemon's next tick reads the same heat). */
-        if (conn_fd >= 0)
-                (void)kvt_msg_send(conn_fd, KVT_MSG_DEMAND, ++conn_seq, NULL, 0);
-        pthread_mutex_unlock(&lock);
+        if (c->conn_fd >= 0)
+                (void)kvt_msg_send(c->conn_fd, KVT_MSG_DEMAND, ++c->conn_seq, NULL, 0);
+        pthread_mutex_unlock(&c->lock);
 }
 
 void client_lost(int fd, int err) {
-        pthread_mutex_lock(&lock);
-        if (conn_fd == fd)
+        struct shim_client *c = &kvt_shim()->client;
+
+        pthread_mutex_lock(&c->lock);
+        if (c->conn_fd == fd)
                 drop_locked(err);
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&c->lock);
 }
 
-/* The child of fork() has no mover thread and must not speak for the
- * parent: it forgets the connection (the parent keeps it open) and
- * connects on its own if it allocates. */
-static void atfork_child(void) {
-        pthread_mutex_init(&lock, NULL);
-        pthread_cond_init(&conn_changed, NULL);
-        mover_running = false;
-        if (conn_fd >= 0)
-                close(conn_fd); /* the parent's connection lives on: close() is not shutdown() */
-        conn_fd = -1;
-        next_attempt_ns = 0;
-        outage_logged = false;
-        memset(grant_cap, 0, sizeof(grant_cap));
-        memset(grant_used, 0, sizeof(grant_used));
-        atomic_store(&welcomed, false); /* the child is welcomed on its own */
-        regions_atfork_child();
-        standalone_atfork_child();
-        heat_atfork_child();
-        trace_atfork_child();
+void client_atfork_child(void) {
+        struct shim_client *c = &kvt_shim()->client;
+
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->conn_changed, NULL);
+        c->mover_running = false;
+        if (c->conn_fd >= 0)
+                close(c->conn_fd); /* the parent's connection lives on: close() is not shutdown() */
+        c->conn_fd = -1;
+        c->next_attempt_ns = 0;
+        c->outage_logged = false;
+        memset(c->grant_cap, 0, sizeof(c->grant_cap));
+        memset(c->grant_used, 0, sizeof(c->grant_used));
+        atomic_store(&c->welcomed, false); /* the child is welcomed on its own */
 }
 
 void client_note_device(int dev, uint64_t total_bytes, int host_node) {
+        struct shim_client *c = &kvt_shim()->client;
+
         if (dev < 0 || dev >= KVT_MAX_GPUS)
                 return;
-        pthread_mutex_lock(&lock);
-        if (!(devices_known & (1ull << dev))) {
-                device_total[dev] = total_bytes;
-                device_node[dev] = host_node >= 0 && host_node < KVT_MAX_NODES ? host_node : -1;
-                devices_known |= 1ull << dev;
+        pthread_mutex_lock(&c->lock);
+        if (!(c->devices_known & (1ull << dev))) {
+                c->device_total[dev] = total_bytes;
+                c->device_node[dev] = host_node >= 0 && host_node < KVT_MAX_NODES ? host_node : -1;
+                c->devices_known |= 1ull << dev;
         }
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&c->lock);
 }
 
 bool client_device_noted(int dev) {
+        struct shim_client *c = &kvt_shim()->client;
         bool r;
 
         if (dev < 0 || dev >= KVT_MAX_GPUS)
                 return true;
-        pthread_mutex_lock(&lock);
-        r = devices_known & (1ull << dev);
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_lock(&c->lock);
+        r = c->devices_known & (1ull << dev);
+        pthread_mutex_unlock(&c->lock);
         return r;
-}
-
-void client_init(void) {
-        pthread_atfork(NULL, NULL, atfork_child);
 }

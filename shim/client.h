@@ -9,12 +9,12 @@ struct kvt_region_add;
 
 /* Makes sure a daemon connection exists, connecting (HELLO, WELCOME, the
  * mover thread started or woken) when none does and the back-off has passed.
- * Never waits longer than shim_cfg.timeout_ms.  Returns 0 when connected,
+ * Never waits longer than the configured timeout (KVTIER_TIMEOUT_MS).  Returns 0 when connected,
  * -errno otherwise (logged once per outage). */
 int client_ensure(void);
 
 /* Sends one message on the current connection, waiting at most
- * shim_cfg.timeout_ms for room.  A failure drops the connection.
+ * the configured timeout (KVTIER_TIMEOUT_MS) for room.  A failure drops the connection.
  * Returns 0, -ENOTCONN or -errno. */
 int client_send(uint16_t type, const void *payload, size_t len);
 
@@ -70,5 +70,7 @@ bool client_was_welcomed(void);
  * mover registers it with the next one. */
 void client_kick_mover(void);
 
-/* Sets up fork handling; called once from the constructor. */
-void client_init(void);
+/* In the child of fork(): it has no mover thread and must not speak for
+ * the parent: it forgets the connection (the parent keeps it open) and
+ * connects on its own if it allocates. */
+void client_atfork_child(void);

@@ -39,6 +39,7 @@
 #include "log.h"
 #include "real.h"
 #include "regions.h"
+#include "state.h"
 #include "sym.h"
 #include "util.h"
 
@@ -64,49 +65,38 @@ static const char *const cupti_names[] = {
 #undef KVT_CUPTI_NAME
 };
 
-static struct cupti_stats stats;
 /* The counters' records are handed over this often: a fault reaches the
  * daemon within about this long (its DEMAND then wakes the planner), so the
  * period bounds how long a demanded chunk is read in place before it can be
  * promoted.  Milliseconds. */
 #define CUPTI_FLUSH_MS 10u
-static pthread_t sampler;
-static bool started; /* the sampler thread was started */
-static bool loaded;  /* CUPTI found, configured and enabled */
 
-/* The sampler's life: at exit it is stopped before the CUDA runtime tears
- * down (cupti_stop), never left calling CUPTI into a dead runtime. */
-static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t run_cond = PTHREAD_COND_INITIALIZER;
-static bool stopping, sampler_running, stats_dumped;
-
-static char *stats_path;
-
-void cupti_load_env(void) {
-        const char *v = getenv("KVTIER_HEAT_STATS");
-
-        if (v && *v)
-                stats_path = strdup(v);
-}
+/* The sampler's life (run_lock): at exit it is stopped before the CUDA
+ * runtime tears down (cupti_stop), never left calling CUPTI into a dead
+ * runtime. */
 
 /* Shared-library destructors run after every atexit handler, the CUDA
  * runtime's teardown included: no CUPTI call here, only the statistics of
  * a process whose sampler never started. */
 __attribute__((destructor)) static void cupti_at_exit(void) {
-        __atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
-        if (stats_path && !stats_dumped)
-                cupti_dump_stats(stats_path);
+        struct shim_cupti *cp = &kvt_shim()->cupti;
+
+        __atomic_store_n(&cp->stopping, true, __ATOMIC_RELEASE);
+        if (kvt_shim()->cfg.heat_stats_path && !cp->stats_dumped)
+                cupti_dump_stats(kvt_shim()->cfg.heat_stats_path);
 }
 
 void cupti_get_stats(struct cupti_stats *ret) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
+
         for (int k = 0; k < KVT_CUPTI_UM_KINDS; k++) {
-                ret->records[k] = __atomic_load_n(&stats.records[k], __ATOMIC_RELAXED);
-                ret->attributed[k] = __atomic_load_n(&stats.attributed[k], __ATOMIC_RELAXED);
+                ret->records[k] = __atomic_load_n(&cp->stats.records[k], __ATOMIC_RELAXED);
+                ret->attributed[k] = __atomic_load_n(&cp->stats.attributed[k], __ATOMIC_RELAXED);
         }
-        ret->other_records = __atomic_load_n(&stats.other_records, __ATOMIC_RELAXED);
-        ret->buffers = __atomic_load_n(&stats.buffers, __ATOMIC_RELAXED);
-        ret->enabled_ns = __atomic_load_n(&stats.enabled_ns, __ATOMIC_RELAXED);
-        ret->loaded = __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+        ret->other_records = __atomic_load_n(&cp->stats.other_records, __ATOMIC_RELAXED);
+        ret->buffers = __atomic_load_n(&cp->stats.buffers, __ATOMIC_RELAXED);
+        ret->enabled_ns = __atomic_load_n(&cp->stats.enabled_ns, __ATOMIC_RELAXED);
+        ret->loaded = __atomic_load_n(&cp->loaded, __ATOMIC_ACQUIRE);
 }
 
 static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
@@ -122,34 +112,37 @@ static bool counts_as_heat(int kind) {
 }
 
 static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
         int k = r->counterKind;
 
         if (k < 0 || k >= KVT_CUPTI_UM_KINDS) {
-                __atomic_fetch_add(&stats.other_records, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&cp->stats.other_records, 1, __ATOMIC_RELAXED);
                 return;
         }
-        __atomic_fetch_add(&stats.records[k], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&cp->stats.records[k], 1, __ATOMIC_RELAXED);
         if (!heat_maybe_captured((uintptr_t)r->address))
                 return;
         if (counts_as_heat(k)) {
                 if (heat_touch((uintptr_t)r->address, 0, 1))
-                        __atomic_fetch_add(&stats.attributed[k], 1, __ATOMIC_RELAXED);
+                        __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
                 return;
         }
         /* Transfers: attributed for the statistics only. */
         if (heat_locate((uintptr_t)r->address))
-                __atomic_fetch_add(&stats.attributed[k], 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
 }
 
 static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
+
         CUpti_Activity *rec = NULL;
 
-        __atomic_fetch_add(&stats.buffers, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&cp->stats.buffers, 1, __ATOMIC_RELAXED);
         while (buffer && cupti.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
                 if (rec->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
                         um_record((const CUpti_ActivityUnifiedMemoryCounter3 *)rec);
                 else
-                        __atomic_fetch_add(&stats.other_records, 1, __ATOMIC_RELAXED);
+                        __atomic_fetch_add(&cp->stats.other_records, 1, __ATOMIC_RELAXED);
         }
         free(buffer);
 }
@@ -211,50 +204,47 @@ static int load(void) {
 
 /* Sleeps ns, or less if the process is exiting; returns false then. */
 static bool nap(uint64_t ns) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
         struct timespec until;
         bool go;
 
-        clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
-        until.tv_sec += (time_t)(ns / 1000000000ull);
-        until.tv_nsec += (long)(ns % 1000000000ull);
-        if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-        }
-        pthread_mutex_lock(&run_lock);
-        while (!stopping && pthread_cond_timedwait(&run_cond, &run_lock, &until) != ETIMEDOUT)
+        realtime_after_ns(&until, ns);
+        pthread_mutex_lock(&cp->run_lock);
+        while (!cp->stopping && pthread_cond_timedwait(&cp->run_cond, &cp->run_lock, &until) != ETIMEDOUT)
                 ;
-        go = !stopping;
-        pthread_mutex_unlock(&run_lock);
+        go = !cp->stopping;
+        pthread_mutex_unlock(&cp->run_lock);
         return go;
 }
 
 /* After a flush that counted faults into the heat table: asks the daemon
  * to plan now rather than at its next tick. */
 static void demand_if_faulted(void) {
-        static uint64_t seen;
-        uint64_t n = __atomic_load_n(&stats.attributed[CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT],
-                                     __ATOMIC_RELAXED);
+        struct shim_cupti *cp = &kvt_shim()->cupti;
+        uint64_t n = __atomic_load_n(
+                &cp->stats.attributed[CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT],
+                __ATOMIC_RELAXED);
 
-        if (n != seen) {
-                seen = n;
+        if (n != cp->faults_seen) {
+                cp->faults_seen = n;
                 client_demand();
         }
 }
 
 /* Hands the records over every CUPTI_FLUSH_MS until the process exits. */
 static void *sampler_main(void *arg) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
         uint64_t t0 = now_ns();
 
         while (nap((uint64_t)CUPTI_FLUSH_MS * 1000000ull)) {
                 cupti.cuptiActivityFlushAll(0);
                 demand_if_faulted();
         }
-        __atomic_fetch_add(&stats.enabled_ns, now_ns() - t0, __ATOMIC_RELAXED);
-        pthread_mutex_lock(&run_lock);
-        sampler_running = false;
-        pthread_cond_broadcast(&run_cond);
-        pthread_mutex_unlock(&run_lock);
+        __atomic_fetch_add(&cp->stats.enabled_ns, now_ns() - t0, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&cp->run_lock);
+        cp->sampler_running = false;
+        pthread_cond_broadcast(&cp->run_cond);
+        pthread_mutex_unlock(&cp->run_lock);
         return arg;
 }
 
@@ -264,39 +254,41 @@ static void *sampler_main(void *arg) {
  * records while CUDA still stands, and writes the statistics.  On the H200
  * an engine whose sampler was left running died with SIGSEGV at exit. */
 static void cupti_stop(void) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
         const struct kvt_cudart *rt = real_cudart();
         struct timespec until;
         int dev;
 
-        clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
-        until.tv_sec += 2; /* a CUPTI call that hangs must not hang exit() */
-        pthread_mutex_lock(&run_lock);
-        __atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&run_cond);
-        while (sampler_running && pthread_cond_timedwait(&run_cond, &run_lock, &until) != ETIMEDOUT)
+        realtime_after_ns(&until, 2000000000ull); /* a CUPTI call that hangs must not hang exit() */
+        pthread_mutex_lock(&cp->run_lock);
+        __atomic_store_n(&cp->stopping, true, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&cp->run_cond);
+        while (cp->sampler_running &&
+               pthread_cond_timedwait(&cp->run_cond, &cp->run_lock, &until) != ETIMEDOUT)
                 ;
-        pthread_mutex_unlock(&run_lock);
+        pthread_mutex_unlock(&cp->run_lock);
         /* A runtime already unloading (another order of exit handlers) is
          * left alone: the records since the last flush are lost. */
-        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE) && rt && rt->cudaGetDevice(&dev) == cudaSuccess) {
+        if (__atomic_load_n(&cp->loaded, __ATOMIC_ACQUIRE) && rt && rt->cudaGetDevice(&dev) == cudaSuccess) {
                 cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
                 cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
         }
-        if (stats_path) {
-                cupti_dump_stats(stats_path);
-                stats_dumped = true;
+        if (kvt_shim()->cfg.heat_stats_path) {
+                cupti_dump_stats(kvt_shim()->cfg.heat_stats_path);
+                cp->stats_dumped = true;
         }
 }
 
-/* A fork child has no sampler, and its copy of CUPTI has no worker (its
- * locks may have been copied held): its exit neither waits for a sampler
- * nor calls CUPTI, and the statistics are the parent's to write. */
-static void atfork_child(void) {
-        pthread_mutex_init(&run_lock, NULL);
-        pthread_cond_init(&run_cond, NULL);
-        sampler_running = false;
-        __atomic_store_n(&loaded, false, __ATOMIC_RELEASE);
-        stats_dumped = true;
+void cupti_atfork_child(void) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
+
+        if (!cp->started)
+                return;
+        pthread_mutex_init(&cp->run_lock, NULL);
+        pthread_cond_init(&cp->run_cond, NULL);
+        cp->sampler_running = false;
+        __atomic_store_n(&cp->loaded, false, __ATOMIC_RELEASE);
+        cp->stats_dumped = true;
 }
 
 static const char *result_string(CUptiResult r) {
@@ -341,6 +333,8 @@ static int configure(void) {
 /* Loads and configures CUPTI; returns 0 with the counters enabled, or
  * -errno (logged). */
 static int setup(void) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
+
         CUptiResult cr;
         int r;
 
@@ -366,7 +360,7 @@ static int setup(void) {
                 return log_warning_errno(
                         EIO, "Failed to enable CUPTI unified-memory counters: %s; no fault heat, ignoring.",
                         result_string(cr));
-        __atomic_store_n(&loaded, true, __ATOMIC_RELEASE);
+        __atomic_store_n(&cp->loaded, true, __ATOMIC_RELEASE);
         log_debug("CUPTI unified-memory counters on, records every %u ms.", CUPTI_FLUSH_MS);
         return 0;
 }
@@ -377,12 +371,13 @@ static int setup(void) {
  * arrived for managed memory allocated while it ran (the counters' cost
  * stayed). */
 int cupti_start(void) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
         const struct kvt_cudart *rt = real_cudart();
         int r;
 
-        if (started)
+        if (cp->started)
                 return 0;
-        started = true;
+        cp->started = true;
         /* The runtime up first (cudaFree(NULL) initializes it): its exit-time
          * teardown is then registered before the atexit handler below, and
          * runs after it. */
@@ -391,21 +386,21 @@ int cupti_start(void) {
         r = setup();
         if (r < 0)
                 return r;
-        sampler_running = true;
-        r = kvt_thread_create(&sampler, NULL, sampler_main, NULL);
+        cp->sampler_running = true;
+        r = kvt_thread_create(&cp->sampler, NULL, sampler_main, NULL);
         if (r < 0) {
-                sampler_running = false;
+                cp->sampler_running = false;
                 return log_warning_errno(r, "Failed to start the CUPTI sampler: %s, ignoring.",
                                          strerror(-r));
         }
-        pthread_detach(sampler);
-        pthread_atfork(NULL, NULL, atfork_child);
+        pthread_detach(cp->sampler);
         if (atexit(cupti_stop) != 0)
                 log_warning("Failed to register the CUPTI sampler's exit handler, ignoring.");
         return 0;
 }
 
 void cupti_dump_stats(const char *path) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
         static const char *const names[KVT_CUPTI_UM_KINDS] = {"unknown",    "htod",       "dtoh",
                                                               "cpu_fault",  "gpu_fault",  "thrashing",
                                                               "throttling", "remote_map", "dtod"};
@@ -415,7 +410,8 @@ void cupti_dump_stats(const char *path) {
 
         /* Flushed here only while the sampler runs: at exit cupti_stop
          * has flushed, and later CUDA may be gone. */
-        if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE) && !__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&cp->loaded, __ATOMIC_ACQUIRE) &&
+            !__atomic_load_n(&cp->stopping, __ATOMIC_ACQUIRE))
                 cupti.cuptiActivityFlushAll(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
         cupti_get_stats(&s);
         launch_get_stats(&l);

@@ -9,26 +9,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cupti-abi.h"
-
-struct cupti_stats {
-        uint64_t records[KVT_CUPTI_UM_KINDS];    /* UM records received, by counter kind */
-        uint64_t attributed[KVT_CUPTI_UM_KINDS]; /* of those, inside a captured region */
-        uint64_t other_records;                  /* other activity kinds, unknown counter kinds */
-        uint64_t buffers;                        /* buffers CUPTI completed */
-        uint64_t enabled_ns;                     /* time the counters were on */
-        bool loaded;                             /* libcupti found and counters configured */
-};
-
-/* Reads KVTIER_HEAT_STATS (a file that gets the statistics at exit); once,
- * from the constructor. */
-void cupti_load_env(void);
+#include "state.h"
 
 /* Loads libcupti, configures the counters and starts the sampler thread,
  * once.  Returns 0 or -errno (logged; the shim carries on without). */
 int cupti_start(void);
 
 void cupti_get_stats(struct cupti_stats *ret);
+
+/* In the child of fork(): it has no sampler, and its copy of CUPTI has no
+ * worker (its locks may have been copied held): its exit neither waits for
+ * a sampler nor calls CUPTI, and the statistics are the parent's to write.
+ * Nothing to do where the sampler never started. */
+void cupti_atfork_child(void);
 
 /* Writes the statistics as one JSON line to path (KVTIER_HEAT_STATS),
  * after a last flush of what CUPTI holds. */

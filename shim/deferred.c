@@ -19,49 +19,41 @@
 #include "log.h"
 #include "real.h"
 #include "regions.h"
-#include "shim.h"
+#include "state.h"
 
-struct pending {
-        struct pending *next;
+struct deferred_entry {
+        struct deferred_entry *next;
         struct shim_region region;
         cudaEvent_t event;
+        deferred_release_fn release;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static struct pending *head, *tail;
-static bool reaper_running;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+void deferred_atfork_child(void) {
+        struct shim_deferred *d = &kvt_shim()->deferred;
 
-/* The child of fork() has no reaper, and the parent's pending frees are
- * the parent's: forget them (their memory is the parent's too). */
-static void atfork_child(void) {
-        pthread_mutex_init(&lock, NULL);
-        pthread_cond_init(&wake, NULL);
-        head = tail = NULL;
-        reaper_running = false;
-}
-
-static void setup_atfork(void) {
-        pthread_atfork(NULL, NULL, atfork_child);
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_cond_init(&d->wake, NULL);
+        d->head = d->tail = NULL;
+        d->reaper_running = false;
 }
 
 static void *reaper_main(void *arg) {
+        struct shim_deferred *d = &kvt_shim()->deferred;
         const struct kvt_cudart *rt = arg;
 
         hook_enter(); /* every CUDA call here is the shim's own */
         for (;;) {
-                struct pending *p;
+                struct deferred_entry *p;
                 cudaError_t e;
 
-                pthread_mutex_lock(&lock);
-                while (!head)
-                        pthread_cond_wait(&wake, &lock);
-                p = head;
-                head = p->next;
-                if (!head)
-                        tail = NULL;
-                pthread_mutex_unlock(&lock);
+                pthread_mutex_lock(&d->lock);
+                while (!d->head)
+                        pthread_cond_wait(&d->wake, &d->lock);
+                p = d->head;
+                d->head = p->next;
+                if (!d->head)
+                        d->tail = NULL;
+                pthread_mutex_unlock(&d->lock);
 
                 e = rt->cudaEventSynchronize(p->event);
                 if (e != cudaSuccess)
@@ -69,7 +61,7 @@ static void *reaper_main(void *arg) {
                         log_debug("Waiting for the free of region %u failed: %s; freeing it.", p->region.id,
                                   rt->cudaGetErrorString(e));
                 rt->cudaEventDestroy(p->event);
-                shim_release(rt, &p->region);
+                p->release(rt, &p->region);
                 free(p);
         }
         return NULL;
@@ -77,12 +69,13 @@ static void *reaper_main(void *arg) {
 
 /* Starts the reaper thread if it is not running.  Called with lock held. */
 static int reaper_start(const struct kvt_cudart *rt) {
+        struct shim_deferred *d = &kvt_shim()->deferred;
         pthread_attr_t attr;
         pthread_t t;
         sigset_t all, old;
         int r;
 
-        if (reaper_running)
+        if (d->reaper_running)
                 return 0;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -94,17 +87,20 @@ static int reaper_start(const struct kvt_cudart *rt) {
         if (r < 0)
                 return r;
         pthread_setname_np(t, "kvtier-reaper");
-        reaper_running = true;
+        d->reaper_running = true;
         return 0;
 }
 
-static int enqueue(const struct kvt_cudart *rt, const struct shim_region *r, cudaStream_t stream) {
-        struct pending *p = calloc(1, sizeof(*p));
+static int enqueue(const struct kvt_cudart *rt, const struct shim_region *r, cudaStream_t stream,
+                   deferred_release_fn release) {
+        struct shim_deferred *d = &kvt_shim()->deferred;
+        struct deferred_entry *p = calloc(1, sizeof(*p));
         int ret;
 
         if (!p)
                 return -ENOMEM;
         p->region = *r;
+        p->release = release;
         if (rt->cudaEventCreateWithFlags(&p->event, cudaEventDisableTiming) != cudaSuccess) {
                 free(p);
                 return -EIO;
@@ -114,17 +110,17 @@ static int enqueue(const struct kvt_cudart *rt, const struct shim_region *r, cud
                 free(p);
                 return -EIO;
         }
-        pthread_mutex_lock(&lock);
+        pthread_mutex_lock(&d->lock);
         ret = reaper_start(rt);
         if (ret == 0) {
-                if (tail)
-                        tail->next = p;
+                if (d->tail)
+                        d->tail->next = p;
                 else
-                        head = p;
-                tail = p;
-                pthread_cond_signal(&wake);
+                        d->head = p;
+                d->tail = p;
+                pthread_cond_signal(&d->wake);
         }
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&d->lock);
         if (ret < 0) {
                 rt->cudaEventDestroy(p->event);
                 free(p);
@@ -132,12 +128,12 @@ static int enqueue(const struct kvt_cudart *rt, const struct shim_region *r, cud
         return ret;
 }
 
-cudaError_t deferred_free(const struct kvt_cudart *rt, const struct shim_region *r, cudaStream_t stream) {
+cudaError_t deferred_free(const struct kvt_cudart *rt, const struct shim_region *r, cudaStream_t stream,
+                          deferred_release_fn release) {
         cudaError_t e;
 
-        pthread_once(&atfork_once, setup_atfork);
         hook_enter();
-        if (enqueue(rt, r, stream) == 0) {
+        if (enqueue(rt, r, stream, release) == 0) {
                 hook_leave();
                 return cudaSuccess;
         }
@@ -147,5 +143,5 @@ cudaError_t deferred_free(const struct kvt_cudart *rt, const struct shim_region 
         hook_leave();
         if (e != cudaSuccess)
                 log_debug("Stream of region %u failed: %s; freeing it.", r->id, rt->cudaGetErrorString(e));
-        return shim_release(rt, r);
+        return release(rt, r);
 }

@@ -99,10 +99,7 @@ CUresult kvt_hook_cuMemGetInfo_v2(size_t *free, size_t *total) {
         e = PASS(real(&real_free, &real_total));
         if (e != CUDA_SUCCESS)
                 return e;
-        if (!shim_capacity_view(real_free, real_total, free, total)) {
-                *free = real_free;
-                *total = real_total;
-        }
+        shim_capacity_view(real_free, real_total, free, total);
         return CUDA_SUCCESS;
 }
 KVT_HOOK_EXPORT(cuMemGetInfo_v2)

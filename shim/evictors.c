@@ -23,8 +23,7 @@
 #include "util.h"
 
 /* An eviction is split into parts, one per evictor, of at least this many
- * bytes: on the H200 small parts moved slower than long ones (2 MiB parts
- * well below 64 MiB parts from four contexts; tests/bench/RESULTS.md). */
+ * bytes: small parts moved slower than long ones (tests/bench/RESULTS.md). */
 #define EVICT_PART_MIN_BYTES ((size_t)16 << 20)
 
 /* An evictor thread.  set and thread are fixed by evictors_new(); the rest
@@ -174,7 +173,7 @@ static void context_log(struct evictors *set, const struct evictor *self, int de
 
 /* A context of its own is made for evictions only: no kernel runs there, so
  * the reservations that size kernels' stacks, printf buffer and heap go
- * down to nothing (about half a created context's VRAM on the H200).  The
+ * down to nothing (much of a created context's VRAM).  The
  * driver keeps a context working if it refuses: logged only. */
 static void context_lower(const struct kvt_cuda_calls *cu, int dev) {
         static const CUlimit limits[] = {CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE,

@@ -13,17 +13,12 @@
 #include "heat.h"
 #include "log.h"
 #include "regions.h"
-#include "shim.h"
+#include "state.h"
 #include "trace.h"
 #include "util.h"
 
-/* Directory slots of the table: one per live captured region (each 64 MiB
- * and up by default, so 1024 cover 64 GiB at the least). */
-#define HEAT_SLOTS 1024u
 /* First file size; it doubles as counters run out, up to KVT_HEAT_MAX_BYTES. */
 #define HEAT_INITIAL_BYTES (1ull << 20)
-
-unsigned heat_sources = HEAT_SRC_DEFAULT;
 
 /* A region as the hot path sees it: sorted by base, under table_lock. */
 struct heat_entry {
@@ -34,60 +29,16 @@ struct heat_entry {
 };
 
 /* A run of counters in the file, live or free for reuse. */
-struct extent {
+struct heat_extent {
         uint64_t offset;
         uint32_t n_chunks;
         uint32_t slot;
         uint32_t region_id; /* 0: free */
 };
 
-static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct heat_entry *entries;
-static size_t n_entries, cap_entries;
-/* Bounds of every captured region, for heat_maybe_captured(). */
-static uintptr_t span_lo = UINTPTR_MAX, span_hi;
-
-/* Writers (add, del) only: the file, its mapping, the directory. */
-static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
-static int table_fd = -1;
-static void *table_map; /* KVT_HEAT_MAX_BYTES reserved; valid below file_bytes */
-static uint64_t file_bytes, bump_offset;
-static bool slot_used[HEAT_SLOTS];
-static struct extent *extents;
-static size_t n_extents, cap_extents;
-static bool full_logged;
-
-int heat_sources_parse(const char *s, unsigned *ret_mask) {
-        unsigned mask = 0;
-        const char *p = s;
-
-        if (strcmp(s, "off") == 0 || strcmp(s, "0") == 0 || strcmp(s, "none") == 0) {
-                *ret_mask = 0;
-                return 0;
-        }
-        while (*p) {
-                size_t n = strcspn(p, ",");
-
-                if (n == 5 && strncmp(p, "cupti", 5) == 0)
-                        mask |= HEAT_SRC_CUPTI;
-                else if (n == 6 && strncmp(p, "launch", 6) == 0)
-                        mask |= HEAT_SRC_LAUNCH;
-                else if (n == 4 && strncmp(p, "hint", 4) == 0)
-                        mask |= HEAT_SRC_HINT;
-                else
-                        return -EINVAL;
-                p += n;
-                if (*p == ',')
-                        p++;
-        }
-        if (!mask)
-                return -EINVAL;
-        *ret_mask = mask;
-        return 0;
-}
-
 /* Creates the memfd, sealed against shrinking, and maps it.  write_lock held. */
 static int table_create_locked(void) {
+        struct shim_heat *h = &kvt_shim()->heat;
         void *map;
         int fd, r;
 
@@ -110,68 +61,72 @@ static int table_create_locked(void) {
                 return r;
         }
         kvt_heat_header_init(map, HEAT_SLOTS, HEAT_INITIAL_BYTES);
-        if (shim_cfg.trace_path && (r = trace_start(shim_cfg.trace_path)) < 0)
-                log_warning_errno(r, "Failed to record a trace to %s: %s, ignoring.", shim_cfg.trace_path,
-                                  strerror(-r));
-        table_fd = fd;
-        table_map = map;
-        file_bytes = HEAT_INITIAL_BYTES;
-        bump_offset = kvt_heat_counters_offset(HEAT_SLOTS);
+        if (kvt_shim()->cfg.trace_path && (r = trace_start(kvt_shim()->cfg.trace_path)) < 0)
+                log_warning_errno(r, "Failed to record a trace to %s: %s, ignoring.",
+                                  kvt_shim()->cfg.trace_path, strerror(-r));
+        h->table_fd = fd;
+        h->table_map = map;
+        h->file_bytes = HEAT_INITIAL_BYTES;
+        h->bump_offset = kvt_heat_counters_offset(HEAT_SLOTS);
         return 0;
 }
 
 /* Grows the file so that want bytes are valid.  write_lock held. */
 static int table_grow_locked(uint64_t want) {
-        uint64_t size = file_bytes;
-        struct kvt_heat_header *h = table_map;
+        struct shim_heat *h = &kvt_shim()->heat;
+        uint64_t size = h->file_bytes;
+        struct kvt_heat_header *hdr = h->table_map;
 
         if (want > KVT_HEAT_MAX_BYTES)
                 return -ENOSPC;
         while (size < want)
                 size *= 2;
         size = MIN(size, KVT_HEAT_MAX_BYTES);
-        if (ftruncate(table_fd, (off_t)size) < 0)
+        if (ftruncate(h->table_fd, (off_t)size) < 0)
                 return -errno;
-        file_bytes = size;
-        __atomic_store_n(&h->size_bytes, size, __ATOMIC_RELEASE);
+        h->file_bytes = size;
+        __atomic_store_n(&hdr->size_bytes, size, __ATOMIC_RELEASE);
         return 0;
 }
 
 /* Finds counters for n chunks: a free extent big enough, or new ones at the
  * end of the file.  write_lock held. */
-static int extent_take_locked(uint32_t n, uint32_t slot, uint32_t region_id, struct extent **ret) {
+static int extent_take_locked(uint32_t n, uint32_t slot, uint32_t region_id, struct heat_extent **ret) {
+        struct shim_heat *h = &kvt_shim()->heat;
         uint64_t end;
         int r;
 
-        for (size_t i = 0; i < n_extents; i++)
-                if (extents[i].region_id == 0 && extents[i].n_chunks >= n) {
-                        extents[i].slot = slot;
-                        extents[i].region_id = region_id;
-                        *ret = &extents[i];
+        for (size_t i = 0; i < h->n_extents; i++)
+                if (h->extents[i].region_id == 0 && h->extents[i].n_chunks >= n) {
+                        h->extents[i].slot = slot;
+                        h->extents[i].region_id = region_id;
+                        *ret = &h->extents[i];
                         return 0;
                 }
-        if (n_extents == cap_extents) {
-                size_t cap = cap_extents ? cap_extents * 2 : 16;
-                struct extent *e = realloc(extents, cap * sizeof(*e));
+        if (h->n_extents == h->cap_extents) {
+                size_t cap = h->cap_extents ? h->cap_extents * 2 : 16;
+                struct heat_extent *e = realloc(h->extents, cap * sizeof(*e));
                 if (!e)
                         return -ENOMEM;
-                extents = e;
-                cap_extents = cap;
+                h->extents = e;
+                h->cap_extents = cap;
         }
-        end = bump_offset + (uint64_t)n * sizeof(uint32_t);
-        if (end > file_bytes && (r = table_grow_locked(end)) < 0)
+        end = h->bump_offset + (uint64_t)n * sizeof(uint32_t);
+        if (end > h->file_bytes && (r = table_grow_locked(end)) < 0)
                 return r;
-        extents[n_extents] =
-                (struct extent){.offset = bump_offset, .n_chunks = n, .slot = slot, .region_id = region_id};
-        bump_offset = end;
-        *ret = &extents[n_extents++];
+        h->extents[h->n_extents] = (struct heat_extent){
+                .offset = h->bump_offset, .n_chunks = n, .slot = slot, .region_id = region_id};
+        h->bump_offset = end;
+        *ret = &h->extents[h->n_extents++];
         return 0;
 }
 
 static int slot_take_locked(void) {
+        struct shim_heat *h = &kvt_shim()->heat;
+
         for (uint32_t i = 0; i < HEAT_SLOTS; i++)
-                if (!slot_used[i]) {
-                        slot_used[i] = true;
+                if (!h->slot_used[i]) {
+                        h->slot_used[i] = true;
                         return (int)i;
                 }
         return -ENOSPC;
@@ -179,41 +134,43 @@ static int slot_take_locked(void) {
 
 /* Inserts e into the sorted hot-path table.  Takes table_lock. */
 static int entry_insert(const struct heat_entry *e) {
+        struct shim_heat *h = &kvt_shim()->heat;
         size_t i = 0;
 
-        pthread_rwlock_wrlock(&table_lock);
-        if (n_entries == cap_entries) {
-                size_t cap = cap_entries ? cap_entries * 2 : 16;
-                struct heat_entry *a = realloc(entries, cap * sizeof(*a));
+        pthread_rwlock_wrlock(&h->table_lock);
+        if (h->n_entries == h->cap_entries) {
+                size_t cap = h->cap_entries ? h->cap_entries * 2 : 16;
+                struct heat_entry *a = realloc(h->entries, cap * sizeof(*a));
                 if (!a) {
-                        pthread_rwlock_unlock(&table_lock);
+                        pthread_rwlock_unlock(&h->table_lock);
                         return -ENOMEM;
                 }
-                entries = a;
-                cap_entries = cap;
+                h->entries = a;
+                h->cap_entries = cap;
         }
-        while (i < n_entries && entries[i].base < e->base)
+        while (i < h->n_entries && h->entries[i].base < e->base)
                 i++;
-        memmove(&entries[i + 1], &entries[i], (n_entries - i) * sizeof(*entries));
-        entries[i] = *e;
-        n_entries++;
-        __atomic_store_n(&span_lo, MIN(span_lo, e->base), __ATOMIC_RELAXED);
-        __atomic_store_n(&span_hi, MAX(span_hi, e->end), __ATOMIC_RELAXED);
-        pthread_rwlock_unlock(&table_lock);
+        memmove(&h->entries[i + 1], &h->entries[i], (h->n_entries - i) * sizeof(*h->entries));
+        h->entries[i] = *e;
+        h->n_entries++;
+        __atomic_store_n(&h->span_lo, MIN(h->span_lo, e->base), __ATOMIC_RELAXED);
+        __atomic_store_n(&h->span_hi, MAX(h->span_hi, e->end), __ATOMIC_RELAXED);
+        pthread_rwlock_unlock(&h->table_lock);
         return 0;
 }
 
 int heat_region_add(const struct shim_region *r) {
+        struct shim_heat *h = &kvt_shim()->heat;
         struct heat_entry e = {.base = r->base, .end = r->base + r->span_bytes, .region_id = r->id};
-        struct extent *x;
+        struct heat_extent *x;
         int slot, k;
 
-        if (!heat_sources)
+        if (!kvt_shim()->cfg.heat_sources)
                 return 0;
         e.n_chunks = (uint32_t)(r->span_bytes >> KVT_CHUNK_SHIFT);
-        pthread_mutex_lock(&write_lock);
-        if (table_fd < 0 && (k = table_create_locked()) < 0) {
-                pthread_mutex_unlock(&write_lock);
+        pthread_mutex_lock(&h->write_lock);
+        if (h->table_fd < 0 && (k = table_create_locked()) < 0) {
+                pthread_mutex_unlock(&h->write_lock);
                 return log_warning_errno(
                         k, "Failed to create the heat table: %s; no access heat for the daemon, ignoring.",
                         strerror(-k));
@@ -222,93 +179,100 @@ int heat_region_add(const struct shim_region *r) {
         k = slot < 0 ? slot : extent_take_locked(e.n_chunks, (uint32_t)slot, r->id, &x);
         if (k < 0) {
                 if (slot >= 0)
-                        slot_used[slot] = false;
-                if (!full_logged)
+                        h->slot_used[slot] = false;
+                if (!h->full_logged)
                         log_warning("Heat table full (%s): region %u and later ones get no access heat, "
                                     "ignoring.",
                                     strerror(-k), r->id);
-                full_logged = true;
-                pthread_mutex_unlock(&write_lock);
+                h->full_logged = true;
+                pthread_mutex_unlock(&h->write_lock);
                 return k;
         }
-        memset((char *)table_map + x->offset, 0, (size_t)e.n_chunks * sizeof(uint32_t));
-        kvt_heat_slot_publish(table_map, (uint32_t)slot, r->id, e.n_chunks, x->offset);
+        memset((char *)h->table_map + x->offset, 0, (size_t)e.n_chunks * sizeof(uint32_t));
+        kvt_heat_slot_publish(h->table_map, (uint32_t)slot, r->id, e.n_chunks, x->offset);
         e.offset = x->offset;
-        pthread_mutex_unlock(&write_lock);
+        pthread_mutex_unlock(&h->write_lock);
         return entry_insert(&e);
 }
 
 void heat_region_del(uint32_t id) {
+        struct shim_heat *h = &kvt_shim()->heat;
         bool found = false;
 
-        pthread_rwlock_wrlock(&table_lock);
-        for (size_t i = 0; i < n_entries; i++)
-                if (entries[i].region_id == id) {
-                        memmove(&entries[i], &entries[i + 1], (n_entries - i - 1) * sizeof(*entries));
-                        n_entries--;
+        pthread_rwlock_wrlock(&h->table_lock);
+        for (size_t i = 0; i < h->n_entries; i++)
+                if (h->entries[i].region_id == id) {
+                        memmove(&h->entries[i], &h->entries[i + 1],
+                                (h->n_entries - i - 1) * sizeof(*h->entries));
+                        h->n_entries--;
                         found = true;
                         break;
                 }
-        pthread_rwlock_unlock(&table_lock);
+        pthread_rwlock_unlock(&h->table_lock);
         if (!found)
                 return;
         trace_free(id);
-        pthread_mutex_lock(&write_lock);
-        for (size_t i = 0; i < n_extents; i++)
-                if (extents[i].region_id == id) {
-                        kvt_heat_slot_clear(table_map, extents[i].slot);
-                        slot_used[extents[i].slot] = false;
-                        extents[i].region_id = 0;
+        pthread_mutex_lock(&h->write_lock);
+        for (size_t i = 0; i < h->n_extents; i++)
+                if (h->extents[i].region_id == id) {
+                        kvt_heat_slot_clear(h->table_map, h->extents[i].slot);
+                        h->slot_used[h->extents[i].slot] = false;
+                        h->extents[i].region_id = 0;
                         break;
                 }
-        pthread_mutex_unlock(&write_lock);
+        pthread_mutex_unlock(&h->write_lock);
 }
 
 bool heat_maybe_captured(uintptr_t addr) {
-        return addr >= __atomic_load_n(&span_lo, __ATOMIC_RELAXED) &&
-               addr < __atomic_load_n(&span_hi, __ATOMIC_RELAXED);
+        struct shim_heat *h = &kvt_shim()->heat;
+
+        return addr >= __atomic_load_n(&h->span_lo, __ATOMIC_RELAXED) &&
+               addr < __atomic_load_n(&h->span_hi, __ATOMIC_RELAXED);
 }
 
 /* The entry containing addr, table_lock held for reading. */
 static const struct heat_entry *entry_find(uintptr_t addr) {
-        size_t lo = 0, hi = n_entries;
+        struct shim_heat *h = &kvt_shim()->heat;
+        size_t lo = 0, hi = h->n_entries;
 
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
-                if (entries[mid].base <= addr)
+                if (h->entries[mid].base <= addr)
                         lo = mid + 1;
                 else
                         hi = mid;
         }
-        if (lo == 0 || addr >= entries[lo - 1].end)
+        if (lo == 0 || addr >= h->entries[lo - 1].end)
                 return NULL;
-        return &entries[lo - 1];
+        return &h->entries[lo - 1];
 }
 
-static uint64_t touches;
-
 uint64_t heat_touch_count(void) {
-        return __atomic_load_n(&touches, __ATOMIC_RELAXED);
+        struct shim_heat *h = &kvt_shim()->heat;
+
+        return __atomic_load_n(&h->touches, __ATOMIC_RELAXED);
 }
 
 bool heat_locate(uintptr_t addr) {
+        struct shim_heat *h = &kvt_shim()->heat;
         bool found;
 
         if (!heat_maybe_captured(addr))
                 return false;
-        pthread_rwlock_rdlock(&table_lock);
+        pthread_rwlock_rdlock(&h->table_lock);
         found = entry_find(addr) != NULL;
-        pthread_rwlock_unlock(&table_lock);
+        pthread_rwlock_unlock(&h->table_lock);
         return found;
 }
 
 size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
+        struct shim_heat *h = &kvt_shim()->heat;
         const struct heat_entry *e;
         size_t counted = 0;
 
         if (!heat_maybe_captured(addr))
                 return 0;
-        pthread_rwlock_rdlock(&table_lock);
+        pthread_rwlock_rdlock(&h->table_lock);
         e = entry_find(addr);
         if (e) {
                 uintptr_t end = len && addr + len > addr ? MIN(addr + len, e->end) : addr + 1;
@@ -316,61 +280,53 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
                 uint32_t last = (uint32_t)((end - 1 - e->base) >> KVT_CHUNK_SHIFT);
 
                 for (uint32_t j = first; j <= last; j++)
-                        kvt_heat_counter_add(table_map, e->offset, j, n);
+                        kvt_heat_counter_add(h->table_map, e->offset, j, n);
                 counted = last - first + 1;
                 /* Statistics: relaxed load and store, no locked add on the hot path. */
-                __atomic_store_n(&touches, __atomic_load_n(&touches, __ATOMIC_RELAXED) + counted,
+                __atomic_store_n(&h->touches, __atomic_load_n(&h->touches, __ATOMIC_RELAXED) + counted,
                                  __ATOMIC_RELAXED);
                 trace_access(e->region_id, e->n_chunks, first, (uint32_t)counted);
         }
-        pthread_rwlock_unlock(&table_lock);
+        pthread_rwlock_unlock(&h->table_lock);
         return counted;
 }
 
-size_t heat_region_ids(uint32_t *ret, size_t max) {
-        size_t n;
-
-        pthread_rwlock_rdlock(&table_lock);
-        n = MIN(n_entries, max);
-        for (size_t i = 0; i < n; i++)
-                ret[i] = entries[i].region_id;
-        pthread_rwlock_unlock(&table_lock);
-        return n;
-}
-
 int heat_table_fd(struct kvt_heat_table *ret) {
+        struct shim_heat *h = &kvt_shim()->heat;
         int fd;
 
-        if (!heat_sources)
+        if (!kvt_shim()->cfg.heat_sources)
                 return -1;
-        pthread_mutex_lock(&write_lock);
-        if (table_fd < 0 && (fd = table_create_locked()) < 0)
+        pthread_mutex_lock(&h->write_lock);
+        if (h->table_fd < 0 && (fd = table_create_locked()) < 0)
                 log_warning_errno(
                         fd, "Failed to create the heat table: %s; no access heat for the daemon, ignoring.",
                         strerror(-fd));
-        fd = table_fd;
+        fd = h->table_fd;
         if (fd >= 0)
                 *ret = (struct kvt_heat_table){
-                        .version = KVT_HEAT_VERSION, .n_slots = HEAT_SLOTS, .size_bytes = file_bytes};
-        pthread_mutex_unlock(&write_lock);
+                        .version = KVT_HEAT_VERSION, .n_slots = HEAT_SLOTS, .size_bytes = h->file_bytes};
+        pthread_mutex_unlock(&h->write_lock);
         return fd;
 }
 
 void heat_atfork_child(void) {
-        pthread_rwlock_init(&table_lock, NULL);
-        pthread_mutex_init(&write_lock, NULL);
+        struct shim_heat *h = &kvt_shim()->heat;
+
+        pthread_rwlock_init(&h->table_lock, NULL);
+        pthread_mutex_init(&h->write_lock, NULL);
         /* The mapping is shared with the parent: the child must never count
          * into it.  It starts a table of its own if it captures. */
-        n_entries = 0;
-        span_lo = UINTPTR_MAX;
-        span_hi = 0;
-        if (table_map)
-                munmap(table_map, KVT_HEAT_MAX_BYTES);
-        if (table_fd >= 0)
-                close(table_fd);
-        table_map = NULL;
-        table_fd = -1;
-        file_bytes = bump_offset = 0;
-        n_extents = 0;
-        memset(slot_used, 0, sizeof(slot_used));
+        h->n_entries = 0;
+        h->span_lo = UINTPTR_MAX;
+        h->span_hi = 0;
+        if (h->table_map)
+                munmap(h->table_map, KVT_HEAT_MAX_BYTES);
+        if (h->table_fd >= 0)
+                close(h->table_fd);
+        h->table_map = NULL;
+        h->table_fd = -1;
+        h->file_bytes = h->bump_offset = 0;
+        h->n_extents = 0;
+        memset(h->slot_used, 0, sizeof(h->slot_used));
 }

@@ -18,19 +18,6 @@
 
 struct shim_region;
 
-/* Sources selected by KVTIER_HEAT (a comma list of cupti, launch, hint, or
- * "off"); the default is all three. */
-#define HEAT_SRC_CUPTI   0x1u
-#define HEAT_SRC_LAUNCH  0x2u
-#define HEAT_SRC_HINT    0x4u
-#define HEAT_SRC_DEFAULT (HEAT_SRC_CUPTI | HEAT_SRC_LAUNCH | HEAT_SRC_HINT)
-
-/* Parses a KVTIER_HEAT value into a source mask.  Returns 0 or -EINVAL. */
-int heat_sources_parse(const char *s, unsigned *ret_mask);
-
-/* The sources in effect (set once by the constructor). */
-extern unsigned heat_sources;
-
 /* Gives r a slot and zeroed counters (creating the table on first use).
  * Returns 0, -ENOSPC when the table is full (r simply has no heat), or -errno. */
 int heat_region_add(const struct shim_region *r);
@@ -53,9 +40,6 @@ uint64_t heat_touch_count(void);
 /* Whether addr might be captured memory: a lock-free bounds test, for
  * callers that scan many words (the launch hooks). */
 bool heat_maybe_captured(uintptr_t addr);
-
-/* Up to max ids of the regions with heat counters into ret.  Returns how many. */
-size_t heat_region_ids(uint32_t *ret, size_t max);
 
 /* The table's memfd and its announcement, or -1 when there is no table. */
 int heat_table_fd(struct kvt_heat_table *ret);

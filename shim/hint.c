@@ -27,7 +27,8 @@ KVT_EXPORT int kvtier_hint(const void *ptr, size_t len, int hint) {
         /* A use goes through the shared heat table, never one message per
          * use.  HOT is not a use but a standing order (until COLD or DONE)
          * that only the daemon's books can hold: it is a message. */
-        if (hint == KVTIER_HINT_WILL_NEED && (heat_sources & HEAT_SRC_HINT) && heat_touch(start, len, 1) > 0)
+        if (hint == KVTIER_HINT_WILL_NEED && (kvt_shim()->cfg.heat_sources & HEAT_SRC_HINT) &&
+            heat_touch(start, len, 1) > 0)
                 return 0;
         h = (struct kvt_hint){
                 .region_id = r.id,

@@ -5,7 +5,7 @@
 
 #include "hooks.h"
 #include "real.h"
-#include "shim.h"
+#include "state.h"
 #include "util.h"
 
 static const struct {
@@ -34,10 +34,6 @@ void hook_leave(void) {
         busy--;
 }
 
-const char *hook_name(enum kvt_hook h) {
-        return h < _KVT_HOOK_MAX ? hooks[h].name : "?";
-}
-
 /* Called on every dlsym, also while sanitizer runtimes initialize: not
  * instrumented, and no strcmp (an interceptor that may not work yet). */
 __attribute__((no_sanitize("address", "undefined"))) static bool same_name(const char *a, const char *b) {
@@ -47,7 +43,7 @@ __attribute__((no_sanitize("address", "undefined"))) static bool same_name(const
 }
 
 __attribute__((no_sanitize("address", "undefined"))) void *hook_find(const char *name) {
-        if (!name || shim_cfg.disabled)
+        if (!name || kvt_shim()->cfg.disabled)
                 return NULL;
         for (size_t i = 0; i < ELEMENTSOF(hooks); i++)
                 if (same_name(hooks[i].name, name))
@@ -88,7 +84,7 @@ static bool base_name_is(size_t i, const char *symbol) {
 }
 
 void *hook_driver_proc(const char *symbol, int cudaVersion, unsigned long long flags, void *real) {
-        if (!symbol || !real || shim_cfg.disabled)
+        if (!symbol || !real || kvt_shim()->cfg.disabled)
                 return real;
         for (size_t i = FIRST_DRIVER_HOOK; i < ELEMENTSOF(hooks); i++) {
                 void *mine = driver_real((enum kvt_hook)i);

@@ -25,9 +25,6 @@ KVT_HOOKS(KVT_HOOK_PROTOTYPE)
 #define KVT_HOOK_EXPORT(name)                                                                      \
         extern __typeof__(kvt_hook_##name) name __attribute__((alias("kvt_hook_" #name), visibility("default")));
 
-/* Name of a hook ("cuMemAlloc_v2"). */
-const char *hook_name(enum kvt_hook h);
-
 /* The wrapper for an exact exported name, or NULL if it is not hooked. */
 void *hook_find(const char *name);
 

@@ -31,44 +31,34 @@
 #include "hooks.h"
 #include "launch.h"
 #include "real.h"
-#include "shim.h"
+#include "state.h"
 
-/* Functions whose layout is cached; a full table means no heat from
- * launches of further functions, never a slower launch. */
-#define LAYOUT_SLOTS 4096u
-/* Parameters looked at per function, and bytes per parameter (structs that
- * carry pointers, like PyTorch's TensorIterator offsets, fit). */
-#define LAYOUT_MAX_PARAMS    32u
+/* Bytes looked at per parameter, at most LAYOUT_MAX_PARAMS of them
+ * (state.h): structs that carry pointers, like PyTorch's TensorIterator
+ * offsets, fit. */
 #define PARAM_MAX_SCAN_BYTES 256u
 
 enum { LAYOUT_EMPTY, LAYOUT_FILLING, LAYOUT_READY };
 
-struct layout {
-        const void *func;
-        uint32_t state; /* LAYOUT_*, published with release */
-        uint16_t n_params;
-        uint16_t size[LAYOUT_MAX_PARAMS]; /* bytes scanned of each; 0: too small for a pointer */
-};
-
-static struct layout layouts[LAYOUT_SLOTS];
-
 typedef int (*param_info_fn)(const void *func, size_t i, size_t *ret_offset, size_t *ret_size);
-
-static struct launch_stats stats;
 
 /* Statistics only: a relaxed load and store, not a locked add, on the
  * launch path (a lost increment under a race is fine, a bus lock per
  * launch is not). */
 #define STAT_INC(field)                                                                                     \
-        __atomic_store_n(&stats.field, __atomic_load_n(&stats.field, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED)
+        __atomic_store_n(&kvt_shim()->launch.stats.field,                                                   \
+                         __atomic_load_n(&kvt_shim()->launch.stats.field, __ATOMIC_RELAXED) + 1,            \
+                         __ATOMIC_RELAXED)
 
 void launch_get_stats(struct launch_stats *ret) {
-        ret->launches = __atomic_load_n(&stats.launches, __ATOMIC_RELAXED);
-        ret->scanned = __atomic_load_n(&stats.scanned, __ATOMIC_RELAXED);
-        ret->no_layout = __atomic_load_n(&stats.no_layout, __ATOMIC_RELAXED);
-        ret->functions = __atomic_load_n(&stats.functions, __ATOMIC_RELAXED);
-        ret->functions_unknown = __atomic_load_n(&stats.functions_unknown, __ATOMIC_RELAXED);
-        ret->pointers = __atomic_load_n(&stats.pointers, __ATOMIC_RELAXED);
+        struct shim_launch *ln = &kvt_shim()->launch;
+
+        ret->launches = __atomic_load_n(&ln->stats.launches, __ATOMIC_RELAXED);
+        ret->scanned = __atomic_load_n(&ln->stats.scanned, __ATOMIC_RELAXED);
+        ret->no_layout = __atomic_load_n(&ln->stats.no_layout, __ATOMIC_RELAXED);
+        ret->functions = __atomic_load_n(&ln->stats.functions, __ATOMIC_RELAXED);
+        ret->functions_unknown = __atomic_load_n(&ln->stats.functions_unknown, __ATOMIC_RELAXED);
+        ret->pointers = __atomic_load_n(&ln->stats.pointers, __ATOMIC_RELAXED);
 }
 
 static int runtime_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
@@ -90,7 +80,8 @@ static int driver_param_info(const void *func, size_t i, size_t *ret_offset, siz
 }
 
 /* Queries func's parameters into a slot this thread owns. */
-static void layout_fill(struct layout *l, param_info_fn info) {
+static void layout_fill(struct launch_layout *l, param_info_fn info) {
+        struct shim_launch *ln = &kvt_shim()->launch;
         size_t off, size;
         uint16_t n = 0;
 
@@ -101,26 +92,27 @@ static void layout_fill(struct layout *l, param_info_fn info) {
                 n++;
         }
         l->n_params = n;
-        __atomic_fetch_add(&stats.functions, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ln->stats.functions, 1, __ATOMIC_RELAXED);
         if (n == 0)
-                __atomic_fetch_add(&stats.functions_unknown, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&ln->stats.functions_unknown, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&l->state, LAYOUT_READY, __ATOMIC_RELEASE);
 }
 
 /* The cached layout of func, filling it on first sight; NULL while another
  * thread fills it or the table is full. */
-static const struct layout *layout_get(const void *func, param_info_fn info) {
+static const struct launch_layout *layout_get(const void *func, param_info_fn info) {
+        struct shim_launch *ln = &kvt_shim()->launch;
         uint32_t h = (uint32_t)(((uintptr_t)func >> 4) * 0x9e3779b1u) % LAYOUT_SLOTS;
 
         for (uint32_t probe = 0; probe < 16; probe++) {
-                struct layout *l = &layouts[(h + probe) % LAYOUT_SLOTS];
-                uint32_t st = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE), empty = LAYOUT_EMPTY;
+                struct launch_layout *l = &ln->layouts[(h + probe) % LAYOUT_SLOTS];
+                uint32_t state = __atomic_load_n(&l->state, __ATOMIC_ACQUIRE), empty = LAYOUT_EMPTY;
 
-                if (st == LAYOUT_READY && l->func == func)
+                if (state == LAYOUT_READY && l->func == func)
                         return l;
-                if (st == LAYOUT_FILLING)
+                if (state == LAYOUT_FILLING)
                         continue; /* may be ours, may be another: look on, never wait */
-                if (st == LAYOUT_EMPTY &&
+                if (state == LAYOUT_EMPTY &&
                     __atomic_compare_exchange_n(&l->state, &empty, LAYOUT_FILLING, false, __ATOMIC_ACQUIRE,
                                                 __ATOMIC_RELAXED)) {
                         l->func = func;
@@ -132,7 +124,7 @@ static const struct layout *layout_get(const void *func, param_info_fn info) {
 }
 
 /* Counts the chunks the pointer-sized words of the arguments point at. */
-static void scan_args(const struct layout *l, void **args) {
+static void scan_args(const struct launch_layout *l, void **args) {
         for (uint16_t i = 0; i < l->n_params; i++) {
                 const char *p = args[i];
 
@@ -149,9 +141,9 @@ static void scan_args(const struct layout *l, void **args) {
 }
 
 static void launch_heat(const void *func, void **args, param_info_fn info) {
-        const struct layout *l;
+        const struct launch_layout *l;
 
-        if (!(heat_sources & HEAT_SRC_LAUNCH) || !args || !func || shim_cfg.disabled)
+        if (!(kvt_shim()->cfg.heat_sources & HEAT_SRC_LAUNCH) || !args || !func || kvt_shim()->cfg.disabled)
                 return;
         STAT_INC(launches);
         l = layout_get(func, info);

@@ -16,7 +16,7 @@
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
-#include "shim.h"
+#include "state.h"
 #include "vmm.h"
 #include "util.h"
 
@@ -245,7 +245,7 @@ int mover_start(void) {
         if (!mv)
                 return -ENOMEM;
         mv->fd = -1;
-        pipeline_config_from_env(&mv->cfg);
+        mv->cfg = (struct pipeline_config){.host_numa = kvt_shim()->cfg.host_numa, .sysfs_root = "/sys"};
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         /* The engine's signals are the engine's: the mover (and the

@@ -18,7 +18,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -74,22 +73,6 @@ struct pipeline {
         bool cpus_bound; /* whether the threads were bound to a node's CPUs (or tried) */
         struct pipeline_gpu gpu[KVT_MAX_GPUS];
 };
-
-static bool env_bool(const char *name, bool def) {
-        const char *v = getenv(name);
-
-        if (!v || !*v)
-                return def;
-        return strcmp(v, "0") != 0 && strcasecmp(v, "no") != 0 && strcasecmp(v, "false") != 0;
-}
-
-bool pipeline_host_numa_from_env(void) {
-        return env_bool("KVTIER_MOVER_HOST_NUMA", true);
-}
-
-void pipeline_config_from_env(struct pipeline_config *ret) {
-        *ret = (struct pipeline_config){.host_numa = pipeline_host_numa_from_env(), .sysfs_root = "/sys"};
-}
 
 /* CUDA's host function after a promotion's event, on a CUDA thread (or, in
  * the fake, the caller's): only a write to the eventfd, no CUDA call, no

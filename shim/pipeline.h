@@ -32,14 +32,12 @@
 /* The mover's shape, fixed (tests/bench/RESULTS.md has the figures):
  *
  * PIPELINE_STREAMS: the pipeline's streams per GPU, which promotions take
- * in turn.  Their number was not what limited a move (one, two and four
- * moved alike); two, so that a promotion need not queue behind the one
- * before it on its stream.
+ * in turn.  Their number did not limit a move; two, so that a promotion
+ * need not queue behind the one before it on its stream.
  *
  * PIPELINE_EVICTORS: the evictor threads, each with a CUDA context of its
- * own per GPU (about 260 MiB of VRAM each on the H200, outside the budget).
- * Two evicted faster than one; four only a little faster than two on long
- * runs and slower on single 2 MiB orders, for two more contexts' VRAM. */
+ * own per GPU (VRAM outside the budget).  Two evicted faster than one;
+ * more cost another context's VRAM each for little or no gain. */
 #define PIPELINE_STREAMS  2u
 #define PIPELINE_EVICTORS 2u
 
@@ -53,14 +51,6 @@ struct pipeline_config {
                                  * on that node's CPUs */
         const char *sysfs_root; /* where sysfs is: "/sys" */
 };
-
-/* Defaults, host_numa overridden by KVTIER_MOVER_HOST_NUMA.  Reads the
- * environment: call once, at start. */
-void pipeline_config_from_env(struct pipeline_config *ret);
-
-/* KVTIER_MOVER_HOST_NUMA (default on): whether the host tier goes to the
- * GPU's NUMA node where an order names none. */
-bool pipeline_host_numa_from_env(void);
 
 typedef void (*pipeline_done_fn)(const struct kvt_order_done *done, void *userdata);
 

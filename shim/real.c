@@ -111,13 +111,13 @@ static int lib_find_loaded(struct real_lib *l) {
 
 static bool cudart_load_failed; /* under real_lock: loading was tried and found nothing */
 
-/* Loads a runtime into l's table: KVTIER_CUDART names one; then the usual
- * sonames, then the toolkit's (a static-cudart program's directories need
- * not hold any).  Kept open for the life of the process: the table points
- * into it. */
-static int cudart_load(struct real_lib *l) {
-        const char *paths[] = { getenv("KVTIER_CUDART"), "libcudart.so.13", "libcudart.so.12",
-                                "/usr/local/cuda/lib64/libcudart.so.13" };
+/* Loads a runtime into l's table: path (KVTIER_CUDART) if not NULL; then
+ * the usual sonames, then the toolkit's (a static-cudart program's
+ * directories need not hold any).  Kept open for the life of the process:
+ * the table points into it. */
+static int cudart_load(struct real_lib *l, const char *path) {
+        const char *paths[] = {path, "libcudart.so.13", "libcudart.so.12",
+                               "/usr/local/cuda/lib64/libcudart.so.13"};
 
         if (cudart_load_failed)
                 return -ENOENT;
@@ -139,15 +139,16 @@ static int cudart_load(struct real_lib *l) {
 }
 
 /* Returns l's table, resolving it on first use (loading the runtime when
- * load is set and none is loaded); NULL while it cannot be resolved. */
-static const void *lib_get(struct real_lib *l, bool load) {
+ * load is set and none is loaded, path first); NULL while it cannot be
+ * resolved. */
+static const void *lib_get(struct real_lib *l, bool load, const char *path) {
         const void *t = atomic_load_explicit(&l->ready, memory_order_acquire);
 
         if (t)
                 return t;
         pthread_mutex_lock(&real_lock);
         t = atomic_load_explicit(&l->ready, memory_order_relaxed);
-        if (!t && (lib_find_loaded(l) == 0 || (load && cudart_load(l) == 0))) {
+        if (!t && (lib_find_loaded(l) == 0 || (load && cudart_load(l, path) == 0))) {
                 t = l->slots;
                 atomic_store_explicit(&l->ready, t, memory_order_release);
         }
@@ -155,8 +156,8 @@ static const void *lib_get(struct real_lib *l, bool load) {
         return t;
 }
 
-static const struct kvt_cudart *get_cudart(bool load) {
-        const struct kvt_cudart *t = lib_get(&runtime, load);
+static const struct kvt_cudart *get_cudart(bool load, const char *path) {
+        const struct kvt_cudart *t = lib_get(&runtime, load, path);
 
         if (!t)
                 log_debug("CUDA runtime not resolvable yet.");
@@ -164,15 +165,15 @@ static const struct kvt_cudart *get_cudart(bool load) {
 }
 
 const struct kvt_cudart *real_cudart(void) {
-        return get_cudart(false);
+        return get_cudart(false, NULL);
 }
 
-const struct kvt_cudart *real_cudart_load(void) {
-        return get_cudart(true);
+const struct kvt_cudart *real_cudart_load(const char *path) {
+        return get_cudart(true, path);
 }
 
 const struct kvt_cuda *real_cuda(void) {
-        return lib_get(&driver, false);
+        return lib_get(&driver, false, NULL);
 }
 
 const struct kvt_cuda_calls *real_cuda_calls(void) {

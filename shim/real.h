@@ -52,10 +52,11 @@ struct kvt_cuda {
  * 12.5, cudaFuncGetParamInfo before 12.4) are NULL. */
 const struct kvt_cudart *real_cudart(void);
 
-/* As real_cudart(), but loads libcudart.so.13 (or .12) when none is loaded:
+/* As real_cudart(), but loads path (NULL: none), else libcudart.so.13 (or
+ * .12), when no runtime is loaded:
  * memory captured through the driver API is still managed and moved with the
  * runtime, which shares the primary context with the driver's caller. */
-const struct kvt_cudart *real_cudart_load(void);
+const struct kvt_cudart *real_cudart_load(const char *path);
 
 /* Returns the real driver entry points (NULL where libcuda lacks one), or
  * NULL while no libcuda is loaded. */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "client.h"
@@ -12,123 +13,67 @@
 #include "cupti.h"
 #include "heat.h"
 #include "log.h"
-#include "pipeline.h"
+#include "mover.h"
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
 #include "shim.h"
+#include "standalone.h"
+#include "state.h"
+#include "trace.h"
 #include "util.h"
+#include "vmm.h"
 
-/* Allocations below this stay plain (KVTIER_MIN_SIZE overrides). */
-#define DEFAULT_MIN_SIZE_BYTES (64ull << 20)
-/* Longest an allocation waits on the daemon (KVTIER_TIMEOUT_MS overrides). */
-#define DEFAULT_TIMEOUT_MS 200
-
-/* Makes "allocate + REGION_ADD" and "free + REGION_DEL" atomic towards each
- * other: otherwise a thread could be handed an address another thread just
- * freed and announce it before the other announced the free, and the
- * daemon would see two regions overlap. */
-static pthread_mutex_t announce_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void announce_atfork_child(void) {
-        pthread_mutex_init(&announce_lock, NULL);
-}
-
-void shim_announce_lock(void) {
-        pthread_mutex_lock(&announce_lock);
-}
-
-void shim_announce_unlock(void) {
-        pthread_mutex_unlock(&announce_lock);
-}
-
-struct shim_config shim_cfg = {
-        .socket_path = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
-        .rules.min_size = DEFAULT_MIN_SIZE_BYTES,
-        .rules.apis = KVT_API_FAMILY_ALL,
-        .timeout_ms = DEFAULT_TIMEOUT_MS,
-};
-
-static bool env_true(const char *v) {
-        return v && (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0);
-}
-
-/* Reads a byte count from the environment into *ret; a bad value is
- * reported and leaves *ret as it was.  Returns whether *ret was set. */
-static bool env_bytes(const char *name, bool allow_zero, uint64_t *ret) {
-        const char *v = getenv(name);
+/* The owner's calls for the client (state.h). */
+static bool has_work(void) {
         uint64_t bytes;
+        size_t n;
 
-        if (!v)
-                return false;
-        if (parse_bytes(v, &bytes) < 0 || (bytes == 0 && !allow_zero)) {
-                log_warning("Invalid %s=%s (bytes: 64M, 8G ...), ignoring.", name, v);
-                return false;
-        }
-        *ret = bytes;
-        return true;
+        regions_count(&n, &bytes);
+        return n > 0 || vmm_count() > 0;
 }
 
-/* Reads the environment once.  Bad values are reported and replaced by the
- * default: a typo must not take the engine down. */
+static void forget_registration(void) {
+        regions_forget_registration();
+        vmm_forget_registration();
+}
+
+/* The one fork handler.  The child of fork() has no shim thread (mover,
+ * evictors, reaper, samplers, trace writer) and must not speak for the
+ * parent: each part forgets what was the parent's, and the child connects
+ * on its own if it allocates. */
+static void atfork_child(void) {
+        client_atfork_child();
+        regions_atfork_child();
+        standalone_atfork_child();
+        heat_atfork_child();
+        trace_atfork_child();
+        pthread_mutex_init(&kvt_shim()->announce_lock, NULL);
+        deferred_atfork_child();
+        cupti_atfork_child();
+}
+
+/* Reads the environment once (env.c) and sets up fork handling. */
 __attribute__((constructor)) static void shim_load(void) {
-        const char *v;
-        int level;
+        struct kvt_shim *shim = kvt_shim();
 
         kvt_log_setup("kvtier", KVT_LOG_WARNING);
-        if ((v = getenv("KVTIER_LOG"))) {
-                level = kvt_log_level_parse(v);
-                if (level < 0)
-                        log_warning("Invalid KVTIER_LOG=%s, ignoring.", v);
-                else
-                        kvt_log_setup("kvtier", level);
+        env_parse(&shim->cfg);
+        if (shim->cfg.print_env)
+                env_print(stdout);
+        if (shim->cfg.min_size_bytes) {
+                shim->rules.min_size = shim->cfg.min_size_bytes;
+                shim->rules_from_env |= CLASSIFY_ENV_MIN_SIZE;
         }
-        shim_cfg.disabled = env_true(getenv("KVTIER_DISABLE"));
-        shim_cfg.standalone = env_true(getenv("KVTIER_STANDALONE"));
-        shim_cfg.host_numa = pipeline_host_numa_from_env();
-        if ((v = getenv("KVTIER_SOCKET"))) {
-                if (*v != '/' || strlen(v) >= sizeof(shim_cfg.socket_path))
-                        log_warning("Invalid KVTIER_SOCKET=%s (an absolute path of at most %zu bytes), ignoring.",
-                                    v, sizeof(shim_cfg.socket_path) - 1);
-                else
-                        strcpy(shim_cfg.socket_path, v);
-        }
-        if (env_bytes("KVTIER_MIN_SIZE", false, &shim_cfg.rules.min_size))
-                shim_cfg.rules_from_env |= CLASSIFY_ENV_MIN_SIZE;
-        if (env_bytes("KVTIER_CAPTURE_AFTER", true, &shim_cfg.rules.capture_after))
-                shim_cfg.rules_from_env |= CLASSIFY_ENV_CAPTURE_AFTER;
-        if (env_bytes("KVTIER_MAX_CAPTURED", true, &shim_cfg.rules.max_captured))
-                shim_cfg.rules_from_env |= CLASSIFY_ENV_MAX_CAPTURED;
-        if ((v = getenv("KVTIER_CAPACITY")) && strcmp(v, "auto") == 0)
-                shim_cfg.capacity_auto = true;
-        else
-                env_bytes("KVTIER_CAPACITY", true, &shim_cfg.capacity_bytes);
-        if ((v = getenv("KVTIER_CAPTURE_APIS"))) {
-                if (kvt_api_families_parse(v, &shim_cfg.rules.apis) < 0)
-                        log_warning("Invalid KVTIER_CAPTURE_APIS=%s (a list of runtime, driver, async, vmm; "
-                                    "or all, none), ignoring.",
-                                    v);
-                else
-                        shim_cfg.rules_from_env |= CLASSIFY_ENV_APIS;
-        }
-        if ((v = getenv("KVTIER_TIMEOUT_MS"))) {
-                char *end;
-                long ms = strtol(v, &end, 10);
-                if (*end || ms < 1 || ms > 60000)
-                        log_warning("Invalid KVTIER_TIMEOUT_MS=%s (1..60000), ignoring.", v);
-                else
-                        shim_cfg.timeout_ms = (int)ms;
-        }
-        if ((v = getenv("KVTIER_HEAT")) && heat_sources_parse(v, &heat_sources) < 0)
-                log_warning("Invalid KVTIER_HEAT=%s (off, or a list of cupti, launch, hint), ignoring.", v);
-        cupti_load_env();
-        if ((v = getenv("KVTIER_TRACE")) && *v)
-                shim_cfg.trace_path = strdup(v);
-        client_init();
-        pthread_atfork(NULL, NULL, announce_atfork_child);
-        log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim_cfg.socket_path,
-                  (unsigned long long)shim_cfg.rules.min_size, shim_cfg.timeout_ms,
-                  shim_cfg.disabled ? ", disabled" : "");
+        shim->owner = (struct shim_owner_ops){
+                .start_mover = mover_start,
+                .has_work = has_work,
+                .forget_registration = forget_registration,
+        };
+        pthread_atfork(NULL, NULL, atfork_child);
+        log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim->cfg.socket_path,
+                  (unsigned long long)shim->rules.min_size, shim->cfg.timeout_ms,
+                  shim->cfg.disabled ? ", disabled" : "");
 }
 
 /* Allocates managed memory for size bytes at a 2 MiB boundary: the daemon
@@ -185,7 +130,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
                         total_bytes = 0;
                 /* The daemon books the host tier on this node; KVTIER_MOVER_HOST_NUMA=0
                  * leaves it to the kernel, so the node is not known. */
-                if (!shim_cfg.host_numa ||
+                if (!kvt_shim()->cfg.host_numa ||
                     rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, r.device) != cudaSuccess)
                         node = -1;
                 client_note_device(r.device, total_bytes, node);
@@ -193,7 +138,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         /* CUPTI starts with the first capture, before its cudaMallocManaged
          * (on the H200 no record arrived for managed memory allocated while
          * the setup ran elsewhere). */
-        if (heat_sources & HEAT_SRC_CUPTI)
+        if (kvt_shim()->cfg.heat_sources & HEAT_SRC_CUPTI)
                 cupti_start(); /* once; fails soft, logged */
         e = managed_alloc_aligned(rt, r.span_bytes, &r.alloc_ptr, &r.base);
         if (e != cudaSuccess)
@@ -231,15 +176,16 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         uint32_t rule;
         int r;
 
-        if (shim_cfg.disabled || !ret_ptr || hook_busy())
+        if (kvt_shim()->cfg.disabled || !ret_ptr || hook_busy())
                 return -EPERM;
         /* Memory asked of the driver is still managed and moved through the
          * runtime, loaded here if the engine never loaded it (only for sizes
          * that can be captured). */
-        rt = size < KVT_CHUNK_BYTES || !(classify_api_family(api) & classify_rules_apis(&shim_cfg.rules)) ||
+        rt = size < KVT_CHUNK_BYTES ||
+                             !(classify_api_family(api) & classify_rules_apis(&kvt_shim()->rules)) ||
                              classify_api_family(api) == KVT_API_FAMILY_RUNTIME
                      ? real_cudart()
-                     : real_cudart_load();
+                     : real_cudart_load(kvt_shim()->cfg.cudart_path);
         /* Connected before classifying, so that the daemon's [capture] rules
          * hold from the first allocation that could be captured. */
         if (rt && size >= KVT_CHUNK_BYTES) {
@@ -247,7 +193,7 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
                 (void)client_ensure();
                 hook_leave();
         }
-        rule = classify_take(&shim_cfg.rules, api, size);
+        rule = classify_take(&kvt_shim()->rules, api, size);
         if (rule == KVT_RULE_NONE)
                 return -EPERM;
         hook_enter();
@@ -260,9 +206,9 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         if (outage)
                 r = 0;
         if (r >= 0) {
-                pthread_mutex_lock(&announce_lock);
+                shim_announce_lock();
                 r = capture(rt, ret_ptr, size, api, rule);
-                pthread_mutex_unlock(&announce_lock);
+                shim_announce_unlock();
         }
         /* The mover may have ended with nothing left to tier: only it
          * registers this region with the next daemon. */
@@ -270,7 +216,7 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
                 client_kick_mover();
         hook_leave();
         if (r < 0)
-                classify_release(size);
+                classify_release(&kvt_shim()->rules, size);
         return r;
 }
 
@@ -282,16 +228,16 @@ cudaError_t shim_release(const struct kvt_cudart *rt, const struct shim_region *
         cudaError_t e;
 
         heat_region_del(r->id);
-        pthread_mutex_lock(&announce_lock);
+        shim_announce_lock();
         hook_enter();
         e = rt->cudaFree(r->alloc_ptr);
         hook_leave();
-        classify_release(r->size_bytes);
+        classify_release(&kvt_shim()->rules, r->size_bytes);
         if (r->registered) {
                 struct kvt_region_del del = { .region_id = r->id };
                 client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
         }
-        pthread_mutex_unlock(&announce_lock);
+        shim_announce_unlock();
         return e;
 }
 
@@ -299,9 +245,10 @@ int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e) {
         const struct kvt_cudart *rt;
         struct shim_region r;
 
-        if (!ptr || shim_cfg.disabled || hook_busy() || !(rt = real_cudart()) || regions_take(ptr, &r) < 0)
+        if (!ptr || kvt_shim()->cfg.disabled || hook_busy() || !(rt = real_cudart()) ||
+            regions_take(ptr, &r) < 0)
                 return -ENOENT;
-        *ret_e = async ? deferred_free(rt, &r, stream) : shim_release(rt, &r);
+        *ret_e = async ? deferred_free(rt, &r, stream, shim_release) : shim_release(rt, &r);
         return 0;
 }
 
@@ -310,23 +257,22 @@ int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e) {
  * free is the capacity less what the card has in use and what is captured
  * (conservative: captured chunks resident in VRAM count twice). */
 bool shim_capacity_on(void) {
-        return shim_cfg.capacity_bytes != 0 || shim_cfg.capacity_auto;
+        return kvt_shim()->cfg.capacity_bytes != 0 || kvt_shim()->cfg.capacity_auto;
 }
 
-bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total) {
-        uint64_t used, cap = shim_cfg.capacity_bytes;
+void shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total) {
+        uint64_t used, cap = kvt_shim()->cfg.capacity_bytes;
 
-        if (shim_cfg.disabled || hook_busy())
-                return false;
+        *free = real_free;
+        *total = real_total;
+        if (kvt_shim()->cfg.disabled || hook_busy())
+                return;
         /* auto without a daemon: the real figures, as if the knob were off */
-        if (shim_cfg.capacity_auto && client_capacity(&cap) < 0)
-                return false;
-        if (cap == 0)
-                return false;
-        used = (uint64_t)(real_total - real_free) + classify_captured_bytes();
+        if ((kvt_shim()->cfg.capacity_auto && client_capacity(&cap) < 0) || cap == 0)
+                return;
+        used = (uint64_t)(real_total - real_free) + classify_captured_bytes(&kvt_shim()->rules);
         *total = (size_t)cap;
         *free = (size_t)(cap > used ? cap - used : 0);
-        return true;
 }
 
 cudaError_t kvt_hook_cudaMalloc(void **devPtr, size_t size) {
@@ -364,10 +310,7 @@ cudaError_t kvt_hook_cudaMemGetInfo(size_t *free, size_t *total) {
         e = PASS(rt->cudaMemGetInfo(&real_free, &real_total));
         if (e != cudaSuccess)
                 return e;
-        if (!shim_capacity_view(real_free, real_total, free, total)) {
-                *free = real_free;
-                *total = real_total;
-        }
+        shim_capacity_view(real_free, real_total, free, total);
         return cudaSuccess;
 }
 KVT_HOOK_EXPORT(cudaMemGetInfo)

@@ -3,29 +3,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/un.h>
 
-#include "classify.h"
+#include "state.h"
 
 #define KVT_EXPORT __attribute__((visibility("default")))
-
-/* The shim's knobs, read from the environment once, at load. */
-struct shim_config {
-        bool disabled;                 /* KVTIER_DISABLE=1: every hook passes through */
-        char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* KVTIER_SOCKET */
-        struct classify_rules rules;   /* KVTIER_MIN_SIZE, _CAPTURE_AFTER, _MAX_CAPTURED, _CAPTURE_APIS,
-                                        * then the daemon's [capture] rules (min_size, capture_after,
-                                        * max_captured, apis) for those not set */
-        unsigned rules_from_env;       /* CLASSIFY_ENV_*: rules the environment set */
-        uint64_t capacity_bytes;       /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
-        bool capacity_auto;            /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */
-        bool standalone;               /* KVTIER_STANDALONE=1: a kvtierd of this process's own (standalone.c) */
-        int timeout_ms;                /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
-        char *trace_path;              /* KVTIER_TRACE: record sampled accesses there */
-        bool host_numa;                /* KVTIER_MOVER_HOST_NUMA: the host tier on the GPU's node */
-};
-
-extern struct shim_config shim_cfg;
 
 #include "cuda-abi.h"
 
@@ -54,15 +35,9 @@ int shim_free(void *ptr, bool async, cudaStream_t stream, cudaError_t *ret_e);
 /* Frees region r, already taken from the table, and tells the daemon. */
 cudaError_t shim_release(const struct kvt_cudart *rt, const struct shim_region *r);
 
-/* The KVTIER_CAPACITY view of memory info: fills *free and *total and
- * returns true when it applies, false to report the real figures. */
-bool shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total);
+/* The memory info to report: the KVTIER_CAPACITY view of the real figures
+ * where it applies, else the real figures, into *free and *total. */
+void shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_t *total);
 
 /* Whether KVTIER_CAPACITY is set at all (bytes or auto). */
 bool shim_capacity_on(void);
-
-/* Held around "make memory + REGION_ADD" and "release memory + REGION_DEL",
- * so that the daemon never hears of an address reused before it heard it
- * was freed. */
-void shim_announce_lock(void);
-void shim_announce_unlock(void);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "state.h"
 #include "standalone.h"
 #include "util.h"
 
@@ -41,32 +42,23 @@
  * ends the wait at once. */
 #define DAEMON_START_TIMEOUT_MS 5000
 
-/* The daemon of this process; under client.c's lock, as every call here is. */
-static struct {
-        pid_t pid;       /* the daemon this process started; -1 the parent's (after fork) */
-        int lifeline_fd; /* write end, held until this process ends */
-        int err;         /* the daemon could not start or is gone: no second one */
-        char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-        char dir[sizeof(((struct sockaddr_un *)0)->sun_path) - sizeof("/kvtierd.sock") + 1];
-        char binary[4096]; /* the kvtierd run, or the last one looked for */
-} own = {.lifeline_fd = -1};
-
 /* Finds kvtierd: beside the build tree's libkvtier.so (build/.libs/ ->
- * build/kvtierd), else the installed one.  Returns 0 or -ENOENT; own.binary
+ * build/kvtierd), else the installed one.  Returns 0 or -ENOENT; own->binary
  * names the last candidate either way. */
 static int find_daemon(void) {
+        struct shim_standalone *own = &kvt_shim()->standalone;
         Dl_info info;
         const char *slash;
 
         if (dladdr((void *)find_daemon, &info) && info.dli_fname && (slash = strrchr(info.dli_fname, '/')) &&
             slash - info.dli_fname >= 6 && strncmp(slash - 6, "/.libs", 6) == 0) {
-                snprintf(own.binary, sizeof(own.binary), "%.*s/../kvtierd", (int)(slash - info.dli_fname),
+                snprintf(own->binary, sizeof(own->binary), "%.*s/../kvtierd", (int)(slash - info.dli_fname),
                          info.dli_fname);
-                if (access(own.binary, X_OK) == 0)
+                if (access(own->binary, X_OK) == 0)
                         return 0;
         }
-        snprintf(own.binary, sizeof(own.binary), "%s/kvtierd", KVT_SBINDIR);
-        return access(own.binary, X_OK) == 0 ? 0 : -ENOENT;
+        snprintf(own->binary, sizeof(own->binary), "%s/kvtierd", KVT_SBINDIR);
+        return access(own->binary, X_OK) == 0 ? 0 : -ENOENT;
 }
 
 /* Moves fd above the child's fixed numbers, so that dup2 onto them cannot
@@ -85,17 +77,18 @@ static int fd_above_fixed(int fd) {
 /* A listening socket bound in a new directory of mode 0700.  Returns the fd
  * or -errno. */
 static int listen_private(void) {
+        struct shim_standalone *own = &kvt_shim()->standalone;
         struct sockaddr_un addr = {.sun_family = AF_UNIX};
         const char *base = getenv("XDG_RUNTIME_DIR");
         int fd, r;
 
-        if (!base || base[0] != '/' || strlen(base) + sizeof("/kvtier.XXXXXX") > sizeof(own.dir))
+        if (!base || base[0] != '/' || strlen(base) + sizeof("/kvtier.XXXXXX") > sizeof(own->dir))
                 base = "/tmp";
-        snprintf(own.dir, sizeof(own.dir), "%s/kvtier.XXXXXX", base);
-        if (!mkdtemp(own.dir))
+        snprintf(own->dir, sizeof(own->dir), "%s/kvtier.XXXXXX", base);
+        if (!mkdtemp(own->dir))
                 return -errno;
-        snprintf(own.socket_path, sizeof(own.socket_path), "%s/kvtierd.sock", own.dir);
-        memcpy(addr.sun_path, own.socket_path, sizeof(addr.sun_path));
+        snprintf(own->socket_path, sizeof(own->socket_path), "%s/kvtierd.sock", own->dir);
+        memcpy(addr.sun_path, own->socket_path, sizeof(addr.sun_path));
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 r = -errno;
@@ -104,9 +97,9 @@ static int listen_private(void) {
                 close(fd);
         } else if ((r = fd_above_fixed(fd)) >= 0)
                 return r;
-        unlink(own.socket_path);
-        rmdir(own.dir);
-        own.socket_path[0] = '\0';
+        unlink(own->socket_path);
+        rmdir(own->dir);
+        own->socket_path[0] = '\0';
         return r;
 }
 
@@ -136,11 +129,12 @@ static char **daemon_environ(void) {
         return env;
 }
 
-/* Runs argv (own.binary) with fds 3 and 4 handed over, stdin and stdout on
+/* Runs argv (own->binary) with fds 3 and 4 handed over, stdin and stdout on
  * /dev/null, nothing else open, default signals, in a process group of its
  * own (a Ctrl-C the engine survives must not end it).  posix_spawn: no code
  * of ours runs between fork and exec.  Returns 0 or -errno. */
 static int spawn_daemon(char *const argv[], int listen_fd, int lifeline_rd) {
+        struct shim_standalone *own = &kvt_shim()->standalone;
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         sigset_t none, all;
@@ -162,35 +156,19 @@ static int spawn_daemon(char *const argv[], int listen_fd, int lifeline_rd) {
                                                           POSIX_SPAWN_SETSIGDEF)) &&
             !(r = posix_spawnattr_setpgroup(&attr, 0)) && !(r = posix_spawnattr_setsigmask(&attr, &none)) &&
             !(r = posix_spawnattr_setsigdefault(&attr, &all)))
-                r = posix_spawn(&own.pid, own.binary, &fa, &attr, argv, env);
+                r = posix_spawn(&own->pid, own->binary, &fa, &attr, argv, env);
         posix_spawnattr_destroy(&attr);
         posix_spawn_file_actions_destroy(&fa);
         free(env);
         return -r;
 }
 
-/* The override of [gpu] vram_budget from KVTIER_VRAM_BUDGET, or "" (a bad
- * value is reported: the daemon's own budget then). */
-static void budget_option(char *buf, size_t len) {
-        const char *v = getenv("KVTIER_VRAM_BUDGET");
-        uint64_t bytes;
-
-        buf[0] = '\0';
-        if (!v)
-                return;
-        if (parse_bytes(v, &bytes) < 0 || bytes == 0)
-                log_warning("Invalid KVTIER_VRAM_BUDGET=%s (bytes: 8G, 512M ...), using kvtierd's [gpu] "
-                            "vram_budget (default 80%% of the GPU), ignoring.",
-                            v);
-        else
-                snprintf(buf, len, "--set=gpu.vram_budget=%llu", (unsigned long long)bytes);
-}
-
 /* Starts this process's kvtierd.  Returns 0 or -errno. */
 static int start_daemon(void) {
+        struct shim_standalone *own = &kvt_shim()->standalone;
         static const char *const levels[] = {"err", "warning", "notice", "info", "debug"};
         char listen_arg[32], lifeline_arg[32], level_arg[32], budget[64];
-        char *argv[] = {own.binary, listen_arg, lifeline_arg, level_arg, budget, NULL};
+        char *argv[] = {own->binary, listen_arg, lifeline_arg, level_arg, budget, NULL};
         int pipefd[2], lfd, r;
 
         r = find_daemon();
@@ -200,8 +178,9 @@ static int start_daemon(void) {
         snprintf(lifeline_arg, sizeof(lifeline_arg), "--lifeline-fd=%d", DAEMON_LIFELINE_FD);
         snprintf(level_arg, sizeof(level_arg), "--log-level=%s",
                  levels[kvt_log_get_max_level() - KVT_LOG_ERR]);
-        budget_option(budget, sizeof(budget));
-        if (!budget[0])
+        snprintf(budget, sizeof(budget), "--set=gpu.vram_budget=%llu",
+                 (unsigned long long)kvt_shim()->cfg.vram_budget_bytes);
+        if (!kvt_shim()->cfg.vram_budget_bytes)
                 argv[4] = NULL; /* the daemon's own */
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
@@ -215,45 +194,51 @@ static int start_daemon(void) {
         if (r < 0) {
                 close(pipefd[1]);
                 if (lfd >= 0) {
-                        unlink(own.socket_path);
-                        rmdir(own.dir);
-                        own.socket_path[0] = '\0'; /* messages name the binary */
+                        unlink(own->socket_path);
+                        rmdir(own->dir);
+                        own->socket_path[0] = '\0'; /* messages name the binary */
                 }
                 return r;
         }
-        own.lifeline_fd = pipefd[1];
-        log_info("Started kvtierd (pid %d) on %s.", (int)own.pid, own.socket_path);
+        own->lifeline_fd = pipefd[1];
+        log_info("Started kvtierd (pid %d) on %s.", (int)own->pid, own->socket_path);
         return 0;
 }
 
 int standalone_daemon(const char **ret_socket_path, int *ret_timeout_ms) {
-        if (own.err == 0 && own.pid == 0) {
-                own.err = start_daemon();
-                if (own.err == 0)
+        struct shim_standalone *own = &kvt_shim()->standalone;
+
+        if (own->err == 0 && own->pid == 0) {
+                own->err = start_daemon();
+                if (own->err == 0)
                         *ret_timeout_ms = DAEMON_START_TIMEOUT_MS;
-        } else if (own.err == 0 && own.pid > 0 && waitpid(own.pid, NULL, WNOHANG) != 0) {
+        } else if (own->err == 0 && own->pid > 0 && waitpid(own->pid, NULL, WNOHANG) != 0) {
                 /* gone (reaped here, or by the engine): clean up after it */
-                unlink(own.socket_path);
-                rmdir(own.dir);
-                own.err = -ECONNREFUSED;
+                unlink(own->socket_path);
+                rmdir(own->dir);
+                own->err = -ECONNREFUSED;
         }
-        if (own.err < 0)
-                return own.err;
-        *ret_socket_path = own.socket_path;
+        if (own->err < 0)
+                return own->err;
+        *ret_socket_path = own->socket_path;
         return 0;
 }
 
 const char *standalone_where(void) {
-        return own.socket_path[0] ? own.socket_path : own.binary;
+        struct shim_standalone *own = &kvt_shim()->standalone;
+
+        return own->socket_path[0] ? own->socket_path : own->binary;
 }
 
 void standalone_atfork_child(void) {
+        struct shim_standalone *own = &kvt_shim()->standalone;
+
         /* The parent's daemon lives as long as the parent: the child may
          * connect to it as a client of its own, but neither holds it up nor
          * reaps it. */
-        if (own.lifeline_fd >= 0)
-                close(own.lifeline_fd);
-        own.lifeline_fd = -1;
-        if (own.pid > 0)
-                own.pid = -1;
+        if (own->lifeline_fd >= 0)
+                close(own->lifeline_fd);
+        own->lifeline_fd = -1;
+        if (own->pid > 0)
+                own->pid = -1;
 }

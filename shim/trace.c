@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "state.h"
 #include "trace.h"
 #include "util.h"
 
@@ -39,12 +40,13 @@ struct trace {
         bool stopping;
         pthread_t thread;
         FILE *f;
-        /* Regions already declared with R, for the writer only. */
+        /* The writer's only: regions already declared with R, and what it
+         * took off the ring to write. */
         uint32_t *declared;
         size_t n_declared, cap_declared;
+        struct record batch[RING_RECORDS];
+        uint32_t batch_n[RING_RECORDS];
 };
-
-static struct trace *tr;
 
 static bool declared_has(struct trace *t, uint32_t id) {
         for (size_t i = 0; i < t->n_declared; i++)
@@ -90,15 +92,13 @@ static void write_record(struct trace *t, const struct record *r, uint32_t n) {
 
 /* Takes what is buffered (lock held by the caller is dropped while writing). */
 static void drain_locked(struct trace *t) {
-        static struct record batch[RING_RECORDS];
-        static uint32_t batch_n[RING_RECORDS];
         size_t n = t->count;
         uint64_t dropped = t->dropped;
 
         for (size_t i = 0; i < n; i++) {
                 size_t k = (t->head + i) % RING_RECORDS;
-                batch[i] = t->ring[k];
-                batch_n[i] = t->ring_n[k];
+                t->batch[i] = t->ring[k];
+                t->batch_n[i] = t->ring_n[k];
         }
         t->head = (t->head + n) % RING_RECORDS;
         t->count = 0;
@@ -108,7 +108,7 @@ static void drain_locked(struct trace *t) {
                 fprintf(t->f, "# dropped %llu records: the writer fell behind\n",
                         (unsigned long long)dropped);
         for (size_t i = 0; i < n; i++)
-                write_record(t, &batch[i], batch_n[i]);
+                write_record(t, &t->batch[i], t->batch_n[i]);
         fflush(t->f);
         pthread_mutex_lock(&t->lock);
 }
@@ -120,12 +120,7 @@ static void *writer(void *arg) {
         while (!t->stopping) {
                 struct timespec until;
 
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += WRITER_PERIOD_MS * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000L;
-                }
+                realtime_after_ns(&until, WRITER_PERIOD_MS * 1000000ull);
                 if (t->count < RING_RECORDS / 2)
                         pthread_cond_timedwait(&t->wake, &t->lock, &until);
                 if (t->count || t->dropped)
@@ -166,12 +161,12 @@ int trace_start(const char *path) {
                 free(t);
                 return r;
         }
-        __atomic_store_n(&tr, t, __ATOMIC_RELEASE);
+        __atomic_store_n(&kvt_shim()->trace, t, __ATOMIC_RELEASE);
         return 0;
 }
 
 static void push(uint32_t type, uint32_t region_id, uint32_t region_chunks, uint32_t first, uint32_t n) {
-        struct trace *t = __atomic_load_n(&tr, __ATOMIC_ACQUIRE);
+        struct trace *t = __atomic_load_n(&kvt_shim()->trace, __ATOMIC_ACQUIRE);
         uint64_t now;
         size_t k;
 
@@ -207,7 +202,7 @@ void trace_free(uint32_t region_id) {
 }
 
 void trace_stop(void) {
-        struct trace *t = __atomic_exchange_n(&tr, NULL, __ATOMIC_ACQ_REL);
+        struct trace *t = __atomic_exchange_n(&kvt_shim()->trace, NULL, __ATOMIC_ACQ_REL);
 
         if (!t)
                 return;
@@ -226,5 +221,5 @@ __attribute__((destructor)) static void trace_at_exit(void) {
 
 void trace_atfork_child(void) {
         /* The writer thread did not come along; the file is the parent's. */
-        __atomic_store_n(&tr, NULL, __ATOMIC_RELAXED);
+        __atomic_store_n(&kvt_shim()->trace, NULL, __ATOMIC_RELAXED);
 }

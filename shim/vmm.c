@@ -23,12 +23,10 @@
 #include "log.h"
 #include "protocol.h"
 #include "real.h"
-#include "shim.h"
+#include "state.h"
 #include "util.h"
 #include "vmm.h"
 
-/* Region ids of tracked ranges: the upper half, apart from regions.c's. */
-#define VMM_ID_BASE 0x80000000u
 /* Beyond this many live mappings, new ones are no longer tracked. */
 #define VMM_MAX_TRACKED 16384
 
@@ -40,17 +38,12 @@ struct vmm_range {
         bool registered;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct vmm_range *ranges;
-static size_t n_ranges, cap_ranges;
-static uint32_t next_id = VMM_ID_BASE;
-static atomic_flag warned = ATOMIC_FLAG_INIT;
-static atomic_bool ever_tracked; /* some mapping was tracked: unmaps must look */
-
 #define REAL(name) ({ const struct kvt_cuda *_d = real_cuda(); _d ? _d->name : NULL; })
 
 static void warn_once(void) {
-        if (atomic_flag_test_and_set(&warned))
+        struct shim_vmm *v = &kvt_shim()->vmm;
+
+        if (atomic_flag_test_and_set(&v->warned))
                 return;
         log_warning("Memory mapped through the CUDA VMM API (cuMemCreate/cuMemMap) cannot be tiered by kvtier; "
                     "it is shown as untiered. For PyTorch, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False "
@@ -84,11 +77,13 @@ static struct kvt_region_add region_add_of(const struct vmm_range *r) {
 /* Called by client_register() with the client's lock held, once the ADD
  * of range id is sent. */
 static void mark_registered(uint32_t id) {
-        pthread_mutex_lock(&lock);
-        for (size_t i = 0; i < n_ranges; i++)
-                if (ranges[i].id == id)
-                        ranges[i].registered = true;
-        pthread_mutex_unlock(&lock);
+        struct shim_vmm *v = &kvt_shim()->vmm;
+
+        pthread_mutex_lock(&v->lock);
+        for (size_t i = 0; i < v->n_ranges; i++)
+                if (v->ranges[i].id == id)
+                        v->ranges[i].registered = true;
+        pthread_mutex_unlock(&v->lock);
 }
 
 /* Returns whether the range is registered now. */
@@ -99,25 +94,26 @@ static bool announce(const struct vmm_range *r) {
 }
 
 static void track(uintptr_t ptr, size_t size) {
+        struct shim_vmm *v = &kvt_shim()->vmm;
         struct vmm_range r = { .ptr = ptr, .size = size, .device = current_device() };
 
-        pthread_mutex_lock(&lock);
-        if (n_ranges == cap_ranges) {
-                size_t cap = cap_ranges ? cap_ranges * 2 : 16;
-                struct vmm_range *a = cap <= VMM_MAX_TRACKED ? realloc(ranges, cap * sizeof(*a)) : NULL;
+        pthread_mutex_lock(&v->lock);
+        if (v->n_ranges == v->cap_ranges) {
+                size_t cap = v->cap_ranges ? v->cap_ranges * 2 : 16;
+                struct vmm_range *a = cap <= VMM_MAX_TRACKED ? realloc(v->ranges, cap * sizeof(*a)) : NULL;
                 if (!a) {
-                        pthread_mutex_unlock(&lock);
+                        pthread_mutex_unlock(&v->lock);
                         return;
                 }
-                ranges = a;
-                cap_ranges = cap;
+                v->ranges = a;
+                v->cap_ranges = cap;
         }
-        atomic_store(&ever_tracked, true);
-        r.id = next_id++;
-        if (next_id == 0)
-                next_id = VMM_ID_BASE;
-        ranges[n_ranges++] = r;
-        pthread_mutex_unlock(&lock);
+        atomic_store(&v->ever_tracked, true);
+        r.id = v->next_id++;
+        if (v->next_id == 0)
+                v->next_id = VMM_ID_BASE;
+        v->ranges[v->n_ranges++] = r;
+        pthread_mutex_unlock(&v->lock);
         /* Sent outside the lock: the send may wait up to the timeout.
          * Unsent (no daemon), it waits for the mover, which may have ended
          * with nothing left to register. */
@@ -127,20 +123,22 @@ static void track(uintptr_t ptr, size_t size) {
 
 /* Forgets every tracked range starting in [ptr, ptr + size). */
 static void untrack(uintptr_t ptr, size_t size) {
+        struct shim_vmm *v = &kvt_shim()->vmm;
+
         for (;;) {
                 struct kvt_region_del del = { 0 };
                 bool found = false, registered = false;
 
-                pthread_mutex_lock(&lock);
-                for (size_t i = 0; i < n_ranges; i++)
-                        if (ranges[i].ptr >= ptr && ranges[i].ptr - ptr < size) {
-                                del.region_id = ranges[i].id;
-                                registered = ranges[i].registered;
-                                ranges[i] = ranges[--n_ranges];
+                pthread_mutex_lock(&v->lock);
+                for (size_t i = 0; i < v->n_ranges; i++)
+                        if (v->ranges[i].ptr >= ptr && v->ranges[i].ptr - ptr < size) {
+                                del.region_id = v->ranges[i].id;
+                                registered = v->ranges[i].registered;
+                                v->ranges[i] = v->ranges[--v->n_ranges];
                                 found = true;
                                 break;
                         }
-                pthread_mutex_unlock(&lock);
+                pthread_mutex_unlock(&v->lock);
                 if (!found)
                         return;
                 if (registered)
@@ -149,19 +147,22 @@ static void untrack(uintptr_t ptr, size_t size) {
 }
 
 size_t vmm_count(void) {
+        struct shim_vmm *v = &kvt_shim()->vmm;
         size_t n;
 
-        pthread_mutex_lock(&lock);
-        n = n_ranges;
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_lock(&v->lock);
+        n = v->n_ranges;
+        pthread_mutex_unlock(&v->lock);
         return n;
 }
 
 void vmm_forget_registration(void) {
-        pthread_mutex_lock(&lock);
-        for (size_t i = 0; i < n_ranges; i++)
-                ranges[i].registered = false;
-        pthread_mutex_unlock(&lock);
+        struct shim_vmm *v = &kvt_shim()->vmm;
+
+        pthread_mutex_lock(&v->lock);
+        for (size_t i = 0; i < v->n_ranges; i++)
+                v->ranges[i].registered = false;
+        pthread_mutex_unlock(&v->lock);
 }
 
 /* Runs on the mover thread.  The announce lock keeps cuMemMap/cuMemUnmap
@@ -169,6 +170,7 @@ void vmm_forget_registration(void) {
  * is announced after its unmap; the table's lock is never held across a
  * send (a failed send drops the connection, which takes it). */
 int vmm_register(int fd) {
+        struct shim_vmm *v = &kvt_shim()->vmm;
         int n = 0, r = 0;
 
         shim_announce_lock();
@@ -176,14 +178,14 @@ int vmm_register(int fd) {
                 struct kvt_region_add add;
                 bool found = false;
 
-                pthread_mutex_lock(&lock);
-                for (; i < n_ranges; i++)
-                        if (!ranges[i].registered) {
-                                add = region_add_of(&ranges[i]);
+                pthread_mutex_lock(&v->lock);
+                for (; i < v->n_ranges; i++)
+                        if (!v->ranges[i].registered) {
+                                add = region_add_of(&v->ranges[i]);
                                 found = true;
                                 break;
                         }
-                pthread_mutex_unlock(&lock);
+                pthread_mutex_unlock(&v->lock);
                 if (!found)
                         break;
                 r = client_register(fd, &add, mark_registered);
@@ -198,19 +200,23 @@ int vmm_register(int fd) {
 /* Whether a new mapping is tracked.  Connects first, so that the daemon's
  * [capture] apis hold from the first mapping on. */
 static bool tracking_map(void) {
-        if (shim_cfg.disabled || hook_busy() || !(classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM))
+        if (kvt_shim()->cfg.disabled || hook_busy() ||
+            !(classify_rules_apis(&kvt_shim()->rules) & KVT_API_FAMILY_VMM))
                 return false;
         hook_enter();
         (void)client_ensure();
         hook_leave();
-        return classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM;
+        return classify_rules_apis(&kvt_shim()->rules) & KVT_API_FAMILY_VMM;
 }
 
 /* Whether an unmap looks for tracked ranges: also when a later daemon's
  * [capture] apis left vmm out, for the ranges tracked before. */
 static bool tracking_unmap(void) {
-        return !shim_cfg.disabled && !hook_busy() &&
-               ((classify_rules_apis(&shim_cfg.rules) & KVT_API_FAMILY_VMM) || atomic_load(&ever_tracked));
+        struct shim_vmm *v = &kvt_shim()->vmm;
+
+        return !kvt_shim()->cfg.disabled && !hook_busy() &&
+               ((classify_rules_apis(&kvt_shim()->rules) & KVT_API_FAMILY_VMM) ||
+                atomic_load(&v->ever_tracked));
 }
 
 CUresult kvt_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,

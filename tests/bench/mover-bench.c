@@ -77,6 +77,7 @@
 #include "protocol.h"
 #include "real.h"
 #include "regions.h"
+#include "env.h"
 #include "util.h"
 
 #define CHUNK       KVT_CHUNK_BYTES
@@ -747,7 +748,10 @@ static int setup(struct bench *b, uint64_t size) {
 
         const char *lv = getenv("KVTIER_LOG");
         int level = lv ? kvt_log_level_parse(lv) : KVT_LOG_INFO;
+        struct shim_config env;
 
+        env_defaults(&env);
+        env_parse(&env); /* the shim's table: KVTIER_MOVER_HOST_NUMA */
         kvt_log_setup("mover-bench", level < 0 ? KVT_LOG_INFO : level);
         if (!real_cudart())
                 return -ENOSYS;
@@ -771,7 +775,7 @@ static int setup(struct bench *b, uint64_t size) {
         r = regions_add(&b->reg);
         if (r < 0)
                 return r;
-        pipeline_config_from_env(&cfg);
+        cfg = (struct pipeline_config){.host_numa = env.host_numa, .sysfs_root = "/sys"};
         printf("mover: %u streams per GPU, host_numa %d, %u evictor threads\n", PIPELINE_STREAMS,
                cfg.host_numa, PIPELINE_EVICTORS);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);

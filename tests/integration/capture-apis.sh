@@ -3,7 +3,7 @@
 # reaches it (linked symbol, dlsym, cuGetProcAddress, cudaGetDriverEntryPoint):
 # captured, shown by kvtierctl with its API and rule, data intact; stream-
 # ordered frees wait for the stream; VMM mappings tracked as untiered;
-# KVTIER_CAPTURE_APIS and kvtierd.conf's [capture] apis filter.  api-engine
+# kvtierd.conf's [capture] apis filter.  api-engine
 # (tests/integration/api-engine.c) plays the engines.
 . "$(dirname "$0")/lib.sh"
 ENGINE="$top_builddir/tests/integration/api-engine"
@@ -47,13 +47,6 @@ for pair in runtime:cudaMalloc driver:cuMemAlloc procaddr:cuMemAlloc async:cudaM
                   "[\"$api/min-size/false\",\"$api/min-size/false\"]" ]
         release "show-$mode"
 done
-ENGINE_ENV="KVTIER_CAPTURE_AFTER=64M" hold show-after --mode driver --regions 2 --size 64M
-check "KVTIER_CAPTURE_AFTER: the second region shows rule capture-after" \
-        [ "$(regions_of show-after .rule)" = '["capture-after"]' ]
-"$KVTIERCTL" -s "$SOCK" status >"$TMP/show-after.txt"
-check "kvtierctl status lists the region with its API and rule" \
-        grep -Eq "cuMemAlloc +capture-after" "$TMP/show-after.txt"
-release show-after
 
 # Stream-ordered frees: nothing is freed while the stream has not got there.
 for mode in async pool driver-async; do
@@ -94,20 +87,6 @@ release restart-vmm; rc=$?
 check "vmm restart: engine exits 0, data intact" rc_and $rc intact restart-vmm
 check "vmm restart: the shim said so" grep -q "Registered 2 untiered VMM mappings" "$TMP/restart-vmm.out"
 
-# KVTIER_CAPTURE_APIS.
-ENGINE_ENV="KVTIER_CAPTURE_APIS=runtime" run_engine apis-driver --mode procaddr --regions 2 --size 64M
-check "KVTIER_CAPTURE_APIS=runtime: driver allocations stay plain" [ "$(captured apis-driver)" -eq 0 ]
-check "KVTIER_CAPTURE_APIS=runtime: engine intact" intact apis-driver
-ENGINE_ENV="KVTIER_CAPTURE_APIS=runtime" run_engine apis-runtime --mode runtime --regions 2 --size 64M
-check "KVTIER_CAPTURE_APIS=runtime: cudaMalloc still captured" [ "$(captured apis-runtime)" -eq 2 ]
-ENGINE_ENV="KVTIER_CAPTURE_APIS=driver,async" run_engine apis-async --mode async --regions 2 --size 64M
-check "KVTIER_CAPTURE_APIS=driver,async: cudaMallocAsync captured" [ "$(captured apis-async)" -eq 2 ]
-ENGINE_ENV="KVTIER_CAPTURE_APIS=runtime,bogus" run_engine apis-bad --mode driver --regions 2 --size 64M
-check "a bad KVTIER_CAPTURE_APIS warns" grep -q "Invalid KVTIER_CAPTURE_APIS=runtime,bogus" "$TMP/apis-bad.out"
-check "a bad KVTIER_CAPTURE_APIS keeps the default (all)" [ "$(captured apis-bad)" -eq 2 ]
-ENGINE_ENV="KVTIER_CAPTURE_APIS=none" hold apis-none-vmm --mode vmm --regions 1 --size 4M
-check "KVTIER_CAPTURE_APIS=none: VMM not tracked" [ "$(regions_of apis-none-vmm .api)" = "[]" ]
-release apis-none-vmm
 ENGINE_ENV="KVTIER_DISABLE=1" run_engine disabled --mode procaddr --regions 2 --size 64M
 check "KVTIER_DISABLE=1: cuGetProcAddress hands out the driver's own" [ "$(captured disabled)" -eq 0 ]
 
@@ -120,11 +99,6 @@ release via-driver; rc=$?
 check "runtime over the driver: engine exits 0, data intact" rc_and $rc intact via-driver
 check "runtime over the driver: two captures, not four" [ "$(captured via-driver)" -eq 2 ]
 check "runtime over the driver: everything freed" [ "$(stat_of via-driver managed_alloc_bytes)" -eq 0 ]
-ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1 KVTIER_CAPTURE_APIS=driver" run_engine via-driver-excluded \
-        --mode runtime --regions 2 --size 64M
-check "runtime over the driver, KVTIER_CAPTURE_APIS=driver: the runtime's own driver calls are not captured" \
-        [ "$(captured via-driver-excluded)" -eq 0 ]
-check "runtime over the driver, KVTIER_CAPTURE_APIS=driver: engine intact" intact via-driver-excluded
 
 # Many allocating threads, each through its own stream.
 for mode in runtime procaddr async; do
@@ -140,8 +114,7 @@ check "no region left registered after the engines exit" \
         [ "$(jq '[.clients[].regions[]] | length' "$TMP/end.json")" -eq 0 ]
 check "kvtierd stops cleanly" stop_daemon
 
-# [capture] apis: the daemon's list holds where KVTIER_CAPTURE_APIS is not
-# set, from the first allocation on; the environment wins where it is.
+# [capture] apis: the daemon's list holds from the first allocation on.
 write_config 256M "[capture]" "apis = runtime"
 check "kvtierd with [capture] apis = runtime starts" start_daemon
 run_engine conf-driver --mode driver --regions 2 --size 64M; rc=$?
@@ -159,15 +132,31 @@ hold conf-vmm --mode vmm --regions 2 --size 4M
 check "[capture] apis = runtime: not even the first VMM mapping is tracked" \
         [ "$(regions_of conf-vmm .api)" = "[]" ]
 release conf-vmm
-ENGINE_ENV="KVTIER_CAPTURE_APIS=driver" run_engine env-driver --mode driver --regions 2 --size 64M
-check "KVTIER_CAPTURE_APIS=driver beats [capture] apis = runtime: cuMemAlloc captured" \
-        [ "$(captured env-driver)" -eq 2 ]
-ENGINE_ENV="KVTIER_CAPTURE_APIS=driver" run_engine env-runtime --mode runtime --regions 2 --size 64M
-check "KVTIER_CAPTURE_APIS=driver beats [capture] apis = runtime: cudaMalloc stays plain" \
-        [ "$(captured env-runtime)" -eq 0 ]
-ENGINE_ENV="KVTIER_CAPTURE_APIS=driver,bogus" run_engine env-bad --mode driver --regions 2 --size 64M
-check "a bad KVTIER_CAPTURE_APIS leaves [capture] apis in force" [ "$(captured env-bad)" -eq 0 ]
 check "kvtierd with [capture] apis stops cleanly" stop_daemon
+
+write_config 256M "[capture]" "apis = driver,async"
+check "kvtierd with [capture] apis = driver,async starts" start_daemon
+run_engine apis-async --mode async --regions 2 --size 64M
+check "[capture] apis = driver,async: cudaMallocAsync captured" [ "$(captured apis-async)" -eq 2 ]
+# Re-entrancy: the runtime's own driver calls beneath an excluded
+# cudaMalloc are not captured either.
+ENGINE_ENV="FAKECUDA_RUNTIME_VIA_DRIVER=1" run_engine via-driver-excluded --mode runtime --regions 2 --size 64M
+check "runtime over the driver, [capture] apis = driver,async: the runtime's own driver calls are not captured" \
+        [ "$(captured via-driver-excluded)" -eq 0 ]
+check "runtime over the driver, [capture] apis = driver,async: engine intact" intact via-driver-excluded
+check "kvtierd with [capture] apis = driver,async stops cleanly" stop_daemon
+
+# [capture] capture_after: shown as the region's rule.
+write_config 256M "[capture]" "capture_after = 64M"
+check "kvtierd with [capture] capture_after starts" start_daemon
+hold show-after --mode driver --regions 2 --size 64M
+check "[capture] capture_after: the second region shows rule capture-after" \
+        [ "$(regions_of show-after .rule)" = '["capture-after"]' ]
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/show-after.txt"
+check "kvtierctl status lists the region with its API and rule" \
+        grep -Eq "cuMemAlloc +capture-after" "$TMP/show-after.txt"
+release show-after
+check "kvtierd with [capture] capture_after stops cleanly" stop_daemon
 
 printf '[capture]\napis = runtime,bogus\n' >"$TMP/bad-apis.conf"
 "$KVTIERD" -c "$TMP/bad-apis.conf" -s "$TMP/bad-apis.sock" >"$TMP/bad-apis.log" 2>&1; rc=$?

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Which allocations the shim captures (KVTIER_MIN_SIZE, KVTIER_CAPTURE_AFTER,
-# KVTIER_MAX_CAPTURED) and the capacity engines are shown (KVTIER_CAPACITY).
+# Which allocations the shim captures (KVTIER_MIN_SIZE, the daemon's
+# [capture] capture_after and max_captured) and the capacity engines are
+# shown (KVTIER_CAPACITY).
 . "$(dirname "$0")/lib.sh"
 
 ARGS="--regions 4 --region-size 64M --window 32M --steps 4 --step-ms 10"
@@ -16,12 +17,21 @@ check "defaults: engine exits 0, pattern intact" intact all
 ENGINE_ENV="KVTIER_MIN_SIZE=128M" run_engine min $ARGS
 check "KVTIER_MIN_SIZE=128M: none captured" [ "$(captured min)" -eq 0 ]
 check "KVTIER_MIN_SIZE=128M: engine exits 0, pattern intact" intact min
-ENGINE_ENV="KVTIER_CAPTURE_AFTER=128M" run_engine after $ARGS
-check "KVTIER_CAPTURE_AFTER=128M: the first two allocations stay plain" [ "$(captured after)" -eq 2 ]
-check "KVTIER_CAPTURE_AFTER=128M: engine exits 0, pattern intact" intact after
-ENGINE_ENV="KVTIER_MAX_CAPTURED=128M" run_engine max $ARGS
-check "KVTIER_MAX_CAPTURED=128M: two captured, the rest plain" [ "$(captured max)" -eq 2 ]
-check "KVTIER_MAX_CAPTURED=128M: engine exits 0, pattern intact" intact max
+check "kvtierd stops cleanly" stop_daemon
+write_config 64M "[host]" "host_budget = 1G" "[capture]" "capture_after = 128M"
+check "kvtierd with [capture] capture_after = 128M starts" start_daemon
+run_engine after $ARGS
+check "[capture] capture_after = 128M: the first two allocations stay plain" [ "$(captured after)" -eq 2 ]
+check "[capture] capture_after = 128M: engine exits 0, pattern intact" intact after
+check "kvtierd stops cleanly" stop_daemon
+write_config 64M "[host]" "host_budget = 1G" "[capture]" "max_captured = 128M"
+check "kvtierd with [capture] max_captured = 128M starts" start_daemon
+run_engine max $ARGS
+check "[capture] max_captured = 128M: two captured, the rest plain" [ "$(captured max)" -eq 2 ]
+check "[capture] max_captured = 128M: engine exits 0, pattern intact" intact max
+check "kvtierd stops cleanly" stop_daemon
+write_config 64M "[host]" "host_budget = 1G"
+check "kvtierd starts again" start_daemon
 
 meminfo() { sed -n 's/^kv-engine: cudaMemGetInfo free \([0-9]*\) total \([0-9]*\)$/\1 \2/p' "$TMP/$1.out"; }
 ENGINE_ENV="FAKECUDA_MEM=1G" run_engine card $ARGS --meminfo

@@ -149,11 +149,11 @@ check "and says so" grep -q "CUPTI is in use by a tool" "$TMP/busy.out"
 # Evicted to host-mapped, they are read over the link unseen: only the
 # first touch of chunks that started in host memory faults.
 WRAP="--regions 4 --region-size 64M --window 16M --steps 200 --step-ms 4"
-ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 KVTIER_HEAT_STATS=$TMP/ev-mapped.heat" run_engine ev-mapped $WRAP
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/ev-mapped.heat" run_engine ev-mapped $WRAP
 check "evict_to host-mapped: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-mapped.out"
 check "kvtierctl set policy.evict_to host" "$KVTIERCTL" -s "$SOCK" set policy.evict_to host
 check "status shows it" [ "$(status_json | jq -r '.policy_params.evict_to // empty')" = host ]
-ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 KVTIER_HEAT_STATS=$TMP/ev-host.heat" run_engine ev-host $WRAP
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/ev-host.heat" run_engine ev-host $WRAP
 check "evict_to host: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-host.out"
 faults_mapped=$(jq -s 'map(.gpu_fault_attributed) | max' "$TMP/ev-mapped.heat")
 check_le "evicted host-mapped: at most a fault a chunk (a first touch; in VRAM too, where it populates)" \

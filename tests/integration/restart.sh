@@ -74,10 +74,13 @@ check_le "growing engine: peak VRAM by the fake CUDA's own counters within the b
         "$(stat_of grows managed_resident_peak_bytes)" $BUDGET
 
 # A daemon lost while the process has nothing captured (its first 64 MiB
-# stay plain by KVTIER_CAPTURE_AFTER): the mover ends, then the next
+# stay plain by [capture] capture_after): the mover ends, then the next
 # allocation is captured in the outage; nothing else is allocated after it,
 # so only a mover started for it can register it with the next daemon.
-ENGINE_ENV="KVTIER_LOG=info KVTIER_CAPTURE_AFTER=64M" run_engine late --regions 2 --region-size 64M \
+check "kvtierd stops cleanly" stop_daemon
+write_config 64M "[capture]" "capture_after = 64M"
+check "kvtierd with [capture] capture_after = 64M starts" start_daemon
+ENGINE_ENV="KVTIER_LOG=info" run_engine late --regions 2 --region-size 64M \
         --window 32M --steps 150 --step-ms 20 --alloc-ms 700 &
 engine=$!
 engine_connected() { [ "$(status_json | jq '[.clients[] | select(.name == "kv-engine")] | length')" -ge 1 ]; }

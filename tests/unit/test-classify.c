@@ -23,27 +23,27 @@ static void test_families(void) {
         TAP_EQ_INT(classify_api_family(_KVT_API_MAX), 0, "out of range, no family");
 }
 
-/* The counters are process-wide: each case releases what it took. */
+/* The counters are the rules': each case releases what it took. */
 static void test_take(void) {
         struct classify_rules r = { .min_size = 64 * MIB, .apis = KVT_API_FAMILY_ALL };
 
         TAP_EQ_INT(classify_take(&r, KVT_API_CUDA_MALLOC, 32 * MIB), KVT_RULE_NONE, "below min size: plain");
         TAP_EQ_INT(classify_take(&r, KVT_API_CUDA_MALLOC, 64 * MIB), KVT_RULE_MIN_SIZE, "at min size: min-size");
-        TAP_EQ_U64(classify_captured_bytes(), 64 * MIB, "reserved");
-        classify_release(64 * MIB);
-        TAP_EQ_U64(classify_captured_bytes(), 0, "released");
+        TAP_EQ_U64(classify_captured_bytes(&r), 64 * MIB, "reserved");
+        classify_release(&r, 64 * MIB);
+        TAP_EQ_U64(classify_captured_bytes(&r), 0, "released");
 
         r.apis = KVT_API_FAMILY_RUNTIME;
         TAP_EQ_INT(classify_take(&r, KVT_API_CU_MEM_ALLOC, 64 * MIB), KVT_RULE_NONE, "driver excluded: plain");
         TAP_EQ_INT(classify_take(&r, KVT_API_CUDA_MALLOC, 64 * MIB), KVT_RULE_MIN_SIZE, "runtime included");
-        classify_release(64 * MIB);
+        classify_release(&r, 64 * MIB);
 
         r.apis = KVT_API_FAMILY_ALL;
         r.max_captured = 100 * MIB;
         TAP_EQ_INT(classify_take(&r, KVT_API_CU_MEM_ALLOC, 64 * MIB), KVT_RULE_MIN_SIZE, "first fits the cap");
         TAP_EQ_INT(classify_take(&r, KVT_API_CU_MEM_ALLOC, 64 * MIB), KVT_RULE_NONE, "second would pass the cap");
-        classify_release(64 * MIB);
-        TAP_EQ_U64(classify_captured_bytes(), 0, "a refused take reserves nothing");
+        classify_release(&r, 64 * MIB);
+        TAP_EQ_U64(classify_captured_bytes(&r), 0, "a refused take reserves nothing");
 
         /* Everything asked so far counts towards capture_after. */
         r.max_captured = 0;
@@ -52,7 +52,7 @@ static void test_take(void) {
         r.capture_after = 64 * MIB;
         TAP_EQ_INT(classify_take(&r, KVT_API_CUDA_MALLOC, 64 * MIB), KVT_RULE_CAPTURE_AFTER,
                    "past capture_after: capture-after");
-        classify_release(64 * MIB);
+        classify_release(&r, 64 * MIB);
 }
 
 /* The daemon's rules (WELCOME) replace each rule the environment did not set. */
@@ -66,7 +66,7 @@ static void test_apply(void) {
                    "apply: driver excluded by the daemon: plain");
         TAP_EQ_INT(classify_take(&r, KVT_API_CUDA_MALLOC, 64 * MIB), KVT_RULE_MIN_SIZE,
                    "apply: runtime still captured");
-        classify_release(64 * MIB);
+        classify_release(&r, 64 * MIB);
         classify_rules_apply(&r, CLASSIFY_ENV_APIS, 32 * MIB, 0, 0, KVT_API_FAMILY_DRIVER);
         TAP_EQ_INT(classify_rules_apis(&r), KVT_API_FAMILY_RUNTIME, "apply: apis from the environment win");
         classify_rules_apply(&r, CLASSIFY_ENV_MIN_SIZE, 16 * MIB, 0, 0, 0);
