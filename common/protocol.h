@@ -92,7 +92,7 @@ enum kvt_alloc_api {
 };
 
 /* Families of allocation APIs, as a mask: which ones shims capture
- * (KVTIER_CAPTURE_APIS, kvtierd.conf [capture] apis). */
+ * (kvtierd.conf [capture] apis, sent in the WELCOME). */
 enum {
         KVT_API_FAMILY_RUNTIME = 1u << 0, /* cudaMalloc */
         KVT_API_FAMILY_DRIVER = 1u << 1,  /* cuMemAlloc_v2 */
@@ -105,7 +105,7 @@ enum {
 enum kvt_capture_rule {
         KVT_RULE_NONE = 0,          /* not said (an older shim) */
         KVT_RULE_MIN_SIZE = 1,      /* at least KVTIER_MIN_SIZE */
-        KVT_RULE_CAPTURE_AFTER = 2, /* at least KVTIER_MIN_SIZE, after KVTIER_CAPTURE_AFTER bytes */
+        KVT_RULE_CAPTURE_AFTER = 2, /* at least min_size, after [capture] capture_after bytes */
         KVT_RULE_VMM = 3,           /* a VMM mapping: tracked for visibility only */
         _KVT_RULE_MAX,
 };
@@ -144,7 +144,7 @@ struct kvt_welcome {
         uint64_t capture_min_size; /* >= 1 */
         uint64_t capture_after;
         uint64_t max_captured; /* 0 = no limit */
-        uint32_t capture_apis; /* KVT_API_FAMILY_* captured ([capture] apis; KVTIER_CAPTURE_APIS wins) */
+        uint32_t capture_apis; /* KVT_API_FAMILY_* captured ([capture] apis) */
         uint32_t reserved;
         uint64_t vram_grant_bytes; /* the first GRANT for the HELLO's device (struct kvt_grant) */
 };

@@ -117,16 +117,14 @@ static const struct conf_key conf_table[] = {
          "Shims capture allocations of at least this many bytes (KVTIER_MIN_SIZE overrides)",
          offsetof(struct conf, capture_min_size)},
         {"capture", "capture_after", CONF_BYTES, 0, 16 * TIB, "0",
-         "The first bytes a process allocates stay plain, so weights loaded first are not tiered "
-         "(KVTIER_CAPTURE_AFTER overrides)",
+         "The first bytes a process allocates stay plain, so weights loaded first are not tiered",
          offsetof(struct conf, capture_after)},
         {"capture", "max_captured", CONF_BYTES, 0, 16 * TIB, "0",
-         "At most this many bytes captured per process at once; 0 = no limit (KVTIER_MAX_CAPTURED overrides)",
+         "At most this many bytes captured per process at once; 0 = no limit",
          offsetof(struct conf, max_captured)},
         {"capture", "apis", CONF_APIS, 0, 0, "all",
          "Allocation APIs shims capture: a list of runtime (cudaMalloc), driver (cuMemAlloc), async "
-         "(cudaMallocAsync, cuMemAllocAsync and their pool forms), vmm (tracking of cuMemMap); or all, none "
-         "(KVTIER_CAPTURE_APIS overrides)",
+         "(cudaMallocAsync, cuMemAllocAsync and their pool forms), vmm (tracking of cuMemMap); or all, none",
          offsetof(struct conf, capture_apis)},
         {"policy", "max_migration_rate", CONF_BYTES, 0, 1024 * GIB, "40G",
          "Bytes per second over all GPUs, both directions together; 0 = unlimited",

@@ -75,10 +75,9 @@ unsigned conf_protect_min_ticks(const struct conf *c);
 bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes);
 size_t conf_n_clients(const struct conf *c);
 
-/* The [capture] rules a shim applies where its environment sets none. */
+/* The [capture] rules shims apply (KVTIER_MIN_SIZE may set a process's min_size). */
 void conf_capture(const struct conf *c, uint64_t *ret_min_size, uint64_t *ret_after, uint64_t *ret_max);
-/* [capture] apis: the KVT_API_FAMILY_* mask shims capture where their
- * environment sets no KVTIER_CAPTURE_APIS. */
+/* [capture] apis: the KVT_API_FAMILY_* mask shims capture. */
 uint32_t conf_capture_apis(const struct conf *c);
 
 /* Bytes per second, both directions together; 0 = unlimited. */

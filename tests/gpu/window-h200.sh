@@ -34,14 +34,13 @@ variants=(
         "heat-off||KVTIER_HEAT=off"
         "defaults||"
         "launch||KVTIER_HEAT=launch"
-        "cupti100||KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
-        "cupti100-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
-        "cupti10-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=10"
-        "cupti100-lru-evict-host|name = lru\nevict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
-        "cupti100-noprefetch-evict-host|prefetch = none\nevict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100"
-        "cupti100-launch-evict-host|evict_to = host|KVTIER_HEAT=cupti,launch KVTIER_CUPTI_DUTY=100"
+        "cupti||KVTIER_HEAT=cupti"
+        "cupti-evict-host|evict_to = host|KVTIER_HEAT=cupti"
+        "cupti-lru-evict-host|name = lru\nevict_to = host|KVTIER_HEAT=cupti"
+        "cupti-noprefetch-evict-host|prefetch = none\nevict_to = host|KVTIER_HEAT=cupti"
+        "cupti-launch-evict-host|evict_to = host|KVTIER_HEAT=cupti,launch"
         "fits-heat-off||KVTIER_HEAT=off|8G"
-        "fits-cupti100-evict-host|evict_to = host|KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100|8G"
+        "fits-cupti-evict-host|evict_to = host|KVTIER_HEAT=cupti|8G"
 )
 want() { [ -z "${KVT_WINDOW_VARIANTS:-}" ] || [[ " $KVT_WINDOW_VARIANTS " == *" $1 "* ]]; }
 field() { python3 -c 'import json,sys

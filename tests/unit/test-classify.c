@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The shim's capture rules (shim/classify.c): which rule takes an
- * allocation and per-API filtering (the KVTIER_CAPTURE_APIS parser is in
+ * allocation and per-API filtering (the API list parser is in
  * common/: test-protocol). */
 #include "config.h"
 

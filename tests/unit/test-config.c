@@ -109,7 +109,7 @@ static void test_values(void) {
         conf_free(c);
 }
 
-/* [capture] apis: the KVTIER_CAPTURE_APIS syntax, validated at load, printed back. */
+/* [capture] apis: the API list syntax, validated at load, printed back. */
 static void test_capture_apis(void) {
         static const char *const bad[] = {
                 "[capture]\napis = bogus\n",   "[capture]\napis = runtime,bogus\n",

@@ -209,7 +209,7 @@ static void test_ctl_set(int a, int b) {
         TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_CTL_SET), "CTL_SET", "CTL_SET has a name");
 }
 
-/* API family lists: KVTIER_CAPTURE_APIS and [capture] apis, both ways. */
+/* API family lists ([capture] apis), both ways. */
 static void test_api_families(void) {
         uint32_t f = 0xdead;
         char buf[64];
