@@ -91,7 +91,8 @@ LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16"
 
 # runtag TAG: one run by its name:
 #   paged-LAYOUT-hN-WHAT: LAYOUT contiguous, interleaved or onepool; N
-#     sessions drawn (64 = all); WHAT vram, zerocopy, kvtier, offload, nopress
+#     sessions drawn (64 = all); WHAT vram, zerocopy, kvtier, offload, nopress,
+#     hint (kvtier with the engine's hints a turn ahead: --hint --hint-ahead 64)
 #   long-CACHE-vram, long-CACHE-vram2 (a second all-VRAM run: does the
 #     reference repeat itself?), long-CACHE-kvtier, long-CACHE-nopress (CACHE
 #     dynamic, static), long-dynamic-hfoffload; each saves its logits, which
@@ -112,6 +113,7 @@ runtag() {
                 kvtier) run "$tag" 4G $PAGED $lay $h ;;
                 offload) run "$tag" - $PAGED $lay $h --pool offload --offload-slots 16 ;;
                 nopress) run "$tag" 100G $PAGED $lay $h ;;
+                hint) run "$tag" 4G $PAGED $lay $h --hint --hint-ahead 64 ;;
                 esac ;;
         long)
                 local lg="--logits $T/logits-$tag.pt"
@@ -139,6 +141,7 @@ python3 "$C/suite-report.py" "$R" >"$T/report.txt"
 cat "$T/compare.txt" >>"$T/report.txt" 2>/dev/null
 cp "$T/report.txt" "$RET/"
 # The device tool returns at most 8 files: the logs go in one tarball.
-(cd "$RET" && tar czf logs.tar.gz --exclude=logs.tar.gz --exclude=report.txt --exclude=results.jsonl --exclude=gpu.txt . &&
+(cd "$RET" && tar czf "$T/logs.tar.gz" --exclude=logs.tar.gz --exclude=report.txt --exclude=results.jsonl --exclude=gpu.txt . &&
+        mv "$T/logs.tar.gz" . &&
         find . -maxdepth 1 -type f ! -name logs.tar.gz ! -name report.txt ! -name results.jsonl ! -name gpu.txt -delete)
 cat "$RET/report.txt"
