@@ -38,7 +38,8 @@ s=$(status_json)
 check "status lists both nodes of the fixture" [ "$(jq '[.nodes[].node] | sort' -c <<<"$s")" = "[0,1]" ]
 check "node 0's budget as configured" [ "$(node "$s" 0 budget_bytes)" -eq $NODE0 ]
 check "node 1 has no budget (null)" [ "$(node "$s" 1 budget_bytes)" = null ]
-run_engine spill $ARGS; rc=$?
+# (100 steps: enough evictions to spill even on a loaded machine)
+run_engine spill ${ARGS/--steps 40/--steps 100}; rc=$?
 check "engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/spill.out"
 [ $rc -eq 0 ] || diag "$(cat "$TMP/spill.out")"
 s=$(status_json)
