@@ -65,6 +65,13 @@ struct page {
         int8_t numa;          /* host NUMA node a prefetch named for the host copy, or -1 (the kernel's) */
         int8_t prot;          /* the host backing's protection now (PROT_*) */
         bool read_mostly;
+        /* A 4 KiB sample of a page on a device (kvtier's probe): advice and a
+         * prefetch to the host over less than a page send that one 4 KiB page
+         * out, unmapped, and leave the rest where it is (as on the H200).
+         * sample_pref: its preferred location became the host; sample_out:
+         * it is out, and the device's next touch faults (a fault and a
+         * remote map) and maps it. */
+        bool sample_pref, sample_out;
 };
 
 struct alloc {
@@ -155,7 +162,7 @@ static void um_event(int kind, const void *page, uint64_t value, int dev) {
                 h(kind, (uintptr_t)page, value, dev);
 }
 
-enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_FAULT = 4 }; /* CUPTI's counter kinds */
+enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_FAULT = 4, UM_REMOTE_MAP = 7 }; /* CUPTI's counter kinds */
 
 /* "16G", "512M", "65536": binary suffixes K/M/G/T, optional B or iB. */
 static int parse_size(const char *s, uint64_t *ret) {
@@ -744,8 +751,13 @@ static void page_to_host(struct alloc *a, size_t i) {
         p->devcopy = NULL;
         p->loc = MODEL_LOC_HOST;
         p->mapped_by = 0; /* a new host page: no GPU maps it yet */
+        p->sample_pref = p->sample_out = false;
         host_replace(a, i, data);
         free(data);
+        /* the driver maps it for the devices it is accessed by, as it goes */
+        for (int d = 0; d < MODEL_MAX_DEVICES; d++)
+                if (p->accessed_by & (1u << d))
+                        um_event(UM_REMOTE_MAP, page_host(a, i), MODEL_PAGE_BYTES, d);
 }
 
 /* Evicts dev's least recently touched managed page other than keep. */
@@ -962,9 +974,13 @@ int model_mem_info(int dev, size_t *ret_free, size_t *ret_total) {
 
 /* ---------------------------------------------------------------- advice and prefetch */
 
-static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
+static void page_advise(struct alloc *a, size_t i, int advice, int loc, bool sub_page) {
         struct page *p = &a->pages[i];
 
+        if (sub_page && p->loc >= 0 && advice == cudaMemAdviseSetPreferredLocation && loc == MODEL_LOC_HOST) {
+                p->sample_pref = true; /* that 4 KiB page only */
+                return;
+        }
         switch (advice) {
         case cudaMemAdviseSetReadMostly:
                 p->read_mostly = true;
@@ -992,6 +1008,8 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc) {
                 p->preferred_numa = false;
                 break;
         case cudaMemAdviseSetAccessedBy:
+                if (loc >= 0 && !(p->accessed_by & (1u << loc)) && p->loc == MODEL_LOC_HOST)
+                        um_event(UM_REMOTE_MAP, page_host(a, i), MODEL_PAGE_BYTES, loc); /* the driver maps it */
                 if (loc >= 0)
                         p->accessed_by |= 1u << loc;
                 break;
@@ -1018,7 +1036,7 @@ int model_advise(int caller, const void *ptr, size_t count, int advice, int loc)
         if (!a)
                 goto out;
         for (size_t i = first; i <= last; i++)
-                page_advise(a, i, advice, loc);
+                page_advise(a, i, advice, loc, count < MODEL_PAGE_BYTES);
         m.stats[caller].advise_calls++;
         r = 0;
 out:
@@ -1067,6 +1085,13 @@ int model_prefetch(int caller, const void *ptr, size_t count, int loc, int numa,
         for (size_t i = first; i <= last; i++) {
                 struct page *p = &a->pages[i];
 
+                if (loc == MODEL_LOC_HOST && count < MODEL_PAGE_BYTES && p->loc >= 0 && p->sample_pref &&
+                    !p->read_mostly) {
+                        if (!p->sample_out)
+                                m.stats[p->loc].d2h_bytes += 4096;
+                        p->sample_out = true; /* 4 KiB out, unmapped; the rest stays */
+                        continue;
+                }
                 if (loc == MODEL_LOC_HOST) {
                         bool was_moved = page_prefetch_host(a, i);
 
@@ -1082,6 +1107,7 @@ int model_prefetch(int caller, const void *ptr, size_t count, int loc, int numa,
                                 break;
                         moved++;
                 }
+                p->sample_pref = p->sample_out = false; /* its 4 KiB page back too */
                 page_touch(p);
         }
 out:
@@ -1285,6 +1311,13 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
         int r;
 
         if (p->loc == dev || (p->dup == dev && !write)) {
+                if (p->sample_out && p->loc == dev) {
+                        /* the sampled 4 KiB page: a fault, and a remote map of it */
+                        p->sample_out = false;
+                        m.stats[dev].faults++;
+                        um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
+                        um_event(UM_REMOTE_MAP, page_host(a, i), 4096, dev);
+                }
                 page_touch(p);
                 *ret_data = p->devcopy;
                 return 0;
@@ -1299,6 +1332,7 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
                 p->loc = MODEL_LOC_HOST; /* a page only the CPU touched is host memory */
                 m.stats[dev].faults++;
                 um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
+                um_event(UM_REMOTE_MAP, page_host(a, i), MODEL_PAGE_BYTES, dev);
                 p->mapped_by |= 1u << dev;
         }
         if (p->preferred != dev && !p->preferred_numa && ((p->accessed_by | p->mapped_by) & (1u << dev))) {

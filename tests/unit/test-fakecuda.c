@@ -747,6 +747,57 @@ static void test_host_mapping(void) {
         cudaFree(p);
 }
 
+/* A 4 KiB sample of a page in VRAM (kvtier's probe): the advice and the
+ * prefetch over less than a page send that bit out, unmapped; the page
+ * stays resident, and the device's next touch faults once and maps it, a
+ * remote map the CUPTI hook hears of (on the H200: ~10 us, not the whole
+ * page's refault).  A promotion brings the bit back. */
+static unsigned um_remote_maps;
+static void um_count(int kind, uintptr_t addr, uint64_t value, int dev) {
+        (void)addr, (void)value, (void)dev;
+        um_remote_maps += kind == 7; /* CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP */
+}
+
+static void test_sub_page_sample(void) {
+        const size_t len = 2 * PAGE;
+        char *p = NULL;
+        uint64_t bad = 1;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0);
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        TAP_EQ_INT(fakecuda_kernel_fill(p, len, 9), cudaSuccess, "sample: filled in VRAM");
+        fakecuda_set_um_hook(um_count);
+        fakecuda_reset_stats(0);
+        TAP_EQ_INT(cudaMemAdvise(p + 4096, 4096, cudaMemAdviseSetPreferredLocation, HOST), cudaSuccess,
+                   "sample: a 4 KiB page preferred on the host");
+        TAP_EQ_INT(cudaMemPrefetchAsync(p + 4096, 4096, HOST, 0, NULL), cudaSuccess, "sample: and sent there");
+        cudaDeviceSynchronize();
+        TAP_EQ_U64(resident(p, len, 0), len, "sample: the pages stay resident");
+        TAP_EQ_U64(stats(0).d2h_bytes, 4096, "sample: 4 KiB moved");
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "sample: touched");
+        TAP_EQ_U64(stats(0).faults, 1, "sample: one fault, for the sampled page");
+        TAP_EQ_U64(um_remote_maps, 1, "sample: one remote map, heard by CUPTI");
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "sample: touched again");
+        TAP_EQ_U64(stats(0).faults, 1, "sample: mapped now, no second fault");
+        cudaMemPrefetchAsync(p + 4096, 4096, HOST, 0, NULL);
+        cudaMemAdvise(p + 4096, 4096, cudaMemAdviseSetPreferredLocation, HOST);
+        cudaMemPrefetchAsync(p + 4096, 4096, HOST, 0, NULL);
+        cudaDeviceSynchronize();
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "sample: probed again, touched");
+        TAP_EQ_U64(stats(0).faults, 2, "sample: faults again");
+        cudaMemAdvise(p + 4096, 4096, cudaMemAdviseSetPreferredLocation, HOST);
+        cudaMemPrefetchAsync(p + 4096, 4096, HOST, 0, NULL);
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        cudaDeviceSynchronize();
+        TAP_EQ_INT(fakecuda_kernel_read(p, len), cudaSuccess, "sample: promoted, touched");
+        TAP_EQ_U64(stats(0).faults, 2, "sample: a promotion brings the page back, no fault");
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 9, &bad), cudaSuccess, "sample: check");
+        TAP_EQ_U64(bad, 0, "sample: data intact");
+        fakecuda_set_um_hook(NULL);
+        cudaFree(p);
+}
+
 static void test_read_mostly(void) {
         const size_t len = 4 * MiB;
         struct fakecuda_page_info pi = {0};
@@ -1104,6 +1155,7 @@ int main(void) {
         test_advice_and_faults();
         test_host_mapping();
         test_read_mostly();
+        test_sub_page_sample();
         test_cpu_faults();
         test_eviction();
         test_invalid();
