@@ -178,7 +178,8 @@ static int payload_check(const struct kvt_msg *m) {
                             (KVT_MAX_REGION_BYTES >> KVT_CHUNK_SHIFT) ||
                     m->u.order.host_node < -1 || m->u.order.host_node >= KVT_MAX_NODES ||
                     (m->u.order.flags & ~(uint32_t)_KVT_ORDER_FLAGS_ALL) ||
-                    ((m->u.order.flags & KVT_ORDER_REARM) && m->u.order.tier != KVT_TIER_HOST))
+                    (m->u.order.flags && m->u.order.tier != KVT_TIER_HOST) ||
+                    m->u.order.flags == (KVT_ORDER_REARM | KVT_ORDER_PROBE))
                         return -EBADMSG;
                 return 0;
         case KVT_MSG_GRANT:

@@ -185,10 +185,16 @@ struct kvt_region_del {
 /* struct kvt_order flags. */
 enum {
         /* Re-arm: the chunks are in host memory (tier HOST) and the GPU has
-         * mapped them at a fault; drop that mapping so that its next touch
-         * faults again (an access sample).  No data moves. */
+         * mapped them; drop that mapping of one 4 KiB page of each, so that
+         * the GPU's next touch of it faults (an access sample).  No data
+         * moves. */
         KVT_ORDER_REARM = 1u << 0,
-        _KVT_ORDER_FLAGS_ALL = KVT_ORDER_REARM,
+        /* Probe: the chunks are in VRAM and stay there; one 4 KiB page of
+         * each goes to the host, unmapped, so that the GPU's next touch of
+         * it faults (an access sample).  Sent with tier HOST; the books keep
+         * the chunks in VRAM. */
+        KVT_ORDER_PROBE = 1u << 1,
+        _KVT_ORDER_FLAGS_ALL = KVT_ORDER_REARM | KVT_ORDER_PROBE,
 };
 
 /* Move chunks [first_chunk, first_chunk + n_chunks) of a region to a tier. */
@@ -200,7 +206,7 @@ struct kvt_order {
         uint32_t tier;      /* enum kvt_tier: VRAM, HOST_MAPPED or HOST */
         int32_t host_node;  /* host tiers: the NUMA node the chunks go to; -1 = the GPU's home
                              * node as the shim finds it (also for VRAM) */
-        uint32_t flags;     /* KVT_ORDER_*; REARM only with tier HOST */
+        uint32_t flags;     /* KVT_ORDER_*: at most one, only with tier HOST */
 };
 _Static_assert(sizeof(struct kvt_order) == 32, "ORDER is 32 bytes on the wire, without padding");
 

@@ -142,9 +142,10 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, prefetch)},
         {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
          offsetof(struct conf, prefetch_depth)},
-        {"policy", "evict_to", CONF_EVICT, 0, 0, "host",
-         "Where evicted chunks go: host (unmapped: the GPU's next touch faults once and maps it, an "
-         "access sample) or host-mapped (the GPU reads them over the link, unseen by CUPTI)",
+        {"policy", "evict_to", CONF_EVICT, 0, 0, "host-mapped",
+         "Where evicted chunks go: host-mapped (the GPU reads them over the link at once; re-arms "
+         "sample their use) or host (unmapped: the GPU's next touch faults and maps them 4 KiB at a "
+         "time, ~40x slower than reading mapped memory on the H200)",
          offsetof(struct conf, evict_unmapped)},
         {"policy", "threads", CONF_UINT, 0, POLICY_THREADS_MAX, "0",
          "Threads that share the per-chunk passes of a policy tick (plans do not depend on it); 0 = auto: "
@@ -164,12 +165,14 @@ static const struct conf_key conf_table[] = {
          "coming back",
          offsetof(struct conf, protect_max_ms)},
         {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "6400",
-         "demand: host chunks per second, at most, whose GPU mapping is dropped so that their next use "
-         "is seen (a re-arm: about 0.1 ms of an evictor thread's driver time each); 0 = none",
+         "demand: host chunks per second, at most, whose GPU mapping of one 4 KiB page is dropped so "
+         "that their next use is seen (a re-arm: 10-80 us of an evictor thread's driver time each); "
+         "0 = none",
          offsetof(struct conf, rearm_rate)},
         {"policy", "probe_rate", CONF_UINT, 0, 100000, "800",
-         "demand: cohorts of chunks in VRAM per second probed by evicting one chunk of each: back soon, "
-         "the cohort is in use, unused, cold; fewer while most come back; 0 = none",
+         "demand: cohorts of chunks in VRAM per second probed (one order, one 4 KiB page of each chunk "
+         "sent to the host): a chunk used soon is in use, one unused is cold; fewer while most come "
+         "back; 0 = none",
          offsetof(struct conf, probe_rate)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
          "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",

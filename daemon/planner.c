@@ -269,21 +269,6 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
         return 1;
 }
 
-/* Where a probe's chunk goes: the first of the GPU's nodes with room (its
- * room taken), or its home node without host budgets; INT32_MIN when no
- * node has room. */
-static int32_t probe_node(struct planner *p, const struct policy_input *in) {
-        if (!in->nodes)
-                return in->home_node;
-        for (size_t k = 0; k < in->n_nodes; k++)
-                if (p->nodes[k].room_chunks > 0) {
-                        if (p->nodes[k].room_chunks != UINT64_MAX)
-                                p->nodes[k].room_chunks--;
-                        return p->nodes[k].id;
-                }
-        return INT32_MIN;
-}
-
 /* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
  * Returns the orders issued, or -ENOMEM. */
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
@@ -291,9 +276,15 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                           void *userdata) {
         /* Probes only while demands wait for room: without them there is
          * nothing to make room for, and a probe would only empty VRAM. */
+        /* A probe's answer is a remote map reported within a flush or two
+         * of the chunk's next use: a window of protect_min (200 ms by
+         * default) outlasts a decode step's reuse of its KV, and a probe
+         * every half of that keeps "unseen" short for a paged pool's turns
+         * (~0.5 s).  Twice as long made no difference on the H200 and halved
+         * the model's paged pool (tests/bench/RESULTS.md). */
         struct policy_sample_params sp = {.stale_ticks = pp->protect_min_ticks,
-                                          .probe_ticks = pp->protect_min_ticks,
-                                          .probe_window = 2 * pp->protect_min_ticks,
+                                          .probe_ticks = MAX(pp->protect_min_ticks / 2, 1u),
+                                          .probe_window = pp->protect_min_ticks,
                                           .rearm_max = pp->sample_chunks,
                                           .probe_max = held && d->probe_now ? pp->probe_cohorts : 0};
         struct policy_sample sm;
@@ -318,14 +309,13 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         for (size_t i = 0; i < sm.n_probes; i++) {
                 const struct policy_probe *pr = &sm.probes[i];
                 struct region *reg = p->regions[pr->region];
-                int node = probe_node(p, in);
 
-                if (node == INT32_MIN || !ops->client_ready(region_client(reg), userdata) ||
-                    registry_order_new(r, reg, pr->chunk, 1, KVT_TIER_HOST, node, &o) < 0)
+                if (!ops->client_ready(region_client(reg), userdata) ||
+                    registry_probe_new(r, reg, pr->first, pr->n, &o) < 0)
                         continue;
-                registry_probe_mark(r, reg, pr->chunk, pr->n);
-                log_debug("Order %llu: region %u chunk %u to host, probing chunks %u+%u.",
-                          (unsigned long long)o.order_id, region_id(reg), pr->chunk, pr->first, pr->n);
+                registry_probe_mark(r, reg, pr->first, pr->n);
+                log_debug("Order %llu: region %u chunks %u+%u probed.", (unsigned long long)o.order_id,
+                          region_id(reg), pr->first, pr->n);
                 ops->send_order(region_client(reg), &o, userdata);
                 issued++;
         }

@@ -629,22 +629,32 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
         return 0;
 }
 
-/* A use of probe chunk ch (flags CHUNK_PROBE): within twice
- * [policy] protect_min of its eviction, its cohort's chunks still in VRAM
- * count as used now.  Returns whether it came back in time. */
+/* A use of probe chunk ch (flags CHUNK_PROBE, in VRAM): within
+ * [policy] protect_min of the probe (its window, planner.c), it came back
+ * in time.  Returns
+ * whether it did. */
 static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         struct policy_chunk *ch = &reg->chunks[chunk];
-        uint32_t n = POLICY_PROBE_COHORT(ch->flags);
-        bool back = r->tick - ch->last_move <= 2 * conf_protect_min_ticks(r->conf);
+        bool back = r->tick - ch->last_move <= conf_protect_min_ticks(r->conf);
 
         ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
-        if (!back)
-                return false;
-        for (uint32_t i = chunk + 1; i < chunk + n && i < reg->n_chunks; i++)
-                if (reg->chunks[i].tier == KVT_TIER_VRAM && reg->chunks[i].last_use < r->tick)
-                        reg->chunks[i].last_use = r->tick;
-        r->gpus[reg->device].probes_back++;
-        return true;
+        if (back)
+                r->gpus[reg->device].probes_back++;
+        return back;
+}
+
+/* Ticks after a mapped eviction (tier HOST_MAPPED) in which a use seen of
+ * its chunks is taken for the eviction's own mapping: SetAccessedBy makes
+ * the driver map each chunk, and CUPTI reports those remote maps as it
+ * reports a fault's (same kind, same cause, on the H200), within a flush
+ * or two (the shim's CUPTI_FLUSH_MS, 10 ms). */
+#define EVICT_QUIET_TICKS 5u
+
+static bool touch_is_own_mapping(const struct registry *r, const struct policy_chunk *ch) {
+        if (ch->pending == KVT_TIER_HOST_MAPPED)
+                return true;
+        return ch->tier == KVT_TIER_HOST && (ch->flags & CHUNK_MAPPED) && ch->last_move &&
+               r->tick - ch->last_move <= EVICT_QUIET_TICKS;
 }
 
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
@@ -654,47 +664,57 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
         if (chunk >= reg->n_chunks || n == 0)
                 return;
         ch = &reg->chunks[chunk];
+        if (touch_is_own_mapping(r, ch)) {
+                g->own_maps_ignored++;
+                return;
+        }
         if (conf_policy_demand(r->conf))
                 policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
         else
                 policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
         ch->flags &= (uint8_t)~CHUNK_COLD; /* used: whatever a probe said */
         reg->last_active = r->tick;
+        /* A probe's page faulted: the chunk in VRAM is in use. */
+        if ((ch->flags & CHUNK_PROBE) && ch->tier == KVT_TIER_VRAM) {
+                (void)probe_back(r, reg, chunk);
+                return;
+        }
         /* The first use of a chunk in host memory, unmapped, since it got
-         * there: the GPU faulted on it, and maps it from now on.  Later uses
-         * (launches, hints of a chunk read in place) are uses, not faults. */
+         * there (or since a page of it was re-armed): the GPU faulted on it,
+         * and maps it from now on.  Later uses (launches, hints of a chunk
+         * read in place) are uses, not faults. */
         if (ch->tier != KVT_TIER_HOST || ch->pending != KVT_TIER_NONE || (ch->flags & CHUNK_MAPPED))
                 return;
         ch->flags |= CHUNK_MAPPED;
         g->demand_faults++;
-        if ((ch->flags & CHUNK_PROBE) && probe_back(r, reg, chunk))
-                return;
         if (ch->last_move && r->tick - ch->last_move <= conf_protect_min_ticks(r->conf))
                 g->refaults++;
 }
 
-void registry_probe_mark(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
-        (void)r;
-        if (chunk >= reg->n_chunks || n == 0)
-                return;
-        n = MIN(n, POLICY_COHORT_CHUNKS);
-        reg->chunks[chunk].flags = (uint8_t)((reg->chunks[chunk].flags & ~CHUNK_PROBE_BITS) | CHUNK_PROBE |
-                                             (n - 1) << POLICY_PROBE_COHORT_SHIFT);
-        r->gpus[reg->device].probes++;
+void registry_probe_mark(struct registry *r, struct region *reg, uint32_t first, uint32_t n) {
+        for (uint32_t i = first; i < first + n && i < reg->n_chunks; i++) {
+                struct policy_chunk *ch = &reg->chunks[i];
+
+                if (ch->tier != KVT_TIER_VRAM)
+                        continue;
+                /* a probe of its own (cohort of one), timed from now: the probe
+                 * counts as the chunk's last move, so that it is not probed again
+                 * within [policy] protect_min */
+                ch->flags = (uint8_t)((ch->flags & ~CHUNK_PROBE_BITS) | CHUNK_PROBE);
+                ch->last_move = r->tick;
+                r->gpus[reg->device].probes++;
+        }
 }
 
 void registry_probe_expired(struct registry *r, struct region *reg, uint32_t chunk) {
         struct policy_chunk *ch;
-        uint32_t n;
 
         if (chunk >= reg->n_chunks || !(reg->chunks[chunk].flags & CHUNK_PROBE))
                 return;
         ch = &reg->chunks[chunk];
-        n = POLICY_PROBE_COHORT(ch->flags);
         ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
-        for (uint32_t i = chunk + 1; i < chunk + n && i < reg->n_chunks; i++)
-                if (reg->chunks[i].tier == KVT_TIER_VRAM && reg->chunks[i].pending == KVT_TIER_NONE)
-                        reg->chunks[i].flags |= CHUNK_COLD;
+        if (ch->tier == KVT_TIER_VRAM && ch->pending == KVT_TIER_NONE)
+                ch->flags |= CHUNK_COLD;
         r->gpus[reg->device].probes_expired++;
 }
 
@@ -786,6 +806,22 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
         return order_new(r, reg, first, n, tier, host_node, 0, ret);
 }
 
+int registry_probe_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, struct kvt_order *ret) {
+        int k;
+
+        if (n == 0 || (uint64_t)first + n > reg->n_chunks)
+                return -ERANGE;
+        for (uint32_t i = first; i < first + n; i++)
+                if (reg->chunks[i].tier != KVT_TIER_VRAM)
+                        return -EINVAL;
+        /* booked as staying in VRAM (pending VRAM: charged, not evicting,
+         * not movable meanwhile); sent as one page each to the host */
+        k = order_new(r, reg, first, n, KVT_TIER_VRAM, -1, KVT_ORDER_PROBE, ret);
+        if (k == 0)
+                ret->tier = KVT_TIER_HOST;
+        return k;
+}
+
 int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, struct kvt_order *ret) {
         if (n == 0 || (uint64_t)first + n > reg->n_chunks)
                 return -ERANGE;
@@ -793,6 +829,10 @@ int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, u
                 if (reg->chunks[i].tier != KVT_TIER_HOST)
                         return -EINVAL;
         return order_new(r, reg, first, n, KVT_TIER_HOST, -1, KVT_ORDER_REARM, ret);
+}
+
+static uint32_t book_tier(uint32_t tier) {
+        return tier == KVT_TIER_HOST_MAPPED ? KVT_TIER_HOST : tier;
 }
 
 static void order_apply(struct registry *r, const struct order *o, int status) {
@@ -807,18 +847,25 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
 
                 g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
-                /* Pages moved or re-armed are unmapped from the GPU: its next touch faults. */
-                if (ok)
+                /* Pages re-armed or moved unmapped are unmapped from the GPU: its
+                 * next touch faults; a mapped eviction's are mapped.  A probe's
+                 * chunk stays as it was, one page of it on the host. */
+                if (ok && !(o->flags & KVT_ORDER_PROBE)) {
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
-                /* In VRAM (again, or still: a failed probe) a chunk is no probe. */
-                if ((ok && o->tier == KVT_TIER_VRAM) || (!ok && ch->tier == KVT_TIER_VRAM))
+                        if (o->tier == KVT_TIER_HOST_MAPPED)
+                                ch->flags |= CHUNK_MAPPED;
+                }
+                /* Promoted, or a probe that failed: no probe. */
+                if ((ok && o->tier == KVT_TIER_VRAM && !(o->flags & KVT_ORDER_PROBE)) || !ok)
                         ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | (ok ? CHUNK_COLD : 0));
-                if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM && !(ch->flags & CHUNK_PROBE))
+                if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM)
                         g->evicted_chunks++;
-                if (ok && ch->tier != o->tier) {
+                /* A mapped eviction is booked as host memory the GPU maps
+                 * (CHUNK_MAPPED): re-arms sample it like a chunk a fault mapped. */
+                if (ok && ch->tier != book_tier(o->tier)) {
                         reg->tier_chunks[ch->tier]--;
                         g->tier_chunks[ch->tier]--;
-                        ch->tier = (uint8_t)o->tier;
+                        ch->tier = (uint8_t)book_tier(o->tier);
                         ch->last_move = r->tick; /* hysteresis counts from here */
                         reg->tier_chunks[ch->tier]++;
                         g->tier_chunks[ch->tier]++;

@@ -71,6 +71,7 @@ struct gpu_stats {
         uint64_t refaults;       /* of those, chunks evicted within [policy] protect_min before */
         uint64_t evicted_chunks; /* evictions completed, probes not counted */
         uint64_t rearmed_chunks; /* re-arms completed */
+        uint64_t own_maps_ignored; /* uses seen during or just after a mapped eviction: its own mapping */
         uint64_t rearm_ns;       /* their time in the shim, queue included */
         uint64_t probes;         /* probes ordered, those that came back (their cohort in use) */
         uint64_t probes_back;
@@ -174,15 +175,20 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
  * index outside the region is ignored. */
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
 
-/* Marks chunk as a probe of the cohort [chunk, chunk + n) (n <= 16), after
- * its eviction was ordered: if it is used again within twice
- * [policy] protect_min of that eviction, the cohort's chunks still in VRAM
- * count as used. */
-void registry_probe_mark(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
+/* Marks the chunks of [first, first + n) in VRAM as probes, each of its
+ * own, once their probe was ordered (registry_probe_new()): a chunk used
+ * within [policy] protect_min of it is in use. */
+void registry_probe_mark(struct registry *r, struct region *reg, uint32_t first, uint32_t n);
 
-/* A probe of chunk (policy_sample()'s expired[]) went unused: its cohort's
- * chunks still in VRAM are marked cold, which demand may displace. */
+/* A probe of chunk (policy_sample()'s expired[]) went unused: the chunk,
+ * if still in VRAM, is marked cold, which demand may displace. */
 void registry_probe_expired(struct registry *r, struct region *reg, uint32_t chunk);
+
+/* As registry_order_new() for a probe (KVT_ORDER_PROBE) of chunks
+ * [first, first + n), all in VRAM, where they stay in the books (the order
+ * says tier HOST: one page of each goes there).  Returns 0, -EBUSY,
+ * -EINVAL (a chunk not in VRAM), -ERANGE or -ENOMEM. */
+int registry_probe_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, struct kvt_order *ret);
 
 /* As registry_order_new() for a re-arm (KVT_ORDER_REARM) of chunks
  * [first, first + n), all in host memory (tier HOST).  Returns 0, -EBUSY,

@@ -81,41 +81,31 @@ static bool vram_movable(const struct policy_chunk *c) {
                !(c->flags & (POLICY_CHUNK_PINNED | POLICY_CHUNK_HOT));
 }
 
-/* Whether chunk c may be probed now: in VRAM, movable, nothing seen of it
- * (its last use, or its arrival there) for probe_ticks. */
+/* Whether chunk c may be probed now: in VRAM, movable, no probe out,
+ * nothing seen of it (its last use, or its arrival there or last probe)
+ * for probe_ticks. */
 static bool probe_candidate(const struct policy_chunk *c, uint32_t now, uint32_t probe_ticks) {
         uint32_t seen = c->last_move > c->last_use ? c->last_move : c->last_use;
 
-        return vram_movable(c) && !(c->flags & POLICY_CHUNK_COLD) && now >= seen && now - seen >= probe_ticks;
+        return vram_movable(c) && !(c->flags & (POLICY_CHUNK_COLD | POLICY_CHUNK_PROBE)) && now >= seen &&
+               now - seen >= probe_ticks;
 }
 
-/* Whether chunk i of reg is in the cohort of a probe still out (one of the
- * POLICY_COHORT_CHUNKS - 1 chunks before it): its cohort's answer is
- * awaited, and a second probe would only empty VRAM faster. */
-static bool under_probe(const struct policy_region *reg, uint32_t i) {
-        for (uint32_t j = i, k = 1; j > 0 && k < POLICY_COHORT_CHUNKS; k++) {
-                const struct policy_chunk *c = &reg->chunks[--j];
-
-                if ((c->flags & POLICY_CHUNK_PROBE) && POLICY_PROBE_COHORT(c->flags) > k)
-                        return true;
-        }
-        return false;
-}
-
-/* Whether chunk c is a probe that went unused for probe_window ticks since
- * its eviction. */
+/* Whether chunk c is a probe (in VRAM) that went unused for probe_window
+ * ticks since it was probed (its last_move). */
 static bool probe_expired(const struct policy_chunk *c, uint32_t now, uint32_t probe_window) {
-        return (c->flags & POLICY_CHUNK_PROBE) && c->tier == POLICY_TIER_HOST && c->pending == POLICY_TIER_NONE &&
+        return (c->flags & POLICY_CHUNK_PROBE) && c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
                c->last_move && now >= c->last_move && now - c->last_move > probe_window;
 }
 
 /* The cohort that starts at chunk i of reg: the chunks from i on that came
- * into VRAM with it (same last_move), at most POLICY_COHORT_CHUNKS. */
+ * into VRAM with it (same last_move), at most POLICY_COHORT_CHUNKS: one
+ * order probes them, each on its own. */
 static uint32_t cohort_len(const struct policy_region *reg, uint32_t i) {
         uint32_t n = 1;
 
         while (n < POLICY_COHORT_CHUNKS && i + n < reg->n_chunks && vram_movable(&reg->chunks[i + n]) &&
-               !(reg->chunks[i + n].flags & POLICY_CHUNK_COLD) &&
+               !(reg->chunks[i + n].flags & (POLICY_CHUNK_COLD | POLICY_CHUNK_PROBE)) &&
                reg->chunks[i + n].last_move == reg->chunks[i].last_move)
                 n++;
         return n;
@@ -152,10 +142,7 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
         const struct policy_chunk *c = &reg->chunks[i];
 
         if (ret->n_expired < POLICY_PROBES_MAX && probe_expired(c, in->now, sp->probe_window)) {
-                unsigned n = POLICY_PROBE_COHORT(c->flags);
-
-                ret->expired[ret->n_expired++] = (struct policy_probe){
-                        .region = r, .chunk = i, .first = i, .n = i + n <= reg->n_chunks ? n : reg->n_chunks - i};
+                ret->expired[ret->n_expired++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = 1};
                 return 0;
         }
         if (ret->n_rearmed < sp->rearm_max && rearm_candidate(c, in->now, sp->stale_ticks)) {
@@ -163,7 +150,7 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
                 return sample_append(&ret->plan, cap, r, i, 1) < 0 ? -ENOMEM : 1;
         }
         if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
-            probe_candidate(c, in->now, sp->probe_ticks) && !under_probe(reg, i)) {
+            probe_candidate(c, in->now, sp->probe_ticks)) {
                 uint32_t n = cohort_len(reg, i);
 
                 ret->probes[ret->n_probes++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = n};

@@ -67,7 +67,7 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret) {
                 .window_chunks = k == POLICY_WINDOW || k == POLICY_HYBRID ? 256 : 0,
                 .prefetch_depth = k == POLICY_HYBRID ? 4 : 0,
                 .run_cap = POLICY_RUN_CAP_DEFAULT,
-                .evict_tier = demand ? POLICY_TIER_HOST : 0,
+                .evict_tier = demand ? POLICY_TIER_HOST_MAPPED : 0,
                 .threads = 0, /* auto */
                 .active_ticks = demand ? POLICY_ACTIVE_TICKS_DEFAULT : 0,
                 .protect_min_ticks = POLICY_PROTECT_MIN_TICKS_DEFAULT,

@@ -95,9 +95,9 @@ enum policy_tier {
 /* In VRAM, and a probe of its cohort found it unused (policy_sample()):
  * demand may displace it.  Any use clears it. */
 #define POLICY_CHUNK_COLD 0x08u
-/* Evicted as a probe (policy_sample()) for the cohort of the chunks after
- * it: POLICY_PROBE_COHORT() of them, itself included; cleared when it is
- * used again or found expired. */
+/* In VRAM and probed (policy_sample()) at last_move: one page of it is
+ * on the host, unmapped; cleared when it is used or found expired.  The
+ * cohort bits are kept 0 (a cohort of one). */
 #define POLICY_CHUNK_PROBE        0x10u
 #define POLICY_PROBE_COHORT_SHIFT 5
 #define POLICY_PROBE_COHORT(flags) ((((unsigned)(flags)) >> POLICY_PROBE_COHORT_SHIFT) + 1u)
@@ -270,19 +270,21 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret);
 /* The demand policy's sampler (DESIGN.md: DAMON's bounded sampling): each
  * tick it re-arms a few host chunks the GPU reads in place and probes a few
  * cohorts in VRAM, so that "nothing seen since" comes to mean "not used
- * since" for both.
+ * since" for both.  A sample takes one 4 KiB page of a chunk (the shim
+ * chooses it), whose next GPU touch faults: ~10 us of the engine's time on
+ * the H200, where a whole chunk's refault took ~2.6 ms.
  *   Re-arm: a chunk in host memory mapped by the GPU (POLICY_CHUNK_MAPPED)
  *   and not used within stale_ticks (one that just faulted would only fault
- *   again) is moved to POLICY_TIER_HOST again: the mapping goes, and the
- *   GPU's next touch faults.
- *   Probe: a chunk in VRAM nothing was seen of for probe_ticks is evicted
- *   on its own, standing for its cohort (the chunks after it in the region
- *   that came into VRAM with it, same last_move, at most
- *   POLICY_COHORT_CHUNKS).  If the probe faults back soon the cohort is in
- *   use (the caller refreshes it); if not, it is cold and goes stale.
- *   Expiry: a probe not used again within probe_window ticks of its
- *   eviction found its cohort unused: it is reported (expired[]), for the
- *   caller to mark the cohort's chunks still in VRAM POLICY_CHUNK_COLD.
+ *   again) has a page unmapped (a move to POLICY_TIER_HOST, its tier):
+ *   the GPU's next touch of that page faults, a demand.
+ *   Probe: a cohort in VRAM nothing was seen of for probe_ticks (chunks of
+ *   a region that came into VRAM together, same last_move, at most
+ *   POLICY_COHORT_CHUNKS) is probed in one order, each chunk on its own:
+ *   one page of each goes to the host, the chunk stays in VRAM.  A chunk
+ *   whose page faults is in use (POLICY_CHUNK_PROBE cleared by the use).
+ *   Expiry: a probe not used within probe_window ticks found its chunk
+ *   unused: it is reported (expired[]), for the caller to mark it
+ *   POLICY_CHUNK_COLD.
  * The lap runs round-robin over the flat chunk index from *cursor (advanced
  * past what it took). */
 #define POLICY_COHORT_CHUNKS 8u
@@ -296,17 +298,17 @@ struct policy_sample_params {
         uint32_t probe_max;    /* cohorts probed, at most POLICY_PROBES_MAX */
 };
 
-/* A probe: chunk `chunk` of region `region` evicted for the cohort
- * [first, first + n) of that region. */
+/* A probe: chunks [first, first + n) of region `region`, each probed on
+ * its own (chunk = first); an expiry names one chunk (n = 1). */
 struct policy_probe {
         uint32_t region, chunk, first, n;
 };
 
 struct policy_sample {
         struct policy_plan plan; /* re-arms: moves to POLICY_TIER_HOST of host chunks; policy_plan_clear() */
-        struct policy_probe probes[POLICY_PROBES_MAX]; /* each an eviction of one chunk */
+        struct policy_probe probes[POLICY_PROBES_MAX]; /* each one order, a page of each chunk */
         size_t n_probes;
-        struct policy_probe expired[POLICY_PROBES_MAX]; /* probes whose cohort went unused */
+        struct policy_probe expired[POLICY_PROBES_MAX]; /* probed chunks that went unused */
         size_t n_expired;
         uint64_t n_rearmed;
 };

@@ -12,9 +12,14 @@
  * extras/CUPTI/lib64, or PyTorch's nvidia/cuda_cupti wheel).
  *
  * Faults are the signal: captures beyond the GRANT start in host memory
- * unmapped and the daemon evicts there, so the GPU's first touch of such a
- * chunk faults once (and maps it); a fault missed is not seen again until
- * the daemon re-arms the chunk.  So the counters are on all the time; their
+ * unmapped, so the GPU's first touch of such a chunk faults once (and maps
+ * it); the daemon's samples unmap single pages of chunks (re-arms, probes),
+ * whose next touch faults.  On the H200 a GPU_PAGE_FAULT record stands for
+ * a whole batch of faults with one address (a kernel faulting on 256
+ * probed pages gave 12 records), while each REMOTE_MAP record names the
+ * page mapped (256): so remote maps are the samples' answers.  The
+ * driver's maps that follow the daemon's own SetAccessedBy look the same;
+ * the daemon discounts them (registry.c).  So the counters are on all the time; their
  * cost is measured in tests/bench/RESULTS.md.  Records are handed over every
  * CUPTI_FLUSH_MS, and a flush that counted faults asks the daemon to plan
  * at once (DEMAND).
@@ -105,10 +110,16 @@ static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records
         *max_records = 0;
 }
 
+/* Faults and remote maps are the heat.  A GPU_PAGE_FAULT record stands
+ * for a batch of faults (its address one of them); each REMOTE_MAP record
+ * names the page mapped, so the samples' answers come as remote maps.  A
+ * first touch that maps a page yields both.  (Remote maps alone, H200:
+ * transformers' decode 125-139 ms a token against 104 with both, the paged
+ * pool no better; tests/bench/RESULTS.md.) */
 static bool counts_as_heat(int kind) {
         return kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT ||
-               kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING ||
-               kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP;
+               kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP ||
+               kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING;
 }
 
 static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
@@ -222,8 +233,10 @@ static bool nap(uint64_t ns) {
 static void demand_if_faulted(void) {
         struct shim_cupti *cp = &kvt_shim()->cupti;
         uint64_t n = __atomic_load_n(
-                &cp->stats.attributed[CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT],
-                __ATOMIC_RELAXED);
+                             &cp->stats.attributed[CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT],
+                             __ATOMIC_RELAXED) +
+                     __atomic_load_n(&cp->stats.attributed[CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP],
+                                     __ATOMIC_RELAXED);
 
         if (n != cp->faults_seen) {
                 cp->faults_seen = n;
@@ -301,13 +314,14 @@ static const char *result_string(CUptiResult r) {
 
 /* Configures the counters of every device we may see.  Returns 0 or -EIO. */
 static int configure(void) {
-        CUpti_ActivityUnifiedMemoryCounterConfig cfg[8 * 4];
         static const int kinds[] = {
                 CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
                 CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
                 CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT,
                 CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING,
+                CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP,
         };
+        CUpti_ActivityUnifiedMemoryCounterConfig cfg[8 * ELEMENTSOF(kinds)];
         CUptiResult r;
         uint32_t n = 0;
 

@@ -54,6 +54,7 @@ struct evictors {
         struct eviction *head, **tail; /* queued, oldest first, until every part is taken */
         unsigned busy;                 /* advice and parts being made */
         unsigned held;                 /* the owner's promotions being issued */
+        uint64_t samples;              /* re-arms made (atomic): which page the next one takes */
         bool stopping;
         struct evict_gpu gpu[KVT_MAX_GPUS];
         unsigned n;
@@ -116,6 +117,53 @@ static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, in
         return e;
 }
 
+/* The 4 KiB page of a chunk that a sample (a re-arm or a probe) takes:
+ * on the H200 a GPU touch of one unmapped page costs a fault and a 4 KiB
+ * remote map, ~10 us, where the whole chunk's refault took ~2.6 ms
+ * (tests/gpu/um-modes.cu), and the remote map's CUPTI record names the
+ * page.  A re-arm takes a different page each time (DAMON's random
+ * address per region), so that a chunk used in parts is found in time; a
+ * probe always the same one, so that a chunk probed again and again
+ * leaves one page on the host, not many. */
+#define SAMPLE_PAGE_BYTES ((size_t)4096)
+#define SAMPLE_PAGES      (KVT_CHUNK_BYTES / SAMPLE_PAGE_BYTES)
+
+static char *sample_page(char *chunk, uint64_t salt) {
+        uint64_t h = ((uintptr_t)chunk / KVT_CHUNK_BYTES + salt) * 0x9e3779b97f4a7c15ull;
+
+        return chunk + (h >> 40) % SAMPLE_PAGES * SAMPLE_PAGE_BYTES;
+}
+
+/* Samples each chunk of [ptr, len) of GPU dev (EVICT_MAP_REARM or
+ * EVICT_MAP_PROBE): one page each, on s.  A failure leaves the pages as
+ * they were, or one page on the host, which the books do not count (it is
+ * 1/512 of the chunk and returns with the chunk's next promotion). */
+static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, int dev, enum evict_map map,
+                                 cudaStream_t s) {
+        const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
+        const struct kvt_cudart *rt = set->rt;
+        uint64_t salt = map == EVICT_MAP_REARM ? __atomic_fetch_add(&set->samples, 1, __ATOMIC_RELAXED) : 0;
+        cudaError_t e = cudaSuccess;
+
+        for (size_t off = 0; off + KVT_CHUNK_BYTES <= len && e == cudaSuccess; off += KVT_CHUNK_BYTES) {
+                char *pg = sample_page(ptr + off, salt);
+
+                if (map == EVICT_MAP_PROBE) {
+                        e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseSetPreferredLocation, host);
+                        if (e == cudaSuccess)
+                                e = rt->cudaMemPrefetchAsync(pg, SAMPLE_PAGE_BYTES, host, 0, s);
+                }
+                /* dropped the GPU's mapping of a page in host memory (a probe's page
+                 * probed before and touched since is there, mapped) */
+                if (e == cudaSuccess)
+                        e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseSetReadMostly, gpu);
+                if (e == cudaSuccess)
+                        e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseUnsetReadMostly, gpu);
+        }
+        return e == cudaSuccess && map == EVICT_MAP_PROBE ? rt->cudaStreamSynchronize(s) : e;
+}
+
 /* Advises [ptr, len) of GPU dev for the host before it moves: once the
  * preferred location is the host, GPU accesses during and after the move
  * map the pages instead of faulting them back.  The preferred location is
@@ -125,18 +173,16 @@ static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, in
  * pages in VRAM, which the daemon keeps charged; an eviction whose part
  * failed may have the others' pages on the host, charged all the same (the
  * safe side of the books). */
-static cudaError_t advise_host(const struct evictors *set, void *ptr, size_t len, int dev,
-                               enum evict_map map) {
+static cudaError_t advise_host(struct evictors *set, void *ptr, size_t len, int dev, enum evict_map map,
+                               cudaStream_t s) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
         enum cudaMemoryAdvise mapping =
                 map == EVICT_MAP_SET ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
         cudaError_t e;
 
-        if (map == EVICT_MAP_REARM) {
-                e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetReadMostly, gpu);
-                return e == cudaSuccess ? set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetReadMostly, gpu) : e;
-        }
+        if (map == EVICT_MAP_REARM || map == EVICT_MAP_PROBE)
+                return advise_sample(set, ptr, len, dev, map, s);
         e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 
         if (e != cudaSuccess || map == EVICT_MAP_KEEP)
@@ -237,7 +283,7 @@ static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
         if (err != cudaSuccess)
                 return err;
         if (s->advise)
-                return advise_host(self->set, e->ptr, e->len, e->device, e->map);
+                return advise_host(self->set, e->ptr, e->len, e->device, e->map, stream);
         err = host_prefetch(self->set, (char *)e->ptr + s->off, s->len, e->device, e->host_node, stream);
         return err == cudaSuccess ? self->set->rt->cudaStreamSynchronize(stream) : err;
 }
@@ -302,7 +348,8 @@ static void evictor_put(struct evictors *set, const struct share *s, cudaError_t
         if (s->advise) {
                 e->advising = false;
                 e->advised = true;
-                if (err != cudaSuccess || e->map == EVICT_MAP_REARM) { /* nothing of it moves */
+                if (err != cudaSuccess || e->map == EVICT_MAP_REARM || e->map == EVICT_MAP_PROBE) {
+                        /* nothing more of it moves */
                         e->next_off = e->len;
                         queue_pop(set);
                 }

@@ -201,12 +201,12 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
 
 /* Starts run r: a promotion on the pipeline's streams, or an eviction
  * handed to the evictors (to the node the daemon named, else the GPU's); a
- * re-arm (KVT_ORDER_REARM) goes to them too, their threads and contexts
- * making its advice, so that it never holds the engine's context or the
- * promotions back. */
+ * re-arm (KVT_ORDER_REARM) or a probe (KVT_ORDER_PROBE) goes to them too,
+ * their threads and contexts making its advice, so that it never holds the
+ * engine's context or the promotions back. */
 static cudaError_t run_start(struct pipeline *p, struct run *r) {
         int home = gpu_node(p, r->device);
-        bool rearm = r->orders[0].flags & KVT_ORDER_REARM;
+        bool rearm = r->orders[0].flags & KVT_ORDER_REARM, probe = r->orders[0].flags & KVT_ORDER_PROBE;
 
         if (r->tier == KVT_TIER_VRAM)
                 return promote_start(p, r);
@@ -215,7 +215,10 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                 .len = r->len,
                 .device = r->device,
                 .host_node = r->host_node >= 0 ? r->host_node : home,
-                .map = rearm ? EVICT_MAP_REARM : r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET : EVICT_MAP_UNSET,
+                .map = rearm   ? EVICT_MAP_REARM
+                       : probe ? EVICT_MAP_PROBE
+                       : r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET
+                                                         : EVICT_MAP_UNSET,
         };
         evictors_submit(p->evictors, &r->eviction);
         return cudaSuccess;

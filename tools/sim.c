@@ -92,11 +92,15 @@ static void flight_land(struct sim *s, const struct flight *f) {
 
                 s->evicting -= c[i].tier == POLICY_TIER_VRAM && f->tier != POLICY_TIER_VRAM;
                 s->evicted_tick += c[i].tier == POLICY_TIER_VRAM && f->tier != POLICY_TIER_VRAM;
-                c[i].tier = (uint8_t)f->tier;
+                /* As the registry books it: a mapped eviction is host memory the
+                 * GPU maps; moved pages are unmapped otherwise, and the GPU's next
+                 * touch of a host chunk faults. */
+                c[i].tier = (uint8_t)(f->tier == POLICY_TIER_HOST_MAPPED ? POLICY_TIER_HOST : f->tier);
                 c[i].pending = 0;
                 c[i].last_move = tick_of(s, f->done_ns);
-                /* Moved pages are unmapped from the GPU: its next touch of a host chunk faults. */
                 c[i].flags &= (uint8_t)~POLICY_CHUNK_MAPPED;
+                if (f->tier == POLICY_TIER_HOST_MAPPED)
+                        c[i].flags |= POLICY_CHUNK_MAPPED;
                 if (f->tier == POLICY_TIER_VRAM)
                         c[i].flags &= (uint8_t)~(POLICY_PROBE_BITS | POLICY_CHUNK_COLD);
                 s->mapped[f->region][i] = f->tier == POLICY_TIER_HOST_MAPPED;
@@ -172,38 +176,33 @@ static int signal_push(struct sim *s, uint32_t region, uint32_t chunk, uint32_t 
         return 0;
 }
 
-/* A fault on a probe (as the registry's probe_back()): back within twice
- * the shortest protection of its eviction, its cohort is in use, refreshed
- * (what is still in VRAM of it).  Returns whether the chunk was a probe. */
+/* A fault on a probe's page (as the registry's probe_back()): within the
+ * shortest protection of the probe, the chunk is in use.  Returns whether
+ * the chunk was a probe. */
 static bool probe_back(struct sim *s, uint32_t reg, uint32_t i) {
         struct policy_chunk *c = &s->chunks[reg][i];
-        uint32_t n = POLICY_PROBE_COHORT(c->flags);
 
         if (!(c->flags & POLICY_CHUNK_PROBE))
                 return false;
         c->flags &= (uint8_t)~POLICY_PROBE_BITS;
-        if (s->now - c->last_move > 2 * s->pp->protect_min_ticks)
+        if (s->now - c->last_move > s->pp->protect_min_ticks)
                 return true;
-        for (uint32_t j = i + 1; j < i + n && j < s->t->region_chunks[reg]; j++)
-                if (s->chunks[reg][j].tier == POLICY_TIER_VRAM && s->chunks[reg][j].last_use < s->now)
-                        s->chunks[reg][j].last_use = s->now;
         s->res->probes_back++;
         s->back_tick++;
         return true;
 }
 
 /* A probe policy_sample() found expired (as registry_probe_expired()): its
- * cohort's chunks still in VRAM are cold. */
+ * chunk, still in VRAM, is cold. */
 static void probe_expired(struct sim *s, uint32_t reg, uint32_t i) {
         struct policy_chunk *c = &s->chunks[reg][i];
-        uint32_t n = POLICY_PROBE_COHORT(c->flags);
 
         if (!(c->flags & POLICY_CHUNK_PROBE))
                 return;
         c->flags &= (uint8_t)~POLICY_PROBE_BITS;
-        for (uint32_t j = i + 1; j < i + n && j < s->t->region_chunks[reg]; j++)
-                if (s->chunks[reg][j].tier == POLICY_TIER_VRAM && s->chunks[reg][j].pending == POLICY_TIER_NONE)
-                        s->chunks[reg][j].flags |= POLICY_CHUNK_COLD;
+        if (c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE)
+                c->flags |= POLICY_CHUNK_COLD;
+        s->mapped[reg][i] = 0; /* its page stays out, mapped or not: no more samples from it */
         s->res->probes_expired++;
         s->expired_tick++;
 }
@@ -219,11 +218,13 @@ static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
         else
                 policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
         c->flags &= (uint8_t)~POLICY_CHUNK_COLD;
+        if (c->tier == POLICY_TIER_VRAM) {
+                (void)probe_back(s, reg, i);
+                return;
+        }
         if (c->tier != POLICY_TIER_HOST)
                 return;
         c->flags |= POLICY_CHUNK_MAPPED;
-        if (probe_back(s, reg, i))
-                return;
         if (c->last_move && s->now - c->last_move <= s->pp->protect_min_ticks) {
                 s->refaulted_tick++;
                 s->res->refaults++;
@@ -241,8 +242,9 @@ static void signals_deliver(struct sim *s) {
         }
 }
 
-/* Carries out a tick's sample: re-arms at once (off the link), probes as
- * evictions, remembered. */
+/* Carries out a tick's sample at once (off the link): re-arms unmap a
+ * page of each host chunk, probes send a page of each VRAM chunk out
+ * (s->mapped 2: its next access faults), and are remembered. */
 static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t at_ns) {
         for (size_t m = 0; m < sm->plan.n_moves; m++) {
                 const struct policy_move *mv = &sm->plan.moves[m];
@@ -257,17 +259,21 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
         }
         for (size_t k = 0; k < sm->n_probes; k++) {
                 const struct policy_probe *p = &sm->probes[k];
-                struct policy_move mv = {.region = p->region, .first_chunk = p->chunk, .n_chunks = 1,
-                                         .tier = POLICY_TIER_HOST, .host_node = -1};
-                struct policy_chunk *c = &s->chunks[s->view_region[p->region]][p->chunk];
-                int r = issue(s, &mv, at_ns);
+                uint32_t reg = s->view_region[p->region];
 
-                if (r < 0)
-                        return r;
-                c->flags = (uint8_t)((c->flags & ~POLICY_PROBE_BITS) | POLICY_CHUNK_PROBE |
-                                     (p->n - 1) << POLICY_PROBE_COHORT_SHIFT);
-                s->res->probes++;
+                for (uint32_t i = p->first; i < p->first + p->n; i++) {
+                        struct policy_chunk *c = &s->chunks[reg][i];
+
+                        if (c->tier != POLICY_TIER_VRAM || c->pending != POLICY_TIER_NONE)
+                                continue;
+                        c->flags = (uint8_t)((c->flags & ~POLICY_PROBE_BITS) | POLICY_CHUNK_PROBE);
+                        c->last_move = s->now;
+                        s->mapped[reg][i] = 2;
+                        s->res->probes++;
+                        s->res->rearm_ns += s->cfg->rearm_ns;
+                }
         }
+        (void)at_ns;
         for (size_t k = 0; k < sm->n_expired; k++)
                 probe_expired(s, s->view_region[sm->expired[k].region], sm->expired[k].chunk);
         return 0;
@@ -332,8 +338,8 @@ static int tick(struct sim *s, uint64_t at_ns) {
                 /* probes only while demands wait for room and the prober
                  * says so, as the daemon's planner */
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
-                                                  .probe_ticks = s->pp->protect_min_ticks,
-                                                  .probe_window = 2 * s->pp->protect_min_ticks,
+                                                  .probe_ticks = s->pp->protect_min_ticks / 2 ? s->pp->protect_min_ticks / 2 : 1,
+                                                  .probe_window = s->pp->protect_min_ticks,
                                                   .rearm_max = s->pp->sample_chunks,
                                                   .probe_max = held && probe_now ? s->pp->probe_cohorts : 0};
 
@@ -375,7 +381,12 @@ static int access_chunk(struct sim *s, uint32_t reg, uint32_t i, uint32_t bytes,
         }
         if (c->tier == POLICY_TIER_VRAM) {
                 s->res->hits++;
-                return 0;
+                if (s->mapped[reg][i] != 2 || s->cfg->observe == SIM_OBSERVE_ALL)
+                        return 0;
+                /* a probe's page: one small fault, seen */
+                s->mapped[reg][i] = 0;
+                s->res->faults++;
+                return signal_push(s, reg, i, tick_of(s, at_ns + s->cfg->signal_delay_ns));
         }
         s->res->stall_ns += read_ns;
         if (s->mapped[reg][i] || s->cfg->observe == SIM_OBSERVE_ALL)

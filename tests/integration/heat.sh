@@ -120,10 +120,15 @@ cs() { jq -s "last | .$1" "$TMP/cupti.heat"; }
 check "cupti: libcupti found and configured" [ "$(cs cupti_loaded)" = true ]
 check_gt "cupti: GPU fault records attributed to captured chunks" "$(cs gpu_fault_attributed)" 0
 check_gt "cupti: HtoD records attributed (statistics only)" "$(cs htod_attributed)" 0
-check "cupti: every heat touch came from a fault record" [ "$(cs heat_touches)" -eq "$(cs gpu_fault_attributed)" ]
+check_gt "cupti: remote-map records attributed (a fault's map names its page)" "$(cs remote_map_attributed)" 0
+check "cupti: every heat touch came from a fault or remote-map record" \
+        [ "$(cs heat_touches)" -eq "$(( $(cs gpu_fault_attributed) + $(cs remote_map_attributed) ))" ]
 check_gt "cupti: re-armed chunks faulted again: more faults than chunks" "$(cs gpu_fault_attributed)" 128
 s=$(status_json)
 check_gt "cupti: the daemon re-armed chunks" "$(jq '.gpus[0].demand.rearmed_chunks' <<<"$s")" 0
+check_gt "cupti: probes of chunks in VRAM came back (their page faulted)" "$(jq '.gpus[0].demand.probes_back' <<<"$s")" 0
+check_gt "cupti: mapped evictions' own remote maps were not taken for uses" \
+        "$(jq '.gpus[0].demand.own_maps_ignored' <<<"$s")" 0
 check_gt "cupti: fault heat brought the window into VRAM when it was in the second region" "$hot" $((8 << 20))
 cold=$(ENGINE_ENV="KVTIER_HEAT=off" POLL_MAX=1 run_polled cupti-off 1)
 check_le "cupti off: the window never came into VRAM by the daemon's books" "$cold" 0

@@ -63,7 +63,7 @@ static void test_demand_params(void) {
         TAP_EQ_INT(pp.active_ticks, 4, "demand: active 40 ms");
         TAP_EQ_INT(pp.heat_half_life_ticks, POLICY_DEMAND_HALF_LIFE_TICKS, "demand: its own half-life");
         TAP_EQ_INT(pp.prefetch_depth, 0, "demand: no stream prefetch");
-        TAP_EQ_INT(pp.evict_tier, KVT_TIER_HOST, "demand: evictions unmapped");
+        TAP_EQ_INT(pp.evict_tier, KVT_TIER_HOST_MAPPED, "demand: evictions mapped");
         TAP_EQ_INT(conf_heat_half_life_ticks(c), POLICY_DEMAND_HALF_LIFE_TICKS,
                    "demand: the registry decays heat with the policy's half-life");
         conf_free(c);

@@ -125,8 +125,8 @@ static void test_planner_grants(void) {
         registry_advance_tick(x.r);
         n_sent = 0;
         TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "planner: ticks over the budget");
-        TAP_OK(n_sent >= 1 && sent[0].region_id == 1 && sent[0].tier == KVT_TIER_HOST && sent[0].n_chunks == 2,
-               "planner: two stale chunks of the old region are evicted, not the new one");
+        TAP_OK(n_sent >= 1 && sent[0].region_id == 1 && sent[0].tier == KVT_TIER_HOST_MAPPED && sent[0].n_chunks == 2,
+               "planner: two stale chunks of the old region are evicted (mapped, the default), not the new one");
         (void)a;
         rig_down(&x);
 }
@@ -172,34 +172,39 @@ static void test_demands(void) {
         TAP_OK(c[0].tier == KVT_TIER_HOST, "rearm: still in host memory");
         TAP_EQ_U64(g->rearmed_chunks, 2, "rearm: counted");
 
-        /* probe chunk 4 for the cohort 4..7 */
-        TAP_EQ_INT(registry_order_new(x.r, a, 4, 1, KVT_TIER_HOST, -1, &o), 0, "probe: evict chunk 4");
+        /* probe chunks 4..7: one order, each chunk on its own, all stay in VRAM */
+        TAP_EQ_INT(registry_probe_new(x.r, a, 0, 5, &o), -EINVAL, "probe: refused for a chunk in host memory");
+        TAP_EQ_INT(registry_probe_new(x.r, a, 4, 4, &o), 0, "probe: chunks 4..7");
+        TAP_OK(o.flags == KVT_ORDER_PROBE && o.tier == KVT_TIER_HOST && o.first_chunk == 4 && o.n_chunks == 4,
+               "probe: the order says so (a page of each to the host)");
+        TAP_OK(c[4].pending == KVT_TIER_VRAM, "probe: booked as staying in VRAM meanwhile");
         registry_probe_mark(x.r, a, 4, 4);
+        TAP_EQ_U64(g->probes, 4, "probe: four probes");
         done.order_id = o.order_id;
-        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "probe: evicted");
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "probe: done");
+        TAP_OK(c[4].tier == KVT_TIER_VRAM && c[7].tier == KVT_TIER_VRAM && (c[5].flags & POLICY_CHUNK_PROBE),
+               "probe: still in VRAM, probes out");
+        TAP_EQ_U64(g->charged_bytes, 6 * CHUNK, "probe: still charged");
         TAP_EQ_U64(g->evicted_chunks, 2, "probe: not counted as an eviction for the guard");
         registry_advance_tick(x.r);
         registry_advance_tick(x.r);
         registry_chunk_touch(x.r, a, 4, 1);
         TAP_EQ_U64(g->probes_back, 1, "probe: back soon");
-        TAP_OK(c[5].last_use == registry_tick(x.r) && c[7].last_use == registry_tick(x.r),
-               "probe: its cohort counts as used");
+        TAP_OK(!(c[4].flags & POLICY_CHUNK_PROBE) && (c[5].flags & POLICY_CHUNK_PROBE), "probe: that chunk's answer only");
         TAP_EQ_U64(g->refaults, 1, "probe: not a refault");
-        TAP_EQ_INT(registry_order_new(x.r, a, 6, 1, KVT_TIER_HOST, -1, &o), 0, "probe: evict chunk 6");
-        registry_probe_mark(x.r, a, 6, 2);
-        done.order_id = o.order_id;
-        (void)registry_order_done(x.r, x.cl, &done);
+        TAP_EQ_U64(g->demand_faults, 2, "probe: not a demand");
         for (int i = 0; i < 100; i++)
                 registry_advance_tick(x.r);
         registry_chunk_touch(x.r, a, 6, 1);
-        TAP_EQ_U64(g->probes_back, 1, "probe: back too late: the cohort was cold");
-        TAP_OK(c[7].last_use < registry_tick(x.r), "probe: and is not refreshed");
+        TAP_EQ_U64(g->probes_back, 1, "probe: back too late is not back");
+        TAP_OK(!(c[6].flags & POLICY_CHUNK_PROBE), "probe: and no longer a probe");
         rig_down(&x);
 }
 
-/* A probe that went unused (policy_sample()'s expired[]): its cohort's
- * chunks in VRAM are cold until used; a probe whose eviction failed is no
- * probe. */
+/* A probe that went unused (policy_sample()'s expired[]): its chunk in VRAM
+ * is cold until used; a probe whose order failed is no probe.  A mapped
+ * eviction is booked as mapped host memory, and the uses CUPTI reports
+ * while it maps are its own. */
 static void test_probe_expired(void) {
         struct rig x;
         const struct gpu_stats *g;
@@ -213,22 +218,20 @@ static void test_probe_expired(void) {
         client_set_grant_cap(x.cl, 0, 16 * CHUNK);
         a = add(&x, 1, 8, KVT_TIER_VRAM);
         c = region_chunks(a);
-        TAP_EQ_INT(registry_order_new(x.r, a, 0, 1, KVT_TIER_HOST, -1, &o), 0, "expired: evict chunk 0");
+        TAP_EQ_INT(registry_probe_new(x.r, a, 0, 4, &o), 0, "expired: probe chunks 0..3");
         registry_probe_mark(x.r, a, 0, 4);
         done.order_id = o.order_id;
-        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: evicted");
-        registry_probe_expired(x.r, a, 0);
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: probed");
+        registry_probe_expired(x.r, a, 1);
         TAP_EQ_U64(g->probes_expired, 1, "expired: counted");
-        TAP_OK(!(c[0].flags & POLICY_PROBE_BITS), "expired: the chunk is no longer a probe");
-        TAP_OK((c[1].flags & POLICY_CHUNK_COLD) && (c[3].flags & POLICY_CHUNK_COLD) && !(c[4].flags & POLICY_CHUNK_COLD),
-               "expired: chunks 1..3 of its cohort are cold, chunk 4 is not");
-        registry_probe_expired(x.r, a, 0);
+        TAP_OK(!(c[1].flags & POLICY_PROBE_BITS), "expired: the chunk is no longer a probe");
+        TAP_OK((c[1].flags & POLICY_CHUNK_COLD) && !(c[0].flags & POLICY_CHUNK_COLD) && !(c[2].flags & POLICY_CHUNK_COLD),
+               "expired: that chunk is cold, the others are not");
+        registry_probe_expired(x.r, a, 1);
         TAP_EQ_U64(g->probes_expired, 1, "expired: once");
+        registry_probe_expired(x.r, a, 2);
         registry_chunk_touch(x.r, a, 2, 1);
         TAP_OK(!(c[2].flags & POLICY_CHUNK_COLD) && (c[1].flags & POLICY_CHUNK_COLD), "expired: a use clears cold");
-        TAP_EQ_INT(registry_order_new(x.r, a, 0, 1, KVT_TIER_VRAM, -1, &o), 0, "expired: promote chunk 0 and...");
-        done.order_id = o.order_id;
-        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: ...promoted");
         TAP_EQ_INT(registry_order_new(x.r, a, 1, 1, KVT_TIER_HOST, -1, &o), 0, "expired: evict chunk 1 (cold)");
         done.order_id = o.order_id;
         TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: evicted");
@@ -237,12 +240,29 @@ static void test_probe_expired(void) {
         TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "expired: promoted");
         TAP_OK(!(c[1].flags & POLICY_CHUNK_COLD), "expired: promoted again, it is not cold");
 
-        TAP_EQ_INT(registry_order_new(x.r, a, 5, 1, KVT_TIER_HOST, -1, &o), 0, "failed probe: evict chunk 5");
-        registry_probe_mark(x.r, a, 5, 3);
+        TAP_EQ_INT(registry_probe_new(x.r, a, 5, 1, &o), 0, "failed probe: chunk 5");
+        registry_probe_mark(x.r, a, 5, 1);
         done = (struct kvt_order_done){.order_id = o.order_id, .status = -EIO};
         (void)registry_order_done(x.r, x.cl, &done);
         TAP_OK(c[5].tier == KVT_TIER_VRAM && !(c[5].flags & POLICY_PROBE_BITS),
-               "failed probe: still in VRAM, and no probe (its cohort may be probed again)");
+               "failed probe: still in VRAM, and no probe (it may be probed again)");
+
+        /* a mapped eviction: booked in host memory, mapped; its own remote maps are no use */
+        TAP_EQ_INT(registry_order_new(x.r, a, 6, 2, KVT_TIER_HOST_MAPPED, -1, &o), 0, "mapped: evict chunks 6..7");
+        registry_chunk_touch(x.r, a, 6, 1);
+        TAP_EQ_U64(g->own_maps_ignored, 1, "mapped: a use seen while it maps is its own");
+        done = (struct kvt_order_done){.order_id = o.order_id};
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "mapped: evicted");
+        TAP_OK(c[6].tier == KVT_TIER_HOST && (c[6].flags & CHUNK_MAPPED), "mapped: booked as host memory the GPU maps");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 7, 1);
+        TAP_EQ_U64(g->own_maps_ignored, 2, "mapped: and just after");
+        TAP_OK(c[7].last_use < registry_tick(x.r), "mapped: not taken for a use");
+        for (int i = 0; i < 10; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 7, 1);
+        TAP_OK(c[7].last_use == registry_tick(x.r), "mapped: a use later counts");
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 6, 2, &o), 0, "mapped: re-armed like a chunk a fault mapped");
         rig_down(&x);
 }
 

@@ -455,7 +455,7 @@ static void test_demand_fault(void) {
         policy_plan_clear(&p);
         policy_chunk_touch(&c[1], 999, 1, pp.heat_half_life_ticks); /* used again: reused */
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans");
-        TAP_OK(moved(&p, 0, 0, H), "demand: the cold resident chunk is evicted, unmapped");
+        TAP_OK(moved(&p, 0, 0, M), "demand: the cold resident chunk is evicted (mapped, the default)");
         TAP_EQ_U64(p.held_chunks, 1, "demand: the demand waits for the eviction (held this tick)");
         policy_plan_clear(&p);
 
@@ -509,7 +509,7 @@ static void test_demand_uses(void) {
         TAP_OK(policy_heat_class(policy_heat_at(&c[1], 990, pp.heat_half_life_ticks)) < 2,
                "uses: two uses 200 ticks apart are below heat class 2");
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "uses: plans (two uses)");
-        TAP_OK(moved(&p, 0, 0, H) && p.held_chunks == 1,
+        TAP_OK(moved(&p, 0, 0, M) && p.held_chunks == 1,
                "uses: used twice, it is a demand: the cold chunk makes room for it");
         policy_plan_clear(&p);
 }
@@ -530,12 +530,12 @@ static void test_demand_active(void) {
                 b[i] = (struct policy_chunk){.tier = V, .last_use = 800, .last_move = 800}; /* newer, idle */
         }
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand active: plans");
-        TAP_OK(moved(&p, 1, 0, H) && moved(&p, 1, 1, H) && p.evict_chunks == 2,
+        TAP_OK(moved(&p, 1, 0, M) && moved(&p, 1, 1, M) && p.evict_chunks == 2,
                "demand active: the idle region's chunks are evicted, not the older ones in use");
         policy_plan_clear(&p);
         reg[1].last_active = 999;
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand active: plans (both active)");
-        TAP_OK(moved(&p, 0, 0, H) && moved(&p, 0, 1, H) && p.evict_chunks == 2,
+        TAP_OK(moved(&p, 0, 0, M) && moved(&p, 0, 1, M) && p.evict_chunks == 2,
                "demand active: both in use: the least recently used go");
         policy_plan_clear(&p);
 }
@@ -646,28 +646,33 @@ static void test_probe(void) {
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (fresh)");
         TAP_OK(sm.n_probes == 1 && sm.probes[0].chunk == 0, "probe: cohorts that came in within probe_ticks wait");
         policy_plan_clear(&sm.plan);
-        /* Chunk 0 out as a probe for chunks 0..3, chunk 6 found cold: the
-         * probe's cohort waits for its answer, the cold chunk is not probed
+        /* Chunks 0..3 probed (in VRAM, probes out), chunk 6 found cold:
+         * the probes wait for their answers, the cold chunk is not probed
          * and ends a cohort. */
-        c[0].tier = H;
-        c[0].last_move = 990;
-        c[0].flags = (uint8_t)(POLICY_CHUNK_PROBE | 3u << POLICY_PROBE_COHORT_SHIFT);
+        for (int i = 0; i < 4; i++) {
+                c[i].last_move = 990;
+                c[i].flags = POLICY_CHUNK_PROBE;
+        }
         c[6].flags = POLICY_CHUNK_COLD;
-        for (int i = 1; i < 24; i++)
+        for (int i = 4; i < 24; i++)
                 c[i].last_move = 500;
         in.now = 1000;
         sp.probe_window = 20;
         cursor = 0;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (out)");
         TAP_OK(sm.n_probes >= 2 && sm.probes[0].chunk == 4 && sm.probes[0].n == 2 && sm.probes[1].chunk == 7,
-               "probe: chunks 1..3 wait for the probe out, chunk 6 (cold) is skipped");
-        TAP_EQ_U64(sm.n_expired, 0, "probe: the probe out has not expired");
+               "probe: chunks 0..3 wait for their probes, chunk 6 (cold) is skipped");
+        TAP_EQ_U64(sm.n_expired, 0, "probe: the probes out have not expired");
         policy_plan_clear(&sm.plan);
-        in.now = 1011; /* the probe unused for more than probe_window */
+        in.now = 1011; /* the probes unused for more than probe_window */
+        c[2].flags = 0; /* chunk 2 was used meanwhile: no probe */
         cursor = 0;
+        sp.probe_max = 0;
+        sp.rearm_max = 1;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (expired)");
-        TAP_OK(sm.n_expired == 1 && sm.expired[0].chunk == 0 && sm.expired[0].n == 4,
-               "probe: the probe unused past its window expired, its cohort of four reported");
+        TAP_OK(sm.n_expired == 3 && sm.expired[0].chunk == 0 && sm.expired[1].chunk == 1 && sm.expired[2].chunk == 3 &&
+                       sm.expired[0].n == 1,
+               "probe: each probe unused past its window expired on its own");
         policy_plan_clear(&sm.plan);
 }
 
