@@ -38,6 +38,8 @@ echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee
 # left from an earlier run would serve with another budget.
 start_daemon() {
         printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
+        # KVT_POLICY_EXTRA: [policy] lines for a comparison of settings (never in a defaults run)
+        [ -n "${KVT_POLICY_EXTRA:-}" ] && printf '[policy]\n%b\n' "$KVT_POLICY_EXTRA" >>"$T/kvtierd.conf"
         echo "-- kvtierd, budget $1" >>"$RET/kvtierd.log"
         "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$RET/kvtierd.log" 2>&1 &
         DPID=$!
