@@ -22,6 +22,8 @@
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
+#include <systemd/sd-journal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -353,12 +355,31 @@ static void daemon_done(struct daemon *d) {
         conf_free(d->conf);
 }
 
+/* The journal's native protocol: the message with its fields (peer, uid,
+ * client, region) as fields of the entry, so that `journalctl
+ * KVTIER_PEER_UID=1001` finds them.  At most 8 fields. */
+static int journal_sink(int level, const char *message, const char *const *fields) {
+        char msg[2100], prio[16];
+        struct iovec iov[11];
+        size_t n = 0;
+
+        snprintf(msg, sizeof(msg), "MESSAGE=%s", message);
+        snprintf(prio, sizeof(prio), "PRIORITY=%d", level);
+        iov[n++] = (struct iovec){.iov_base = msg, .iov_len = strlen(msg)};
+        iov[n++] = (struct iovec){.iov_base = prio, .iov_len = strlen(prio)};
+        iov[n++] = (struct iovec){.iov_base = (char *)"SYSLOG_IDENTIFIER=kvtierd", .iov_len = 25};
+        for (size_t i = 0; fields && fields[i] && n < ELEMENTSOF(iov); i++)
+                iov[n++] = (struct iovec){.iov_base = (char *)fields[i], .iov_len = strlen(fields[i])};
+        return sd_journal_sendv(iov, (int)n);
+}
+
 int main(int argc, char *argv[]) {
         struct daemon d = {0};
         struct options o;
         int r, ret = EXIT_RUNTIME;
 
         kvt_log_setup("kvtierd", KVT_LOG_INFO);
+        kvt_log_set_journal_sink(journal_sink);
         /* stderr may be a pipe that loses its reader first (an engine's, for
          * KVTIER_STANDALONE): a log line is then lost, not the daemon, as
          * under systemd's IgnoreSIGPIPE.  Sockets send with MSG_NOSIGNAL. */
