@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "listen.h"
 #include "log.h"
 #include "planner.h"
 #include "registry.h"
@@ -419,7 +420,7 @@ int main(int argc, char *argv[]) {
         }
 finish:
         if (!d.server && o.listen_fd >= 0)
-                server_unlink_listen_fd(o.listen_fd);
+                listen_unlink_fd(o.listen_fd);
         daemon_done(&d);
         free(o.set);
         return ret;

@@ -2,18 +2,15 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "control.h"
 #include "heat-reader.h"
+#include "listen.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -50,10 +47,7 @@ struct server {
         struct conf *conf; /* changed live by CTL_SET */
         struct registry *registry;
         const struct status_info *info;
-        int fd;
-        bool activated; /* systemd owns the socket file */
-        bool handed;    /* --listen-fd: file and directory were made for this daemon alone */
-        char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        struct listen_socket listen;
         sd_event_source *accept_source;
         struct peer *peers;
         size_t n_peers;
@@ -514,127 +508,6 @@ static int server_accept(sd_event_source *es, int fd, uint32_t revents, void *us
         }
 }
 
-/* Whether a daemon answers on path: 1 yes, 0 no (stale or absent), -errno otherwise. */
-static int socket_live(const struct sockaddr_un *sa) {
-        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), r;
-
-        if (fd < 0)
-                return -errno;
-        r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 1 : -errno;
-        close(fd);
-        if (r == -ECONNREFUSED || r == -ENOENT)
-                return 0;
-        return r;
-}
-
-static int mkdir_parent(const char *path) {
-        char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-        char *slash;
-
-        snprintf(dir, sizeof(dir), "%s", path);
-        slash = strrchr(dir, '/');
-        if (!slash || slash == dir)
-                return 0;
-        *slash = '\0';
-        for (char *q = dir + 1; *q; q++)
-                if (*q == '/') {
-                        *q = '\0';
-                        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                                return -errno;
-                        *q = '/';
-                }
-        return mkdir(dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
-}
-
-static int server_bind(struct server *s, const char *path) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int r;
-
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-        r = mkdir_parent(path);
-        if (r < 0)
-                return log_error_errno(r, "Failed to create the directory of %s: %s", path, strerror(-r));
-        s->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (s->fd < 0)
-                return log_error_errno(errno, "Failed to create socket: %s", strerror(errno));
-        if (bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                if (errno != EADDRINUSE)
-                        return log_error_errno(errno, "Failed to bind %s: %s", path, strerror(errno));
-                r = socket_live(&sa);
-                if (r > 0) {
-                        log_error("Another kvtierd is listening on %s; refusing to start.", path);
-                        return -EADDRINUSE;
-                }
-                if (r < 0)
-                        return log_error_errno(r, "Failed to probe existing socket %s: %s", path,
-                                               strerror(-r));
-                log_info("Removing stale socket %s.", path);
-                if (unlink(path) < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-                        return log_error_errno(errno, "Failed to bind %s: %s", path, strerror(errno));
-        }
-        snprintf(s->path, sizeof(s->path), "%s", path);
-        if (chmod(path, 0660) < 0)
-                return log_error_errno(errno, "Failed to chmod %s: %s", path, strerror(errno));
-        if (listen(s->fd, SOMAXCONN) < 0)
-                return log_error_errno(errno, "Failed to listen on %s: %s", path, strerror(errno));
-        return 0;
-}
-
-/* Serves fd, a listening socket someone else made (what says who).
- * Returns 0 or -errno (logged). */
-static int server_adopt(struct server *s, int fd, const char *what) {
-        struct sockaddr_un sa;
-        socklen_t len = sizeof(sa);
-
-        if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0)
-                return log_error_errno(EINVAL, "Failed to use %s: not a listening SEQPACKET socket.", what);
-        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-                return log_error_errno(errno, "Failed to set up %s: %s", what, strerror(errno));
-        s->fd = fd;
-        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
-            len > offsetof(struct sockaddr_un, sun_path))
-                snprintf(s->path, sizeof(s->path), "%s", sa.sun_path);
-        return 0;
-}
-
-/* Takes the socket systemd passed, if any: 1 taken, 0 none, -errno. */
-static int server_activated(struct server *s) {
-        int n = sd_listen_fds(1), r;
-
-        if (n <= 0)
-                return n;
-        if (n > 1)
-                return log_error_errno(EINVAL,
-                                       "Failed to use socket activation: %d sockets passed, expected 1.", n);
-        r = server_adopt(s, SD_LISTEN_FDS_START, "socket activation");
-        if (r < 0)
-                return r;
-        s->activated = true;
-        return 1;
-}
-
-/* The socket file of --listen-fd, and its directory once empty. */
-static void unlink_handed(const char *path) {
-        char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-        char *slash;
-
-        snprintf(dir, sizeof(dir), "%s", path);
-        slash = strrchr(dir, '/');
-        if (!dir[0] || unlink(dir) < 0 || !slash || slash == dir)
-                return;
-        *slash = '\0';
-        (void)rmdir(dir); /* fails, as it should, where anything else lives */
-}
-
-void server_unlink_listen_fd(int fd) {
-        struct sockaddr_un sa;
-        socklen_t len = sizeof(sa);
-
-        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
-            len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] == '/')
-                unlink_handed(sa.sun_path);
-}
-
 int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
                int listen_fd, struct server **ret) {
         struct server *s = calloc(1, sizeof(*s));
@@ -642,19 +515,13 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
 
         if (!s)
                 return log_error_errno(ENOMEM, "Failed to allocate server: %s", strerror(ENOMEM));
-        *s = (struct server){.event = e, .conf = conf, .registry = r, .info = info, .fd = -1};
-        if (listen_fd >= 0) {
-                k = server_adopt(s, listen_fd, "--listen-fd");
-                s->handed = k == 0;
-        } else
-                k = server_activated(s);
-        if (k == 0 && s->fd < 0)
-                k = server_bind(s, conf_socket(conf));
+        *s = (struct server){.event = e, .conf = conf, .registry = r, .info = info, .listen.fd = -1};
+        k = listen_open(&s->listen, listen_fd, conf_socket(conf));
         if (k < 0) {
                 server_free(s);
                 return k;
         }
-        k = sd_event_add_io(e, &s->accept_source, s->fd, EPOLLIN, server_accept, s);
+        k = sd_event_add_io(e, &s->accept_source, s->listen.fd, EPOLLIN, server_accept, s);
         if (k < 0) {
                 server_free(s);
                 return log_error_errno(k, "Failed to watch the listening socket: %s", strerror(-k));
@@ -669,13 +536,7 @@ struct server *server_free(struct server *s) {
         while (s->peers)
                 peer_free(s->peers);
         sd_event_source_disable_unref(s->accept_source);
-        if (s->fd >= 0 && !s->activated) {
-                close(s->fd);
-                if (s->handed)
-                        unlink_handed(s->path);
-                else if (s->path[0])
-                        unlink(s->path);
-        }
+        listen_close(&s->listen);
         free(s);
         return NULL;
 }
@@ -705,5 +566,5 @@ int server_collect_heat(struct server *s) {
 }
 
 const char *server_socket_path(const struct server *s) {
-        return s->path;
+        return s->listen.path;
 }

@@ -20,11 +20,10 @@
 
 struct server;
 
-/* Listens on listen_fd (a listening SEQPACKET socket, kvtierd --listen-fd;
- * the server's then), else on the socket passed by systemd (LISTEN_FDS),
- * else creates conf's socket path.  info must outlive the server.  conf
- * changes live through CTL_SET (control.h).  Returns 0, -EADDRINUSE when
- * another daemon answers on the path, or -errno (all logged). */
+/* Listens as listen_open() (listen.h) says, on listen_fd (the server's
+ * then) or conf's socket path.  info must outlive the server.  conf changes
+ * live through CTL_SET (control.h).  Returns 0, -EADDRINUSE when another
+ * daemon answers on the path, or -errno (all logged). */
 int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
                int listen_fd, struct server **ret);
 
@@ -32,10 +31,6 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
  * unlinks it unless systemd owns it (a listen_fd's directory goes too, if
  * that leaves it empty).  Accepts NULL; returns NULL. */
 struct server *server_free(struct server *s);
-
-/* For a daemon that exits before it serves listen_fd: removes the socket's
- * file as server_free() would. */
-void server_unlink_listen_fd(int fd);
 
 /* The path listened on. */
 const char *server_socket_path(const struct server *s);
