@@ -87,7 +87,8 @@ static void help(void) {
                "  -h, --help             Show this help\n"
                "      --version          Show the version\n\n"
                "Host NUMA nodes are read through libnuma, or from $KVTIER_SYSFS_ROOT/devices/system/node\n"
-               "where that is set.\n"
+               "where that is set; peers' cgroups (for [client.NAME] unit=) from $KVTIER_PROC_ROOT/PID/cgroup,\n"
+               "default /proc.\n"
                "KVTIER_STANDALONE=1 makes the shim start kvtierd with --listen-fd and --lifeline-fd.\n\n"
                "Exit status: 0 clean shutdown (SIGTERM, SIGINT, end of the lifeline), 1 runtime failure,\n"
                "2 usage or configuration error (a bad option value included).\n",
@@ -195,6 +196,7 @@ static int load_config(struct daemon *d, const struct options *o) {
         if (o->log_level && conf_set(d->conf, "daemon", "log_level", o->log_level, "--log-level") < 0)
                 return -EINVAL;
         kvt_log_setup("kvtierd", conf_log_level(d->conf));
+        conf_check(d->conf);
         return 0;
 }
 
@@ -334,6 +336,8 @@ static int daemon_setup(struct daemon *d, const struct options *o) {
         if (r < 0)
                 return r;
         d->info.socket = server_socket_path(d->server);
+        if (getenv("KVTIER_PROC_ROOT") && *getenv("KVTIER_PROC_ROOT"))
+                server_set_proc_root(d->server, getenv("KVTIER_PROC_ROOT"));
         server_set_demand_handler(d->server, on_demand, d);
         r = watch_lifeline(d, o->lifeline_fd);
         if (r < 0)

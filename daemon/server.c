@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -10,6 +11,7 @@
 
 #include "control.h"
 #include "heat-reader.h"
+#include "identity.h"
 #include "listen.h"
 #include "log.h"
 #include "server.h"
@@ -30,8 +32,8 @@ struct peer {
         struct peer *prev, *next;
         int fd;
         sd_event_source *io, *defer;
-        pid_t pid;
-        uid_t uid;
+        struct identity id; /* from the kernel, at accept */
+        bool admin;         /* root, kvtierd's own user or the admin group: may change settings */
         enum peer_role role;
         struct client *client;
         struct outmsg *out_head, *out_tail;
@@ -48,6 +50,8 @@ struct server {
         struct registry *registry;
         const struct status_info *info;
         struct listen_socket listen;
+        const char *proc_root; /* where /proc is read (KVTIER_PROC_ROOT in tests) */
+        uint32_t admin_gid;    /* [daemon] admin_group, or (uint32_t)-1 */
         sd_event_source *accept_source;
         struct peer *peers;
         size_t n_peers;
@@ -136,25 +140,30 @@ static int peer_send(struct peer *p, uint16_t type, uint32_t seq, const void *da
 
 /* Logs why a peer is dropped; returns -EPROTO so that callers can return it. */
 static int peer_reject(struct peer *p, const char *why, const char *what) {
-        log_warning("Disconnecting peer pid %d (uid %u): %s%s%s.", (int)p->pid, (unsigned)p->uid, why,
+        log_warning("Disconnecting peer pid %d (uid %u): %s%s%s.", (int)p->id.pid, (unsigned)p->id.uid, why,
                     what ? ": " : "", what ? what : "");
         return -EPROTO;
 }
 
 static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
-        const struct kvt_hello *h = &m->u.hello;
+        struct kvt_hello hello = m->u.hello, *h = &hello;
         struct server *s = p->server;
+        struct conf_peer who = identity_conf_peer(&p->id);
         struct kvt_welcome w;
         int r;
 
         if (h->proto_version != KVT_PROTO_VERSION)
                 return peer_reject(p, "protocol version mismatch in HELLO", NULL);
-        r = registry_client_new(s->registry, p->pid, p->uid, h, p, &p->client);
+        /* The name is a label, shown and logged: its controls escaped once, here
+         * (a backslash stays, so that a name reads as the process's own). */
+        kvt_escape_controls(m->u.hello.name, h->name, sizeof(h->name));
+        r = registry_client_new(s->registry, p->id.pid, p->id.uid, h, p, &p->client);
         if (r == -EUSERS)
                 return peer_reject(p, "too many clients", NULL);
         if (r < 0)
-                return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->pid, strerror(-r));
+                return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->id.pid, strerror(-r));
         p->role = PEER_SHIM;
+        client_set_section(p->client, conf_client_match(s->conf, &who));
         w = (struct kvt_welcome){.client_id = client_id(p->client), .tick_ms = conf_tick_ms(s->conf)};
         {
                 const struct gpu_stats *g = registry_gpu(s->registry, h->device);
@@ -167,8 +176,9 @@ static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
          * pool): they may start in VRAM before the next tick's GRANT. */
         w.vram_grant_bytes = registry_grant_cap(s->registry, p->client, h->device);
         client_set_grant_cap(p->client, h->device, w.vram_grant_bytes);
-        log_info("Client %u connected: pid %d, uid %u, \"%s\", GPU %d.", w.client_id, (int)p->pid,
-                 (unsigned)p->uid, h->name, h->device);
+        log_info("Client %u connected: pid %d, uid %u, \"%s\", GPU %d%s%s.", w.client_id, (int)p->id.pid,
+                 (unsigned)p->id.uid, h->name, h->device, client_section(p->client) >= 0 ? ", [client." : "",
+                 client_section(p->client) >= 0 ? conf_client_label(s->conf, client_section(p->client)) : "");
         return peer_send(p, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));
 }
 
@@ -193,19 +203,26 @@ static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
         return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
 }
 
-/* CTL_SET: root only (changes affect every client); the reply's status says how it went. */
+/* CTL_SET: root, kvtierd's own user or the admin group (changes affect
+ * every client); the reply's status says how it went. */
 static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
         struct kvt_ctl_end end = {.status = 0};
+        char text[4 * KVT_CTL_SET_MAX];
 
         p->role = PEER_CTL;
-        if (p->uid != 0) {
-                log_warning("Refusing \"%s\" from pid %d: uid %u is not root.", m->u.text, (int)p->pid,
-                            (unsigned)p->uid);
+        kvt_escape(m->u.text, text, sizeof(text));
+        if (!p->admin) {
+                log_warning("Refusing \"%s\" from pid %d: uid %u is neither root nor in group %s.", text,
+                            (int)p->id.pid, (unsigned)p->id.uid,
+                            conf_admin_group(p->server->conf)[0] ? conf_admin_group(p->server->conf) : "(none)");
                 end.status = -EPERM;
+        } else if (kvt_escape_needed(m->u.text)) {
+                log_warning("kvtierctl set: control characters in \"%s\", ignoring.", text);
+                end.status = -EINVAL;
         } else
                 end.status = control_set(p->server->conf, p->server->registry, m->u.text);
         if (end.status == -ENOENT)
-                log_warning("kvtierctl set: unknown key in \"%s\", ignoring.", m->u.text);
+                log_warning("kvtierctl set: unknown key in \"%s\", ignoring.", text);
         return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
 }
 
@@ -238,7 +255,7 @@ static int peer_on_order_done(struct peer *p, const struct kvt_order_done *d) {
         if (r > 0 && !p->warned_failures) {
                 log_warning("Client %u (pid %d) failed order %llu: %s (CUDA error %d); further failures are "
                             "counted, not logged, ignoring.",
-                            client_id(p->client), (int)p->pid, (unsigned long long)d->order_id,
+                            client_id(p->client), (int)p->id.pid, (unsigned long long)d->order_id,
                             strerror(-d->status), d->cuda_err);
                 p->warned_failures = true;
         }
@@ -337,7 +354,7 @@ static int peer_check_fd(struct peer *p, const struct kvt_msg *m) {
                 return 0;
         peer_close_msg_fd(p);
         if (!p->warned_fd)
-                log_warning("Peer pid %d sent a file descriptor with %s; closed it, ignoring.", (int)p->pid,
+                log_warning("Peer pid %d sent a file descriptor with %s; closed it, ignoring.", (int)p->id.pid,
                             kvt_msg_type_name(m->hdr.type));
         p->warned_fd = true;
         return 0;
@@ -358,14 +375,14 @@ static int peer_read(struct peer *p) {
                 if (r == -EAGAIN)
                         return 0;
                 if (r == -ECONNRESET) {
-                        log_debug("Peer pid %d closed the connection.", (int)p->pid);
+                        log_debug("Peer pid %d closed the connection.", (int)p->id.pid);
                         return r;
                 }
                 if (r == -EBADMSG || r == -EPROTO)
                         return peer_reject(
                                 p, r == -EPROTO ? "protocol version mismatch" : "malformed message", NULL);
                 if (r < 0)
-                        return log_warning_errno(r, "Failed to receive from peer pid %d: %s", (int)p->pid,
+                        return log_warning_errno(r, "Failed to receive from peer pid %d: %s", (int)p->id.pid,
                                                  strerror(-r));
                 r = peer_dispatch(p, m);
                 peer_close_msg_fd(p);
@@ -387,7 +404,7 @@ static int peer_io(sd_event_source *es, int fd, uint32_t revents, void *userdata
                 r = peer_read(p);
         if (r < 0 || p->broken) {
                 if (p->client)
-                        log_info("Client %u (pid %d) disconnected.", client_id(p->client), (int)p->pid);
+                        log_info("Client %u (pid %d) disconnected.", client_id(p->client), (int)p->id.pid);
                 peer_free(p);
                 return 0;
         }
@@ -399,7 +416,7 @@ static int peer_defer_drop(sd_event_source *es, void *userdata) {
         struct peer *p = userdata;
 
         log_warning("Failed to send to client %u (pid %d); disconnecting it.",
-                    p->client ? client_id(p->client) : 0, (int)p->pid);
+                    p->client ? client_id(p->client) : 0, (int)p->id.pid);
         peer_free(p);
         return 0;
 }
@@ -408,7 +425,7 @@ static int peer_defer_drop(sd_event_source *es, void *userdata) {
 static void peer_mark_broken(struct peer *p, int err) {
         if (p->broken)
                 return;
-        log_debug("Send to peer pid %d failed: %s", (int)p->pid, strerror(-err));
+        log_debug("Send to peer pid %d failed: %s", (int)p->id.pid, strerror(-err));
         p->broken = true;
         if (sd_event_add_defer(p->server->event, &p->defer, peer_defer_drop, p) < 0)
                 sd_event_source_set_io_events(p->io, EPOLLIN | EPOLLOUT); /* peer_io drops it then */
@@ -448,20 +465,25 @@ void server_set_demand_handler(struct server *s, void (*fn)(void *userdata), voi
         s->demand_userdata = userdata;
 }
 
+/* Whether a peer may change settings: root, kvtierd's own user, or a member of [daemon] admin_group. */
+static bool peer_is_admin(const struct server *s, const struct identity *id) {
+        return id->uid == 0 || id->uid == (uint32_t)geteuid() ||
+               (s->admin_gid != (uint32_t)-1 && identity_in_group(id, s->admin_gid));
+}
+
 static int peer_new(struct server *s, int fd) {
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
+        struct identity id;
         struct peer *p;
         int r;
 
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-                r = -errno;
+        r = identity_from_socket(fd, conf_clients_need_unit(s->conf), s->proc_root, &id);
+        if (r < 0) {
                 close(fd);
                 return log_warning_errno(r, "Failed to get peer credentials: %s, ignoring.", strerror(-r));
         }
         if (s->n_peers >= SERVER_MAX_PEERS) {
                 close(fd);
-                log_warning("Refusing connection from pid %d: %zu peers connected, ignoring.", (int)cred.pid,
+                log_warning("Refusing connection from pid %d: %zu peers connected, ignoring.", (int)id.pid,
                             s->n_peers);
                 return 0;
         }
@@ -470,20 +492,21 @@ static int peer_new(struct server *s, int fd) {
                 close(fd);
                 return -ENOMEM;
         }
-        *p = (struct peer){
-                .server = s, .fd = fd, .pid = cred.pid, .uid = cred.uid, .next = s->peers, .msg_fd = -1};
+        *p = (struct peer){.server = s, .fd = fd, .id = id, .admin = peer_is_admin(s, &id), .next = s->peers,
+                           .msg_fd = -1};
         r = sd_event_add_io(s->event, &p->io, fd, EPOLLIN, peer_io, p);
         if (r < 0) {
                 close(fd);
                 free(p);
-                return log_warning_errno(r, "Failed to watch peer pid %d: %s, ignoring.", (int)cred.pid,
+                return log_warning_errno(r, "Failed to watch peer pid %d: %s, ignoring.", (int)id.pid,
                                          strerror(-r));
         }
         if (s->peers)
                 s->peers->prev = p;
         s->peers = p;
         s->n_peers++;
-        log_debug("Peer connected: pid %d, uid %u.", (int)p->pid, (unsigned)p->uid);
+        log_debug("Peer connected: pid %d, uid %u%s.", (int)p->id.pid, (unsigned)p->id.uid,
+                  p->admin ? " (admin)" : "");
         return 0;
 }
 
@@ -508,6 +531,21 @@ static int server_accept(sd_event_source *es, int fd, uint32_t revents, void *us
         }
 }
 
+/* [daemon] admin_group's gid, or (uint32_t)-1 when it is empty or no such group exists. */
+static uint32_t admin_gid(const struct conf *conf) {
+        const char *name = conf_admin_group(conf);
+        struct group *gr;
+
+        if (!name[0])
+                return (uint32_t)-1;
+        gr = getgrnam(name);
+        if (!gr) {
+                log_info("No group %s: settings may be changed by root and kvtierd's own user only.", name);
+                return (uint32_t)-1;
+        }
+        return gr->gr_gid;
+}
+
 int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
                int listen_fd, struct server **ret) {
         struct server *s = calloc(1, sizeof(*s));
@@ -516,6 +554,8 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
         if (!s)
                 return log_error_errno(ENOMEM, "Failed to allocate server: %s", strerror(ENOMEM));
         *s = (struct server){.event = e, .conf = conf, .registry = r, .info = info, .listen.fd = -1};
+        s->proc_root = "/proc";
+        s->admin_gid = admin_gid(conf);
         k = listen_open(&s->listen, listen_fd, conf_socket(conf));
         if (k < 0) {
                 server_free(s);
@@ -563,6 +603,10 @@ int server_collect_heat(struct server *s) {
                 if (p->heat && r >= 0)
                         r = heat_table_tick_end(p->heat);
         return r;
+}
+
+void server_set_proc_root(struct server *s, const char *root) {
+        s->proc_root = root;
 }
 
 const char *server_socket_path(const struct server *s) {

@@ -32,6 +32,10 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
  * that leaves it empty).  Accepts NULL; returns NULL. */
 struct server *server_free(struct server *s);
 
+/* Reads peers' /proc/PID/cgroup under root instead of /proc (it must
+ * outlive the server).  Before the event loop runs. */
+void server_set_proc_root(struct server *s, const char *root);
+
 /* The path listened on. */
 const char *server_socket_path(const struct server *s);
 

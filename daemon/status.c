@@ -169,6 +169,7 @@ static json_object *client_json(const struct client *c, const struct status_info
         const struct heat_table_stats *h = info->client_heat ? info->client_heat(c) : NULL;
         json_object *o = json_object_new_object(), *regions = json_object_new_array();
         uint64_t sum[_KVT_TIER_MAX] = {0};
+        const char *label;
 
         for (size_t i = 0; i < client_n_regions(c); i++)
                 json_object_array_add(regions, region_json(client_region(c, i), sum));
@@ -176,6 +177,8 @@ static json_object *client_json(const struct client *c, const struct status_info
         json_object_object_add(o, "pid", json_object_new_int64(client_pid(c)));
         json_object_object_add(o, "uid", json_u64(client_uid(c)));
         json_object_object_add(o, "name", json_object_new_string(client_name(c)));
+        label = conf_client_label(info->conf, client_section(c));
+        json_object_object_add(o, "section", label ? json_object_new_string(label) : NULL);
         json_object_object_add(o, "device", json_object_new_int(client_device(c)));
         add_tiers(o, sum);
         if (h)

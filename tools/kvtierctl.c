@@ -415,7 +415,7 @@ static int cmd_set(int fd, const char *text) {
         case 0:
                 return 0;
         case -EPERM:
-                fprintf(stderr, "kvtierctl: set %s: permission denied (changes need root)\n", text);
+                fprintf(stderr, "kvtierctl: set %s: permission denied (changes need root or the admin group, [daemon] admin_group)\n", text);
                 break;
         case -ENOENT:
                 fprintf(stderr, "kvtierctl: set %s: unknown key (try --help)\n", text);
