@@ -78,6 +78,7 @@ struct conf {
         unsigned protect_min_ms, protect_max_ms; /* [policy] demand's thrash guard */
         unsigned rearm_rate, probe_rate;         /* [policy] demand's sampler, per second */
         char admin_group[64];
+        struct conf_limits limits;
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -102,6 +103,34 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, log_level)},
         {"daemon", "tick_ms", CONF_UINT, 1, 10000, "10", "Planning period in milliseconds",
          offsetof(struct conf, tick_ms)},
+        {"daemon", "max_connections", CONF_UINT, 16, 1000000, "1088",
+         "Connections open at once, shims and kvtierctl together (a shim's heat table takes one more "
+         "descriptor: kvtierd raises its soft RLIMIT_NOFILE to the hard limit and warns when that is below "
+         "twice this plus 64; accepts pause, not spin, when descriptors run out)",
+         offsetof(struct conf, limits.max_connections)},
+        {"daemon", "max_connections_per_uid", CONF_UINT, 1, 1000000, "128",
+         "Connections one user may hold open (root, kvtierd's own user and admin_group: max_connections only)",
+         offsetof(struct conf, limits.max_per_uid)},
+        {"daemon", "reserved_connections", CONF_UINT, 0, 1000, "16",
+         "Of max_connections, those only root, kvtierd's own user and admin_group may take: kvtierctl reaches "
+         "a daemon that other users filled",
+         offsetof(struct conf, limits.reserved)},
+        {"daemon", "hello_timeout_ms", CONF_UINT, 50, 600000, "5000",
+         "A connection that sent neither HELLO nor a control request within this many milliseconds is closed",
+         offsetof(struct conf, limits.hello_timeout_ms)},
+        {"daemon", "send_queue_max", CONF_BYTES, 4096, GIB, "1M",
+         "Bytes queued at most for a connection that does not read (a status reply is made as the socket "
+         "drains and does not count); past that it is closed",
+         offsetof(struct conf, limits.send_queue_max_bytes)},
+        {"daemon", "send_timeout_ms", CONF_UINT, 100, 3600000, "30000",
+         "A connection with messages waiting for it that takes none of them for this many milliseconds is closed",
+         offsetof(struct conf, limits.send_timeout_ms)},
+        {"daemon", "log_rate_limit_interval_ms", CONF_UINT, 0, 3600000, "10000",
+         "What one user's connections make kvtierd log: at most log_rate_limit_burst lines per this many "
+         "milliseconds, the rest counted and reported (0 = no limit)",
+         offsetof(struct conf, limits.log_interval_ms)},
+        {"daemon", "log_rate_limit_burst", CONF_UINT, 1, 1000000, "200",
+         "Lines per log_rate_limit_interval_ms logged for one user", offsetof(struct conf, limits.log_burst)},
         {"daemon", "admin_group", CONF_GROUP_NAME, 0, 0, "kvtier-admin",
          "Members of this group (besides root and kvtierd's own user) may change settings with kvtierctl set; "
          "empty = root only",
@@ -949,6 +978,10 @@ bool conf_clients_need_unit(const struct conf *c) {
 }
 
 void conf_check(const struct conf *c) {
+        if (c->limits.reserved >= c->limits.max_connections)
+                log_warning("[daemon] reserved_connections = %u leaves none of max_connections = %u to other "
+                            "users, ignoring.",
+                            c->limits.reserved, c->limits.max_connections);
         for (size_t i = 0; i < c->n_clients; i++) {
                 const struct client_conf *cc = &c->clients[i];
 
@@ -957,6 +990,12 @@ void conf_check(const struct conf *c) {
                                     "client sends is a label it chooses, not an identity), ignoring.",
                                     cc->name);
         }
+}
+
+void conf_limits(const struct conf *c, struct conf_limits *ret) {
+        *ret = c->limits;
+        if (ret->reserved >= ret->max_connections)
+                ret->reserved = 0;
 }
 
 const char *conf_admin_group(const struct conf *c) {

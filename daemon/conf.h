@@ -94,6 +94,19 @@ const char *conf_client_label(const struct conf *c, int section);
 size_t conf_n_clients(const struct conf *c);
 /* Whether a section matches on unit (so peers' cgroups must be read). */
 bool conf_clients_need_unit(const struct conf *c);
+/* What one connection or user may hold of kvtierd ([daemon] keys). */
+struct conf_limits {
+        unsigned max_connections;
+        unsigned max_per_uid;     /* for users other than root, kvtierd's and admin_group */
+        unsigned reserved;        /* of max_connections, for those only (0 when it would be all) */
+        unsigned hello_timeout_ms;
+        uint64_t send_queue_max_bytes;
+        unsigned send_timeout_ms;
+        unsigned log_interval_ms; /* 0: no rate limit */
+        unsigned log_burst;
+};
+void conf_limits(const struct conf *c, struct conf_limits *ret);
+
 /* [daemon] admin_group: "" for none. */
 const char *conf_admin_group(const struct conf *c);
 

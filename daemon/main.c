@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
@@ -200,6 +201,33 @@ static int load_config(struct daemon *d, const struct options *o) {
         return 0;
 }
 
+/* Descriptors beside the connections: the listening socket, epoll, timers,
+ * signals, /proc reads, planner threads' needs. */
+#define FD_SLACK 64
+
+/* Raises the soft RLIMIT_NOFILE to the hard limit (kvtierd polls with
+ * epoll, never select()), and warns where even that cannot hold
+ * max_connections: each shim connection also holds its heat table. */
+static void raise_fd_limit(const struct conf *c) {
+        struct conf_limits l;
+        struct rlimit rl;
+        uint64_t want;
+
+        conf_limits(c, &l);
+        want = 2ull * l.max_connections + FD_SLACK;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+                (void)getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+                log_warning("RLIMIT_NOFILE is %llu, below the %llu descriptors [daemon] max_connections = %u may "
+                            "need: accepts will pause when they run out (raise LimitNOFILE=).",
+                            (unsigned long long)rl.rlim_cur, (unsigned long long)want, l.max_connections);
+}
+
 /* Reads the host's NUMA nodes: from the sysfs tree KVTIER_SYSFS_ROOT names
  * (tests' fixtures), else through libnuma; where libnuma says NUMA is not
  * available (no NUMA in the kernel, or get_mempolicy() refused), from /sys
@@ -336,6 +364,7 @@ static int daemon_setup(struct daemon *d, const struct options *o) {
         if (r < 0)
                 return r;
         d->info.socket = server_socket_path(d->server);
+        d->info.connections = server_connection_stats(d->server);
         if (getenv("KVTIER_PROC_ROOT") && *getenv("KVTIER_PROC_ROOT"))
                 server_set_proc_root(d->server, getenv("KVTIER_PROC_ROOT"));
         server_set_demand_handler(d->server, on_demand, d);
@@ -403,6 +432,7 @@ int main(int argc, char *argv[]) {
                 ret = EXIT_SUCCESS;
                 goto finish;
         }
+        raise_fd_limit(d.conf);
         if (load_topology(&d) < 0)
                 goto finish;
         if (daemon_setup(&d, &o) < 0) {

@@ -6,6 +6,10 @@
  * SO_PEERCRED, the first message deciding the role (HELLO: shim, CTL_STATUS:
  * control), message dispatch into the registry, and non-blocking sends with a
  * per-peer queue.  A peer that breaks the protocol is dropped, never trusted.
+ * What peers may hold is bounded ([daemon] keys): connections in all, per
+ * uid and kept for root and the admin group; time to say HELLO; bytes
+ * queued and time without reading; lines logged per uid.  When descriptors
+ * run out, accepts pause instead of spinning.
  */
 
 #include <stdbool.h>
@@ -14,9 +18,6 @@
 #include "conf.h"
 #include "registry.h"
 #include "status.h"
-
-/* Peers beyond the shim clients: room for control connections. */
-#define SERVER_MAX_PEERS (REGISTRY_MAX_CLIENTS + 64)
 
 struct server;
 
@@ -31,6 +32,9 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
  * unlinks it unless systemd owns it (a listen_fd's directory goes too, if
  * that leaves it empty).  Accepts NULL; returns NULL. */
 struct server *server_free(struct server *s);
+
+/* What the connection limits did so far (status.h); lives as long as s. */
+const struct connection_stats *server_connection_stats(const struct server *s);
 
 /* Reads peers' /proc/PID/cgroup under root instead of /proc (it must
  * outlive the server).  Before the event loop runs. */

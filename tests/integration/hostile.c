@@ -9,7 +9,8 @@
  *   set TEXT        CTL_SET TEXT; prints the reply's status
  *   conns N         N connections that never say anything; holds; prints how many
  *                   connected and how many the daemon closed
- *   noread N        N control peers that ask for status and never read it; holds;
+ *   noread N        N control peers that ask for status until their socket is full and
+ *                   never read; holds;
  *                   prints how many the daemon closed
  *   flood N TEXT    N CTL_SET TEXT, one after the other (reconnecting when dropped)
  *   rtt N           N status round trips; prints p50 and p99 in microseconds
@@ -153,7 +154,11 @@ static int mode_noread(int n) {
         for (int i = 0; i < n; i++)
                 if (fds[i] >= 0) {
                         (void)setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-                        (void)kvt_msg_send(fds[i], KVT_MSG_CTL_STATUS, 1, NULL, 0);
+                        /* requests until the socket takes no more: their replies are
+                         * more than the daemon's send buffer holds */
+                        for (int k = 0; k < 1024; k++)
+                                if (kvt_msg_send(fds[i], KVT_MSG_CTL_STATUS, 1, NULL, 0) < 0)
+                                        break;
                 }
         printf("asked %d failed %d\n", opened, failed);
         fflush(stdout);
