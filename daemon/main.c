@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
+#define SD_JOURNAL_SUPPRESS_LOCATION /* the sink's own file and line say nothing */
 #include <systemd/sd-journal.h>
 #include <sys/uio.h>
 #include <unistd.h>
