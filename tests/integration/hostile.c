@@ -13,7 +13,8 @@
  *                   never read; holds;
  *                   prints how many the daemon closed
  *   flood N TEXT    N CTL_SET TEXT, one after the other (reconnecting when dropped)
- *   rtt N           N status round trips; prints p50 and p99 in microseconds
+ *   rtt N [TEXT]    N control round trips (status, or CTL_SET TEXT); prints p50 and
+ *                   p99 in microseconds
  * --as drops to that user (and group, default the same number) with no
  * supplementary groups; it needs root (exit 77 without).  Exit 99: a hard error.
  */
@@ -195,8 +196,9 @@ static int cmp_u64(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-/* Status round trips on one connection (a fresh one where a round trip fails). */
-static int mode_rtt(int n) {
+/* Control round trips on one connection (a fresh one where one fails):
+ * CTL_STATUS, or CTL_SET text. */
+static int mode_rtt(int n, const char *text) {
         struct kvt_msg *m = malloc(sizeof(*m));
         uint64_t *us = calloc((size_t)n, sizeof(*us));
         int fd = -1, failed = 0;
@@ -208,7 +210,7 @@ static int mode_rtt(int n) {
 
                 if (fd < 0)
                         fd = conn();
-                if (fd < 0 || ctl(fd, KVT_MSG_CTL_STATUS, NULL, m) != 0) {
+                if (fd < 0 || ctl(fd, text ? KVT_MSG_CTL_SET : KVT_MSG_CTL_STATUS, text, m) != 0) {
                         failed++;
                         if (fd >= 0)
                                 close(fd);
@@ -274,8 +276,8 @@ int main(int argc, char **argv) {
                 return mode_noread(atoi(argv[i + 2]));
         if (strcmp(mode, "flood") == 0 && argc - i == 4)
                 return mode_flood(atoi(argv[i + 2]), argv[i + 3]);
-        if (strcmp(mode, "rtt") == 0 && argc - i == 3 && atoi(argv[i + 2]) > 0)
-                return mode_rtt(atoi(argv[i + 2]));
+        if (strcmp(mode, "rtt") == 0 && (argc - i == 3 || argc - i == 4) && atoi(argv[i + 2]) > 0)
+                return mode_rtt(atoi(argv[i + 2]), argc - i == 4 ? argv[i + 3] : NULL);
         fprintf(stderr, "hostile: bad usage\n");
         return 99;
 }
