@@ -109,31 +109,35 @@ static const struct conf_key conf_table[] = {
          "twice this plus 64; accepts pause, not spin, when descriptors run out)",
          offsetof(struct conf, limits.max_connections)},
         {"daemon", "max_connections_per_uid", CONF_UINT, 1, 1000000, "128",
-         "Connections one user may hold open (root, kvtierd's own user and admin_group: max_connections only)",
+         "Connections one user may hold open (root, kvtierd's own user and admin_group: "
+         "max_connections only)",
          offsetof(struct conf, limits.max_per_uid)},
         {"daemon", "reserved_connections", CONF_UINT, 0, 1000, "16",
-         "Of max_connections, those only root, kvtierd's own user and admin_group may take: kvtierctl reaches "
-         "a daemon that other users filled",
+         "Of max_connections, those only root, kvtierd's own user and admin_group may take: "
+         "kvtierctl reaches a daemon that other users filled",
          offsetof(struct conf, limits.reserved)},
         {"daemon", "hello_timeout_ms", CONF_UINT, 50, 600000, "5000",
-         "A connection that sent neither HELLO nor a control request within this many milliseconds is closed",
+         "A connection that sent neither HELLO nor a control request within this many milliseconds "
+         "is closed",
          offsetof(struct conf, limits.hello_timeout_ms)},
         {"daemon", "send_queue_max", CONF_BYTES, 4096, GIB, "1M",
          "Bytes queued at most for a connection that does not read (a status reply is made as the socket "
          "drains and does not count); past that it is closed",
          offsetof(struct conf, limits.send_queue_max_bytes)},
         {"daemon", "send_timeout_ms", CONF_UINT, 100, 3600000, "30000",
-         "A connection with messages waiting for it that takes none of them for this many milliseconds is closed",
+         "A connection with messages waiting for it that takes none of them for this many "
+         "milliseconds is closed",
          offsetof(struct conf, limits.send_timeout_ms)},
         {"daemon", "log_rate_limit_interval_ms", CONF_UINT, 0, 3600000, "10000",
          "What one user's connections make kvtierd log: at most log_rate_limit_burst lines per this many "
          "milliseconds, the rest counted and reported (0 = no limit)",
          offsetof(struct conf, limits.log_interval_ms)},
         {"daemon", "log_rate_limit_burst", CONF_UINT, 1, 1000000, "200",
-         "Lines per log_rate_limit_interval_ms logged for one user", offsetof(struct conf, limits.log_burst)},
+         "Lines per log_rate_limit_interval_ms logged for one user",
+         offsetof(struct conf, limits.log_burst)},
         {"daemon", "admin_group", CONF_GROUP_NAME, 0, 0, "kvtier-admin",
-         "Members of this group (besides root and kvtierd's own user) may change settings with kvtierctl set; "
-         "empty = root only",
+         "Members of this group (besides root and kvtierd's own user) may change settings with "
+         "kvtierctl set; empty = root only",
          offsetof(struct conf, admin_group)},
         {"gpu", "vram_budget", CONF_BUDGET, 0, 16 * TIB, "80%",
          "VRAM per GPU for kvtier's chunks: bytes (8G, 1.5G) or a percentage of the device total",
@@ -979,8 +983,8 @@ bool conf_clients_need_unit(const struct conf *c) {
 
 void conf_check(const struct conf *c) {
         if (c->limits.reserved >= c->limits.max_connections)
-                log_warning("[daemon] reserved_connections = %u leaves none of max_connections = %u to other "
-                            "users, ignoring.",
+                log_warning("[daemon] reserved_connections = %u leaves none of max_connections = %u "
+                            "to other users, ignoring.",
                             c->limits.reserved, c->limits.max_connections);
         for (size_t i = 0; i < c->n_clients; i++) {
                 const struct client_conf *cc = &c->clients[i];

@@ -97,8 +97,8 @@ bool conf_clients_need_unit(const struct conf *c);
 /* What one connection or user may hold of kvtierd ([daemon] keys). */
 struct conf_limits {
         unsigned max_connections;
-        unsigned max_per_uid;     /* for users other than root, kvtierd's and admin_group */
-        unsigned reserved;        /* of max_connections, for those only (0 when it would be all) */
+        unsigned max_per_uid; /* for users other than root, kvtierd's and admin_group */
+        unsigned reserved;    /* of max_connections, for those only (0 when it would be all) */
         unsigned hello_timeout_ms;
         uint64_t send_queue_max_bytes;
         unsigned send_timeout_ms;

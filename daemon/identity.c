@@ -85,13 +85,16 @@ static bool pidfd_alive(int pidfd) {
  * pidfd, on trust in the pid). */
 static void read_unit(int fd, const char *proc_root, struct identity *id) {
         char path[256], text[8192];
-        socklen_t len = sizeof(int);
         int pidfd = -1, cfd;
         ssize_t n;
 
 #ifdef SO_PEERPIDFD
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
-                pidfd = -1;
+        {
+                socklen_t len = sizeof(pidfd);
+
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+                        pidfd = -1;
+        }
 #endif
         snprintf(path, sizeof(path), "%s/%d/cgroup", proc_root, (int)id->pid);
         cfd = open(path, O_RDONLY | O_CLOEXEC);

@@ -68,10 +68,12 @@ static int check_dir(const char *path) {
         if (!S_ISDIR(st.st_mode))
                 return log_error_errno(ENOTDIR, "Failed to use %s: %s is not a directory.", path, dir);
         if (st.st_uid != 0 && st.st_uid != geteuid())
-                return log_error_errno(EPERM, "Refusing socket directory %s: owned by uid %u, not root or uid %u.",
+                return log_error_errno(EPERM,
+                                       "Refusing socket directory %s: owned by uid %u, not root or uid %u.",
                                        dir, (unsigned)st.st_uid, (unsigned)geteuid());
         if (st.st_mode & (S_IWGRP | S_IWOTH))
-                return log_error_errno(EPERM, "Refusing socket directory %s: mode %04o lets others replace the "
+                return log_error_errno(EPERM,
+                                       "Refusing socket directory %s: mode %04o lets others replace the "
                                        "socket (make it 0755 or stricter).",
                                        dir, (unsigned)(st.st_mode & 07777));
         return 0;
@@ -95,13 +97,17 @@ static int clear_stale(const struct sockaddr_un *sa) {
         int r;
 
         if (lstat(path, &st) < 0)
-                return errno == ENOENT ? 0 : log_error_errno(errno, "Failed to check %s: %s", path, strerror(errno));
+                return errno == ENOENT
+                               ? 0
+                               : log_error_errno(errno, "Failed to check %s: %s", path, strerror(errno));
         if (!S_ISSOCK(st.st_mode))
-                return log_error_errno(EADDRINUSE, "Refusing to use %s: it exists and is not a socket; not removing it.",
+                return log_error_errno(EADDRINUSE,
+                                       "Refusing to use %s: it exists and is not a socket; not removing it.",
                                        path);
         r = socket_live(sa);
         if (r > 0)
-                return log_error_errno(EADDRINUSE, "Another kvtierd is listening on %s; refusing to start.", path);
+                return log_error_errno(EADDRINUSE, "Another kvtierd is listening on %s; refusing to start.",
+                                       path);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)

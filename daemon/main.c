@@ -89,8 +89,8 @@ static void help(void) {
                "  -h, --help             Show this help\n"
                "      --version          Show the version\n\n"
                "Host NUMA nodes are read through libnuma, or from $KVTIER_SYSFS_ROOT/devices/system/node\n"
-               "where that is set; peers' cgroups (for [client.NAME] unit=) from $KVTIER_PROC_ROOT/PID/cgroup,\n"
-               "default /proc.\n"
+               "where that is set; peers' cgroups (for [client.NAME] unit =) from\n"
+               "$KVTIER_PROC_ROOT/PID/cgroup, default /proc.\n"
                "KVTIER_STANDALONE=1 makes the shim start kvtierd with --listen-fd and --lifeline-fd.\n\n"
                "Exit status: 0 clean shutdown (SIGTERM, SIGINT, end of the lifeline), 1 runtime failure,\n"
                "2 usage or configuration error (a bad option value included).\n",
@@ -224,8 +224,9 @@ static void raise_fd_limit(const struct conf *c) {
                 (void)getrlimit(RLIMIT_NOFILE, &rl);
         }
         if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
-                log_warning("RLIMIT_NOFILE is %llu, below the %llu descriptors [daemon] max_connections = %u may "
-                            "need: accepts will pause when they run out (raise LimitNOFILE=).",
+                log_warning("RLIMIT_NOFILE is %llu, below the %llu descriptors that [daemon] "
+                            "max_connections = %u may need: accepts will pause when they run out "
+                            "(raise LimitNOFILE=).",
                             (unsigned long long)rl.rlim_cur, (unsigned long long)want, l.max_connections);
 }
 

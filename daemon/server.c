@@ -59,12 +59,12 @@ struct peer {
         uint64_t opened_ns;          /* accepted at */
         struct uid_entry *uid_entry; /* what its uid holds: connections, log rate limit */
         uint64_t devices_seen;       /* bit N: DEVICE came for GPU N */
-        bool broken;          /* a send failed: dropped from a defer event */
-        int broken_err;       /* how */
-        bool warned_failures; /* failed orders are logged once per client */
-        bool warned_fd;       /* an unexpected fd is logged once per peer */
-        struct heat_table *heat; /* the shim's counters, once HEAT_TABLE came */
-        int msg_fd;           /* fd that came with the message being dispatched, or -1 */
+        bool broken;                 /* a send failed: dropped from a defer event */
+        int broken_err;              /* how */
+        bool warned_failures;        /* failed orders are logged once per client */
+        bool warned_fd;              /* an unexpected fd is logged once per peer */
+        struct heat_table *heat;     /* the shim's counters, once HEAT_TABLE came */
+        int msg_fd;                  /* fd that came with the message being dispatched, or -1 */
 };
 
 struct server {
@@ -106,8 +106,8 @@ static void peer_log_full(struct peer *p, int level, int64_t region, const char 
         if (!ratelimit_below(&p->uid_entry->log, now_ns(), &suppressed))
                 return;
         if (suppressed)
-                log_warning("Suppressed %u lines caused by uid %u ([daemon] log_rate_limit_burst).", suppressed,
-                            (unsigned)p->id.uid);
+                log_warning("Suppressed %u lines caused by uid %u ([daemon] log_rate_limit_burst).",
+                            suppressed, (unsigned)p->id.uid);
         snprintf(pid, sizeof(pid), "KVTIER_PEER_PID=%d", (int)p->id.pid);
         snprintf(uid, sizeof(uid), "KVTIER_PEER_UID=%u", (unsigned)p->id.uid);
         if (p->client) {
@@ -231,7 +231,7 @@ static int peer_send(struct peer *p, uint16_t type, uint32_t seq, const void *da
         if (p->out_bytes + len > p->server->limits.send_queue_max_bytes) {
                 p->server->stats.dropped_queue++;
                 peer_log(p, KVT_LOG_WARNING,
-                         "Disconnecting peer pid %d (uid %u): it reads nothing and %zu bytes are queued for it "
+                         "Disconnecting peer pid %d (uid %u): it reads nothing, %zu bytes wait "
                          "([daemon] send_queue_max).",
                          (int)p->id.pid, (unsigned)p->id.uid, p->out_bytes + len);
                 return -ENOBUFS;
@@ -276,7 +276,8 @@ static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
         if (r == -EUSERS)
                 return peer_reject(p, "too many clients", NULL);
         if (r < 0)
-                return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->id.pid, strerror(-r));
+                return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->id.pid,
+                                       strerror(-r));
         p->role = PEER_SHIM;
         client_set_section(p->client, conf_client_match(s->conf, &who));
         w = (struct kvt_welcome){.client_id = client_id(p->client), .tick_ms = conf_tick_ms(s->conf)};
@@ -332,9 +333,11 @@ static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
         p->role = PEER_CTL;
         kvt_escape(m->u.text, text, sizeof(text));
         if (!p->admin) {
-                peer_log(p, KVT_LOG_WARNING, "Refusing \"%s\" from pid %d: uid %u is neither root nor in group %s.",
-                         text, (int)p->id.pid, (unsigned)p->id.uid,
-                         conf_admin_group(p->server->conf)[0] ? conf_admin_group(p->server->conf) : "(none)");
+                peer_log(p, KVT_LOG_WARNING,
+                         "Refusing \"%s\" from pid %d: uid %u is neither root nor in group %s.", text,
+                         (int)p->id.pid, (unsigned)p->id.uid,
+                         conf_admin_group(p->server->conf)[0] ? conf_admin_group(p->server->conf)
+                                                              : "(none)");
                 end.status = -EPERM;
         } else if (kvt_escape_needed(m->u.text)) {
                 peer_log(p, KVT_LOG_WARNING, "kvtierctl set: control characters in \"%s\", ignoring.", text);
@@ -351,9 +354,10 @@ static int peer_on_region_add(struct peer *p, const struct kvt_region_add *a) {
 
         switch (r) {
         case 0:
-                peer_log_full(p, KVT_LOG_DEBUG, a->region_id, "Client %u: region %u at 0x%llx, %llu bytes, GPU %d.",
-                              client_id(p->client), a->region_id, (unsigned long long)a->base,
-                              (unsigned long long)a->size_bytes, a->device);
+                peer_log_full(p, KVT_LOG_DEBUG, a->region_id,
+                              "Client %u: region %u at 0x%llx, %llu bytes, GPU %d.", client_id(p->client),
+                              a->region_id, (unsigned long long)a->base, (unsigned long long)a->size_bytes,
+                              a->device);
                 return 0;
         case -EEXIST:
                 return peer_reject(p, "REGION_ADD with a duplicate region_id", NULL);
@@ -394,8 +398,8 @@ static int peer_on_heat_table(struct peer *p, const struct kvt_heat_table *t) {
                 return peer_reject(p, "HEAT_TABLE without a file descriptor", NULL);
         r = heat_table_new(fd, t, &p->heat, &why);
         if (r == -ENOMEM)
-                return log_error_errno(r, "Failed to map the heat table of client %u: %s", client_id(p->client),
-                                       strerror(-r));
+                return log_error_errno(r, "Failed to map the heat table of client %u: %s",
+                                       client_id(p->client), strerror(-r));
         if (r < 0)
                 return peer_reject(p, "unusable heat table", why ? why : strerror(-r));
         p->msg_fd = -1;
@@ -416,8 +420,8 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
                 r = registry_region_del(p->server->registry, p->client, m->u.region_del.region_id);
                 if (r < 0)
                         peer_log_full(p, KVT_LOG_WARNING, m->u.region_del.region_id,
-                                      "Client %u: REGION_DEL for unknown region %u, ignoring.", client_id(p->client),
-                                      m->u.region_del.region_id);
+                                      "Client %u: REGION_DEL for unknown region %u, ignoring.",
+                                      client_id(p->client), m->u.region_del.region_id);
                 return 0;
         case KVT_MSG_ORDER_DONE:
                 return peer_on_order_done(p, &m->u.order_done);
@@ -440,7 +444,8 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
                         peer_log_full(p, KVT_LOG_WARNING, m->u.hint.region_id,
                                       "Client %u: HINT for region %u chunks %u+%u: %s, ignoring.",
                                       client_id(p->client), m->u.hint.region_id, m->u.hint.first_chunk,
-                                      m->u.hint.n_chunks, r == -ENOENT ? "no such region" : "outside the region");
+                                      m->u.hint.n_chunks,
+                                      r == -ENOENT ? "no such region" : "outside the region");
                 return 0;
         default:
                 return peer_reject(p, "unexpected message for a shim", kvt_msg_type_name(m->hdr.type));
@@ -482,8 +487,9 @@ static int peer_check_fd(struct peer *p, const struct kvt_msg *m) {
                 return 0;
         peer_close_msg_fd(p);
         if (!p->warned_fd)
-                peer_log(p, KVT_LOG_WARNING, "Peer pid %d sent a file descriptor with %s; closed it, ignoring.",
-                         (int)p->id.pid, kvt_msg_type_name(m->hdr.type));
+                peer_log(p, KVT_LOG_WARNING,
+                         "Peer pid %d sent a file descriptor with %s; closed it, ignoring.", (int)p->id.pid,
+                         kvt_msg_type_name(m->hdr.type));
         p->warned_fd = true;
         return 0;
 }
@@ -510,8 +516,8 @@ static int peer_read(struct peer *p) {
                         return peer_reject(
                                 p, r == -EPROTO ? "protocol version mismatch" : "malformed message", NULL);
                 if (r < 0) {
-                        peer_log(p, KVT_LOG_WARNING, "Failed to receive from peer pid %d: %s", (int)p->id.pid,
-                                 strerror(-r));
+                        peer_log(p, KVT_LOG_WARNING, "Failed to receive from peer pid %d: %s",
+                                 (int)p->id.pid, strerror(-r));
                         return r;
                 }
                 r = peer_dispatch(p, m);
@@ -606,19 +612,20 @@ static bool peer_is_admin(const struct server *s, const struct identity *id) {
 }
 
 /* Logs, within the accept rate limit, a refusal or failure at accept. */
-#define server_log_accept(s, level, ...)                                        \
-        do {                                                                     \
-                unsigned sup_;                                                   \
-                if (ratelimit_below(&(s)->accept_log, now_ns(), &sup_)) {        \
-                        if (sup_)                                                \
-                                log_warning("Suppressed %u lines on accepted connections.", sup_); \
-                        kvt_log_full((level), 0, __VA_ARGS__);                   \
-                }                                                                \
+#define server_log_accept(s, level, ...)                                                                    \
+        do {                                                                                                \
+                unsigned sup_;                                                                              \
+                if (ratelimit_below(&(s)->accept_log, now_ns(), &sup_)) {                                   \
+                        if (sup_)                                                                           \
+                                log_warning("Suppressed %u lines on accepted connections.", sup_);          \
+                        kvt_log_full((level), 0, __VA_ARGS__);                                              \
+                }                                                                                           \
         } while (0)
 
 /* Why a connection of id (with e, its uid's entry) may not be served now,
  * or NULL: the connection limits of [daemon]. */
-static const char *peer_refusal(struct server *s, const struct identity *id, const struct uid_entry *e, bool admin) {
+static const char *peer_refusal(struct server *s, const struct identity *id, const struct uid_entry *e,
+                                bool admin) {
         const struct conf_limits *l = &s->limits;
 
         if (s->n_peers >= l->max_connections)
@@ -646,7 +653,8 @@ static int peer_new(struct server *s, int fd, bool admin_only) {
         r = identity_from_socket(fd, conf_clients_need_unit(s->conf), s->proc_root, &id);
         if (r < 0) {
                 close(fd);
-                server_log_accept(s, KVT_LOG_WARNING, "Failed to get peer credentials: %s, ignoring.", strerror(-r));
+                server_log_accept(s, KVT_LOG_WARNING, "Failed to get peer credentials: %s, ignoring.",
+                                  strerror(-r));
                 return 0;
         }
         e = uid_table_get(s->uids, id.uid, now_ns());
@@ -661,7 +669,8 @@ static int peer_new(struct server *s, int fd, bool admin_only) {
                 close(fd);
                 s->stats.refused++;
                 if (ratelimit_below(&e->log, now_ns(), NULL))
-                        log_warning("Refusing a connection from pid %d (uid %u, %u open; %zu in all): [daemon] %s.",
+                        log_warning("Refusing a connection from pid %d (uid %u, %u open; %zu in all): "
+                                    "[daemon] %s.",
                                     (int)id.pid, (unsigned)id.uid, e->n_conns, s->n_peers, why);
                 return 0;
         }
@@ -670,14 +679,20 @@ static int peer_new(struct server *s, int fd, bool admin_only) {
                 close(fd);
                 return -ENOMEM;
         }
-        *p = (struct peer){.server = s, .fd = fd, .id = id, .admin = admin, .next = s->peers, .msg_fd = -1,
-                           .uid_entry = e, .opened_ns = now_ns()};
+        *p = (struct peer){.server = s,
+                           .fd = fd,
+                           .id = id,
+                           .admin = admin,
+                           .next = s->peers,
+                           .msg_fd = -1,
+                           .uid_entry = e,
+                           .opened_ns = now_ns()};
         r = sd_event_add_io(s->event, &p->io, fd, EPOLLIN, peer_io, p);
         if (r < 0) {
                 close(fd);
                 free(p);
-                server_log_accept(s, KVT_LOG_WARNING, "Failed to watch peer pid %d: %s, ignoring.", (int)id.pid,
-                                  strerror(-r));
+                server_log_accept(s, KVT_LOG_WARNING, "Failed to watch peer pid %d: %s, ignoring.",
+                                  (int)id.pid, strerror(-r));
                 return 0;
         }
         e->n_conns++;
@@ -732,10 +747,11 @@ static void server_accept_pause(struct server *s, int err) {
         int r;
 
         s->stats.accept_pauses++;
-        server_log_accept(s, KVT_LOG_WARNING,
-                          "Failed to accept a connection: %s; pausing accepts for %d ms (%zu connections open; "
-                          "raise LimitNOFILE= or lower [daemon] max_connections).",
-                          strerror(-err), ACCEPT_PAUSE_MS, s->n_peers);
+        server_log_accept(
+                s, KVT_LOG_WARNING,
+                "Failed to accept a connection: %s; pausing accepts for %d ms (%zu connections open; "
+                "raise LimitNOFILE= or lower [daemon] max_connections).",
+                strerror(-err), ACCEPT_PAUSE_MS, s->n_peers);
         r = sd_event_source_set_enabled(s->accept_source, SD_EVENT_OFF);
         if (r >= 0)
                 r = sd_event_source_set_time_relative(s->accept_resume, ACCEPT_PAUSE_MS * 1000ull);
@@ -788,20 +804,24 @@ static void peer_sweep(struct peer *p, uint64_t now) {
         if (p->role == PEER_NEW && now - p->opened_ns >= l->hello_timeout_ms * 1000000ull) {
                 p->server->stats.hello_timeouts++;
                 peer_log(p, KVT_LOG_WARNING,
-                         "Disconnecting peer pid %d (uid %u): it said nothing within %u ms ([daemon] hello_timeout_ms).",
+                         "Disconnecting peer pid %d (uid %u): it said nothing within %u ms "
+                         "([daemon] hello_timeout_ms).",
                          (int)p->id.pid, (unsigned)p->id.uid, l->hello_timeout_ms);
                 peer_free(p);
         } else if (peer_output_pending(p) && now - p->out_progress_ns >= l->send_timeout_ms * 1000000ull) {
                 p->server->stats.dropped_stalled++;
                 peer_log(p, KVT_LOG_WARNING,
-                         "Disconnecting peer pid %d (uid %u)%s: it read nothing for %u ms ([daemon] send_timeout_ms).",
-                         (int)p->id.pid, (unsigned)p->id.uid, p->client ? ", a client" : "", l->send_timeout_ms);
+                         "Disconnecting peer pid %d (uid %u)%s: it read nothing for %u ms "
+                         "([daemon] send_timeout_ms).",
+                         (int)p->id.pid, (unsigned)p->id.uid, p->client ? ", a client" : "",
+                         l->send_timeout_ms);
                 peer_free(p);
         }
 }
 
 static void report_suppressed(uint32_t uid, unsigned n, void *userdata) {
-        log_warning("Suppressed %u lines caused by uid %u ([daemon] log_rate_limit_burst).", n, (unsigned)uid);
+        log_warning("Suppressed %u lines caused by uid %u ([daemon] log_rate_limit_burst).", n,
+                    (unsigned)uid);
 }
 
 /* The period of the deadline sweep: a quarter of the shortest deadline, at most SWEEP_MAX_MS. */
@@ -843,8 +863,8 @@ static int server_limits_new(struct server *s) {
         r = sd_event_add_time_relative(s->event, &s->sweep, CLOCK_MONOTONIC, sweep_usec(&s->limits), 0,
                                        server_sweep, s);
         if (r >= 0)
-                r = sd_event_add_time_relative(s->event, &s->accept_resume, CLOCK_MONOTONIC, ACCEPT_PAUSE_MS * 1000ull, 0,
-                                               server_accept_resume, s);
+                r = sd_event_add_time_relative(s->event, &s->accept_resume, CLOCK_MONOTONIC,
+                                               ACCEPT_PAUSE_MS * 1000ull, 0, server_accept_resume, s);
         if (r >= 0)
                 r = sd_event_source_set_enabled(s->accept_resume, SD_EVENT_OFF);
         if (r < 0)
@@ -874,7 +894,8 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
 
         if (!s)
                 return log_error_errno(ENOMEM, "Failed to allocate server: %s", strerror(ENOMEM));
-        *s = (struct server){.event = e, .conf = conf, .registry = r, .info = info, .listen.fd = -1, .spare_fd = -1};
+        *s = (struct server){
+                .event = e, .conf = conf, .registry = r, .info = info, .listen.fd = -1, .spare_fd = -1};
         s->proc_root = "/proc";
         s->admin_gid = admin_gid(conf);
         k = server_limits_new(s);

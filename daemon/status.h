@@ -13,12 +13,12 @@
 
 /* What the server's connection limits did (server.c keeps it). */
 struct connection_stats {
-        uint64_t open;           /* connections now */
-        uint64_t refused;        /* at accept: over max_connections, the reserve or the per-uid limit */
-        uint64_t hello_timeouts; /* closed for saying nothing in time */
-        uint64_t dropped_queue;  /* closed with their send queue over send_queue_max */
+        uint64_t open;            /* connections now */
+        uint64_t refused;         /* at accept: over max_connections, the reserve or the per-uid limit */
+        uint64_t hello_timeouts;  /* closed for saying nothing in time */
+        uint64_t dropped_queue;   /* closed with their send queue over send_queue_max */
         uint64_t dropped_stalled; /* closed for reading nothing for send_timeout_ms */
-        uint64_t accept_pauses;  /* accepts paused for want of descriptors */
+        uint64_t accept_pauses;   /* accepts paused for want of descriptors */
 };
 
 struct status_info {

@@ -40,8 +40,8 @@ static bool entry_idle(const struct uid_entry *e, uint64_t now_ns) {
                (e->log.begin_ns == 0 || now_ns - e->log.begin_ns >= e->log.interval_ns);
 }
 
-void uid_table_report(struct uid_table *t, uint64_t now_ns, void (*fn)(uint32_t uid, unsigned n, void *userdata),
-                      void *userdata) {
+void uid_table_report(struct uid_table *t, uint64_t now_ns,
+                      void (*fn)(uint32_t uid, unsigned n, void *userdata), void *userdata) {
         for (size_t i = 0; i < t->n; i++) {
                 struct ratelimit *rl = &t->entries[i]->log;
 

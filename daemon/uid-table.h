@@ -35,8 +35,8 @@ struct uid_entry *uid_table_get(struct uid_table *t, uint32_t uid, uint64_t now_
 /* Calls fn for each uid whose rate limit interval is over with lines
  * suppressed in it (n of them), and forgets them: the "suppressed" line
  * comes even when the uid logs nothing more. */
-void uid_table_report(struct uid_table *t, uint64_t now_ns, void (*fn)(uint32_t uid, unsigned n, void *userdata),
-                      void *userdata);
+void uid_table_report(struct uid_table *t, uint64_t now_ns,
+                      void (*fn)(uint32_t uid, unsigned n, void *userdata), void *userdata);
 
 /* Number of entries, for tests. */
 size_t uid_table_size(const struct uid_table *t);

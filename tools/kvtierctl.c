@@ -135,8 +135,8 @@ static const char *jstr(struct json_object *o, const char *key) {
         struct json_object *v;
         char *buf = ring[next++ % ELEMENTSOF(ring)];
 
-        return kvt_escape_controls(json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "", buf,
-                                   256);
+        return kvt_escape_controls(json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "",
+                                   buf, 256);
 }
 
 static struct json_object *jarr(struct json_object *o, const char *key) {
@@ -423,7 +423,10 @@ static int cmd_set(int fd, const char *text) {
         case 0:
                 return 0;
         case -EPERM:
-                fprintf(stderr, "kvtierctl: set %s: permission denied (changes need root or the admin group, [daemon] admin_group)\n", text);
+                fprintf(stderr,
+                        "kvtierctl: set %s: permission denied (changes need root or the admin group, "
+                        "[daemon] admin_group)\n",
+                        text);
                 break;
         case -ENOENT:
                 fprintf(stderr, "kvtierctl: set %s: unknown key (try --help)\n", text);

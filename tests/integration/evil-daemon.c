@@ -75,7 +75,7 @@ static void serve(int fd, const char *mode) {
                                 "{\"version\":\"1\\u001b]0;pwned\\u0007\",\"pid\":1,\"policy\":\"demand\","
                                 "\"gpus\":[],\"nodes\":[],\"clients\":[{\"client_id\":1,\"pid\":2,"
                                 "\"name\":\"a\\u001b[2J\\u0007\\rb\\nc\",\"device\":0,\"regions\":[]}]}";
-                        struct kvt_ctl_end end = { .status = 0 };
+                        struct kvt_ctl_end end = {.status = 0};
 
                         kvt_msg_send(fd, KVT_MSG_CTL_DATA, m.hdr.seq, doc, sizeof(doc) - 1);
                         kvt_msg_send(fd, KVT_MSG_CTL_END, m.hdr.seq, &end, sizeof(end));

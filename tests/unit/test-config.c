@@ -226,16 +226,24 @@ static void test_clients(void) {
                         "[client.named]\npriority = 7\n",
                         &c),
                    0, "clients: load ok");
-        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 1001, .gid = 1001}), 0, "clients: uid 1001 is vllm");
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 1001, .gid = 1001}), 0,
+                   "clients: uid 1001 is vllm");
         TAP_OK(conf_client(c, 0, &prio, &quota) && prio == 3 && quota == 8ull << 30,
                "clients: vllm priority 3, quota 8G");
-        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7, .gid = 7, .groups = groups, .n_groups = 2,
-                                                             .unit = "batch.service"}),
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7,
+                                                            .gid = 7,
+                                                            .groups = groups,
+                                                            .n_groups = 2,
+                                                            .unit = "batch.service"}),
                    1, "clients: group 45 in batch.service is batch");
-        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7, .gid = 7, .groups = groups, .n_groups = 2,
-                                                             .unit = "other.service"}),
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7,
+                                                            .gid = 7,
+                                                            .groups = groups,
+                                                            .n_groups = 2,
+                                                            .unit = "other.service"}),
                    2, "clients: group 45 elsewhere is not batch (every key must match); group 44 is render");
-        TAP_OK(conf_client(c, 1, &prio, &quota) && prio == 1 && quota == UINT64_MAX, "clients: batch has no quota");
+        TAP_OK(conf_client(c, 1, &prio, &quota) && prio == 1 && quota == UINT64_MAX,
+               "clients: batch has no quota");
         TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7, .gid = 7}), -1,
                    "clients: a section with a name only matches no one");
         TAP_OK(!conf_client(c, -1, &prio, &quota), "clients: no section, no priority");
@@ -245,13 +253,14 @@ static void test_clients(void) {
         f = open_memstream(&buf, &len);
         conf_print(c, f);
         fclose(f);
-        TAP_OK(strstr(buf, "[client.vllm]\n") && strstr(buf, "uid = 1001\n") && strstr(buf, "quota = 8G\n") &&
-                       strstr(buf, "unit = batch.service\n"),
+        TAP_OK(strstr(buf, "[client.vllm]\n") && strstr(buf, "uid = 1001\n") &&
+                       strstr(buf, "quota = 8G\n") && strstr(buf, "unit = batch.service\n"),
                "clients: printed");
         free(buf);
         conf_free(c);
         TAP_EQ_INT(load("[client.root]\nuid = root\n", &c), 0, "clients: a user name is looked up");
-        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 0, .gid = 0}), 0, "clients: uid root is 0");
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 0, .gid = 0}), 0,
+                   "clients: uid root is 0");
         conf_free(c);
 }
 

@@ -34,7 +34,8 @@ int main(void) {
         unit_is("0::/system.slice\n", -ENXIO, NULL);
         unit_is("0::/kubepods/besteffort/pod1\n", -ENXIO, NULL);
         unit_is("12:memory:/x\n1:name=systemd:/system.slice/old.service\n", 0, "old.service");
-        unit_is("1:name=systemd:/system.slice/old.service\n0::/system.slice/new.service\n", 0, "new.service");
+        unit_is("1:name=systemd:/system.slice/old.service\n0::/system.slice/new.service\n", 0,
+                "new.service");
         unit_is("", -ENXIO, NULL);
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) < 0)
