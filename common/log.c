@@ -8,10 +8,12 @@
 #include <strings.h>
 
 #include "log.h"
+#include "util.h"
 
 static const char *log_prefix = "kvtier";
 static int log_max_level = KVT_LOG_INFO;
 static int log_journal = -1; /* stderr is connected to journald (JOURNAL_STREAM set) */
+static kvt_log_sink_t log_sink;
 
 void kvt_log_setup(const char *prefix, int max_level) {
         log_prefix = prefix;
@@ -37,8 +39,29 @@ int kvt_log_level_parse(const char *s) {
         return -EINVAL;
 }
 
+void kvt_log_set_journal_sink(kvt_log_sink_t sink) {
+        log_sink = sink;
+}
+
+/* Writes one line: through the journal sink where stderr is the journal
+ * and the sink takes it, else to stderr.  A message never spans lines:
+ * control characters in it are escaped, whoever put them there. */
+static void log_write(int level, const char *const *fields, const char *fmt, va_list ap) {
+        char raw[1024], line[2048];
+
+        vsnprintf(raw, sizeof(raw), fmt, ap);
+        kvt_escape_controls(raw, line, sizeof(line));
+        if (log_journal < 0)
+                log_journal = getenv("JOURNAL_STREAM") != NULL;
+        if (log_journal && log_sink && log_sink(level, line, fields) >= 0)
+                return;
+        if (log_journal)
+                fprintf(stderr, "<%d>%s\n", level, line);
+        else
+                fprintf(stderr, "%s: %s\n", log_prefix, line);
+}
+
 int kvt_log_full(int level, int err, const char *fmt, ...) {
-        char buf[1024];
         va_list ap;
         int saved = errno;
 
@@ -46,15 +69,24 @@ int kvt_log_full(int level, int err, const char *fmt, ...) {
                 err = -err;
         if (level > log_max_level)
                 return -err;
-        if (log_journal < 0)
-                log_journal = getenv("JOURNAL_STREAM") != NULL;
         va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
+        log_write(level, NULL, fmt, ap);
         va_end(ap);
-        if (log_journal)
-                fprintf(stderr, "<%d>%s\n", level, buf);
-        else
-                fprintf(stderr, "%s: %s\n", log_prefix, buf);
+        errno = saved;
+        return -err;
+}
+
+int kvt_log_fields(int level, int err, const char *const *fields, const char *fmt, ...) {
+        va_list ap;
+        int saved = errno;
+
+        if (err < 0)
+                err = -err;
+        if (level > log_max_level)
+                return -err;
+        va_start(ap, fmt);
+        log_write(level, fields, fmt, ap);
+        va_end(ap);
         errno = saved;
         return -err;
 }

@@ -35,3 +35,33 @@ void realtime_after_ns(struct timespec *ret, uint64_t ns);
  * SIGTRAP, SIGSYS): blocked, those kill the process instead of reaching a
  * handler that would serve them.  Returns 0 or a negative errno. */
 int kvt_thread_create(pthread_t *ret, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+/* Copies the string s into buf (size bytes, always NUL-terminated) with
+ * every byte a terminal or a log reader could take for more than text
+ * written as a C escape: \n \r \t, other C0 controls, DEL, C1 controls,
+ * bytes that are not UTF-8 as \xNN, and a backslash as \\.  Valid UTF-8
+ * otherwise passes through.  What does not fit is cut at a whole escape or
+ * character.  For peer-supplied strings (names, control text).  Returns buf. */
+char *kvt_escape(const char *s, char *buf, size_t size);
+
+/* As kvt_escape(), but backslashes stay as they are: for a whole log line
+ * whose peer strings were escaped already. */
+char *kvt_escape_controls(const char *s, char *buf, size_t size);
+
+/* Whether kvt_escape() would change s. */
+bool kvt_escape_needed(const char *s);
+
+/* At most burst events per interval_ns (systemd's RateLimit).  Zero-initialise
+ * begin_ns, n and suppressed; interval_ns 0 means no limit. */
+struct ratelimit {
+        uint64_t interval_ns;
+        unsigned burst;
+        uint64_t begin_ns;
+        unsigned n;
+        unsigned suppressed;
+};
+
+/* Whether an event at now_ns may happen (is counted); one that may not is
+ * counted as suppressed.  When a new interval starts, *ret_suppressed
+ * (may be NULL) gets what the previous one suppressed, else 0. */
+bool ratelimit_below(struct ratelimit *rl, uint64_t now_ns, unsigned *ret_suppressed);

@@ -3,8 +3,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <ini.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +30,21 @@ enum conf_type {
         CONF_EVICT,    /* "host-mapped" or "host" */
         CONF_APIS,     /* API families: a list of runtime, driver, async, vmm; or all, none */
         CONF_NODE_BUDGET, /* as CONF_BUDGET, or "none" */
+        CONF_UID,      /* a user name or number */
+        CONF_GID,      /* a group name or number */
+        CONF_UNIT,     /* a systemd unit name: NAME.service or NAME.scope */
+        CONF_GROUP_NAME, /* a group name, looked up when used; "" for none */
 };
 
-/* A [client.NAME] section: NAME is the process name a shim reports (comm). */
+#define CONF_UNSET_ID ((uint32_t)-1)
+
+/* A [client.NAME] section.  It matches a peer on what the kernel says of it
+ * (uid, gid, systemd unit: every key set must match); NAME is a label, never
+ * compared with the name a client sends, which it chooses itself. */
 struct client_conf {
         char name[KVT_NAME_MAX];
+        uint32_t uid, gid; /* CONF_UNSET_ID: any */
+        char unit[CONF_UNIT_MAX]; /* "": any */
         unsigned priority;
         uint64_t quota_bytes;
         bool has_quota;
@@ -65,6 +77,8 @@ struct conf {
         struct budget_spec capture_margin; /* [gpu] capture_margin: bytes, or a percentage of the budget */
         unsigned protect_min_ms, protect_max_ms; /* [policy] demand's thrash guard */
         unsigned rearm_rate, probe_rate;         /* [policy] demand's sampler, per second */
+        char admin_group[64];
+        struct conf_limits limits;
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -89,6 +103,42 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, log_level)},
         {"daemon", "tick_ms", CONF_UINT, 1, 10000, "10", "Planning period in milliseconds",
          offsetof(struct conf, tick_ms)},
+        {"daemon", "max_connections", CONF_UINT, 16, 1000000, "1088",
+         "Connections open at once, shims and kvtierctl together (a shim's heat table takes one more "
+         "descriptor: kvtierd raises its soft RLIMIT_NOFILE to the hard limit and warns when that is below "
+         "twice this plus 64; accepts pause, not spin, when descriptors run out)",
+         offsetof(struct conf, limits.max_connections)},
+        {"daemon", "max_connections_per_uid", CONF_UINT, 1, 1000000, "128",
+         "Connections one user may hold open (root, kvtierd's own user and admin_group: "
+         "max_connections only)",
+         offsetof(struct conf, limits.max_per_uid)},
+        {"daemon", "reserved_connections", CONF_UINT, 0, 1000, "16",
+         "Of max_connections, those only root, kvtierd's own user and admin_group may take: "
+         "kvtierctl reaches a daemon that other users filled",
+         offsetof(struct conf, limits.reserved)},
+        {"daemon", "hello_timeout_ms", CONF_UINT, 50, 600000, "5000",
+         "A connection that sent neither HELLO nor a control request within this many milliseconds "
+         "is closed",
+         offsetof(struct conf, limits.hello_timeout_ms)},
+        {"daemon", "send_queue_max", CONF_BYTES, 4096, GIB, "1M",
+         "Bytes queued at most for a connection that does not read (a status reply is made as the socket "
+         "drains and does not count); past that it is closed",
+         offsetof(struct conf, limits.send_queue_max_bytes)},
+        {"daemon", "send_timeout_ms", CONF_UINT, 100, 3600000, "30000",
+         "A connection with messages waiting for it that takes none of them for this many "
+         "milliseconds is closed",
+         offsetof(struct conf, limits.send_timeout_ms)},
+        {"daemon", "log_rate_limit_interval_ms", CONF_UINT, 0, 3600000, "10000",
+         "What one user's connections make kvtierd log: at most log_rate_limit_burst lines per this many "
+         "milliseconds, the rest counted and reported (0 = no limit)",
+         offsetof(struct conf, limits.log_interval_ms)},
+        {"daemon", "log_rate_limit_burst", CONF_UINT, 1, 1000000, "200",
+         "Lines per log_rate_limit_interval_ms logged for one user",
+         offsetof(struct conf, limits.log_burst)},
+        {"daemon", "admin_group", CONF_GROUP_NAME, 0, 0, "kvtier-admin",
+         "Members of this group (besides root and kvtierd's own user) may change settings with "
+         "kvtierctl set; empty = root only",
+         offsetof(struct conf, admin_group)},
         {"gpu", "vram_budget", CONF_BUDGET, 0, 16 * TIB, "80%",
          "VRAM per GPU for kvtier's chunks: bytes (8G, 1.5G) or a percentage of the device total",
          offsetof(struct conf, vram_budget)},
@@ -174,11 +224,24 @@ static const struct conf_key conf_table[] = {
          "sent to the host): a chunk used soon is in use, one unused is cold; fewer while most come "
          "back; 0 = none",
          offsetof(struct conf, probe_rate)},
+        {"client.NAME", "uid", CONF_UID, 0, 0, NULL,
+         "Processes of this user (a name or a number) take this section (up to 16 sections, the first "
+         "that matches wins; NAME is only a label: the name a client sends is its own choice and matches "
+         "nothing; a section without uid, gid or unit matches no process)",
+         offsetof(struct client_conf, uid)},
+        {"client.NAME", "gid", CONF_GID, 0, 0, NULL,
+         "Processes with this group (a name or a number), primary or supplementary, take this section",
+         offsetof(struct client_conf, gid)},
+        {"client.NAME", "unit", CONF_UNIT, 0, 0, NULL,
+         "Processes of this systemd system unit (vllm.service) take this section: the first unit in their "
+         "cgroup path, as sd_pid_get_unit() names it",
+         offsetof(struct client_conf, unit)},
         {"client.NAME", "priority", CONF_UINT, 0, 7, NULL,
-         "Processes named NAME (up to 16 sections): their chunks rank above those of lower priorities",
+         "Processes of the section: their chunks rank above those of lower priorities",
          offsetof(struct client_conf, priority)},
         {"client.NAME", "quota", CONF_BYTES, 0, 16 * TIB, NULL,
-         "Processes named NAME: most VRAM their chunks may hold, each GPU", offsetof(struct client_conf, quota_bytes)},
+         "Processes of the section: most VRAM their chunks may hold, each GPU",
+         offsetof(struct client_conf, quota_bytes)},
 };
 
 /* Parses "PREFIX.N" (prefix "gpu." or "numa."): N, or -ENOENT if section
@@ -258,6 +321,42 @@ static int parse_budget(const struct conf_key *k, const char *v, struct budget_s
         return 0;
 }
 
+/* A user or group: a number, or a name looked up now.  Returns 0 or -EINVAL. */
+static int parse_id(const char *v, bool user, uint32_t *ret) {
+        uint64_t n;
+
+        if (parse_uint_range(v, 0, UINT32_MAX - 1, &n) == 0) {
+                *ret = (uint32_t)n;
+                return 0;
+        }
+        if (user) {
+                struct passwd *pw = getpwnam(v);
+
+                if (!pw)
+                        return -EINVAL;
+                *ret = pw->pw_uid;
+        } else {
+                struct group *gr = getgrnam(v);
+
+                if (!gr)
+                        return -EINVAL;
+                *ret = gr->gr_gid;
+        }
+        return 0;
+}
+
+/* NAME.service or NAME.scope, of the characters systemd allows in unit names. */
+static bool unit_name_valid(const char *v) {
+        size_t n = strlen(v);
+
+        if (n == 0 || n >= CONF_UNIT_MAX)
+                return false;
+        for (const char *p = v; *p; p++)
+                if (!isalnum((unsigned char)*p) && !strchr(":-_.\\@", *p))
+                        return false;
+        return (n > 8 && strcmp(v + n - 8, ".service") == 0) || (n > 6 && strcmp(v + n - 6, ".scope") == 0);
+}
+
 /* Parses v for key k and stores it at base + offset (element index of a
  * gpu.N or numa.N key); returns 0 or -EINVAL / -ERANGE. */
 static int key_store(struct conf *c, void *base, const struct conf_key *k, int index, const char *v) {
@@ -319,6 +418,19 @@ static int key_store(struct conf *c, void *base, const struct conf_key *k, int i
                 return 0;
         case CONF_APIS:
                 return kvt_api_families_parse(v, p);
+        case CONF_UID:
+        case CONF_GID:
+                return parse_id(v, k->type == CONF_UID, p);
+        case CONF_UNIT:
+                if (!unit_name_valid(v))
+                        return -EINVAL;
+                strcpy(p, v);
+                return 0;
+        case CONF_GROUP_NAME:
+                if (strlen(v) >= sizeof(c->admin_group))
+                        return -ERANGE;
+                strcpy(p, v);
+                return 0;
         }
         return -EINVAL;
 }
@@ -345,6 +457,14 @@ static const char *type_hint(const struct conf_key *k) {
                 return "host-mapped or host";
         case CONF_APIS:
                 return "a comma list of runtime, driver, async, vmm; or all, or none";
+        case CONF_UID:
+                return "a user name or number";
+        case CONF_GID:
+                return "a group name or number";
+        case CONF_UNIT:
+                return "a unit name ending in .service or .scope";
+        case CONF_GROUP_NAME:
+                return "a group name shorter than 64 bytes";
         }
         return "?";
 }
@@ -364,8 +484,10 @@ static int client_store(struct conf *c, const char *name, const struct conf_key 
                 return -E2BIG;
         if (i < c->n_clients)
                 tmp = c->clients[i];
-        else
+        else {
                 strcpy(tmp.name, name);
+                tmp.uid = tmp.gid = CONF_UNSET_ID;
+        }
         r = key_store(c, &tmp, k, -1, value);
         if (r < 0)
                 return r;
@@ -604,6 +726,14 @@ static void key_format(const void *base, const struct conf_key *k, int index, ch
         case CONF_APIS:
                 kvt_api_families_format(*(const uint32_t *)p, buf, len);
                 break;
+        case CONF_UID:
+        case CONF_GID:
+                snprintf(buf, len, "%" PRIu32, *(const uint32_t *)p);
+                break;
+        case CONF_UNIT:
+        case CONF_GROUP_NAME:
+                snprintf(buf, len, "%s", (const char *)p);
+                break;
         }
 }
 
@@ -624,6 +754,21 @@ static void key_print(const void *base, const struct conf_key *k, int index, FIL
         fprintf(f, "\n%s = %s\n", k->key, value);
 }
 
+/* A [client.NAME] section's keys that are set; k is the table's first client key. */
+static void client_print(const struct client_conf *cc, const struct conf_key *k, FILE *f) {
+        fprintf(f, "\n[client.%s]\n", cc->name);
+        for (; k < conf_table + ELEMENTSOF(conf_table) && strcmp(k->section, "client.NAME") == 0; k++) {
+                bool set = k->type == CONF_UID   ? cc->uid != CONF_UNSET_ID
+                           : k->type == CONF_GID  ? cc->gid != CONF_UNSET_ID
+                           : k->type == CONF_UNIT ? cc->unit[0] != '\0'
+                           : strcmp(k->key, "quota") == 0 ? cc->has_quota
+                                                          : true;
+
+                if (set)
+                        key_print(cc, k, -1, f);
+        }
+}
+
 void conf_print(const struct conf *c, FILE *f) {
         const char *section = NULL;
 
@@ -631,13 +776,9 @@ void conf_print(const struct conf *c, FILE *f) {
                 const struct conf_key *k = &conf_table[i];
 
                 if (strcmp(k->section, "client.NAME") == 0) {
-                        /* All client keys at once, per configured section. */
-                        for (size_t j = 0; strcmp(k->key, "priority") == 0 && j < c->n_clients; j++) {
-                                fprintf(f, "\n[client.%s]\n", c->clients[j].name);
-                                key_print(&c->clients[j], k, -1, f);
-                                if (c->clients[j].has_quota)
-                                        key_print(&c->clients[j], k + 1, -1, f);
-                        }
+                        /* All client keys at once (at the first), per configured section. */
+                        for (size_t j = 0; strcmp(k[-1].section, k->section) != 0 && j < c->n_clients; j++)
+                                client_print(&c->clients[j], k, f);
                         section = NULL;
                         continue;
                 }
@@ -795,14 +936,77 @@ unsigned conf_heat_half_life_ticks(const struct conf *c) {
         return pp.heat_half_life_ticks;
 }
 
-bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes) {
+/* Whether section cc matches peer p: it names at least one identity, and
+ * every one it names is p's. */
+static bool client_matches(const struct client_conf *cc, const struct conf_peer *p) {
+        bool in_group = false;
+
+        if (cc->uid == CONF_UNSET_ID && cc->gid == CONF_UNSET_ID && !cc->unit[0])
+                return false;
+        if (cc->uid != CONF_UNSET_ID && cc->uid != p->uid)
+                return false;
+        if (cc->gid != CONF_UNSET_ID) {
+                in_group = cc->gid == p->gid;
+                for (size_t i = 0; !in_group && i < p->n_groups; i++)
+                        in_group = cc->gid == p->groups[i];
+                if (!in_group)
+                        return false;
+        }
+        return !cc->unit[0] || (p->unit && strcmp(cc->unit, p->unit) == 0);
+}
+
+int conf_client_match(const struct conf *c, const struct conf_peer *p) {
         for (size_t i = 0; i < c->n_clients; i++)
-                if (strcmp(c->clients[i].name, name) == 0) {
-                        *ret_priority = c->clients[i].priority;
-                        *ret_quota_bytes = c->clients[i].has_quota ? c->clients[i].quota_bytes : UINT64_MAX;
+                if (client_matches(&c->clients[i], p))
+                        return (int)i;
+        return -1;
+}
+
+bool conf_client(const struct conf *c, int section, unsigned *ret_priority, uint64_t *ret_quota_bytes) {
+        const struct client_conf *cc;
+
+        if (section < 0 || (size_t)section >= c->n_clients)
+                return false;
+        cc = &c->clients[section];
+        *ret_priority = cc->priority;
+        *ret_quota_bytes = cc->has_quota ? cc->quota_bytes : UINT64_MAX;
+        return true;
+}
+
+const char *conf_client_label(const struct conf *c, int section) {
+        return section >= 0 && (size_t)section < c->n_clients ? c->clients[section].name : NULL;
+}
+
+bool conf_clients_need_unit(const struct conf *c) {
+        for (size_t i = 0; i < c->n_clients; i++)
+                if (c->clients[i].unit[0])
                         return true;
-                }
         return false;
+}
+
+void conf_check(const struct conf *c) {
+        if (c->limits.reserved >= c->limits.max_connections)
+                log_warning("[daemon] reserved_connections = %u leaves none of max_connections = %u "
+                            "to other users, ignoring.",
+                            c->limits.reserved, c->limits.max_connections);
+        for (size_t i = 0; i < c->n_clients; i++) {
+                const struct client_conf *cc = &c->clients[i];
+
+                if (cc->uid == CONF_UNSET_ID && cc->gid == CONF_UNSET_ID && !cc->unit[0])
+                        log_warning("[client.%s] has no uid, gid or unit: it matches no process (the name a "
+                                    "client sends is a label it chooses, not an identity), ignoring.",
+                                    cc->name);
+        }
+}
+
+void conf_limits(const struct conf *c, struct conf_limits *ret) {
+        *ret = c->limits;
+        if (ret->reserved >= ret->max_connections)
+                ret->reserved = 0;
+}
+
+const char *conf_admin_group(const struct conf *c) {
+        return c->admin_group;
 }
 
 size_t conf_n_clients(const struct conf *c) {

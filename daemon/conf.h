@@ -70,10 +70,49 @@ uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes);
 /* [policy] protect_min in ticks: demand's shortest protection and its refault window. */
 unsigned conf_protect_min_ticks(const struct conf *c);
 
-/* A [client.NAME] section for processes named name: true and its priority
- * and quota (UINT64_MAX if none set), or false. */
-bool conf_client(const struct conf *c, const char *name, unsigned *ret_priority, uint64_t *ret_quota_bytes);
+/* A unit name's room, NUL included. */
+#define CONF_UNIT_MAX 256
+
+/* Who a peer is, as the kernel says: what [client.NAME] sections match. */
+struct conf_peer {
+        uint32_t uid, gid;
+        const uint32_t *groups; /* supplementary */
+        size_t n_groups;
+        const char *unit; /* the systemd unit of its cgroup, or NULL */
+};
+
+/* The first [client.NAME] section (file order) that matches p: its index,
+ * or -1.  A section matches when it sets uid, gid or unit and each it sets
+ * is p's (gid: primary or supplementary). */
+int conf_client_match(const struct conf *c, const struct conf_peer *p);
+
+/* Section number section (from conf_client_match(); -1 is none): true and
+ * its priority and quota (UINT64_MAX if none set), or false. */
+bool conf_client(const struct conf *c, int section, unsigned *ret_priority, uint64_t *ret_quota_bytes);
+/* Its NAME, a label; NULL for -1. */
+const char *conf_client_label(const struct conf *c, int section);
 size_t conf_n_clients(const struct conf *c);
+/* Whether a section matches on unit (so peers' cgroups must be read). */
+bool conf_clients_need_unit(const struct conf *c);
+/* What one connection or user may hold of kvtierd ([daemon] keys). */
+struct conf_limits {
+        unsigned max_connections;
+        unsigned max_per_uid; /* for users other than root, kvtierd's and admin_group */
+        unsigned reserved;    /* of max_connections, for those only (0 when it would be all) */
+        unsigned hello_timeout_ms;
+        uint64_t send_queue_max_bytes;
+        unsigned send_timeout_ms;
+        unsigned log_interval_ms; /* 0: no rate limit */
+        unsigned log_burst;
+};
+void conf_limits(const struct conf *c, struct conf_limits *ret);
+
+/* [daemon] admin_group: "" for none. */
+const char *conf_admin_group(const struct conf *c);
+
+/* Cross-key checks, once the file and options are in: warns of sections
+ * that cannot match. */
+void conf_check(const struct conf *c);
 
 /* The [capture] rules shims apply (KVTIER_MIN_SIZE may set a process's min_size). */
 void conf_capture(const struct conf *c, uint64_t *ret_min_size, uint64_t *ret_after, uint64_t *ret_max);

@@ -19,12 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
+#define SD_JOURNAL_SUPPRESS_LOCATION /* the sink's own file and line say nothing */
+#include <systemd/sd-journal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "conf.h"
+#include "listen.h"
 #include "log.h"
 #include "planner.h"
 #include "registry.h"
@@ -84,7 +89,8 @@ static void help(void) {
                "  -h, --help             Show this help\n"
                "      --version          Show the version\n\n"
                "Host NUMA nodes are read through libnuma, or from $KVTIER_SYSFS_ROOT/devices/system/node\n"
-               "where that is set.\n"
+               "where that is set; peers' cgroups (for [client.NAME] unit =) from\n"
+               "$KVTIER_PROC_ROOT/PID/cgroup, default /proc.\n"
                "KVTIER_STANDALONE=1 makes the shim start kvtierd with --listen-fd and --lifeline-fd.\n\n"
                "Exit status: 0 clean shutdown (SIGTERM, SIGINT, end of the lifeline), 1 runtime failure,\n"
                "2 usage or configuration error (a bad option value included).\n",
@@ -192,7 +198,36 @@ static int load_config(struct daemon *d, const struct options *o) {
         if (o->log_level && conf_set(d->conf, "daemon", "log_level", o->log_level, "--log-level") < 0)
                 return -EINVAL;
         kvt_log_setup("kvtierd", conf_log_level(d->conf));
+        conf_check(d->conf);
         return 0;
+}
+
+/* Descriptors beside the connections: the listening socket, epoll, timers,
+ * signals, /proc reads, planner threads' needs. */
+#define FD_SLACK 64
+
+/* Raises the soft RLIMIT_NOFILE to the hard limit (kvtierd polls with
+ * epoll, never select()), and warns where even that cannot hold
+ * max_connections: each shim connection also holds its heat table. */
+static void raise_fd_limit(const struct conf *c) {
+        struct conf_limits l;
+        struct rlimit rl;
+        uint64_t want;
+
+        conf_limits(c, &l);
+        want = 2ull * l.max_connections + FD_SLACK;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+                (void)getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+                log_warning("RLIMIT_NOFILE is %llu, below the %llu descriptors that [daemon] "
+                            "max_connections = %u may need: accepts will pause when they run out "
+                            "(raise LimitNOFILE=).",
+                            (unsigned long long)rl.rlim_cur, (unsigned long long)want, l.max_connections);
 }
 
 /* Reads the host's NUMA nodes: from the sysfs tree KVTIER_SYSFS_ROOT names
@@ -331,6 +366,9 @@ static int daemon_setup(struct daemon *d, const struct options *o) {
         if (r < 0)
                 return r;
         d->info.socket = server_socket_path(d->server);
+        d->info.connections = server_connection_stats(d->server);
+        if (getenv("KVTIER_PROC_ROOT") && *getenv("KVTIER_PROC_ROOT"))
+                server_set_proc_root(d->server, getenv("KVTIER_PROC_ROOT"));
         server_set_demand_handler(d->server, on_demand, d);
         r = watch_lifeline(d, o->lifeline_fd);
         if (r < 0)
@@ -353,12 +391,31 @@ static void daemon_done(struct daemon *d) {
         conf_free(d->conf);
 }
 
+/* The journal's native protocol: the message with its fields (peer, uid,
+ * client, region) as fields of the entry, so that `journalctl
+ * KVTIER_PEER_UID=1001` finds them.  At most 8 fields. */
+static int journal_sink(int level, const char *message, const char *const *fields) {
+        char msg[2100], prio[16];
+        struct iovec iov[11];
+        size_t n = 0;
+
+        snprintf(msg, sizeof(msg), "MESSAGE=%s", message);
+        snprintf(prio, sizeof(prio), "PRIORITY=%d", level);
+        iov[n++] = (struct iovec){.iov_base = msg, .iov_len = strlen(msg)};
+        iov[n++] = (struct iovec){.iov_base = prio, .iov_len = strlen(prio)};
+        iov[n++] = (struct iovec){.iov_base = (char *)"SYSLOG_IDENTIFIER=kvtierd", .iov_len = 25};
+        for (size_t i = 0; fields && fields[i] && n < ELEMENTSOF(iov); i++)
+                iov[n++] = (struct iovec){.iov_base = (char *)fields[i], .iov_len = strlen(fields[i])};
+        return sd_journal_sendv(iov, (int)n);
+}
+
 int main(int argc, char *argv[]) {
         struct daemon d = {0};
         struct options o;
         int r, ret = EXIT_RUNTIME;
 
         kvt_log_setup("kvtierd", KVT_LOG_INFO);
+        kvt_log_set_journal_sink(journal_sink);
         /* stderr may be a pipe that loses its reader first (an engine's, for
          * KVTIER_STANDALONE): a log line is then lost, not the daemon, as
          * under systemd's IgnoreSIGPIPE.  Sockets send with MSG_NOSIGNAL. */
@@ -377,6 +434,7 @@ int main(int argc, char *argv[]) {
                 ret = EXIT_SUCCESS;
                 goto finish;
         }
+        raise_fd_limit(d.conf);
         if (load_topology(&d) < 0)
                 goto finish;
         if (daemon_setup(&d, &o) < 0) {
@@ -398,7 +456,7 @@ int main(int argc, char *argv[]) {
         }
 finish:
         if (!d.server && o.listen_fd >= 0)
-                server_unlink_listen_fd(o.listen_fd);
+                listen_unlink_fd(o.listen_fd);
         daemon_done(&d);
         free(o.set);
         return ret;

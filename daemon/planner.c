@@ -145,7 +145,7 @@ static ssize_t planner_client(struct planner *p, struct client *c) {
                 p->client_of = co;
                 p->cap_clients = cap;
         }
-        conf_client(p->conf, client_name(c), &prio, &quota);
+        conf_client(p->conf, client_section(c), &prio, &quota);
         p->clients[p->n_clients] = (struct policy_client){
                 .quota_chunks = quota == UINT64_MAX ? UINT64_MAX : quota / KVT_CHUNK_BYTES, .priority = (uint8_t)prio};
         p->client_of[p->n_clients] = c;

@@ -43,7 +43,8 @@ struct client {
         uint32_t id;
         pid_t pid;
         uid_t uid;
-        char name[KVT_NAME_MAX];
+        char name[KVT_NAME_MAX]; /* a label the client chose, escaped by the server */
+        int section;             /* its [client.NAME] section by kernel identity, or -1 */
         int device;
         uint64_t device_total_bytes;
         void *userdata;
@@ -340,6 +341,7 @@ int registry_client_new(struct registry *r, pid_t pid, uid_t uid, const struct k
         c->device_total_bytes = hello->device_total_bytes;
         c->userdata = userdata;
         memcpy(c->name, hello->name, sizeof(c->name)); /* NUL-terminated: kvt_msg_check() */
+        c->section = -1;
         gpu_use(r, c->device, c->device_total_bytes);
 
         c->prev = r->clients_tail;
@@ -974,6 +976,14 @@ const char *client_name(const struct client *c) {
         return c->name;
 }
 
+int client_section(const struct client *c) {
+        return c->section;
+}
+
+void client_set_section(struct client *c, int section) {
+        c->section = section;
+}
+
 int client_device(const struct client *c) {
         return c->device;
 }
@@ -1065,7 +1075,7 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
         n = MAX(gpu_clients(r, device), (size_t)1);
         share = g->grantable_bytes / n;
         /* never past the client's own [client.NAME] quota */
-        if (conf_client(r->conf, c->name, &prio, &quota) && quota != UINT64_MAX) {
+        if (conf_client(r->conf, c->section, &prio, &quota) && quota != UINT64_MAX) {
                 uint64_t held = c->charged[device] * KVT_CHUNK_BYTES;
 
                 share = MIN(share, quota > held ? quota - held : 0);

@@ -241,6 +241,10 @@ uint32_t client_id(const struct client *c);
 pid_t client_pid(const struct client *c);
 uid_t client_uid(const struct client *c);
 const char *client_name(const struct client *c);
+/* The [client.NAME] section (conf_client_match()) the server found for the
+ * client's kernel identity, or -1 (the default). */
+int client_section(const struct client *c);
+void client_set_section(struct client *c, int section);
 int client_device(const struct client *c);
 void *client_userdata(const struct client *c);
 /* Regions of a client ordered by region_id: index 0 .. client_n_regions()-1. */

@@ -3,20 +3,33 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "control.h"
 #include "heat-reader.h"
+#include "identity.h"
+#include "listen.h"
 #include "log.h"
 #include "server.h"
+#include "uid-table.h"
 #include "util.h"
+
+/* How long accepts pause when descriptors ran out (EMFILE, ENFILE): long
+ * enough not to spin on a backlog that cannot be taken, short enough that
+ * a control connection waits no longer than a person notices. */
+#define ACCEPT_PAUSE_MS 100
+/* The longest the sweep of deadlines sleeps; it runs four times per the
+ * shortest deadline when that is shorter. */
+#define SWEEP_MAX_MS 1000
+/* Connections taken off the backlog with the spare descriptor per pause. */
+#define ACCEPT_SHED_MAX 64
 
 enum peer_role { PEER_NEW, PEER_SHIM, PEER_CTL };
 
@@ -33,16 +46,25 @@ struct peer {
         struct peer *prev, *next;
         int fd;
         sd_event_source *io, *defer;
-        pid_t pid;
-        uid_t uid;
+        struct identity id; /* from the kernel, at accept */
+        bool admin;         /* root, kvtierd's own user or the admin group: may change settings */
         enum peer_role role;
         struct client *client;
         struct outmsg *out_head, *out_tail;
-        bool broken;          /* a send failed: dropped from a defer event */
-        bool warned_failures; /* failed orders are logged once per client */
-        bool warned_fd;       /* an unexpected fd is logged once per peer */
-        struct heat_table *heat; /* the shim's counters, once HEAT_TABLE came */
-        int msg_fd;           /* fd that came with the message being dispatched, or -1 */
+        size_t out_bytes;         /* payload bytes queued in out_head.. */
+        uint64_t out_progress_ns; /* when output last became pending or moved (CLOCK_MONOTONIC) */
+        char *reply;              /* a status reply sent as the socket drains, or NULL */
+        size_t reply_len, reply_off;
+        uint32_t reply_seq;
+        uint64_t opened_ns;          /* accepted at */
+        struct uid_entry *uid_entry; /* what its uid holds: connections, log rate limit */
+        uint64_t devices_seen;       /* bit N: DEVICE came for GPU N */
+        bool broken;                 /* a send failed: dropped from a defer event */
+        int broken_err;              /* how */
+        bool warned_failures;        /* failed orders are logged once per client */
+        bool warned_fd;              /* an unexpected fd is logged once per peer */
+        struct heat_table *heat;     /* the shim's counters, once HEAT_TABLE came */
+        int msg_fd;                  /* fd that came with the message being dispatched, or -1 */
 };
 
 struct server {
@@ -50,11 +72,17 @@ struct server {
         struct conf *conf; /* changed live by CTL_SET */
         struct registry *registry;
         const struct status_info *info;
-        int fd;
-        bool activated; /* systemd owns the socket file */
-        bool handed;    /* --listen-fd: file and directory were made for this daemon alone */
-        char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+        struct listen_socket listen;
+        const char *proc_root; /* where /proc is read (KVTIER_PROC_ROOT in tests) */
+        uint32_t admin_gid;    /* [daemon] admin_group, or (uint32_t)-1 */
         sd_event_source *accept_source;
+        sd_event_source *accept_resume; /* re-enables accepts after a pause */
+        sd_event_source *sweep;         /* HELLO and send deadlines */
+        struct conf_limits limits;
+        struct uid_table *uids;
+        int spare_fd;                /* /dev/null held for accepting when descriptors ran out, or -1 */
+        struct ratelimit accept_log; /* accept failures and refusals not of one uid */
+        struct connection_stats stats;
         struct peer *peers;
         size_t n_peers;
         void (*on_demand)(void *userdata); /* a shim said faults arrived */
@@ -62,12 +90,50 @@ struct server {
         struct kvt_msg msg; /* receive buffer: 64 KiB, not on the stack */
 };
 
+/* Logs a line a peer caused, within its uid's rate limit, with the peer,
+ * its uid, its client and the region (-1: none) as journal fields. */
+static void peer_log_full(struct peer *p, int level, int64_t region, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void peer_log_full(struct peer *p, int level, int64_t region, const char *fmt, ...) {
+        char msg[1024], pid[32], uid[32], client[32], reg[32];
+        const char *fields[5] = {pid, uid};
+        unsigned suppressed;
+        va_list ap;
+        size_t n = 2;
+
+        if (level > kvt_log_get_max_level())
+                return;
+        if (!ratelimit_below(&p->uid_entry->log, now_ns(), &suppressed))
+                return;
+        if (suppressed)
+                log_warning("Suppressed %u lines caused by uid %u ([daemon] log_rate_limit_burst).",
+                            suppressed, (unsigned)p->id.uid);
+        snprintf(pid, sizeof(pid), "KVTIER_PEER_PID=%d", (int)p->id.pid);
+        snprintf(uid, sizeof(uid), "KVTIER_PEER_UID=%u", (unsigned)p->id.uid);
+        if (p->client) {
+                snprintf(client, sizeof(client), "KVTIER_CLIENT=%u", client_id(p->client));
+                fields[n++] = client;
+        }
+        if (region >= 0) {
+                snprintf(reg, sizeof(reg), "KVTIER_REGION=%lld", (long long)region);
+                fields[n++] = reg;
+        }
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        kvt_log_fields(level, 0, fields, "%s", msg);
+}
+
+#define peer_log(p, level, ...) peer_log_full((p), (level), -1, __VA_ARGS__)
+
 static void peer_free(struct peer *p) {
         struct server *s;
 
         if (!p)
                 return;
         s = p->server;
+        p->uid_entry->n_conns--;
+        free(p->reply);
         registry_client_free(s->registry, p->client);
         heat_table_free(p->heat);
         sd_event_source_disable_unref(p->io);
@@ -85,16 +151,21 @@ static void peer_free(struct peer *p) {
         if (p->next)
                 p->next->prev = p->prev;
         s->n_peers--;
+        s->stats.open = s->n_peers;
         free(p);
+}
+
+static bool peer_output_pending(const struct peer *p) {
+        return p->out_head || p->reply;
 }
 
 static void peer_update_events(struct peer *p) {
         uint32_t ev = 0;
 
         /* A control peer gets its reply out before its next request is read. */
-        if (!(p->role == PEER_CTL && p->out_head))
+        if (!(p->role == PEER_CTL && peer_output_pending(p)))
                 ev |= EPOLLIN;
-        if (p->out_head)
+        if (peer_output_pending(p))
                 ev |= EPOLLOUT;
         sd_event_source_set_io_events(p->io, ev);
 }
@@ -108,15 +179,46 @@ static int peer_flush(struct peer *p) {
                         return 0;
                 if (r < 0)
                         return r;
+                p->out_progress_ns = now_ns();
                 p->out_head = m->next;
                 if (!p->out_head)
                         p->out_tail = NULL;
+                p->out_bytes -= m->len;
                 free(m);
         }
         return 0;
 }
 
-/* Sends a message now or queues it behind earlier ones.  Returns 0 or -errno. */
+static int peer_send(struct peer *p, uint16_t type, uint32_t seq, const void *data, size_t len);
+
+/* Sends what the socket takes of a pending status reply, then its end.
+ * Returns 0 or -errno. */
+static int peer_pump_reply(struct peer *p) {
+        struct kvt_ctl_end end = {.status = 0};
+
+        while (p->reply && !p->out_head) {
+                size_t n = MIN(p->reply_len - p->reply_off, KVT_TEXT_MAX);
+                int r;
+
+                if (n == 0) {
+                        free(p->reply);
+                        p->reply = NULL;
+                        return peer_send(p, KVT_MSG_CTL_END, p->reply_seq, &end, sizeof(end));
+                }
+                r = kvt_msg_send(p->fd, KVT_MSG_CTL_DATA, p->reply_seq, p->reply + p->reply_off, n);
+                if (r == -EAGAIN)
+                        return 0;
+                if (r < 0)
+                        return r;
+                p->out_progress_ns = now_ns();
+                p->reply_off += n;
+        }
+        return 0;
+}
+
+/* Sends a message now or queues it behind earlier ones; a queue past
+ * [daemon] send_queue_max is the peer's end.  Returns 0, -ENOBUFS (the peer
+ * is over its queue: drop it) or -errno. */
 static int peer_send(struct peer *p, uint16_t type, uint32_t seq, const void *data, size_t len) {
         struct outmsg *m;
         int r;
@@ -126,6 +228,16 @@ static int peer_send(struct peer *p, uint16_t type, uint32_t seq, const void *da
                 if (r != -EAGAIN)
                         return r;
         }
+        if (p->out_bytes + len > p->server->limits.send_queue_max_bytes) {
+                p->server->stats.dropped_queue++;
+                peer_log(p, KVT_LOG_WARNING,
+                         "Disconnecting peer pid %d (uid %u): it reads nothing, %zu bytes wait "
+                         "([daemon] send_queue_max).",
+                         (int)p->id.pid, (unsigned)p->id.uid, p->out_bytes + len);
+                return -ENOBUFS;
+        }
+        if (!peer_output_pending(p))
+                p->out_progress_ns = now_ns();
         m = malloc(sizeof(*m) + len);
         if (!m)
                 return -ENOMEM;
@@ -136,31 +248,38 @@ static int peer_send(struct peer *p, uint16_t type, uint32_t seq, const void *da
         else
                 p->out_head = m;
         p->out_tail = m;
+        p->out_bytes += len;
         peer_update_events(p);
         return 0;
 }
 
 /* Logs why a peer is dropped; returns -EPROTO so that callers can return it. */
 static int peer_reject(struct peer *p, const char *why, const char *what) {
-        log_warning("Disconnecting peer pid %d (uid %u): %s%s%s.", (int)p->pid, (unsigned)p->uid, why,
-                    what ? ": " : "", what ? what : "");
+        peer_log(p, KVT_LOG_WARNING, "Disconnecting peer pid %d (uid %u): %s%s%s.", (int)p->id.pid,
+                 (unsigned)p->id.uid, why, what ? ": " : "", what ? what : "");
         return -EPROTO;
 }
 
 static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
-        const struct kvt_hello *h = &m->u.hello;
+        struct kvt_hello hello = m->u.hello, *h = &hello;
         struct server *s = p->server;
+        struct conf_peer who = identity_conf_peer(&p->id);
         struct kvt_welcome w;
         int r;
 
         if (h->proto_version != KVT_PROTO_VERSION)
                 return peer_reject(p, "protocol version mismatch in HELLO", NULL);
-        r = registry_client_new(s->registry, p->pid, p->uid, h, p, &p->client);
+        /* The name is a label, shown and logged: its controls escaped once, here
+         * (a backslash stays, so that a name reads as the process's own). */
+        kvt_escape_controls(m->u.hello.name, h->name, sizeof(h->name));
+        r = registry_client_new(s->registry, p->id.pid, p->id.uid, h, p, &p->client);
         if (r == -EUSERS)
                 return peer_reject(p, "too many clients", NULL);
         if (r < 0)
-                return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->pid, strerror(-r));
+                return log_error_errno(r, "Failed to register client pid %d: %s", (int)p->id.pid,
+                                       strerror(-r));
         p->role = PEER_SHIM;
+        client_set_section(p->client, conf_client_match(s->conf, &who));
         w = (struct kvt_welcome){.client_id = client_id(p->client), .tick_ms = conf_tick_ms(s->conf)};
         {
                 const struct gpu_stats *g = registry_gpu(s->registry, h->device);
@@ -173,15 +292,19 @@ static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
          * pool): they may start in VRAM before the next tick's GRANT. */
         w.vram_grant_bytes = registry_grant_cap(s->registry, p->client, h->device);
         client_set_grant_cap(p->client, h->device, w.vram_grant_bytes);
-        log_info("Client %u connected: pid %d, uid %u, \"%s\", GPU %d.", w.client_id, (int)p->pid,
-                 (unsigned)p->uid, h->name, h->device);
+        peer_log(p, KVT_LOG_INFO, "Client %u connected: pid %d, uid %u, \"%s\", GPU %d%s%s%s.", w.client_id,
+                 (int)p->id.pid, (unsigned)p->id.uid, h->name, h->device,
+                 client_section(p->client) >= 0 ? ", [client." : "",
+                 client_section(p->client) >= 0 ? conf_client_label(s->conf, client_section(p->client)) : "",
+                 client_section(p->client) >= 0 ? "]" : "");
         return peer_send(p, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));
 }
 
+/* CTL_STATUS: the document goes out as the socket takes it (peer_pump_reply()),
+ * not into the send queue: a big registry's status is not a queue overrun. */
 static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
         struct kvt_ctl_end end = {.status = 0};
         char *json;
-        size_t len, off;
         int r;
 
         p->role = PEER_CTL;
@@ -190,28 +313,39 @@ static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
                 end.status = r;
                 return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
         }
-        len = strlen(json);
-        for (off = 0, r = 0; off < len && r >= 0; off += KVT_TEXT_MAX)
-                r = peer_send(p, KVT_MSG_CTL_DATA, m->hdr.seq, json + off, MIN(len - off, KVT_TEXT_MAX));
-        free(json);
-        if (r < 0)
-                return r;
-        return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
+        free(p->reply); /* none: a control peer is not read while its reply is pending */
+        p->reply = json;
+        p->reply_len = strlen(json);
+        p->reply_off = 0;
+        p->reply_seq = m->hdr.seq;
+        p->out_progress_ns = now_ns();
+        r = peer_pump_reply(p);
+        peer_update_events(p);
+        return r;
 }
 
-/* CTL_SET: root only (changes affect every client); the reply's status says how it went. */
+/* CTL_SET: root, kvtierd's own user or the admin group (changes affect
+ * every client); the reply's status says how it went. */
 static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
         struct kvt_ctl_end end = {.status = 0};
+        char text[4 * KVT_CTL_SET_MAX];
 
         p->role = PEER_CTL;
-        if (p->uid != 0) {
-                log_warning("Refusing \"%s\" from pid %d: uid %u is not root.", m->u.text, (int)p->pid,
-                            (unsigned)p->uid);
+        kvt_escape(m->u.text, text, sizeof(text));
+        if (!p->admin) {
+                peer_log(p, KVT_LOG_WARNING,
+                         "Refusing \"%s\" from pid %d: uid %u is neither root nor in group %s.", text,
+                         (int)p->id.pid, (unsigned)p->id.uid,
+                         conf_admin_group(p->server->conf)[0] ? conf_admin_group(p->server->conf)
+                                                              : "(none)");
                 end.status = -EPERM;
+        } else if (kvt_escape_needed(m->u.text)) {
+                peer_log(p, KVT_LOG_WARNING, "kvtierctl set: control characters in \"%s\", ignoring.", text);
+                end.status = -EINVAL;
         } else
                 end.status = control_set(p->server->conf, p->server->registry, m->u.text);
         if (end.status == -ENOENT)
-                log_warning("kvtierctl set: unknown key in \"%s\", ignoring.", m->u.text);
+                peer_log(p, KVT_LOG_WARNING, "kvtierctl set: unknown key in \"%s\", ignoring.", text);
         return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
 }
 
@@ -220,9 +354,10 @@ static int peer_on_region_add(struct peer *p, const struct kvt_region_add *a) {
 
         switch (r) {
         case 0:
-                log_debug("Client %u: region %u at 0x%llx, %llu bytes, GPU %d.", client_id(p->client),
-                          a->region_id, (unsigned long long)a->base, (unsigned long long)a->size_bytes,
-                          a->device);
+                peer_log_full(p, KVT_LOG_DEBUG, a->region_id,
+                              "Client %u: region %u at 0x%llx, %llu bytes, GPU %d.", client_id(p->client),
+                              a->region_id, (unsigned long long)a->base, (unsigned long long)a->size_bytes,
+                              a->device);
                 return 0;
         case -EEXIST:
                 return peer_reject(p, "REGION_ADD with a duplicate region_id", NULL);
@@ -242,10 +377,11 @@ static int peer_on_order_done(struct peer *p, const struct kvt_order_done *d) {
         if (r == -ENOENT)
                 return peer_reject(p, "ORDER_DONE for an unknown order", NULL);
         if (r > 0 && !p->warned_failures) {
-                log_warning("Client %u (pid %d) failed order %llu: %s (CUDA error %d); further failures are "
-                            "counted, not logged, ignoring.",
-                            client_id(p->client), (int)p->pid, (unsigned long long)d->order_id,
-                            strerror(-d->status), d->cuda_err);
+                peer_log(p, KVT_LOG_WARNING,
+                         "Client %u (pid %d) failed order %llu: %s (CUDA error %d); further failures are "
+                         "counted, not logged, ignoring.",
+                         client_id(p->client), (int)p->id.pid, (unsigned long long)d->order_id,
+                         strerror(-d->status), d->cuda_err);
                 p->warned_failures = true;
         }
         return 0;
@@ -262,13 +398,13 @@ static int peer_on_heat_table(struct peer *p, const struct kvt_heat_table *t) {
                 return peer_reject(p, "HEAT_TABLE without a file descriptor", NULL);
         r = heat_table_new(fd, t, &p->heat, &why);
         if (r == -ENOMEM)
-                return log_error_errno(r, "Failed to map the heat table of client %u: %s", client_id(p->client),
-                                       strerror(-r));
+                return log_error_errno(r, "Failed to map the heat table of client %u: %s",
+                                       client_id(p->client), strerror(-r));
         if (r < 0)
                 return peer_reject(p, "unusable heat table", why ? why : strerror(-r));
         p->msg_fd = -1;
-        log_debug("Client %u: heat table of %u slots, %llu bytes.", client_id(p->client), t->n_slots,
-                  (unsigned long long)t->size_bytes);
+        peer_log(p, KVT_LOG_DEBUG, "Client %u: heat table of %u slots, %llu bytes.", client_id(p->client),
+                 t->n_slots, (unsigned long long)t->size_bytes);
         return 0;
 }
 
@@ -283,13 +419,20 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
         case KVT_MSG_REGION_DEL:
                 r = registry_region_del(p->server->registry, p->client, m->u.region_del.region_id);
                 if (r < 0)
-                        log_warning("Client %u: REGION_DEL for unknown region %u, ignoring.",
-                                    client_id(p->client), m->u.region_del.region_id);
+                        peer_log_full(p, KVT_LOG_WARNING, m->u.region_del.region_id,
+                                      "Client %u: REGION_DEL for unknown region %u, ignoring.",
+                                      client_id(p->client), m->u.region_del.region_id);
                 return 0;
         case KVT_MSG_ORDER_DONE:
                 return peer_on_order_done(p, &m->u.order_done);
         case KVT_MSG_DEVICE:
-                registry_device_seen(p->server->registry, &m->u.device);
+                /* Once per GPU and connection, as the protocol says: a peer
+                 * repeating it gets no more of the registry's attention (or log). */
+                if (m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS &&
+                    !(p->devices_seen & (1ull << m->u.device.device))) {
+                        p->devices_seen |= 1ull << m->u.device.device;
+                        registry_device_seen(p->server->registry, &m->u.device);
+                }
                 return 0;
         case KVT_MSG_DEMAND:
                 if (p->heat && p->server->on_demand)
@@ -298,10 +441,11 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
         case KVT_MSG_HINT:
                 r = registry_hint(p->server->registry, p->client, &m->u.hint);
                 if (r < 0)
-                        log_warning("Client %u: HINT for region %u chunks %u+%u: %s, ignoring.",
-                                    client_id(p->client), m->u.hint.region_id, m->u.hint.first_chunk,
-                                    m->u.hint.n_chunks,
-                                    r == -ENOENT ? "no such region" : "outside the region");
+                        peer_log_full(p, KVT_LOG_WARNING, m->u.hint.region_id,
+                                      "Client %u: HINT for region %u chunks %u+%u: %s, ignoring.",
+                                      client_id(p->client), m->u.hint.region_id, m->u.hint.first_chunk,
+                                      m->u.hint.n_chunks,
+                                      r == -ENOENT ? "no such region" : "outside the region");
                 return 0;
         default:
                 return peer_reject(p, "unexpected message for a shim", kvt_msg_type_name(m->hdr.type));
@@ -343,8 +487,9 @@ static int peer_check_fd(struct peer *p, const struct kvt_msg *m) {
                 return 0;
         peer_close_msg_fd(p);
         if (!p->warned_fd)
-                log_warning("Peer pid %d sent a file descriptor with %s; closed it, ignoring.", (int)p->pid,
-                            kvt_msg_type_name(m->hdr.type));
+                peer_log(p, KVT_LOG_WARNING,
+                         "Peer pid %d sent a file descriptor with %s; closed it, ignoring.", (int)p->id.pid,
+                         kvt_msg_type_name(m->hdr.type));
         p->warned_fd = true;
         return 0;
 }
@@ -364,20 +509,22 @@ static int peer_read(struct peer *p) {
                 if (r == -EAGAIN)
                         return 0;
                 if (r == -ECONNRESET) {
-                        log_debug("Peer pid %d closed the connection.", (int)p->pid);
+                        peer_log(p, KVT_LOG_DEBUG, "Peer pid %d closed the connection.", (int)p->id.pid);
                         return r;
                 }
                 if (r == -EBADMSG || r == -EPROTO)
                         return peer_reject(
                                 p, r == -EPROTO ? "protocol version mismatch" : "malformed message", NULL);
-                if (r < 0)
-                        return log_warning_errno(r, "Failed to receive from peer pid %d: %s", (int)p->pid,
-                                                 strerror(-r));
+                if (r < 0) {
+                        peer_log(p, KVT_LOG_WARNING, "Failed to receive from peer pid %d: %s",
+                                 (int)p->id.pid, strerror(-r));
+                        return r;
+                }
                 r = peer_dispatch(p, m);
                 peer_close_msg_fd(p);
                 if (r < 0)
                         return r;
-                if (p->role == PEER_CTL && p->out_head)
+                if (p->role == PEER_CTL && peer_output_pending(p))
                         return 0;
         }
         return 0;
@@ -389,11 +536,14 @@ static int peer_io(sd_event_source *es, int fd, uint32_t revents, void *userdata
 
         if (revents & EPOLLOUT)
                 r = peer_flush(p);
+        if (r >= 0 && (revents & EPOLLOUT))
+                r = peer_pump_reply(p);
         if (r >= 0 && (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 r = peer_read(p);
         if (r < 0 || p->broken) {
                 if (p->client)
-                        log_info("Client %u (pid %d) disconnected.", client_id(p->client), (int)p->pid);
+                        peer_log(p, KVT_LOG_INFO, "Client %u (pid %d) disconnected.", client_id(p->client),
+                                 (int)p->id.pid);
                 peer_free(p);
                 return 0;
         }
@@ -404,8 +554,9 @@ static int peer_io(sd_event_source *es, int fd, uint32_t revents, void *userdata
 static int peer_defer_drop(sd_event_source *es, void *userdata) {
         struct peer *p = userdata;
 
-        log_warning("Failed to send to client %u (pid %d); disconnecting it.",
-                    p->client ? client_id(p->client) : 0, (int)p->pid);
+        if (p->broken_err != -ENOBUFS) /* that one said so already */
+                peer_log(p, KVT_LOG_WARNING, "Failed to send to client %u (pid %d): %s; disconnecting it.",
+                         p->client ? client_id(p->client) : 0, (int)p->id.pid, strerror(-p->broken_err));
         peer_free(p);
         return 0;
 }
@@ -414,8 +565,8 @@ static int peer_defer_drop(sd_event_source *es, void *userdata) {
 static void peer_mark_broken(struct peer *p, int err) {
         if (p->broken)
                 return;
-        log_debug("Send to peer pid %d failed: %s", (int)p->pid, strerror(-err));
         p->broken = true;
+        p->broken_err = err;
         if (sd_event_add_defer(p->server->event, &p->defer, peer_defer_drop, p) < 0)
                 sd_event_source_set_io_events(p->io, EPOLLIN | EPOLLOUT); /* peer_io drops it then */
 }
@@ -423,7 +574,7 @@ static void peer_mark_broken(struct peer *p, int err) {
 bool server_client_ready(struct client *c, void *userdata) {
         struct peer *p = client_userdata(c);
 
-        return !p->broken && !p->out_head;
+        return !p->broken && !peer_output_pending(p);
 }
 
 void server_send_order(struct client *c, const struct kvt_order *o, void *userdata) {
@@ -454,21 +605,73 @@ void server_set_demand_handler(struct server *s, void (*fn)(void *userdata), voi
         s->demand_userdata = userdata;
 }
 
-static int peer_new(struct server *s, int fd) {
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
+/* Whether a peer may change settings: root, kvtierd's own user, or a member of [daemon] admin_group. */
+static bool peer_is_admin(const struct server *s, const struct identity *id) {
+        return id->uid == 0 || id->uid == (uint32_t)geteuid() ||
+               (s->admin_gid != (uint32_t)-1 && identity_in_group(id, s->admin_gid));
+}
+
+/* Logs, within the accept rate limit, a refusal or failure at accept. */
+#define server_log_accept(s, level, ...)                                                                    \
+        do {                                                                                                \
+                unsigned sup_;                                                                              \
+                if (ratelimit_below(&(s)->accept_log, now_ns(), &sup_)) {                                   \
+                        if (sup_)                                                                           \
+                                log_warning("Suppressed %u lines on accepted connections.", sup_);          \
+                        kvt_log_full((level), 0, __VA_ARGS__);                                              \
+                }                                                                                           \
+        } while (0)
+
+/* Why a connection of id (with e, its uid's entry) may not be served now,
+ * or NULL: the connection limits of [daemon]. */
+static const char *peer_refusal(struct server *s, const struct identity *id, const struct uid_entry *e,
+                                bool admin) {
+        const struct conf_limits *l = &s->limits;
+
+        if (s->n_peers >= l->max_connections)
+                return "max_connections";
+        if (admin)
+                return NULL;
+        if (s->n_peers >= l->max_connections - l->reserved)
+                return "reserved_connections (the rest are for root and admin_group)";
+        if (e->n_conns >= l->max_per_uid)
+                return "max_connections_per_uid";
+        return NULL;
+}
+
+/* Serves the connection fd, or closes it when a limit says no; with
+ * admin_only (no descriptor to spare), closes it unless the peer is an
+ * admin.  Returns 0 or -ENOMEM. */
+static int peer_new(struct server *s, int fd, bool admin_only) {
+        struct identity id;
+        struct uid_entry *e;
+        const char *why;
         struct peer *p;
+        bool admin;
         int r;
 
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-                r = -errno;
+        r = identity_from_socket(fd, conf_clients_need_unit(s->conf), s->proc_root, &id);
+        if (r < 0) {
                 close(fd);
-                return log_warning_errno(r, "Failed to get peer credentials: %s, ignoring.", strerror(-r));
+                server_log_accept(s, KVT_LOG_WARNING, "Failed to get peer credentials: %s, ignoring.",
+                                  strerror(-r));
+                return 0;
         }
-        if (s->n_peers >= SERVER_MAX_PEERS) {
+        e = uid_table_get(s->uids, id.uid, now_ns());
+        if (!e) {
                 close(fd);
-                log_warning("Refusing connection from pid %d: %zu peers connected, ignoring.", (int)cred.pid,
-                            s->n_peers);
+                return -ENOMEM;
+        }
+        admin = peer_is_admin(s, &id);
+        why = admin_only && !admin ? "none: descriptors ran out, the last was kept for root and admin_group"
+                                   : peer_refusal(s, &id, e, admin);
+        if (why) {
+                close(fd);
+                s->stats.refused++;
+                if (ratelimit_below(&e->log, now_ns(), NULL))
+                        log_warning("Refusing a connection from pid %d (uid %u, %u open; %zu in all): "
+                                    "[daemon] %s.",
+                                    (int)id.pid, (unsigned)id.uid, e->n_conns, s->n_peers, why);
                 return 0;
         }
         p = calloc(1, sizeof(*p));
@@ -476,21 +679,86 @@ static int peer_new(struct server *s, int fd) {
                 close(fd);
                 return -ENOMEM;
         }
-        *p = (struct peer){
-                .server = s, .fd = fd, .pid = cred.pid, .uid = cred.uid, .next = s->peers, .msg_fd = -1};
+        *p = (struct peer){.server = s,
+                           .fd = fd,
+                           .id = id,
+                           .admin = admin,
+                           .next = s->peers,
+                           .msg_fd = -1,
+                           .uid_entry = e,
+                           .opened_ns = now_ns()};
         r = sd_event_add_io(s->event, &p->io, fd, EPOLLIN, peer_io, p);
         if (r < 0) {
                 close(fd);
                 free(p);
-                return log_warning_errno(r, "Failed to watch peer pid %d: %s, ignoring.", (int)cred.pid,
-                                         strerror(-r));
+                server_log_accept(s, KVT_LOG_WARNING, "Failed to watch peer pid %d: %s, ignoring.",
+                                  (int)id.pid, strerror(-r));
+                return 0;
         }
+        e->n_conns++;
         if (s->peers)
                 s->peers->prev = p;
         s->peers = p;
         s->n_peers++;
-        log_debug("Peer connected: pid %d, uid %u.", (int)p->pid, (unsigned)p->uid);
+        s->stats.open = s->n_peers;
+        peer_log(p, KVT_LOG_DEBUG, "Peer connected: pid %d, uid %u%s.", (int)p->id.pid, (unsigned)p->id.uid,
+                 p->admin ? " (admin)" : "");
         return 0;
+}
+
+static int server_accept_resume(sd_event_source *es, uint64_t usec, void *userdata) {
+        struct server *s = userdata;
+
+        return sd_event_source_set_enabled(s->accept_source, SD_EVENT_ON);
+}
+
+/* The spare descriptor: taken back where one is free again. */
+static void server_spare_reopen(struct server *s) {
+        if (s->spare_fd < 0)
+                s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/* Out of descriptors: the spare one takes connections off the backlog, at
+ * most ACCEPT_SHED_MAX: an admin's is served (so that kvtierctl reaches a
+ * daemon out of descriptors), any other closed at once rather than left to
+ * wait behind a flood.  Returns 0, or -EMFILE when the spare is gone. */
+static int server_accept_spare(struct server *s, int fd) {
+        for (int i = 0; i < ACCEPT_SHED_MAX; i++) {
+                int cfd;
+
+                if (s->spare_fd < 0)
+                        return -EMFILE;
+                close(s->spare_fd);
+                s->spare_fd = -1;
+                cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (cfd >= 0 && peer_new(s, cfd, true) == -ENOMEM)
+                        return -ENOMEM;
+                server_spare_reopen(s);
+                if (cfd < 0)
+                        return errno == EAGAIN ? 0 : -errno;
+        }
+        return -EMFILE;
+}
+
+/* Out of descriptors (or memory) for a new connection: stops watching the
+ * listening socket for ACCEPT_PAUSE_MS instead of spinning on its backlog;
+ * the HELLO deadline meanwhile closes the connections that hold them idle. */
+static void server_accept_pause(struct server *s, int err) {
+        int r;
+
+        s->stats.accept_pauses++;
+        server_log_accept(
+                s, KVT_LOG_WARNING,
+                "Failed to accept a connection: %s; pausing accepts for %d ms (%zu connections open; "
+                "raise LimitNOFILE= or lower [daemon] max_connections).",
+                strerror(-err), ACCEPT_PAUSE_MS, s->n_peers);
+        r = sd_event_source_set_enabled(s->accept_source, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_source_set_time_relative(s->accept_resume, ACCEPT_PAUSE_MS * 1000ull);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->accept_resume, SD_EVENT_ONESHOT);
+        if (r < 0)
+                (void)sd_event_source_set_enabled(s->accept_source, SD_EVENT_ON); /* better than none */
 }
 
 static int server_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
@@ -504,135 +772,119 @@ static int server_accept(sd_event_source *es, int fd, uint32_t revents, void *us
                                 return 0;
                         if (errno == ECONNABORTED)
                                 continue;
-                        log_warning_errno(errno, "Failed to accept a connection: %s, ignoring.",
+                        if (errno == EMFILE || errno == ENFILE) {
+                                int err = -errno, r = server_accept_spare(s, fd);
+
+                                if (r == -ENOMEM)
+                                        return log_error_errno(r, "Failed to accept a connection: %s",
+                                                               strerror(-r));
+                                if (r < 0)
+                                        server_accept_pause(s, err);
+                                return 0;
+                        }
+                        if (errno == ENOBUFS || errno == ENOMEM) {
+                                server_accept_pause(s, -errno);
+                                return 0;
+                        }
+                        server_log_accept(s, KVT_LOG_WARNING, "Failed to accept a connection: %s, ignoring.",
                                           strerror(errno));
                         return 0;
                 }
-                if (peer_new(s, cfd) == -ENOMEM)
+                if (peer_new(s, cfd, false) == -ENOMEM)
                         return log_error_errno(ENOMEM, "Failed to accept a connection: %s",
                                                strerror(ENOMEM));
         }
 }
 
-/* Whether a daemon answers on path: 1 yes, 0 no (stale or absent), -errno otherwise. */
-static int socket_live(const struct sockaddr_un *sa) {
-        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), r;
+/* Closes a peer past a deadline: HELLO (or a first control request) not
+ * said, or output waiting that it takes none of. */
+static void peer_sweep(struct peer *p, uint64_t now) {
+        const struct conf_limits *l = &p->server->limits;
 
-        if (fd < 0)
-                return -errno;
-        r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? 1 : -errno;
-        close(fd);
-        if (r == -ECONNREFUSED || r == -ENOENT)
-                return 0;
-        return r;
+        if (p->role == PEER_NEW && now - p->opened_ns >= l->hello_timeout_ms * 1000000ull) {
+                p->server->stats.hello_timeouts++;
+                peer_log(p, KVT_LOG_WARNING,
+                         "Disconnecting peer pid %d (uid %u): it said nothing within %u ms "
+                         "([daemon] hello_timeout_ms).",
+                         (int)p->id.pid, (unsigned)p->id.uid, l->hello_timeout_ms);
+                peer_free(p);
+        } else if (peer_output_pending(p) && now - p->out_progress_ns >= l->send_timeout_ms * 1000000ull) {
+                p->server->stats.dropped_stalled++;
+                peer_log(p, KVT_LOG_WARNING,
+                         "Disconnecting peer pid %d (uid %u)%s: it read nothing for %u ms "
+                         "([daemon] send_timeout_ms).",
+                         (int)p->id.pid, (unsigned)p->id.uid, p->client ? ", a client" : "",
+                         l->send_timeout_ms);
+                peer_free(p);
+        }
 }
 
-static int mkdir_parent(const char *path) {
-        char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-        char *slash;
-
-        snprintf(dir, sizeof(dir), "%s", path);
-        slash = strrchr(dir, '/');
-        if (!slash || slash == dir)
-                return 0;
-        *slash = '\0';
-        for (char *q = dir + 1; *q; q++)
-                if (*q == '/') {
-                        *q = '\0';
-                        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                                return -errno;
-                        *q = '/';
-                }
-        return mkdir(dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
+static void report_suppressed(uint32_t uid, unsigned n, void *userdata) {
+        log_warning("Suppressed %u lines caused by uid %u ([daemon] log_rate_limit_burst).", n,
+                    (unsigned)uid);
 }
 
-static int server_bind(struct server *s, const char *path) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+/* The period of the deadline sweep: a quarter of the shortest deadline, at most SWEEP_MAX_MS. */
+static uint64_t sweep_usec(const struct conf_limits *l) {
+        unsigned ms = MIN(MIN(l->hello_timeout_ms, l->send_timeout_ms) / 4, SWEEP_MAX_MS);
+
+        return MAX(ms, 10u) * 1000ull;
+}
+
+static int server_sweep(sd_event_source *es, uint64_t usec, void *userdata) {
+        struct server *s = userdata;
+        uint64_t now = now_ns();
         int r;
 
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-        r = mkdir_parent(path);
-        if (r < 0)
-                return log_error_errno(r, "Failed to create the directory of %s: %s", path, strerror(-r));
-        s->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (s->fd < 0)
-                return log_error_errno(errno, "Failed to create socket: %s", strerror(errno));
-        if (bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                if (errno != EADDRINUSE)
-                        return log_error_errno(errno, "Failed to bind %s: %s", path, strerror(errno));
-                r = socket_live(&sa);
-                if (r > 0) {
-                        log_error("Another kvtierd is listening on %s; refusing to start.", path);
-                        return -EADDRINUSE;
-                }
-                if (r < 0)
-                        return log_error_errno(r, "Failed to probe existing socket %s: %s", path,
-                                               strerror(-r));
-                log_info("Removing stale socket %s.", path);
-                if (unlink(path) < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-                        return log_error_errno(errno, "Failed to bind %s: %s", path, strerror(errno));
+        for (struct peer *p = s->peers, *next; p; p = next) {
+                next = p->next;
+                peer_sweep(p, now);
         }
-        snprintf(s->path, sizeof(s->path), "%s", path);
-        if (chmod(path, 0660) < 0)
-                return log_error_errno(errno, "Failed to chmod %s: %s", path, strerror(errno));
-        if (listen(s->fd, SOMAXCONN) < 0)
-                return log_error_errno(errno, "Failed to listen on %s: %s", path, strerror(errno));
-        return 0;
-}
-
-/* Serves fd, a listening socket someone else made (what says who).
- * Returns 0 or -errno (logged). */
-static int server_adopt(struct server *s, int fd, const char *what) {
-        struct sockaddr_un sa;
-        socklen_t len = sizeof(sa);
-
-        if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0)
-                return log_error_errno(EINVAL, "Failed to use %s: not a listening SEQPACKET socket.", what);
-        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-                return log_error_errno(errno, "Failed to set up %s: %s", what, strerror(errno));
-        s->fd = fd;
-        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
-            len > offsetof(struct sockaddr_un, sun_path))
-                snprintf(s->path, sizeof(s->path), "%s", sa.sun_path);
-        return 0;
-}
-
-/* Takes the socket systemd passed, if any: 1 taken, 0 none, -errno. */
-static int server_activated(struct server *s) {
-        int n = sd_listen_fds(1), r;
-
-        if (n <= 0)
-                return n;
-        if (n > 1)
-                return log_error_errno(EINVAL,
-                                       "Failed to use socket activation: %d sockets passed, expected 1.", n);
-        r = server_adopt(s, SD_LISTEN_FDS_START, "socket activation");
+        uid_table_report(s->uids, now, report_suppressed, s);
+        server_spare_reopen(s);
+        r = sd_event_source_set_time_relative(es, sweep_usec(&s->limits));
+        if (r >= 0)
+                r = sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
         if (r < 0)
-                return r;
-        s->activated = true;
-        return 1;
+                return log_error_errno(r, "Failed to re-arm the connection sweep: %s", strerror(-r));
+        return 0;
 }
 
-/* The socket file of --listen-fd, and its directory once empty. */
-static void unlink_handed(const char *path) {
-        char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-        char *slash;
+/* The timers and books of the connection limits.  Returns 0 or -errno (logged). */
+static int server_limits_new(struct server *s) {
+        int r;
 
-        snprintf(dir, sizeof(dir), "%s", path);
-        slash = strrchr(dir, '/');
-        if (!dir[0] || unlink(dir) < 0 || !slash || slash == dir)
-                return;
-        *slash = '\0';
-        (void)rmdir(dir); /* fails, as it should, where anything else lives */
+        conf_limits(s->conf, &s->limits);
+        server_spare_reopen(s);
+        s->accept_log = (struct ratelimit){.interval_ns = 10 * 1000000000ull, .burst = 10};
+        r = uid_table_new(s->limits.log_interval_ms * 1000000ull, s->limits.log_burst, &s->uids);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate server: %s", strerror(-r));
+        r = sd_event_add_time_relative(s->event, &s->sweep, CLOCK_MONOTONIC, sweep_usec(&s->limits), 0,
+                                       server_sweep, s);
+        if (r >= 0)
+                r = sd_event_add_time_relative(s->event, &s->accept_resume, CLOCK_MONOTONIC,
+                                               ACCEPT_PAUSE_MS * 1000ull, 0, server_accept_resume, s);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->accept_resume, SD_EVENT_OFF);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the connection timers: %s", strerror(-r));
+        return 0;
 }
 
-void server_unlink_listen_fd(int fd) {
-        struct sockaddr_un sa;
-        socklen_t len = sizeof(sa);
+/* [daemon] admin_group's gid, or (uint32_t)-1 when it is empty or no such group exists. */
+static uint32_t admin_gid(const struct conf *conf) {
+        const char *name = conf_admin_group(conf);
+        struct group *gr;
 
-        if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
-            len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0] == '/')
-                unlink_handed(sa.sun_path);
+        if (!name[0])
+                return (uint32_t)-1;
+        gr = getgrnam(name);
+        if (!gr) {
+                log_info("No group %s: settings may be changed by root and kvtierd's own user only.", name);
+                return (uint32_t)-1;
+        }
+        return gr->gr_gid;
 }
 
 int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
@@ -642,19 +894,18 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
 
         if (!s)
                 return log_error_errno(ENOMEM, "Failed to allocate server: %s", strerror(ENOMEM));
-        *s = (struct server){.event = e, .conf = conf, .registry = r, .info = info, .fd = -1};
-        if (listen_fd >= 0) {
-                k = server_adopt(s, listen_fd, "--listen-fd");
-                s->handed = k == 0;
-        } else
-                k = server_activated(s);
-        if (k == 0 && s->fd < 0)
-                k = server_bind(s, conf_socket(conf));
+        *s = (struct server){
+                .event = e, .conf = conf, .registry = r, .info = info, .listen.fd = -1, .spare_fd = -1};
+        s->proc_root = "/proc";
+        s->admin_gid = admin_gid(conf);
+        k = server_limits_new(s);
+        if (k >= 0)
+                k = listen_open(&s->listen, listen_fd, conf_socket(conf));
         if (k < 0) {
                 server_free(s);
                 return k;
         }
-        k = sd_event_add_io(e, &s->accept_source, s->fd, EPOLLIN, server_accept, s);
+        k = sd_event_add_io(e, &s->accept_source, s->listen.fd, EPOLLIN, server_accept, s);
         if (k < 0) {
                 server_free(s);
                 return log_error_errno(k, "Failed to watch the listening socket: %s", strerror(-k));
@@ -669,13 +920,12 @@ struct server *server_free(struct server *s) {
         while (s->peers)
                 peer_free(s->peers);
         sd_event_source_disable_unref(s->accept_source);
-        if (s->fd >= 0 && !s->activated) {
-                close(s->fd);
-                if (s->handed)
-                        unlink_handed(s->path);
-                else if (s->path[0])
-                        unlink(s->path);
-        }
+        sd_event_source_disable_unref(s->accept_resume);
+        sd_event_source_disable_unref(s->sweep);
+        uid_table_free(s->uids);
+        if (s->spare_fd >= 0)
+                close(s->spare_fd);
+        listen_close(&s->listen);
         free(s);
         return NULL;
 }
@@ -704,6 +954,14 @@ int server_collect_heat(struct server *s) {
         return r;
 }
 
+const struct connection_stats *server_connection_stats(const struct server *s) {
+        return &s->stats;
+}
+
+void server_set_proc_root(struct server *s, const char *root) {
+        s->proc_root = root;
+}
+
 const char *server_socket_path(const struct server *s) {
-        return s->path;
+        return s->listen.path;
 }

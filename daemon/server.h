@@ -6,6 +6,10 @@
  * SO_PEERCRED, the first message deciding the role (HELLO: shim, CTL_STATUS:
  * control), message dispatch into the registry, and non-blocking sends with a
  * per-peer queue.  A peer that breaks the protocol is dropped, never trusted.
+ * What peers may hold is bounded ([daemon] keys): connections in all, per
+ * uid and kept for root and the admin group; time to say HELLO; bytes
+ * queued and time without reading; lines logged per uid.  When descriptors
+ * run out, accepts pause instead of spinning.
  */
 
 #include <stdbool.h>
@@ -15,16 +19,12 @@
 #include "registry.h"
 #include "status.h"
 
-/* Peers beyond the shim clients: room for control connections. */
-#define SERVER_MAX_PEERS (REGISTRY_MAX_CLIENTS + 64)
-
 struct server;
 
-/* Listens on listen_fd (a listening SEQPACKET socket, kvtierd --listen-fd;
- * the server's then), else on the socket passed by systemd (LISTEN_FDS),
- * else creates conf's socket path.  info must outlive the server.  conf
- * changes live through CTL_SET (control.h).  Returns 0, -EADDRINUSE when
- * another daemon answers on the path, or -errno (all logged). */
+/* Listens as listen_open() (listen.h) says, on listen_fd (the server's
+ * then) or conf's socket path.  info must outlive the server.  conf changes
+ * live through CTL_SET (control.h).  Returns 0, -EADDRINUSE when another
+ * daemon answers on the path, or -errno (all logged). */
 int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct status_info *info,
                int listen_fd, struct server **ret);
 
@@ -33,9 +33,12 @@ int server_new(sd_event *e, struct conf *conf, struct registry *r, const struct 
  * that leaves it empty).  Accepts NULL; returns NULL. */
 struct server *server_free(struct server *s);
 
-/* For a daemon that exits before it serves listen_fd: removes the socket's
- * file as server_free() would. */
-void server_unlink_listen_fd(int fd);
+/* What the connection limits did so far (status.h); lives as long as s. */
+const struct connection_stats *server_connection_stats(const struct server *s);
+
+/* Reads peers' /proc/PID/cgroup under root instead of /proc (it must
+ * outlive the server).  Before the event loop runs. */
+void server_set_proc_root(struct server *s, const char *root);
 
 /* The path listened on. */
 const char *server_socket_path(const struct server *s);

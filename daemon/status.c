@@ -170,6 +170,7 @@ static json_object *client_json(const struct client *c, const struct status_info
         const struct heat_table_stats *h = info->client_heat ? info->client_heat(c) : NULL;
         json_object *o = json_object_new_object(), *regions = json_object_new_array();
         uint64_t sum[_KVT_TIER_MAX] = {0};
+        const char *label;
 
         for (size_t i = 0; i < client_n_regions(c); i++)
                 json_object_array_add(regions, region_json(client_region(c, i), sum));
@@ -177,6 +178,8 @@ static json_object *client_json(const struct client *c, const struct status_info
         json_object_object_add(o, "pid", json_object_new_int64(client_pid(c)));
         json_object_object_add(o, "uid", json_u64(client_uid(c)));
         json_object_object_add(o, "name", json_object_new_string(client_name(c)));
+        label = conf_client_label(info->conf, client_section(c));
+        json_object_object_add(o, "section", label ? json_object_new_string(label) : NULL);
         json_object_object_add(o, "device", json_object_new_int(client_device(c)));
         add_tiers(o, sum);
         if (h)
@@ -214,6 +217,18 @@ static json_object *migrations_json(const struct migration_stats *m) {
         return o;
 }
 
+static json_object *connections_json(const struct connection_stats *c) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "open", json_u64(c->open));
+        json_object_object_add(o, "refused", json_u64(c->refused));
+        json_object_object_add(o, "hello_timeouts", json_u64(c->hello_timeouts));
+        json_object_object_add(o, "dropped_queue", json_u64(c->dropped_queue));
+        json_object_object_add(o, "dropped_stalled", json_u64(c->dropped_stalled));
+        json_object_object_add(o, "accept_pauses", json_u64(c->accept_pauses));
+        return o;
+}
+
 int status_json(const struct registry *r, const struct status_info *info, char **ret) {
         json_object *root = json_object_new_object(), *gpus = json_object_new_array(),
                     *clients = json_object_new_array(), *nodes = json_object_new_array();
@@ -245,6 +260,8 @@ int status_json(const struct registry *r, const struct status_info *info, char *
                 json_object_array_add(clients, client_json(c, info));
         json_object_object_add(root, "clients", clients);
         json_object_object_add(root, "migrations", migrations_json(registry_migrations(r)));
+        if (info->connections)
+                json_object_object_add(root, "connections", connections_json(info->connections));
 
         s = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
         json_object_put(root);

@@ -11,6 +11,16 @@
 #include "heat-reader.h"
 #include "registry.h"
 
+/* What the server's connection limits did (server.c keeps it). */
+struct connection_stats {
+        uint64_t open;            /* connections now */
+        uint64_t refused;         /* at accept: over max_connections, the reserve or the per-uid limit */
+        uint64_t hello_timeouts;  /* closed for saying nothing in time */
+        uint64_t dropped_queue;   /* closed with their send queue over send_queue_max */
+        uint64_t dropped_stalled; /* closed for reading nothing for send_timeout_ms */
+        uint64_t accept_pauses;   /* accepts paused for want of descriptors */
+};
+
 struct status_info {
         const char *socket;
         const struct conf *conf; /* live: the policy and its parameters come from here */
@@ -18,6 +28,7 @@ struct status_info {
         uint64_t start_ns; /* CLOCK_MONOTONIC at start-up */
         /* A client's heat table counters, NULL when it passed none. */
         const struct heat_table_stats *(*client_heat)(const struct client *c);
+        const struct connection_stats *connections; /* NULL: not reported */
 };
 
 /* Returns 0 and a NUL-terminated JSON document in *ret (free()), or -ENOMEM. */

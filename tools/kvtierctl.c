@@ -125,10 +125,18 @@ static int64_t jint(struct json_object *o, const char *key) {
         return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
 }
 
+/* A string of the status, its control characters escaped for the terminal
+ * (kvt_escape_controls(): what the daemon passes on from a client, or an
+ * impostor on the socket sends, can hold ESC, BEL or CR; a backslash stays,
+ * as the daemon escaped names already).  Valid until 8 more calls. */
 static const char *jstr(struct json_object *o, const char *key) {
+        static char ring[8][256];
+        static unsigned next;
         struct json_object *v;
+        char *buf = ring[next++ % ELEMENTSOF(ring)];
 
-        return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "";
+        return kvt_escape_controls(json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : "",
+                                   buf, 256);
 }
 
 static struct json_object *jarr(struct json_object *o, const char *key) {
@@ -415,7 +423,10 @@ static int cmd_set(int fd, const char *text) {
         case 0:
                 return 0;
         case -EPERM:
-                fprintf(stderr, "kvtierctl: set %s: permission denied (changes need root)\n", text);
+                fprintf(stderr,
+                        "kvtierctl: set %s: permission denied (changes need root or the admin group, "
+                        "[daemon] admin_group)\n",
+                        text);
                 break;
         case -ENOENT:
                 fprintf(stderr, "kvtierctl: set %s: unknown key (try --help)\n", text);

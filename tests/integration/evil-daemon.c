@@ -8,6 +8,8 @@
  *      bad-orders       answers HELLO, then orders the impossible: unknown
  *                       regions, chunks past a region's end; prints each
  *                       ORDER_DONE status ("done ORDER_ID STATUS")
+ *      hostile-status   answers CTL_STATUS with a client whose name and
+ *                       version hold ESC, BEL, CR and a newline (for kvtierctl)
  * Serves connections one after another until SIGTERM.  Exit 99 on setup
  * failure.
  */
@@ -66,6 +68,17 @@ static void serve(int fd, const char *mode) {
                                 order(fd, next_order++, id, chunks - 1, 2, KVT_TIER_VRAM);
                                 order(fd, next_order++, id, 0, 1, KVT_TIER_VRAM); /* a good one */
                         }
+                        break;
+                }
+                case KVT_MSG_CTL_STATUS: {
+                        static const char doc[] =
+                                "{\"version\":\"1\\u001b]0;pwned\\u0007\",\"pid\":1,\"policy\":\"demand\","
+                                "\"gpus\":[],\"nodes\":[],\"clients\":[{\"client_id\":1,\"pid\":2,"
+                                "\"name\":\"a\\u001b[2J\\u0007\\rb\\nc\",\"device\":0,\"regions\":[]}]}";
+                        struct kvt_ctl_end end = {.status = 0};
+
+                        kvt_msg_send(fd, KVT_MSG_CTL_DATA, m.hdr.seq, doc, sizeof(doc) - 1);
+                        kvt_msg_send(fd, KVT_MSG_CTL_END, m.hdr.seq, &end, sizeof(end));
                         break;
                 }
                 case KVT_MSG_ORDER_DONE:

@@ -82,8 +82,8 @@ check_le "charged down to the new budget after the cut" "$charged_after" $((32 <
 check_gt "orders completed" "$(jqs .migrations.orders_done)" 0
 check "kvtierd stops cleanly" stop_daemon
 
-# A [client.NAME] quota caps the engine's VRAM below the GPU budget.
-write_config 128M "[client.kv-engine]" "quota = 32M" "priority = 2"
+# A [client.NAME] quota caps the engine's VRAM below the GPU budget (the section matches its uid).
+write_config 128M "[client.kv-engine]" "uid = $(id -u)" "quota = 32M" "priority = 2"
 check "kvtierd starts with a client quota" start_daemon
 run_engine quota --regions 4 --region-size 64M --window 64M --steps 40 --step-ms 15 --hint &
 engine=$!

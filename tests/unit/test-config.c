@@ -166,6 +166,9 @@ static void test_errors(void) {
                 "[client.vllm]\npriority = 8\n",
                 "[client.]\npriority = 1\n",
                 "[client.a]\nquota = lots\n",
+                "[client.a]\nuid = no-such-user-kvtier\n",
+                "[client.a]\nunit = vllm\n",
+                "[client.a]\nunit = a/b.service\n",
                 "[policy]\nmax_migration_rate = 2T\n",
                 "[daemon]\nthis line has no equals\n",
         };
@@ -207,8 +210,9 @@ static void test_policy_params(void) {
         conf_free(c);
 }
 
-/* [client.NAME]: priority and quota by process name; unset means none. */
+/* [client.NAME]: matched on kernel identity (uid, gid, unit), never on the name; unset quota means none. */
 static void test_clients(void) {
+        static const uint32_t groups[] = {44, 45};
         struct conf *c = NULL;
         unsigned prio = 99;
         uint64_t quota = 0;
@@ -216,19 +220,47 @@ static void test_clients(void) {
         size_t len = 0;
         FILE *f;
 
-        TAP_EQ_INT(load("[client.vllm]\npriority = 3\nquota = 8G\n[client.batch]\npriority = 0\n", &c), 0,
-                   "clients: load ok");
-        TAP_OK(conf_client(c, "vllm", &prio, &quota) && prio == 3 && quota == 8ull << 30,
+        TAP_EQ_INT(load("[client.vllm]\nuid = 1001\npriority = 3\nquota = 8G\n"
+                        "[client.batch]\ngid = 45\nunit = batch.service\npriority = 1\n"
+                        "[client.render]\ngid = 44\npriority = 0\n"
+                        "[client.named]\npriority = 7\n",
+                        &c),
+                   0, "clients: load ok");
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 1001, .gid = 1001}), 0,
+                   "clients: uid 1001 is vllm");
+        TAP_OK(conf_client(c, 0, &prio, &quota) && prio == 3 && quota == 8ull << 30,
                "clients: vllm priority 3, quota 8G");
-        TAP_OK(conf_client(c, "batch", &prio, &quota) && prio == 0 && quota == UINT64_MAX,
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7,
+                                                            .gid = 7,
+                                                            .groups = groups,
+                                                            .n_groups = 2,
+                                                            .unit = "batch.service"}),
+                   1, "clients: group 45 in batch.service is batch");
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7,
+                                                            .gid = 7,
+                                                            .groups = groups,
+                                                            .n_groups = 2,
+                                                            .unit = "other.service"}),
+                   2, "clients: group 45 elsewhere is not batch (every key must match); group 44 is render");
+        TAP_OK(conf_client(c, 1, &prio, &quota) && prio == 1 && quota == UINT64_MAX,
                "clients: batch has no quota");
-        TAP_OK(!conf_client(c, "other", &prio, &quota), "clients: an unnamed process has no section");
-        TAP_EQ_INT(conf_n_clients(c), 2, "clients: two sections");
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 7, .gid = 7}), -1,
+                   "clients: a section with a name only matches no one");
+        TAP_OK(!conf_client(c, -1, &prio, &quota), "clients: no section, no priority");
+        TAP_EQ_STR(conf_client_label(c, 0), "vllm", "clients: the label is the section name");
+        TAP_OK(conf_clients_need_unit(c), "clients: a unit key means cgroups are read");
+        TAP_EQ_INT(conf_n_clients(c), 4, "clients: four sections");
         f = open_memstream(&buf, &len);
         conf_print(c, f);
         fclose(f);
-        TAP_OK(strstr(buf, "[client.vllm]\n") && strstr(buf, "quota = 8G\n"), "clients: printed");
+        TAP_OK(strstr(buf, "[client.vllm]\n") && strstr(buf, "uid = 1001\n") &&
+                       strstr(buf, "quota = 8G\n") && strstr(buf, "unit = batch.service\n"),
+               "clients: printed");
         free(buf);
+        conf_free(c);
+        TAP_EQ_INT(load("[client.root]\nuid = root\n", &c), 0, "clients: a user name is looked up");
+        TAP_EQ_INT(conf_client_match(c, &(struct conf_peer){.uid = 0, .gid = 0}), 0,
+                   "clients: uid root is 0");
         conf_free(c);
 }
 
