@@ -139,6 +139,22 @@ bool client_was_welcomed(void) {
         return atomic_load(&c->welcomed);
 }
 
+bool client_ceiling_refuses(uint64_t captured_bytes, size_t size) {
+        struct shim_client *c = &kvt_shim()->client;
+        uint64_t ceiling = atomic_load(&c->granted_bytes), n;
+
+        if (ceiling == 0 || captured_bytes <= ceiling)
+                return false;
+        n = atomic_fetch_add(&c->refused_allocs, 1);
+        if (n % 1024 == 0)
+                log_warning("Allocation of %zu bytes refused: %llu bytes captured would pass this process's "
+                            "ceiling of %llu (the VRAM budget and the host memory kvtierd grants); "
+                            "%llu refused so far.",
+                            size, (unsigned long long)captured_bytes, (unsigned long long)ceiling,
+                            (unsigned long long)n + 1);
+        return true;
+}
+
 int client_capacity(uint64_t *ret_bytes) {
         struct shim_client *c = &kvt_shim()->client;
         uint64_t b;

@@ -56,6 +56,12 @@ void client_demand(void);
  * dev. */
 void client_note_device(int dev, uint64_t total_bytes, int host_node);
 bool client_device_noted(int dev);
+/* The ceiling of what this process may capture, like a real GPU's size:
+ * the VRAM budget plus the host memory the daemon granted in its last
+ * WELCOME.  Whether captured_bytes (this allocation's included) goes past
+ * it; never before a daemon has said.  The first refusal is logged, then
+ * every 1024th. */
+bool client_ceiling_refuses(uint64_t captured_bytes, size_t size);
 /* For KVTIER_CAPACITY=auto: the VRAM budget plus the host memory the
  * daemon granted, connecting first if needed (at most the timeout).
  * Returns 0, or -ENOTCONN / -ENODATA when no daemon said. */

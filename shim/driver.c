@@ -22,8 +22,11 @@ static CUresult from_cuda_error(cudaError_t e) {
 
 static CUresult alloc(uint32_t api, CUdeviceptr *dptr, size_t bytesize) {
         void *p = NULL;
+        int r = dptr ? shim_capture(api, bytesize, &p) : -EINVAL;
 
-        if (!dptr || shim_capture(api, bytesize, &p) < 0)
+        if (r == -ENOSPC)
+                return CUDA_ERROR_OUT_OF_MEMORY; /* past the ceiling, as a full card */
+        if (r < 0)
                 return CUDA_ERROR_NOT_FOUND; /* not captured: the caller allocates */
         *dptr = (CUdeviceptr)(uintptr_t)p;
         return CUDA_SUCCESS;
@@ -34,8 +37,10 @@ CUresult kvt_hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (alloc(KVT_API_CU_MEM_ALLOC, dptr, bytesize) == CUDA_SUCCESS)
-                return CUDA_SUCCESS;
+        CUresult r = alloc(KVT_API_CU_MEM_ALLOC, dptr, bytesize);
+
+        if (r != CUDA_ERROR_NOT_FOUND)
+                return r;
         return PASS(real(dptr, bytesize));
 }
 KVT_HOOK_EXPORT(cuMemAlloc_v2)
@@ -45,8 +50,10 @@ CUresult kvt_hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream h
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (alloc(KVT_API_CU_MEM_ALLOC_ASYNC, dptr, bytesize) == CUDA_SUCCESS)
-                return CUDA_SUCCESS;
+        CUresult r = alloc(KVT_API_CU_MEM_ALLOC_ASYNC, dptr, bytesize);
+
+        if (r != CUDA_ERROR_NOT_FOUND)
+                return r;
         return PASS(real(dptr, bytesize, hStream));
 }
 KVT_HOOK_EXPORT(cuMemAllocAsync)
@@ -57,8 +64,10 @@ CUresult kvt_hook_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CU
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
-        if (alloc(KVT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, dptr, bytesize) == CUDA_SUCCESS)
-                return CUDA_SUCCESS;
+        CUresult r = alloc(KVT_API_CU_MEM_ALLOC_FROM_POOL_ASYNC, dptr, bytesize);
+
+        if (r != CUDA_ERROR_NOT_FOUND)
+                return r;
         return PASS(real(dptr, bytesize, pool, hStream));
 }
 KVT_HOOK_EXPORT(cuMemAllocFromPoolAsync)

@@ -205,6 +205,12 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         bool outage = r < 0 && rt && client_was_welcomed();
         if (outage)
                 r = 0;
+        /* A ceiling like a real GPU's: past what kvtier grants, the
+         * allocation fails as plain CUDA's would on a full card (-ENOSPC:
+         * the hooks say out of memory), so that the engine's own handling
+         * runs, rather than overcommitting the host. */
+        if (r >= 0 && client_ceiling_refuses(classify_captured_bytes(&kvt_shim()->rules), size))
+                r = -ENOSPC;
         if (r >= 0) {
                 shim_announce_lock();
                 r = capture(rt, ret_ptr, size, api, rule);
@@ -280,8 +286,12 @@ cudaError_t kvt_hook_cudaMalloc(void **devPtr, size_t size) {
 
         if (!rt)
                 return cudaErrorInitializationError;
-        if (shim_capture(KVT_API_CUDA_MALLOC, size, devPtr) == 0)
+        switch (shim_capture(KVT_API_CUDA_MALLOC, size, devPtr)) {
+        case 0:
                 return cudaSuccess;
+        case -ENOSPC:
+                return cudaErrorMemoryAllocation;
+        }
         return PASS(rt->cudaMalloc(devPtr, size));
 }
 KVT_HOOK_EXPORT(cudaMalloc)
@@ -322,8 +332,12 @@ cudaError_t kvt_hook_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hS
 
         if (!rt || !rt->cudaMallocAsync)
                 return cudaErrorInitializationError;
-        if (shim_capture(KVT_API_CUDA_MALLOC_ASYNC, size, devPtr) == 0)
+        switch (shim_capture(KVT_API_CUDA_MALLOC_ASYNC, size, devPtr)) {
+        case 0:
                 return cudaSuccess;
+        case -ENOSPC:
+                return cudaErrorMemoryAllocation;
+        }
         return PASS(rt->cudaMallocAsync(devPtr, size, hStream));
 }
 KVT_HOOK_EXPORT(cudaMallocAsync)
@@ -333,8 +347,12 @@ cudaError_t kvt_hook_cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPoo
 
         if (!rt || !rt->cudaMallocFromPoolAsync)
                 return cudaErrorInitializationError;
-        if (shim_capture(KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC, size, ptr) == 0)
+        switch (shim_capture(KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC, size, ptr)) {
+        case 0:
                 return cudaSuccess;
+        case -ENOSPC:
+                return cudaErrorMemoryAllocation;
+        }
         return PASS(rt->cudaMallocFromPoolAsync(ptr, size, memPool, stream));
 }
 KVT_HOOK_EXPORT(cudaMallocFromPoolAsync)

@@ -62,6 +62,7 @@ struct shim_client {
          * connected. */
         uint64_t grant_cap[KVT_MAX_GPUS], grant_used[KVT_MAX_GPUS];
         _Atomic uint64_t granted_bytes; /* VRAM budget plus host grant from the last WELCOME */
+        _Atomic uint64_t refused_allocs; /* captures refused past that ceiling (client_ceiling_refuses) */
         atomic_bool welcomed;           /* set by this process's first WELCOME */
 };
 

@@ -65,6 +65,22 @@ check "KVTIER_MIN_SIZE=32M beats [capture] min_size; [capture] max_captured = 19
 ENGINE_ENV="KVTIER_MIN_SIZE=32M" run_engine big $ARGS --region-size 256M --regions 1 --window 64M
 check "a single 256 MiB allocation over [capture] max_captured stays plain" [ "$(captured big)" -eq 0 ]
 check "kvtierd stops cleanly" stop_daemon
+# A ceiling like a real GPU's (issue 18): a process captures at most its
+# VRAM budget plus the host memory kvtierd grants (here 64M + 128M); past
+# that an allocation fails with cudaErrorMemoryAllocation, as on a full
+# card, instead of falling back to plain cudaMalloc or overcommitting.
+write_config 64M "[host]" "host_budget = 128M"
+check "kvtierd with a 128M host budget starts" start_daemon
+run_engine ceiling $ARGS; rc=$?
+check "past the ceiling: the engine's fourth 64 MiB allocation fails" \
+        rc_and $((rc == 0)) grep -q "cudaMalloc(67108864) failed: 2$" "$TMP/ceiling.out"
+check "past the ceiling: three captured, none plain" [ "$(captured ceiling)" -eq 3 ]
+check "past the ceiling: the shim says why" grep -q "refused: .* ceiling of 201326592" "$TMP/ceiling.out"
+run_engine under $ARGS --regions 3; rc=$?
+check "within the ceiling: exits 0, pattern intact" rc_and $rc intact under
+check "kvtierd stops cleanly" stop_daemon
+run_engine nodaemon $ARGS; rc=$?
+check "no daemon, no ceiling: the four allocations succeed (fail-open)" rc_and $rc intact nodaemon
 printf '[capture]\nmin_size = 0\n' >"$TMP/bad-capture.conf"
 "$KVTIERD" -c "$TMP/bad-capture.conf" >"$TMP/bad-capture.log" 2>&1; rc=$?
 check "[capture] min_size = 0 is a configuration error (exit 2)" [ $rc -eq 2 ]
