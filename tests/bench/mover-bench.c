@@ -6,17 +6,17 @@
  * bytes in the same run.
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
- *               [--check-only] [--explore | --overtake | --contend | --interfere]
+ *               [--check-only] [--explore | --overtake | --contend | --interfere | --soak BYTES]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
  * VRAM, it is evicted again; then the host reads every chunk and the GPU
  * reads them back after a promotion.  Any lost write fails the run (exit 1).
  *
- * Evictions go to the tier --evict-to names: unmapped host memory by
- * default, as the daemon's default [policy] evict_to = host orders, or
- * host memory the GPU keeps mapped (the mover then sets accessed-by, which
- * costs its own time).
+ * Evictions go to the tier --evict-to names: host memory the GPU keeps
+ * mapped by default, as the daemon's default [policy] evict_to =
+ * host-mapped orders (the mover sets accessed-by, which costs its own
+ * time), or unmapped host memory (host).
  *
  * Then, for each run length in LIST (default 2M,8M,64M,256M,1G): promotion
  * of the whole region in orders of that length, each order its own batch
@@ -739,6 +739,99 @@ static int explore(struct bench *b) {
         return 0;
 }
 
+/* --soak: random orders (promotions, evictions mapped and unmapped,
+ * re-arms, probes; runs of 1-32 chunks, distinct within a batch) until
+ * `bytes` have been ordered moved, the GPU writing a new pattern over a few
+ * random chunks between batches; every chunk the GPU wrote is checked
+ * against its last pattern after each batch's orders are done, and every
+ * word of the region at the end.  Exit 1 on any lost or wrong word. */
+#define SOAK_WRITES_PER_BATCH 4u
+
+static uint64_t soak_rand(uint64_t *x) {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        return *x;
+}
+
+static uint64_t soak_check_chunk(const struct bench *b, uint32_t c, uint64_t seed) {
+        uint64_t n = 0;
+
+        if (backend_check((void *)(b->reg.base + (uint64_t)c * CHUNK), CHUNK, seed, &n) < 0)
+                return UINT64_MAX;
+        return n;
+}
+
+/* One batch of random orders over distinct chunks; returns the bytes
+ * ordered moved (re-arms and probes move nothing whole). */
+static uint64_t soak_batch(struct bench *b, uint64_t *rng, uint64_t *expected) {
+        static const uint32_t tiers[] = {KVT_TIER_VRAM, KVT_TIER_HOST, KVT_TIER_HOST_MAPPED, KVT_TIER_VRAM};
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK);
+        struct kvt_order o[BATCH];
+        uint64_t moved = 0;
+        unsigned n = 0;
+
+        for (uint32_t c = (uint32_t)(soak_rand(rng) % 8); c < n_chunks && n < BATCH;) {
+                uint64_t x = soak_rand(rng);
+                uint32_t len = 1 + (uint32_t)(x % 32), kind = (uint32_t)(x >> 8) % 6;
+
+                len = c + len <= n_chunks ? len : n_chunks - c;
+                o[n] = (struct kvt_order){.order_id = ++b->next_order,
+                                          .region_id = b->reg.id,
+                                          .first_chunk = c,
+                                          .n_chunks = len,
+                                          .tier = kind < 4 ? tiers[kind] : KVT_TIER_HOST,
+                                          .host_node = -1,
+                                          .flags = kind == 4 ? KVT_ORDER_REARM : kind == 5 ? KVT_ORDER_PROBE : 0};
+                moved += kind < 4 ? (uint64_t)len * CHUNK : 0;
+                n++;
+                c += len + (uint32_t)(soak_rand(rng) % 16);
+        }
+        pipeline_submit(b->pipe, o, n);
+        *expected += n;
+        return moved;
+}
+
+static int soak(struct bench *b, uint64_t bytes) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK);
+        uint64_t *seed = calloc(n_chunks, sizeof(*seed)), rng = 0x9e3779b97f4a7c15ull, ordered = 0, expected = b->done,
+                 bad = 0, batches = 0, t0 = now_ns();
+        uint32_t written[SOAK_WRITES_PER_BATCH];
+
+        if (!seed)
+                return -ENOMEM;
+        for (uint32_t c = 0; c < n_chunks; c++) {
+                seed[c] = 0x5000 + c;
+                if (backend_fill((void *)(b->reg.base + (uint64_t)c * CHUNK), CHUNK, seed[c]) < 0)
+                        return free(seed), -EIO;
+        }
+        while (ordered < bytes && bad == 0) {
+                ordered += soak_batch(b, &rng, &expected);
+                /* the GPU writes while the orders move (the engine does not wait for the mover) */
+                for (unsigned k = 0; k < SOAK_WRITES_PER_BATCH; k++) {
+                        uint32_t c = (uint32_t)(soak_rand(&rng) % n_chunks);
+
+                        written[k] = c;
+                        seed[c] = soak_rand(&rng);
+                        if (backend_fill((void *)(b->reg.base + (uint64_t)c * CHUNK), CHUNK, seed[c]) < 0)
+                                return free(seed), -EIO;
+                }
+                wait_all(b, expected);
+                for (unsigned k = 0; k < SOAK_WRITES_PER_BATCH; k++)
+                        bad += soak_check_chunk(b, written[k], seed[written[k]]);
+                batches++;
+        }
+        for (uint32_t c = 0; c < n_chunks && bad == 0; c++)
+                bad += soak_check_chunk(b, c, seed[c]);
+        printf("soak: %llu GiB ordered moved in %llu batches (%llu orders, %llu failed) over %zu MiB, %.1f s; "
+               "words lost or wrong: %llu\n",
+               (unsigned long long)(ordered >> 30), (unsigned long long)batches, (unsigned long long)b->done,
+               (unsigned long long)b->failed, b->reg.span_bytes >> 20, (double)(now_ns() - t0) / 1e9,
+               (unsigned long long)bad);
+        free(seed);
+        return bad == 0 && b->failed == 0 ? 0 : -EBADMSG;
+}
+
 static int setup(struct bench *b, uint64_t size) {
         static struct kvt_cudart recorded;
         struct pipeline_config cfg;
@@ -791,6 +884,7 @@ int main(int argc, char **argv) {
                 { "contend", no_argument, NULL, 'C' },
                 { "interfere", no_argument, NULL, 'I' },
                 { "evict-to", required_argument, NULL, 't' },
+                { "soak", required_argument, NULL, 'S' },
                 {},
         };
         const char *runs = "2M,8M,64M,256M,1G";
@@ -798,7 +892,8 @@ int main(int argc, char **argv) {
         size_t free0 = 0, free1 = 0, total = 0;
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
              do_interfere = false;
-        struct bench b = { .evict_tier = KVT_TIER_HOST };
+        uint64_t soak_bytes = 0;
+        struct bench b = { .evict_tier = KVT_TIER_HOST_MAPPED };
         struct shim_region taken;
         int c, r;
 
@@ -828,6 +923,12 @@ int main(int argc, char **argv) {
                 case 'I':
                         do_interfere = true;
                         break;
+                case 'S':
+                        if (parse_bytes(optarg, &soak_bytes) < 0 || soak_bytes == 0) {
+                                fprintf(stderr, "--soak: bytes to order moved, not %s\n", optarg);
+                                return 2;
+                        }
+                        break;
                 case 't': /* the tier names of the protocol */
                         if (strcmp(optarg, kvt_tier_name(KVT_TIER_HOST)) == 0)
                                 b.evict_tier = KVT_TIER_HOST;
@@ -848,7 +949,8 @@ int main(int argc, char **argv) {
                 return 1;
         }
         (void)b.rt->cudaMemGetInfo(&free0, &total);
-        r = do_explore     ? explore(&b)
+        r = soak_bytes     ? soak(&b, soak_bytes)
+            : do_explore   ? explore(&b)
             : do_overtake  ? overtake(&b)
             : do_contend   ? contend(&b)
             : do_interfere ? interfere(&b)
@@ -858,7 +960,7 @@ int main(int argc, char **argv) {
         if (b.rt->cudaMemGetInfo(&free1, &total) == cudaSuccess)
                 printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
                        free1 >> 20);
-        if (r == 0 && !check_only && !do_explore && !do_overtake && !do_contend && !do_interfere) {
+        if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_contend && !do_interfere) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {
