@@ -925,6 +925,8 @@ int registry_order_done(struct registry *r, struct client *c, const struct kvt_o
                   done->status, (double)done->elapsed_ns / 1e6);
         if ((c->orders[i].flags & KVT_ORDER_REARM) && done->status == 0)
                 r->gpus[c->orders[i].region->device].rearm_ns += done->elapsed_ns;
+        if ((c->orders[i].flags & KVT_ORDER_PROBE) && done->status == 0)
+                r->gpus[c->orders[i].region->device].probe_ns += done->elapsed_ns;
         order_apply(r, &c->orders[i], done->status);
         memmove(c->orders + i, c->orders + i + 1, (c->n_orders - i - 1) * sizeof(*c->orders));
         c->n_orders--;

@@ -73,6 +73,7 @@ struct gpu_stats {
         uint64_t rearmed_chunks; /* re-arms completed */
         uint64_t own_maps_ignored; /* uses seen during or just after a mapped eviction: its own mapping */
         uint64_t rearm_ns;       /* their time in the shim, queue included */
+        uint64_t probe_ns;       /* probes' time in the shim, queue included: with rearm_ns, the sampler's cost */
         uint64_t probes;         /* probes ordered, those that came back (their cohort in use) */
         uint64_t probes_back;
         uint64_t probes_expired; /* and those that did not: their cohort found cold */

@@ -127,6 +127,8 @@ check_gt "cupti: re-armed chunks faulted again: more faults than chunks" "$(cs g
 s=$(status_json)
 check_gt "cupti: the daemon re-armed chunks" "$(jq '.gpus[0].demand.rearmed_chunks' <<<"$s")" 0
 check_gt "cupti: probes of chunks in VRAM came back (their page faulted)" "$(jq '.gpus[0].demand.probes_back' <<<"$s")" 0
+check "cupti: the sampler's cost is reported (probe time)" [ "$(jq '.gpus[0].demand.probe_ms | type' <<<"$s")" = '"number"' ]
+check "cupti: and shown" bash -c "'$KVTIERCTL' -s '$SOCK' status | grep -q 'ms in the shim'"
 check_gt "cupti: mapped evictions' own remote maps were not taken for uses" \
         "$(jq '.gpus[0].demand.own_maps_ignored' <<<"$s")" 0
 check_gt "cupti: fault heat brought the window into VRAM when it was in the second region" "$hot" $((8 << 20))
