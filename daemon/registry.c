@@ -21,6 +21,7 @@ struct order {
 
 #define CHUNK_PROBE      POLICY_CHUNK_PROBE
 #define CHUNK_PROBE_BITS POLICY_PROBE_BITS
+#define CHUNK_OWN_MAP    POLICY_CHUNK_OWN_MAP
 #define CHUNK_COLD       POLICY_CHUNK_COLD
 
 struct region {
@@ -645,18 +646,19 @@ static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         return back;
 }
 
-/* Ticks after a mapped eviction (tier HOST_MAPPED) in which a use seen of
- * its chunks is taken for the eviction's own mapping: SetAccessedBy makes
- * the driver map each chunk, and CUPTI reports those remote maps as it
- * reports a fault's (same kind, same cause, on the H200), within a flush
- * or two (the shim's CUPTI_FLUSH_MS, 10 ms). */
-#define EVICT_QUIET_TICKS 5u
+/* How long after a mapped eviction (tier HOST_MAPPED) a use seen of its
+ * chunks is taken for the eviction's own mapping: SetAccessedBy makes the
+ * driver map each chunk, and CUPTI reports those remote maps as it reports
+ * a fault's (same kind, same cause, on the H200), within a flush or two
+ * (the shim's CUPTI_FLUSH_MS, 10 ms).  Milliseconds. */
+#define EVICT_QUIET_MS 50u
 
 static bool touch_is_own_mapping(const struct registry *r, const struct policy_chunk *ch) {
+        uint32_t tick_ms = conf_tick_ms(r->conf), quiet = (EVICT_QUIET_MS + tick_ms - 1) / tick_ms;
+
         if (ch->pending == KVT_TIER_HOST_MAPPED)
                 return true;
-        return ch->tier == KVT_TIER_HOST && (ch->flags & CHUNK_MAPPED) && ch->last_move &&
-               r->tick - ch->last_move <= EVICT_QUIET_TICKS;
+        return (ch->flags & CHUNK_OWN_MAP) && ch->last_move && r->tick - ch->last_move <= MAX(quiet, 1u);
 }
 
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
@@ -852,11 +854,12 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 /* Pages re-armed or moved unmapped are unmapped from the GPU: its
                  * next touch faults; a mapped eviction's are mapped.  A probe's
                  * chunk stays as it was, one page of it on the host. */
-                if (ok && !(o->flags & KVT_ORDER_PROBE)) {
-                        ch->flags &= (uint8_t)~CHUNK_MAPPED;
+                if (ok && !(o->flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM))) {
+                        ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP);
                         if (o->tier == KVT_TIER_HOST_MAPPED)
-                                ch->flags |= CHUNK_MAPPED;
-                }
+                                ch->flags |= CHUNK_MAPPED | CHUNK_OWN_MAP;
+                } else if (ok && (o->flags & KVT_ORDER_REARM))
+                        ch->flags &= (uint8_t)~CHUNK_MAPPED;
                 /* Promoted, or a probe that failed: no probe. */
                 if ((ok && o->tier == KVT_TIER_VRAM && !(o->flags & KVT_ORDER_PROBE)) || !ok)
                         ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | (ok ? CHUNK_COLD : 0));

@@ -72,7 +72,8 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
 /* Whether chunk c may be re-armed now: mapped host memory not used lately. */
 static bool rearm_candidate(const struct policy_chunk *c, uint32_t now, uint32_t stale_ticks) {
         return (c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST && c->pending == POLICY_TIER_NONE &&
-               !(c->flags & POLICY_CHUNK_PINNED) && now >= c->last_use && now - c->last_use >= stale_ticks;
+               !(c->flags & POLICY_CHUNK_PINNED) && now >= c->last_use && now - c->last_use >= stale_ticks &&
+               now >= c->last_move && now - c->last_move >= stale_ticks; /* not one that just moved */
 }
 
 /* Whether chunk c is in VRAM and free to be evicted. */

@@ -84,7 +84,9 @@ static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age)
 static unsigned demand_class(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, bool active,
                              uint32_t *ret_age) {
         bool charged = f & PLAN_CHARGED;
-        uint32_t seen = charged && c->last_move > c->last_use ? c->last_move : c->last_use;
+        /* a probe's tick (its last_move) is no arrival: it says nothing of use */
+        uint32_t seen = charged && c->last_move > c->last_use && !(c->flags & POLICY_CHUNK_PROBE) ? c->last_move
+                                                                                                    : c->last_use;
         uint32_t age = e->now > seen ? e->now - seen : 0;
         /* In VRAM: fresh until a probe found it unused.  Outside: used within
          * the protection, and, for a chunk that never was in VRAM, seen used

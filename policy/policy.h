@@ -96,12 +96,13 @@ enum policy_tier {
  * demand may displace it.  Any use clears it. */
 #define POLICY_CHUNK_COLD 0x08u
 /* In VRAM and probed (policy_sample()) at last_move: one page of it is
- * on the host, unmapped; cleared when it is used or found expired.  The
- * cohort bits are kept 0 (a cohort of one). */
-#define POLICY_CHUNK_PROBE        0x10u
-#define POLICY_PROBE_COHORT_SHIFT 5
-#define POLICY_PROBE_COHORT(flags) ((((unsigned)(flags)) >> POLICY_PROBE_COHORT_SHIFT) + 1u)
-#define POLICY_PROBE_BITS         0xf0u
+ * on the host, unmapped; cleared when it is used or found expired. */
+#define POLICY_CHUNK_PROBE 0x10u
+#define POLICY_PROBE_BITS  POLICY_CHUNK_PROBE
+/* In host memory by a mapped eviction (tier HOST_MAPPED) at last_move: the
+ * uses seen just after it are the driver's own remote maps (the daemon's
+ * quiet window).  Cleared by the chunk's next move. */
+#define POLICY_CHUNK_OWN_MAP 0x20u
 
 /* policy_chunk.node of a chunk whose host NUMA node is not known. */
 #define POLICY_NODE_NONE 0xffu

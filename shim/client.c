@@ -447,6 +447,16 @@ void client_note_device(int dev, uint64_t total_bytes, int host_node) {
         pthread_mutex_unlock(&c->lock);
 }
 
+unsigned client_devices_noted(void) {
+        struct shim_client *c = &kvt_shim()->client;
+        unsigned n;
+
+        pthread_mutex_lock(&c->lock);
+        n = (unsigned)__builtin_popcountll(c->devices_known);
+        pthread_mutex_unlock(&c->lock);
+        return n;
+}
+
 bool client_device_noted(int dev) {
         struct shim_client *c = &kvt_shim()->client;
         bool r;

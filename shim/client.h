@@ -56,6 +56,8 @@ void client_demand(void);
  * dev. */
 void client_note_device(int dev, uint64_t total_bytes, int host_node);
 bool client_device_noted(int dev);
+/* How many GPUs this process has captured on. */
+unsigned client_devices_noted(void);
 /* The ceiling of what this process may capture, like a real GPU's size:
  * the VRAM budget plus the host memory the daemon granted in its last
  * WELCOME.  Whether captured_bytes (this allocation's included) goes past

@@ -35,6 +35,7 @@ void deferred_atfork_child(void) {
         pthread_cond_init(&d->wake, NULL);
         d->head = d->tail = NULL;
         d->reaper_running = false;
+        atomic_store(&d->pending_bytes, 0);
 }
 
 static void *reaper_main(void *arg) {
@@ -62,6 +63,7 @@ static void *reaper_main(void *arg) {
                                   rt->cudaGetErrorString(e));
                 rt->cudaEventDestroy(p->event);
                 p->release(rt, &p->region);
+                atomic_fetch_sub(&d->pending_bytes, p->region.size_bytes);
                 free(p);
         }
         return NULL;
@@ -118,6 +120,7 @@ static int enqueue(const struct kvt_cudart *rt, const struct shim_region *r, cud
                 else
                         d->head = p;
                 d->tail = p;
+                atomic_fetch_add(&d->pending_bytes, r->size_bytes);
                 pthread_cond_signal(&d->wake);
         }
         pthread_mutex_unlock(&d->lock);
@@ -126,6 +129,10 @@ static int enqueue(const struct kvt_cudart *rt, const struct shim_region *r, cud
                 free(p);
         }
         return ret;
+}
+
+uint64_t deferred_pending_bytes(void) {
+        return atomic_load(&kvt_shim()->deferred.pending_bytes);
 }
 
 cudaError_t deferred_free(const struct kvt_cudart *rt, const struct shim_region *r, cudaStream_t stream,

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdint.h>
+
 #include "cuda-abi.h"
 
 struct kvt_cudart;
@@ -21,3 +23,7 @@ cudaError_t deferred_free(const struct kvt_cudart *rt, const struct shim_region 
 /* In the child of fork(): no reaper came along, and the parent's pending
  * frees (their memory too) are the parent's: forget them. */
 void deferred_atfork_child(void);
+
+/* The captured bytes of stream-ordered frees queued and not yet released:
+ * free to the engine already (its stream-ordered allocator reuses them). */
+uint64_t deferred_pending_bytes(void);

@@ -265,8 +265,14 @@ static int run_status(cudaError_t e) {
         return e == cudaErrorCudartUnloading ? -ENOENT : -EIO;
 }
 
+/* Reports each order of run r: its elapsed time is the run's, shared out
+ * among a sample's orders (re-arms, probes: the daemon adds them up as the
+ * sampler's cost), whole for a move's (how long its chunks waited). */
 static void report(struct pipeline *p, const struct run *r, int status, cudaError_t e) {
         uint64_t elapsed_ns = now_ns() - r->t0_ns;
+
+        if (r->orders[0].flags & (KVT_ORDER_REARM | KVT_ORDER_PROBE))
+                elapsed_ns /= r->n_orders;
 
         if (status < 0)
                 log_debug("Run of %zu orders (region %u, chunks %u+%zu to %s) failed: %s (CUDA error %d).",

@@ -171,6 +171,19 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         return 0;
 }
 
+/* What counts against the ceiling: the bytes captured (this allocation's
+ * included), less those whose stream-ordered free is queued (an engine's
+ * async pool frees and reallocates on one stream, as on a full card).
+ * Captures on more than one GPU: no ceiling (the grant is one GPU's VRAM
+ * budget; a per-GPU ceiling is not built). */
+static uint64_t ceiling_bytes(void) {
+        uint64_t captured = classify_captured_bytes(&kvt_shim()->rules), pending = deferred_pending_bytes();
+
+        if (client_devices_noted() > 1)
+                return 0;
+        return captured > pending ? captured - pending : 0;
+}
+
 int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
         const struct kvt_cudart *rt;
         uint32_t rule;
@@ -209,7 +222,7 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
          * allocation fails as plain CUDA's would on a full card (-ENOSPC:
          * the hooks say out of memory), so that the engine's own handling
          * runs, rather than overcommitting the host. */
-        if (r >= 0 && client_ceiling_refuses(classify_captured_bytes(&kvt_shim()->rules), size))
+        if (r >= 0 && client_ceiling_refuses(ceiling_bytes(), size))
                 r = -ENOSPC;
         if (r >= 0) {
                 shim_announce_lock();

@@ -117,6 +117,7 @@ struct shim_deferred {
         pthread_cond_t wake;
         struct deferred_entry *head, *tail;
         bool reaper_running;
+        _Atomic uint64_t pending_bytes; /* captured bytes of frees queued, not yet released */
 };
 
 /* cupti.c: the CUPTI sampler and its statistics. */

@@ -202,7 +202,8 @@ static void probe_expired(struct sim *s, uint32_t reg, uint32_t i) {
         c->flags &= (uint8_t)~POLICY_PROBE_BITS;
         if (c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE)
                 c->flags |= POLICY_CHUNK_COLD;
-        s->mapped[reg][i] = 0; /* its page stays out, mapped or not: no more samples from it */
+        /* its page stays out, unmapped (s->mapped 2): the next use faults, and
+         * the daemon clears COLD (registry_chunk_touch) */
         s->res->probes_expired++;
         s->expired_tick++;
 }

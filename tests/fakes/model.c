@@ -72,6 +72,10 @@ struct page {
          * it is out, and the device's next touch faults (a fault and a
          * remote map) and maps it. */
         bool sample_pref, sample_out;
+        /* A host page re-armed (read-mostly set, unset) while a device mapped it
+         * by accessed-by: that mapping is gone until the device's next touch,
+         * which faults once and maps it again (as on the H200). */
+        bool rearmed;
 };
 
 struct alloc {
@@ -751,7 +755,7 @@ static void page_to_host(struct alloc *a, size_t i) {
         p->devcopy = NULL;
         p->loc = MODEL_LOC_HOST;
         p->mapped_by = 0; /* a new host page: no GPU maps it yet */
-        p->sample_pref = p->sample_out = false;
+        p->sample_pref = p->sample_out = p->rearmed = false;
         host_replace(a, i, data);
         free(data);
         /* the driver maps it for the devices it is accessed by, as it goes */
@@ -989,8 +993,10 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc, bool sub
                 /* CUDA collapses duplicates: onto the preferred location if a
                  * copy is there, else anywhere (here: the host); the GPU's
                  * mappings of a host page go with them */
-                if (p->read_mostly)
+                if (p->read_mostly) {
+                        p->rearmed = p->accessed_by != 0 && p->loc == MODEL_LOC_HOST;
                         p->mapped_by = 0;
+                }
                 p->read_mostly = false;
                 if (p->dup >= 0 && p->preferred == p->dup) {
                         p->loc = p->dup;
@@ -1334,6 +1340,12 @@ static int page_gpu_access(struct alloc *a, size_t i, int dev, bool write, size_
                 um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
                 um_event(UM_REMOTE_MAP, page_host(a, i), MODEL_PAGE_BYTES, dev);
                 p->mapped_by |= 1u << dev;
+        }
+        if (p->rearmed && (p->accessed_by & (1u << dev))) {
+                p->rearmed = false;
+                m.stats[dev].faults++;
+                um_event(UM_GPU_FAULT, page_host(a, i), 1, dev);
+                um_event(UM_REMOTE_MAP, page_host(a, i), MODEL_PAGE_BYTES, dev);
         }
         if (p->preferred != dev && !p->preferred_numa && ((p->accessed_by | p->mapped_by) & (1u << dev))) {
                 m.stats[dev].remote_bytes += bytes;

@@ -266,11 +266,52 @@ static void test_probe_expired(void) {
         rig_down(&x);
 }
 
+/* The quiet window after a mapped eviction outlasts a re-arm made at once,
+ * and applies to mapped evictions only: an unmapped eviction's uses are
+ * uses.  (Found in review: a re-arm cleared the mark the window keyed on.) */
+static void test_quiet_window(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        struct region *a;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+        uint64_t ignored;
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_order_new(x.r, a, 0, 1, KVT_TIER_HOST_MAPPED, -1, &o), 0, "quiet: mapped eviction");
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 1, &o), 0, "quiet: re-armed at once");
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1); /* the eviction's own remote map, a flush late */
+        TAP_EQ_U64(g->own_maps_ignored, 1, "quiet: its own remote map within the window is ignored");
+        TAP_EQ_U64(g->refaults, 0, "quiet: and is no refault");
+
+        TAP_EQ_INT(registry_order_new(x.r, a, 2, 1, KVT_TIER_HOST, -1, &o), 0, "quiet: unmapped eviction");
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 2, 1); /* the GPU faults on it: a use */
+        registry_advance_tick(x.r);
+        ignored = g->own_maps_ignored;
+        registry_chunk_touch(x.r, a, 2, 1); /* used again: no mapped eviction involved */
+        TAP_EQ_U64(g->own_maps_ignored, ignored, "quiet: a use of an unmapped eviction is not its own mapping");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_grants();
         test_planner_grants();
         test_demands();
         test_probe_expired();
+        test_quiet_window();
         return tap_done();
 }

@@ -798,6 +798,38 @@ static void test_sub_page_sample(void) {
         cudaFree(p);
 }
 
+/* A mapped eviction (preferred host, accessed-by, prefetch to the host),
+ * then a 4 KiB re-arm (read-mostly set, unset) as shim/evictors.c makes
+ * it: on the H200 the next read faults the page again (256 remote maps for
+ * 256 re-armed chunks, tests/bench/RESULTS.md).  (Found in review: the
+ * model kept such a page mapped.) */
+static void test_rearm_mapped(void) {
+        const size_t len = 2 * PAGE;
+        char *p = NULL;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0);
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        fakecuda_kernel_fill(p, len, 9);
+        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, HOST);
+        cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, DEV0);
+        cudaMemPrefetchAsync(p, len, HOST, 0, NULL);
+        cudaDeviceSynchronize();
+        fakecuda_kernel_read(p, len);
+        fakecuda_set_um_hook(um_count);
+        um_remote_maps = 0;
+        fakecuda_reset_stats(0);
+        cudaMemAdvise(p + 4096, 4096, cudaMemAdviseSetReadMostly, DEV0);
+        cudaMemAdvise(p + 4096, 4096, cudaMemAdviseUnsetReadMostly, DEV0);
+        fakecuda_kernel_read(p, len);
+        TAP_EQ_U64(stats(0).faults, 1, "re-arm of a mapped eviction: the page faults");
+        TAP_EQ_U64(um_remote_maps, 1, "re-arm of a mapped eviction: and is remote-mapped again");
+        fakecuda_kernel_read(p, len);
+        TAP_EQ_U64(stats(0).faults, 1, "re-arm of a mapped eviction: once");
+        fakecuda_set_um_hook(NULL);
+        cudaFree(p);
+}
+
 static void test_read_mostly(void) {
         const size_t len = 4 * MiB;
         struct fakecuda_page_info pi = {0};
@@ -1156,6 +1188,7 @@ int main(void) {
         test_host_mapping();
         test_read_mostly();
         test_sub_page_sample();
+        test_rearm_mapped();
         test_cpu_faults();
         test_eviction();
         test_invalid();
