@@ -79,6 +79,7 @@ struct conf {
         unsigned rearm_rate, probe_rate;         /* [policy] demand's sampler, per second */
         char admin_group[64];
         struct conf_limits limits;
+        struct conf_quotas quotas;
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -135,6 +136,28 @@ static const struct conf_key conf_table[] = {
         {"daemon", "log_rate_limit_burst", CONF_UINT, 1, 1000000, "200",
          "Lines per log_rate_limit_interval_ms logged for one user",
          offsetof(struct conf, limits.log_burst)},
+        {"daemon", "max_registered_per_uid", CONF_BYTES, 0, 1024 * 1024 * TIB, "0",
+         "Bytes one user's processes may register with kvtierd together; a REGION_ADD past it is refused "
+         "(the shim's allocation stays as CUDA made it, untiered); 0 = four times the VRAM budgets of the "
+         "GPUs known plus [host] host_budget",
+         offsetof(struct conf, quotas.per_uid_bytes)},
+        {"daemon", "max_registered_per_client", CONF_BYTES, 0, 1024 * 1024 * TIB, "0",
+         "Bytes one process (connection) may register; 0 = as max_registered_per_uid",
+         offsetof(struct conf, quotas.per_client_bytes)},
+        {"daemon", "max_regions_per_client", CONF_UINT, 1, 65536, "4096",
+         "Regions one process may register; a REGION_ADD past it is refused",
+         offsetof(struct conf, quotas.max_regions)},
+        {"daemon", "max_chunks", CONF_UINT, 1, 1u << 31, "16777216",
+         "2 MiB chunks registered by all clients together, what the planner may take (16 bytes of state "
+         "each); a REGION_ADD past it is refused",
+         offsetof(struct conf, quotas.max_chunks)},
+        {"daemon", "order_timeout_ms", CONF_UINT, 10, 3600000, "30000",
+         "An order a client has not answered within this many milliseconds is taken back: its chunks are "
+         "booked as unplaced, charged nowhere, and a late answer is ignored",
+         offsetof(struct conf, quotas.order_timeout_ms)},
+        {"daemon", "max_order_timeouts", CONF_UINT, 1, 1000000, "3",
+         "A client with this many orders timed out is disconnected",
+         offsetof(struct conf, quotas.max_order_timeouts)},
         {"daemon", "admin_group", CONF_GROUP_NAME, 0, 0, "kvtier-admin",
          "Members of this group (besides root and kvtierd's own user) may change settings with "
          "kvtierctl set; empty = root only",
@@ -997,6 +1020,10 @@ void conf_check(const struct conf *c) {
                                     "client sends is a label it chooses, not an identity), ignoring.",
                                     cc->name);
         }
+}
+
+void conf_quotas(const struct conf *c, struct conf_quotas *ret) {
+        *ret = c->quotas;
 }
 
 void conf_limits(const struct conf *c, struct conf_limits *ret) {

@@ -107,6 +107,18 @@ struct conf_limits {
 };
 void conf_limits(const struct conf *c, struct conf_limits *ret);
 
+/* What one client or user may register, and how long an order may stay
+ * unanswered ([daemon] keys). */
+struct conf_quotas {
+        uint64_t per_uid_bytes;    /* 0: four times the VRAM budgets plus the host budget */
+        uint64_t per_client_bytes; /* 0: as per uid */
+        unsigned max_regions;      /* per client */
+        unsigned max_chunks;       /* all clients together */
+        unsigned order_timeout_ms;
+        unsigned max_order_timeouts; /* then the client is disconnected */
+};
+void conf_quotas(const struct conf *c, struct conf_quotas *ret);
+
 /* [daemon] admin_group: "" for none. */
 const char *conf_admin_group(const struct conf *c);
 

@@ -59,6 +59,9 @@ struct client {
         uint64_t grant_cap[KVT_MAX_GPUS];    /* the last GRANT: VRAM starts allowed in all, bytes */
         uint64_t charged[KVT_MAX_GPUS];      /* chunks of its own charged to each GPU (for its quota) */
         uint64_t vram_started[KVT_MAX_GPUS]; /* bytes of regions booked as started in VRAM */
+        uint64_t registered_bytes;           /* of its regions, for the quotas */
+        uint32_t *refused; /* ids of regions refused by a quota: their DEL and HINTs are no error */
+        size_t n_refused, cap_refused;
 };
 
 struct registry {
@@ -69,6 +72,7 @@ struct registry {
         size_t n_clients;
         struct client *clients, *clients_tail;
         struct region *regions, *regions_tail;
+        uint64_t n_chunks; /* of all regions, for [daemon] max_chunks */
         struct gpu_stats gpus[KVT_MAX_GPUS];
         bool gpu_present[KVT_MAX_GPUS];
         uint64_t device_total_bytes[KVT_MAX_GPUS]; /* as the last client reported; for "N%" */
@@ -468,17 +472,99 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
         reg->client->charged[reg->device] += n_vram;
 }
 
+/* Remembers a refused region's id, so that the shim's REGION_DEL and HINTs
+ * of it are not taken for errors; past max_regions ids, the older half is
+ * forgotten (their DEL is then logged as unknown, nothing else). */
+static void client_remember_refused(struct client *c, uint32_t region_id, size_t max) {
+        if (c->n_refused == c->cap_refused) {
+                size_t cap = c->cap_refused ? c->cap_refused * 2 : 16;
+                uint32_t *a;
+
+                if (c->cap_refused && cap > MAX(max, (size_t)16)) {
+                        c->n_refused /= 2;
+                        memmove(c->refused, c->refused + c->n_refused, c->n_refused * sizeof(*a));
+                } else {
+                        a = realloc(c->refused, cap * sizeof(*a));
+                        if (!a)
+                                return;
+                        c->refused = a;
+                        c->cap_refused = cap;
+                }
+        }
+        c->refused[c->n_refused++] = region_id;
+}
+
+/* Forgets a refused region id; returns whether it was one. */
+static bool client_forget_refused(struct client *c, uint32_t region_id, bool forget) {
+        for (size_t i = 0; i < c->n_refused; i++)
+                if (c->refused[i] == region_id) {
+                        if (forget)
+                                c->refused[i] = c->refused[--c->n_refused];
+                        return true;
+                }
+        return false;
+}
+
+uint64_t registry_uid_quota(const struct registry *r) {
+        struct conf_quotas q;
+        uint64_t budgets = 0;
+
+        conf_quotas(r->conf, &q);
+        if (q.per_uid_bytes)
+                return q.per_uid_bytes;
+        for (int d = 0; d < KVT_MAX_GPUS; d++)
+                if (r->gpu_present[d] && r->gpus[d].budget_resolved)
+                        budgets += r->gpus[d].budget_bytes;
+        return 4 * (budgets + conf_host_budget(r->conf));
+}
+
+uint64_t registry_uid_registered(const struct registry *r, uid_t uid) {
+        uint64_t n = 0;
+
+        for (const struct client *o = r->clients; o; o = o->next)
+                if (o->uid == uid)
+                        n += o->registered_bytes;
+        return n;
+}
+
+/* Whether a region of size bytes fits the quotas of [daemon]: regions per
+ * client, chunks of all, bytes per client and per uid.  Checked before
+ * anything is allocated for it, so that a refused add costs nothing but
+ * this.  Returns 0, -E2BIG (regions), -ENOSPC (chunks) or -EDQUOT (bytes). */
+static int region_quota_check(const struct registry *r, const struct client *c, uint64_t size) {
+        uint64_t uid_quota = registry_uid_quota(r), client_quota;
+        struct conf_quotas q;
+
+        conf_quotas(r->conf, &q);
+        client_quota = q.per_client_bytes ? q.per_client_bytes : uid_quota;
+        if (c->n_regions >= MIN((size_t)q.max_regions, (size_t)REGISTRY_MAX_REGIONS_PER_CLIENT))
+                return -E2BIG;
+        if (r->n_chunks + size / KVT_CHUNK_BYTES > q.max_chunks)
+                return -ENOSPC;
+        if (c->registered_bytes + size > client_quota || registry_uid_registered(r, c->uid) + size > uid_quota)
+                return -EDQUOT;
+        return 0;
+}
+
 int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add) {
         uint32_t n_chunks = (uint32_t)(add->size_bytes / KVT_CHUNK_BYTES);
         size_t id_at, base_at;
         struct region *reg;
         int ret;
 
-        if (c->n_regions >= REGISTRY_MAX_REGIONS_PER_CLIENT)
-                return -E2BIG;
+        if (client_forget_refused(c, add->region_id, false))
+                return -EEXIST;
         ret = client_region_slot(c, add, &id_at, &base_at);
         if (ret < 0)
                 return ret;
+        ret = region_quota_check(r, c, add->size_bytes);
+        if (ret < 0) {
+                struct conf_quotas q;
+
+                conf_quotas(r->conf, &q);
+                client_remember_refused(c, add->region_id, q.max_regions);
+                return ret;
+        }
         ret = client_grow_regions(c);
         if (ret < 0)
                 return ret;
@@ -501,6 +587,8 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
         array_insert(c->by_id, c->n_regions, id_at, reg);
         array_insert(c->by_base, c->n_regions, base_at, reg);
         c->n_regions++;
+        c->registered_bytes += reg->size_bytes;
+        r->n_chunks += reg->n_chunks;
         reg->prev = r->regions_tail;
         if (r->regions_tail)
                 r->regions_tail->next = reg;
@@ -558,6 +646,8 @@ static void region_release(struct registry *r, struct region *reg) {
         }
         gpu_uncharge(g, charged);
         reg->client->charged[reg->device] -= charged;
+        reg->client->registered_bytes -= reg->size_bytes;
+        r->n_chunks -= reg->n_chunks;
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
                 g->tier_chunks[t] -= reg->tier_chunks[t];
         if (reg->prev)
@@ -575,7 +665,7 @@ int registry_region_del(struct registry *r, struct client *c, uint32_t region_id
         struct region *reg = client_find_region(c, region_id);
 
         if (!reg)
-                return -ENOENT;
+                return client_forget_refused(c, region_id, true) ? 0 : -ENOENT;
         array_remove(c->by_id, c->n_regions, reg, false);
         array_remove(c->by_base, c->n_regions, reg, true);
         c->n_regions--;
@@ -601,6 +691,7 @@ void registry_client_free(struct registry *r, struct client *c) {
         free(c->by_base);
         free(c->orders);
         free(c->forgotten);
+        free(c->refused);
         free(c);
 }
 
@@ -610,7 +701,7 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
                    hint->kind == KVT_HINT_PINNED;
 
         if (!reg)
-                return -ENOENT;
+                return client_forget_refused(c, hint->region_id, false) ? 0 : -ENOENT;
         if ((uint64_t)hint->first_chunk + hint->n_chunks > reg->n_chunks)
                 return -ERANGE;
         for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {

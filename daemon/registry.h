@@ -152,13 +152,23 @@ void registry_device_seen(struct registry *r, const struct kvt_device *d);
 /* Registers a region, its chunks hottest (last_use = now).  A region the
  * shim started in VRAM is booked there as far as the client's GRANT covers
  * it (and counts against it), the rest as unplaced; one started in host
- * memory is booked there, unmapped.  Returns 0, -EEXIST (duplicate
- * region_id), -EADDRINUSE (overlaps another region of the client), -E2BIG
- * (too many regions) or -ENOMEM. */
+ * memory is booked there, unmapped.  The quotas of [daemon] are checked
+ * before anything is allocated: a region past them is refused, and its id
+ * remembered, so that the shim's REGION_DEL and HINTs of it (it does not
+ * know) are no errors.  Returns 0, -EEXIST (duplicate region_id),
+ * -EADDRINUSE (overlaps another region of the client), refusals -E2BIG
+ * (max_regions_per_client), -ENOSPC (max_chunks) or -EDQUOT
+ * (max_registered_per_client, max_registered_per_uid), or -ENOMEM. */
 int registry_region_add(struct registry *r, struct client *c, const struct kvt_region_add *add);
 
-/* Deletes a region: uncharges it, forgets its orders.  Returns 0 or -ENOENT. */
+/* Deletes a region: uncharges it, forgets its orders.  Returns 0 (also for
+ * a region refused by a quota) or -ENOENT. */
 int registry_region_del(struct registry *r, struct client *c, uint32_t region_id);
+
+/* [daemon] max_registered_per_uid, resolved (0 there: four times the VRAM
+ * budgets known plus the host budget), and what uid holds registered now. */
+uint64_t registry_uid_quota(const struct registry *r);
+uint64_t registry_uid_registered(const struct registry *r, uid_t uid);
 
 /* Applies a HINT: HOT, WILL_NEED and PINNED count one access now; HOT also
  * sets CHUNK_HOT (kept above unhinted chunks until COLD or DONE), PINNED

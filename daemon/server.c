@@ -62,6 +62,7 @@ struct peer {
         bool broken;                 /* a send failed: dropped from a defer event */
         int broken_err;              /* how */
         bool warned_failures;        /* failed orders are logged once per client */
+        bool warned_quota;           /* refused regions are logged at warning once per client */
         bool warned_fd;              /* an unexpected fd is logged once per peer */
         struct heat_table *heat;     /* the shim's counters, once HEAT_TABLE came */
         int msg_fd;                  /* fd that came with the message being dispatched, or -1 */
@@ -349,6 +350,31 @@ static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
         return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
 }
 
+/* A REGION_ADD past a quota: the region is not registered, so kvtier never
+ * moves it, and the shim's allocation stays as CUDA made it (the protocol
+ * has no reply to a REGION_ADD: the shim fails open by construction).
+ * Logged at warning once per client, then at debug. */
+static void peer_on_region_refused(struct peer *p, const struct kvt_region_add *a, int err) {
+        struct registry *reg = p->server->registry;
+        char size[32], quota[32], held[32];
+        struct conf_quotas q;
+        const char *why;
+
+        conf_quotas(p->server->conf, &q);
+        why = err == -E2BIG    ? "max_regions_per_client"
+              : err == -ENOSPC ? "max_chunks"
+                               : "max_registered_per_client or max_registered_per_uid";
+        p->server->stats.regions_refused++;
+        peer_log_full(p, p->warned_quota ? KVT_LOG_DEBUG : KVT_LOG_WARNING, a->region_id,
+                      "Client %u (pid %d, uid %u): refusing region %u of %s: past [daemon] %s (uid holds %s "
+                      "of %s registered); it stays where CUDA put it, untiered.",
+                      client_id(p->client), (int)p->id.pid, (unsigned)p->id.uid, a->region_id,
+                      format_bytes(size, sizeof(size), a->size_bytes), why,
+                      format_bytes(held, sizeof(held), registry_uid_registered(reg, p->id.uid)),
+                      format_bytes(quota, sizeof(quota), registry_uid_quota(reg)));
+        p->warned_quota = true;
+}
+
 static int peer_on_region_add(struct peer *p, const struct kvt_region_add *a) {
         int r = registry_region_add(p->server->registry, p->client, a);
 
@@ -364,7 +390,10 @@ static int peer_on_region_add(struct peer *p, const struct kvt_region_add *a) {
         case -EADDRINUSE:
                 return peer_reject(p, "REGION_ADD overlapping an existing region", NULL);
         case -E2BIG:
-                return peer_reject(p, "too many regions", NULL);
+        case -ENOSPC:
+        case -EDQUOT:
+                peer_on_region_refused(p, a, r);
+                return 0;
         default:
                 return log_error_errno(r, "Failed to add region %u of client %u: %s", a->region_id,
                                        client_id(p->client), strerror(-r));

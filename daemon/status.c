@@ -227,6 +227,9 @@ static json_object *connections_json(const struct connection_stats *c) {
         json_object_object_add(o, "dropped_queue", json_u64(c->dropped_queue));
         json_object_object_add(o, "dropped_stalled", json_u64(c->dropped_stalled));
         json_object_object_add(o, "accept_pauses", json_u64(c->accept_pauses));
+        json_object_object_add(o, "regions_refused", json_u64(c->regions_refused));
+        json_object_object_add(o, "order_timeouts", json_u64(c->order_timeouts));
+        json_object_object_add(o, "dropped_orders", json_u64(c->dropped_orders));
         return o;
 }
 

@@ -19,6 +19,9 @@ struct connection_stats {
         uint64_t dropped_queue;   /* closed with their send queue over send_queue_max */
         uint64_t dropped_stalled; /* closed for reading nothing for send_timeout_ms */
         uint64_t accept_pauses;   /* accepts paused for want of descriptors */
+        uint64_t regions_refused; /* REGION_ADDs past a quota of [daemon] */
+        uint64_t order_timeouts;  /* orders taken back for want of an answer in order_timeout_ms */
+        uint64_t dropped_orders;  /* clients closed at max_order_timeouts */
 };
 
 struct status_info {

@@ -3,6 +3,15 @@
  * abuse: speaks malformed and hostile protocol to a live kvtierd and checks
  * that the daemon drops the bad peer and keeps serving everyone else.
  * Usage: abuse SOCKET.  TAP output.
+ *
+ * With a mode, one attack of issue 18 for a shell test to judge, the
+ * connection held until the file HOLD exists (at most 60 s):
+ *   abuse SOCKET huge-adds HOLD     40 REGION_ADDs of 16 TiB each (row 3)
+ *   abuse SOCKET vram-squat HOLD    1 GiB registered as already in VRAM; orders
+ *                                   are read, never answered (row 4)
+ *   abuse SOCKET liar-total HOLD    a HELLO and a DEVICE with a device total of
+ *                                   2^64-1 (row 5)
+ * Each prints "attack sent" once it has said its piece.
  */
 #include "config.h"
 
@@ -285,9 +294,62 @@ static void test_heat_table(const char *self) {
         usleep(100 * 1000);
 }
 
+/* Reads and drops what the daemon sends, answering nothing, until hold exists. */
+static void hold_until(int fd, const char *hold) {
+        static char buf[KVT_MSG_MAX_BYTES];
+
+        printf("attack sent\n");
+        fflush(stdout);
+        for (int i = 0; i < 60 * 20 && access(hold, F_OK) < 0; i++) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+
+                if (poll(&p, 1, 50) > 0 && recv(fd, buf, sizeof(buf), 0) == 0) {
+                        printf("dropped by the daemon\n");
+                        fflush(stdout);
+                        break;
+                }
+        }
+        close(fd);
+}
+
+static int attack(const char *mode, const char *hold) {
+        struct kvt_hello h = { .proto_version = KVT_PROTO_VERSION, .device = 0 };
+        int fd = conn();
+
+        strcpy(h.name, mode);
+        if (strcmp(mode, "liar-total") == 0) {
+                struct kvt_device d = { .device = 0, .host_node = -1, .total_bytes = UINT64_MAX };
+
+                h.device_total_bytes = UINT64_MAX;
+                send_msg(fd, KVT_MSG_HELLO, &h, sizeof(h));
+                send_msg(fd, KVT_MSG_DEVICE, &d, sizeof(d));
+        } else if (strcmp(mode, "huge-adds") == 0) {
+                send_msg(fd, KVT_MSG_HELLO, &h, sizeof(h));
+                for (uint32_t i = 1; i <= 40; i++) {
+                        struct kvt_region_add r = region((uint64_t)i << 44, KVT_MAX_REGION_BYTES);
+
+                        r.region_id = i;
+                        send_msg(fd, KVT_MSG_REGION_ADD, &r, sizeof(r));
+                }
+        } else if (strcmp(mode, "vram-squat") == 0) {
+                struct kvt_region_add r = region(0x7f0000000000ull, 1ull << 30);
+
+                r.tier = KVT_TIER_VRAM;
+                send_msg(fd, KVT_MSG_HELLO, &h, sizeof(h));
+                send_msg(fd, KVT_MSG_REGION_ADD, &r, sizeof(r));
+        } else
+                return 99;
+        hold_until(fd, hold);
+        return 0;
+}
+
 int main(int argc, char **argv) {
         int fd;
 
+        if (argc == 4) {
+                sock_path = argv[1];
+                return attack(argv[2], argv[3]);
+        }
         if (argc != 2)
                 return 99;
         sock_path = argv[1];

@@ -1,0 +1,70 @@
+#!/bin/bash
+# Issue 18, rows 3-5: what a client registers is bounded by quotas that
+# are checked before the daemon allocates anything for it; orders a client
+# never answers are taken back; one liar's device total moves no budget.
+. "$(dirname "$0")/lib.sh"
+
+ABUSE="$top_builddir/tests/integration/abuse"
+ARGS="--regions 4 --region-size 64M --window 32M --steps 40 --step-ms 15 --hint"
+
+# attack MODE: abuse's attack MODE in the background, its connection held
+# until $TMP/hold-MODE exists; returns once it said its piece.
+attack() {
+        rm -f "$TMP/hold-$1"
+        "$ABUSE" "$SOCK" "$1" "$TMP/hold-$1" >"$TMP/$1.out" 2>&1 &
+        ATTACK_PID=$!
+        for _ in $(seq 200); do
+                grep -q "attack sent" "$TMP/$1.out" && return 0
+                sleep 0.05
+        done
+        diag "abuse $1 said nothing"; return 1
+}
+attack_end() { touch "$TMP/hold-$1"; wait "$ATTACK_PID"; }
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$DAEMON_PID/status"; }
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# --- Row 3: 40 REGION_ADDs of 16 TiB each ---------------------------------
+write_config 64M
+check "kvtierd starts" start_daemon
+rss0=$(rss_kib)
+check "abuse sends 40 REGION_ADDs of 16 TiB" attack huge-adds
+t0=$(ms)
+s=$(status_json); rc=$?
+t1=$(ms)
+check "status answers right after the adds" [ $rc -eq 0 ]
+check_le "and within 2 s: the adds did not block the event loop" $((t1 - t0)) 2000
+check_le "daemon RSS grew by less than 16 MiB" $(( $(rss_kib) - rss0 )) 16384
+check "all 40 were refused" [ "$(echo "$s" | jq .connections.regions_refused)" = 40 ]
+check "the hostile client stays connected, holding nothing" \
+        [ "$(echo "$s" | jq '[.clients[] | select(.name == "huge-adds") | .regions | length] == [0]')" = true ]
+check "the refusal is logged, naming the quota" grep -q "past \[daemon\] max_registered" "$TMP/kvtierd.log"
+run_engine good $ARGS; rc=$?
+check "a good engine beside it exits 0" [ $rc -eq 0 ]
+check "its pattern is intact" grep -q "mismatched words 0" "$TMP/good.out"
+check_gt "and its regions were tiered" "$(status_json | jq .migrations.orders_done)" 0
+attack_end huge-adds
+check "kvtierd stops cleanly" stop_daemon
+
+# A quota a real engine runs into: the regions past it stay as CUDA made
+# them (fail open), the rest are tiered, the data is intact.
+write_config 64M "[daemon]" "max_registered_per_client = 128M"
+check "kvtierd starts with max_registered_per_client = 128M" start_daemon
+run_engine capped $ARGS; rc=$?
+check "an engine past its quota exits 0" [ $rc -eq 0 ]
+check "its pattern is intact" grep -q "mismatched words 0" "$TMP/capped.out"
+check "two of its four regions were refused" [ "$(status_json | jq .connections.regions_refused)" = 2 ]
+check "the shim's REGION_DEL of a refused region is no error" \
+        bash -c "! grep -q 'REGION_DEL for unknown region' '$TMP/kvtierd.log'"
+check "kvtierd stops cleanly" stop_daemon
+
+# max_regions_per_client: the 3rd of 4 regions is refused.
+write_config 64M "[daemon]" "max_regions_per_client = 2"
+check "kvtierd starts with max_regions_per_client = 2" start_daemon
+run_engine few $ARGS; rc=$?
+check "an engine past its region count exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/few.out"
+check "two of its regions were refused" [ "$(status_json | jq .connections.regions_refused)" = 2 ]
+check "the refusal names max_regions_per_client" grep -q "past \[daemon\] max_regions_per_client" "$TMP/kvtierd.log"
+check "kvtierd stops cleanly" stop_daemon
+
+done_testing
