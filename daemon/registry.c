@@ -16,7 +16,8 @@ struct order {
         struct region *region;
         uint32_t first, n;
         uint32_t tier;
-        uint32_t flags; /* KVT_ORDER_* */
+        uint32_t flags;   /* KVT_ORDER_* */
+        uint64_t sent_ns; /* when it was made (CLOCK_MONOTONIC), for [daemon] order_timeout_ms */
 };
 
 #define CHUNK_PROBE      POLICY_CHUNK_PROBE
@@ -60,6 +61,7 @@ struct client {
         uint64_t charged[KVT_MAX_GPUS];      /* chunks of its own charged to each GPU (for its quota) */
         uint64_t vram_started[KVT_MAX_GPUS]; /* bytes of regions booked as started in VRAM */
         uint64_t registered_bytes;           /* of its regions, for the quotas */
+        unsigned order_timeouts;             /* orders it left unanswered past order_timeout_ms */
         uint32_t *refused; /* ids of regions refused by a quota: their DEL and HINTs are no error */
         size_t n_refused, cap_refused;
 };
@@ -853,7 +855,13 @@ static void chunks_mark_pending(struct registry *r, struct region *reg, uint32_t
 static int order_new(struct registry *r, struct region *reg, uint32_t first, uint32_t n, uint32_t tier,
                      int host_node, uint32_t flags, struct kvt_order *ret) {
         struct gpu_stats *g = &r->gpus[reg->device];
-        struct order o = {.id = r->next_order_id, .region = reg, .first = first, .n = n, .tier = tier, .flags = flags};
+        struct order o = {.id = r->next_order_id,
+                          .region = reg,
+                          .first = first,
+                          .n = n,
+                          .tier = tier,
+                          .flags = flags,
+                          .sent_ns = now_ns()};
         uint64_t add = 0, evict = 0;
         int ret_push;
 
@@ -1026,6 +1034,61 @@ int registry_order_done(struct registry *r, struct client *c, const struct kvt_o
         c->n_orders--;
         /* -ENOENT: the shim freed the region and its REGION_DEL is on the way. */
         return done->status == 0 || done->status == -ENOENT ? 0 : 1;
+}
+
+/* Takes back an order its client left unanswered: the books cannot tell
+ * where its chunks are now, so they are booked as unplaced (tier NONE),
+ * charged to no GPU and no node, whatever the order or the client's own
+ * REGION_ADD said of them.  That is the safe side for everyone else: what
+ * the GPU budget held for them is free again; the chunks themselves are
+ * still the client's, UVM's to place. */
+static void order_take_back(struct registry *r, const struct order *o) {
+        struct region *reg = o->region;
+        struct gpu_stats *g = &r->gpus[reg->device];
+        uint64_t uncharge = 0;
+
+        for (uint32_t i = o->first; i < o->first + o->n; i++) {
+                struct policy_chunk *ch = &reg->chunks[i];
+
+                uncharge += chunk_charged(ch);
+                g->evicting_chunks -= chunk_evicting(ch);
+                chunk_book(r, ch, false);
+                reg->tier_chunks[ch->tier]--;
+                g->tier_chunks[ch->tier]--;
+                ch->tier = KVT_TIER_NONE;
+                ch->pending = KVT_TIER_NONE;
+                ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_PROBE_BITS);
+                ch->last_move = r->tick;
+                reg->tier_chunks[KVT_TIER_NONE]++;
+                g->tier_chunks[KVT_TIER_NONE]++;
+                chunk_book(r, ch, true); /* books nothing: NONE holds no host memory kvtier knows of */
+        }
+        gpu_uncharge(g, uncharge);
+        reg->client->charged[reg->device] -= uncharge;
+        g->inflight_orders--;
+}
+
+unsigned registry_client_expire_orders(struct registry *r, struct client *c, uint64_t now, uint64_t timeout_ns) {
+        unsigned n = 0;
+        size_t j = 0;
+
+        for (size_t i = 0; i < c->n_orders; i++) {
+                if (now - c->orders[i].sent_ns < timeout_ns) {
+                        c->orders[j++] = c->orders[i];
+                        continue;
+                }
+                order_take_back(r, &c->orders[i]);
+                /* a late ORDER_DONE of it is no protocol error, and changes nothing */
+                client_remember_forgotten(c, c->orders[i].id);
+                n++;
+        }
+        c->n_orders = j;
+        c->order_timeouts += n;
+        return n;
+}
+
+unsigned client_order_timeouts(const struct client *c) {
+        return c->order_timeouts;
 }
 
 struct client *registry_clients(const struct registry *r) {

@@ -235,6 +235,14 @@ int registry_order_new(struct registry *r, struct region *reg, uint32_t first, u
  * client never had. */
 int registry_order_done(struct registry *r, struct client *c, const struct kvt_order_done *done);
 
+/* Takes back the orders of client c made timeout_ns or more before now
+ * (CLOCK_MONOTONIC) and still unanswered: their chunks are booked as
+ * unplaced and charged nowhere, their ids remembered so that a late
+ * ORDER_DONE is ignored.  Returns how many; client_order_timeouts() sums
+ * them since the client connected. */
+unsigned registry_client_expire_orders(struct registry *r, struct client *c, uint64_t now, uint64_t timeout_ns);
+unsigned client_order_timeouts(const struct client *c);
+
 /* Iteration in registration order; NULL at the end. */
 struct client *registry_clients(const struct registry *r);
 struct client *client_next(const struct client *c);

@@ -827,9 +827,41 @@ static int server_accept(sd_event_source *es, int fd, uint32_t revents, void *us
 
 /* Closes a peer past a deadline: HELLO (or a first control request) not
  * said, or output waiting that it takes none of. */
+/* Takes back a client's orders unanswered for [daemon] order_timeout_ms;
+ * at max_order_timeouts of them, the client's end.  Returns whether the
+ * peer is gone. */
+static bool peer_sweep_orders(struct peer *p, uint64_t now) {
+        struct server *s = p->server;
+        struct conf_quotas q;
+        unsigned n;
+
+        conf_quotas(s->conf, &q);
+        n = registry_client_expire_orders(s->registry, p->client, now, q.order_timeout_ms * 1000000ull);
+        if (n == 0)
+                return false;
+        s->stats.order_timeouts += n;
+        if (client_order_timeouts(p->client) < q.max_order_timeouts) {
+                peer_log(p, KVT_LOG_WARNING,
+                         "Client %u (pid %d, uid %u) left %u orders unanswered for %u ms ([daemon] "
+                         "order_timeout_ms): their chunks are booked as unplaced, charged nowhere.",
+                         client_id(p->client), (int)p->id.pid, (unsigned)p->id.uid, n, q.order_timeout_ms);
+                return false;
+        }
+        s->stats.dropped_orders++;
+        peer_log(p, KVT_LOG_WARNING,
+                 "Disconnecting client %u (pid %d, uid %u): %u orders unanswered for %u ms ([daemon] "
+                 "max_order_timeouts = %u).",
+                 client_id(p->client), (int)p->id.pid, (unsigned)p->id.uid, client_order_timeouts(p->client),
+                 q.order_timeout_ms, q.max_order_timeouts);
+        peer_free(p);
+        return true;
+}
+
 static void peer_sweep(struct peer *p, uint64_t now) {
         const struct conf_limits *l = &p->server->limits;
 
+        if (p->client && peer_sweep_orders(p, now))
+                return;
         if (p->role == PEER_NEW && now - p->opened_ns >= l->hello_timeout_ms * 1000000ull) {
                 p->server->stats.hello_timeouts++;
                 peer_log(p, KVT_LOG_WARNING,
@@ -854,8 +886,13 @@ static void report_suppressed(uint32_t uid, unsigned n, void *userdata) {
 }
 
 /* The period of the deadline sweep: a quarter of the shortest deadline, at most SWEEP_MAX_MS. */
-static uint64_t sweep_usec(const struct conf_limits *l) {
-        unsigned ms = MIN(MIN(l->hello_timeout_ms, l->send_timeout_ms) / 4, SWEEP_MAX_MS);
+static uint64_t sweep_usec(const struct server *s) {
+        const struct conf_limits *l = &s->limits;
+        struct conf_quotas q;
+        unsigned ms;
+
+        conf_quotas(s->conf, &q);
+        ms = MIN(MIN(MIN(l->hello_timeout_ms, l->send_timeout_ms), q.order_timeout_ms) / 4, SWEEP_MAX_MS);
 
         return MAX(ms, 10u) * 1000ull;
 }
@@ -871,7 +908,7 @@ static int server_sweep(sd_event_source *es, uint64_t usec, void *userdata) {
         }
         uid_table_report(s->uids, now, report_suppressed, s);
         server_spare_reopen(s);
-        r = sd_event_source_set_time_relative(es, sweep_usec(&s->limits));
+        r = sd_event_source_set_time_relative(es, sweep_usec(s));
         if (r >= 0)
                 r = sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
         if (r < 0)
@@ -889,7 +926,7 @@ static int server_limits_new(struct server *s) {
         r = uid_table_new(s->limits.log_interval_ms * 1000000ull, s->limits.log_burst, &s->uids);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate server: %s", strerror(-r));
-        r = sd_event_add_time_relative(s->event, &s->sweep, CLOCK_MONOTONIC, sweep_usec(&s->limits), 0,
+        r = sd_event_add_time_relative(s->event, &s->sweep, CLOCK_MONOTONIC, sweep_usec(s), 0,
                                        server_sweep, s);
         if (r >= 0)
                 r = sd_event_add_time_relative(s->event, &s->accept_resume, CLOCK_MONOTONIC,

@@ -67,4 +67,62 @@ check "two of its regions were refused" [ "$(status_json | jq .connections.regio
 check "the refusal names max_regions_per_client" grep -q "past \[daemon\] max_regions_per_client" "$TMP/kvtierd.log"
 check "kvtierd stops cleanly" stop_daemon
 
+# --- Row 4: 1 GiB registered as in VRAM, orders never answered -------------
+# wait_for SECONDS JQ: polls status until JQ prints true.
+wait_for() {
+        local n=$(($1 * 20))
+        for _ in $(seq $n); do
+                [ "$(status_json 2>/dev/null | jq "$2")" = true ] && return 0
+                sleep 0.05
+        done
+        return 1
+}
+squat='[.clients[] | select(.name == "vram-squat") | .vram_bytes]'
+
+# The squatter's orders come once a good engine wants VRAM: it runs
+# beside it, long enough for the timeouts, while status is polled.
+LONG="--regions 4 --region-size 64M --window 64M --steps 200 --step-ms 20 --hint"
+squat_run() {
+        run_engine "$1" $LONG &
+        engine=$!
+        good_vram=0 squat_back=false
+        while kill -0 $engine 2>/dev/null; do
+                s=$(status_json 2>/dev/null) || continue
+                v=$(echo "$s" | jq '[.clients[] | select(.name == "kv-engine") | .vram_bytes] | max // 0')
+                [ "${v:-0}" -gt "$good_vram" ] && good_vram=$v
+                [ "$(echo "$s" | jq "$squat | max // 0")" = 0 ] && squat_back=true
+                sleep 0.05
+        done
+        wait $engine
+}
+
+write_config 256M "[daemon]" "order_timeout_ms = 2000" "max_order_timeouts = 1000000"
+check "kvtierd starts with order_timeout_ms = 2000" start_daemon
+check "abuse registers 1 GiB as already in VRAM" attack vram-squat
+check "it is booked in VRAM only as far as its grant: the budget" \
+        wait_for 2 "$squat == [$((256 << 20))] and .gpus[0].charged_bytes == $((256 << 20))"
+squat_run squatted; rc=$?
+check "a good engine beside the squatter exits 0, pattern intact" \
+        rc_and $rc grep -q "mismatched words 0" "$TMP/squatted.out"
+check "the squatter's unanswered orders were taken back: none of it left in VRAM" $squat_back
+check_gt "the good engine got VRAM" "$good_vram" 0
+check "the timeouts are counted" wait_for 1 ".connections.order_timeouts > 0"
+check "and logged" grep -q "orders unanswered for 2000 ms" "$TMP/kvtierd.log"
+check "the squatter is still connected (max_order_timeouts not reached)" \
+        bash -c "! grep -q 'dropped by the daemon' '$TMP/vram-squat.out'"
+attack_end vram-squat
+check "kvtierd stops cleanly" stop_daemon
+
+write_config 256M "[daemon]" "order_timeout_ms = 2000"
+check "kvtierd starts with order_timeout_ms = 2000, max_order_timeouts = 3" start_daemon
+check "abuse registers 1 GiB as already in VRAM" attack vram-squat
+squat_run squatted2; rc=$?
+check "a good engine beside it exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/squatted2.out"
+check "at 3 orders unanswered the squatter was disconnected" \
+        wait_for 1 "$squat == [] and .connections.dropped_orders == 1"
+check "the disconnect is logged" grep -q "max_order_timeouts = 3" "$TMP/kvtierd.log"
+attack_end vram-squat
+check "the squatter saw the disconnect" grep -q "dropped by the daemon" "$TMP/vram-squat.out"
+check "kvtierd stops cleanly" stop_daemon
+
 done_testing
