@@ -66,6 +66,22 @@ struct client {
         size_t n_refused, cap_refused;
 };
 
+/* Device totals a GPU's clients reported, the first of each user: a
+ * percentage budget resolves from the figure most users agree on, so that
+ * one user's liar moves no one's budget. */
+#define TOTAL_REPORTS_MAX 16
+/* Figures within this many percent of each other agree (drivers of one
+ * GPU model report a little more or less as firmware reserves differ). */
+#define TOTAL_AGREE_PCT 2
+/* No GPU has more memory than a budget may be: [gpu] vram_budget's range. */
+#define TOTAL_MAX_BYTES (16ull << 40)
+
+struct total_reports {
+        size_t n;
+        uint32_t uid[TOTAL_REPORTS_MAX];
+        uint64_t bytes[TOTAL_REPORTS_MAX];
+};
+
 struct registry {
         const struct conf *conf;
         uint32_t tick;
@@ -77,7 +93,9 @@ struct registry {
         uint64_t n_chunks; /* of all regions, for [daemon] max_chunks */
         struct gpu_stats gpus[KVT_MAX_GPUS];
         bool gpu_present[KVT_MAX_GPUS];
-        uint64_t device_total_bytes[KVT_MAX_GPUS]; /* as the last client reported; for "N%" */
+        uint64_t device_total_bytes[KVT_MAX_GPUS]; /* as most users' clients reported; for "N%" */
+        struct total_reports totals[KVT_MAX_GPUS];
+        struct ratelimit totals_log; /* warnings of totals refused or outvoted */
         struct node_stats nodes[KVT_MAX_NODES];
         bool node_present[KVT_MAX_NODES];
         const struct topology *topo; /* NULL: no MemTotal known, so no "N%" host budgets */
@@ -222,8 +240,10 @@ static void gpu_uncharge(struct gpu_stats *g, uint64_t n_chunks) {
         g->charged_bytes -= n_chunks * KVT_CHUNK_BYTES;
 }
 
-/* Resolves a percentage budget once a device total is known. */
-static void gpu_resolve(struct registry *r, int device, uint64_t device_total_bytes) {
+/* Resolves a percentage budget once a device total is known (agreed by
+ * the clients' users: gpu_report_total()). */
+static void gpu_resolve(struct registry *r, int device) {
+        uint64_t device_total_bytes = r->device_total_bytes[device];
         struct gpu_stats *g = &r->gpus[device];
         struct budget_spec spec;
 
@@ -243,17 +263,110 @@ static void gpu_resolve(struct registry *r, int device, uint64_t device_total_by
         }
 }
 
-static struct gpu_stats *gpu_use(struct registry *r, int device, uint64_t device_total_bytes) {
-        if (device_total_bytes)
-                r->device_total_bytes[device] = device_total_bytes;
+static struct gpu_stats *gpu_use(struct registry *r, int device) {
         r->gpu_present[device] = true;
         r->gpus[device].device = device;
-        gpu_resolve(r, device, device_total_bytes);
+        gpu_resolve(r, device);
         return &r->gpus[device];
 }
 
+static bool totals_agree(uint64_t a, uint64_t b) {
+        uint64_t hi = MAX(a, b), lo = MIN(a, b);
+
+        return hi - lo <= hi / 100 * TOTAL_AGREE_PCT;
+}
+
+/* Users of t whose figure agrees with bytes. */
+static size_t totals_votes(const struct total_reports *t, uint64_t bytes) {
+        size_t n = 0;
+
+        for (size_t j = 0; j < t->n; j++)
+                n += totals_agree(bytes, t->bytes[j]);
+        return n;
+}
+
+/* The figure of t that agrees with the most users' figures; of figures as
+ * well agreed, the smallest (a budget too small wastes VRAM, one too large
+ * overcommits the GPU for everyone), or the current one where it agrees
+ * with that, so that figures that agree do not move it. */
+static uint64_t totals_majority(const struct total_reports *t, uint64_t current) {
+        uint64_t best = 0;
+        size_t best_n = 0;
+
+        for (size_t i = 0; i < t->n; i++) {
+                size_t n = totals_votes(t, t->bytes[i]);
+
+                if (n > best_n || (n == best_n && t->bytes[i] < best)) {
+                        best = t->bytes[i];
+                        best_n = n;
+                }
+        }
+        if (current && totals_agree(current, best) && totals_votes(t, current) == best_n)
+                return current;
+        return best;
+}
+
+#define totals_warn(r, ...)                                                                 \
+        do {                                                                                \
+                if (ratelimit_below(&(r)->totals_log, now_ns(), NULL))                      \
+                        log_warning(__VA_ARGS__);                                           \
+        } while (0)
+
+/* Records the device total a client of uid reported for a GPU (HELLO,
+ * DEVICE): a figure no GPU has is refused, a user's first figure stands
+ * for it, and a percentage budget follows the figure most users agree on
+ * (re-resolved, logged, when that changes).  0 is "unknown". */
+static void gpu_report_total(struct registry *r, int device, uint32_t uid, uint64_t bytes) {
+        struct total_reports *t = &r->totals[device];
+        uint64_t was = r->device_total_bytes[device], now;
+        char buf[32], buf2[32];
+        struct budget_spec spec;
+
+        if (bytes == 0)
+                return;
+        if (bytes < KVT_CHUNK_BYTES || bytes > TOTAL_MAX_BYTES) {
+                totals_warn(r, "GPU %d: a client of uid %u reported a device total of %" PRIu64
+                            " bytes, which no GPU has; taken as unknown.", device, (unsigned)uid, bytes);
+                return;
+        }
+        for (size_t i = 0; i < t->n; i++)
+                if (t->uid[i] == uid) {
+                        if (!totals_agree(t->bytes[i], bytes))
+                                totals_warn(r, "GPU %d: a client of uid %u reported a device total of %s, "
+                                            "its user's first %s; keeping that.", device, (unsigned)uid,
+                                            format_bytes(buf, sizeof(buf), bytes),
+                                            format_bytes(buf2, sizeof(buf2), t->bytes[i]));
+                        return;
+                }
+        if (t->n == TOTAL_REPORTS_MAX)
+                return; /* as many users as that have had their say */
+        t->uid[t->n] = uid;
+        t->bytes[t->n++] = bytes;
+        now = totals_majority(t, was);
+        if (!totals_agree(bytes, now))
+                totals_warn(r, "GPU %d: a client of uid %u reported a device total of %s; most users' clients "
+                            "%s, which stands.", device, (unsigned)uid, format_bytes(buf, sizeof(buf), bytes),
+                            format_bytes(buf2, sizeof(buf2), now));
+        if (now == was)
+                return;
+        r->device_total_bytes[device] = now;
+        conf_gpu_budget(r->conf, device, &spec, NULL);
+        if (was && spec.percent) {
+                log_notice("GPU %d: most users' clients report a device total of %s (was %s); budget follows.",
+                           device, format_bytes(buf, sizeof(buf), now), format_bytes(buf2, sizeof(buf2), was));
+                r->gpus[device].budget_resolved = false;
+        }
+}
+
 void registry_device_seen(struct registry *r, const struct kvt_device *d) {
-        struct gpu_stats *g = gpu_use(r, d->device, d->total_bytes);
+        registry_client_device_seen(r, NULL, d);
+}
+
+void registry_client_device_seen(struct registry *r, const struct client *c, const struct kvt_device *d) {
+        struct gpu_stats *g;
+
+        gpu_report_total(r, d->device, c ? (uint32_t)c->uid : (uint32_t)-1, d->total_bytes);
+        g = gpu_use(r, d->device);
 
         /* A shim is not trusted: a node the host does not have would take
          * evictions past every budget.  The first answer stands; -1 (a shim
@@ -284,6 +397,7 @@ int registry_new(const struct conf *conf, struct registry **ret) {
         r->tick = 1;
         r->next_client_id = 1;
         r->next_order_id = 1;
+        r->totals_log = (struct ratelimit){.interval_ns = 10 * 1000000000ull, .burst = 10};
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 r->gpus[d].host_node = -1;
         for (int n = 0; n < KVT_MAX_NODES; n++)
@@ -294,7 +408,7 @@ int registry_new(const struct conf *conf, struct registry **ret) {
 
                 conf_gpu_budget(conf, d, &spec, &configured);
                 if (configured)
-                        gpu_use(r, d, 0);
+                        gpu_use(r, d);
         }
         *ret = r;
         return 0;
@@ -317,7 +431,7 @@ void registry_budget_reload(struct registry *r, int device) {
                 return;
         g = &r->gpus[device];
         g->budget_resolved = false;
-        gpu_use(r, device, r->device_total_bytes[device]);
+        gpu_use(r, device);
         if (g->charged_bytes > g->budget_bytes)
                 log_info("GPU %d: %s charged over the new budget, evicting.", device,
                          format_bytes(buf, sizeof(buf), g->charged_bytes - g->budget_bytes));
@@ -349,7 +463,8 @@ int registry_client_new(struct registry *r, pid_t pid, uid_t uid, const struct k
         c->userdata = userdata;
         memcpy(c->name, hello->name, sizeof(c->name)); /* NUL-terminated: kvt_msg_check() */
         c->section = -1;
-        gpu_use(r, c->device, c->device_total_bytes);
+        gpu_report_total(r, c->device, (uint32_t)uid, c->device_total_bytes);
+        gpu_use(r, c->device);
 
         c->prev = r->clients_tail;
         if (r->clients_tail)
@@ -583,7 +698,7 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
                                .rule = add->rule,
                                .flags = add->flags,
                                .n_chunks = n_chunks};
-        gpu_use(r, reg->device, reg->device == c->device ? c->device_total_bytes : 0);
+        gpu_use(r, reg->device);
         region_init_chunks(r, reg, add->tier);
 
         array_insert(c->by_id, c->n_regions, id_at, reg);

@@ -148,6 +148,13 @@ void registry_client_free(struct registry *r, struct client *c);
  * books, a percentage budget resolves from its total (a budget resolved
  * earlier stays as it is), and a known home node is recorded. */
 void registry_device_seen(struct registry *r, const struct kvt_device *d);
+/* As registry_device_seen() for a DEVICE of client c.  Device totals (of
+ * the DEVICE, and of a HELLO) count per user: a figure past any GPU's
+ * (16 TiB) is taken as unknown, a user's first figure stands for it, and a
+ * percentage budget follows the figure the most users agree on (within
+ * 2%; of figures as well agreed, the smallest), so that one liar moves no
+ * one's budget. */
+void registry_client_device_seen(struct registry *r, const struct client *c, const struct kvt_device *d);
 
 /* Registers a region, its chunks hottest (last_use = now).  A region the
  * shim started in VRAM is booked there as far as the client's GRANT covers

@@ -460,7 +460,7 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
                 if (m->u.device.device >= 0 && m->u.device.device < KVT_MAX_GPUS &&
                     !(p->devices_seen & (1ull << m->u.device.device))) {
                         p->devices_seen |= 1ull << m->u.device.device;
-                        registry_device_seen(p->server->registry, &m->u.device);
+                        registry_client_device_seen(p->server->registry, p->client, &m->u.device);
                 }
                 return 0;
         case KVT_MSG_DEMAND:

@@ -125,4 +125,27 @@ attack_end vram-squat
 check "the squatter saw the disconnect" grep -q "dropped by the daemon" "$TMP/vram-squat.out"
 check "kvtierd stops cleanly" stop_daemon
 
+# --- Row 5: a device total of 2^64-1 --------------------------------------
+# 80% of the fake GPU's 256 MiB, as status shows it; with no total known yet, 0.
+BUDGET80=$(( (256 << 20) * 80 / 100 ))
+budget0() { status_json | jq '[.gpus[] | select(.device == 0) | .budget_bytes] | max // 0'; }
+export FAKECUDA_MEM=256M
+write_config 80%
+check "kvtierd starts with vram_budget = 80%" start_daemon
+check "a liar says HELLO and DEVICE with a total of 2^64-1" attack liar-total
+check_le "it resolves no budget for GPU 0" "$(budget0)" $BUDGET80
+check "the figure is logged as one no GPU has" grep -q "which no GPU has" "$TMP/kvtierd.log"
+run_engine honest $ARGS --max-vram $BUDGET80; rc=$?
+check "a real engine after it exits 0 within 80% of its GPU" rc_and $rc grep -q "mismatched words 0" "$TMP/honest.out"
+check "GPU 0's budget is 80% of the real total" [ "$(budget0)" = $BUDGET80 ]
+check_le "the fake's own peak VRAM stays within it" "$(stat_of honest managed_resident_peak_bytes)" $BUDGET80
+attack_end liar-total
+check "a second liar says the same" attack liar-total
+check "the budget shown for GPU 0 does not change" [ "$(budget0)" = $BUDGET80 ]
+"$KVTIERCTL" -s "$SOCK" set vram_budget 80% >/dev/null
+check "nor when the budget is set again live" [ "$(budget0)" = $BUDGET80 ]
+attack_end liar-total
+check "kvtierd stops cleanly" stop_daemon
+unset FAKECUDA_MEM
+
 done_testing
