@@ -48,6 +48,7 @@ struct client_conf {
         unsigned priority;
         uint64_t quota_bytes;
         bool has_quota;
+        uint64_t max_registered; /* 0: the [daemon] quotas */
 };
 
 #define CONF_MAX_CLIENTS 16
@@ -265,6 +266,10 @@ static const struct conf_key conf_table[] = {
         {"client.NAME", "quota", CONF_BYTES, 0, 16 * TIB, NULL,
          "Processes of the section: most VRAM their chunks may hold, each GPU",
          offsetof(struct client_conf, quota_bytes)},
+        {"client.NAME", "max_registered", CONF_BYTES, 0, 1024 * 1024 * TIB, NULL,
+         "Processes of the section: bytes each may register, in place of [daemon] "
+         "max_registered_per_client and max_registered_per_uid; 0 = those",
+         offsetof(struct client_conf, max_registered)},
 };
 
 /* Parses "PREFIX.N" (prefix "gpu." or "numa."): N, or -ENOENT if section
@@ -785,6 +790,7 @@ static void client_print(const struct client_conf *cc, const struct conf_key *k,
                            : k->type == CONF_GID  ? cc->gid != CONF_UNSET_ID
                            : k->type == CONF_UNIT ? cc->unit[0] != '\0'
                            : strcmp(k->key, "quota") == 0 ? cc->has_quota
+                           : strcmp(k->key, "max_registered") == 0 ? cc->max_registered != 0
                                                           : true;
 
                 if (set)
@@ -1024,6 +1030,10 @@ void conf_check(const struct conf *c) {
 
 void conf_quotas(const struct conf *c, struct conf_quotas *ret) {
         *ret = c->quotas;
+}
+
+uint64_t conf_client_max_registered(const struct conf *c, int section) {
+        return section >= 0 && (size_t)section < c->n_clients ? c->clients[section].max_registered : 0;
 }
 
 void conf_limits(const struct conf *c, struct conf_limits *ret) {

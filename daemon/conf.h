@@ -118,6 +118,9 @@ struct conf_quotas {
         unsigned max_order_timeouts; /* then the client is disconnected */
 };
 void conf_quotas(const struct conf *c, struct conf_quotas *ret);
+/* [client.NAME] max_registered of section (-1: none): bytes each of its
+ * processes may register, in place of the [daemon] quotas; 0 when unset. */
+uint64_t conf_client_max_registered(const struct conf *c, int section);
 
 /* [daemon] admin_group: "" for none. */
 const char *conf_admin_group(const struct conf *c);

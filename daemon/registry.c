@@ -649,7 +649,8 @@ uint64_t registry_uid_registered(const struct registry *r, uid_t uid) {
  * anything is allocated for it, so that a refused add costs nothing but
  * this.  Returns 0, -E2BIG (regions), -ENOSPC (chunks) or -EDQUOT (bytes). */
 static int region_quota_check(const struct registry *r, const struct client *c, uint64_t size) {
-        uint64_t uid_quota = registry_uid_quota(r), client_quota;
+        uint64_t uid_quota = registry_uid_quota(r), client_quota,
+                 section_quota = conf_client_max_registered(r->conf, c->section);
         struct conf_quotas q;
 
         conf_quotas(r->conf, &q);
@@ -658,6 +659,9 @@ static int region_quota_check(const struct registry *r, const struct client *c, 
                 return -E2BIG;
         if (r->n_chunks + size / KVT_CHUNK_BYTES > q.max_chunks)
                 return -ENOSPC;
+        /* a [client.NAME] max_registered bounds each of its processes, in place of both */
+        if (section_quota)
+                return c->registered_bytes + size > section_quota ? -EDQUOT : 0;
         if (c->registered_bytes + size > client_quota || registry_uid_registered(r, c->uid) + size > uid_quota)
                 return -EDQUOT;
         return 0;

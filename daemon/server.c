@@ -356,17 +356,20 @@ static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
  * Logged at warning once per client, then at debug. */
 static void peer_on_region_refused(struct peer *p, const struct kvt_region_add *a, int err) {
         struct registry *reg = p->server->registry;
-        char size[32], quota[32], held[32];
-        struct conf_quotas q;
+        char size[32], quota[32], held[32], section[KVT_NAME_MAX + 32];
+        int sec = client_section(p->client);
         const char *why;
 
-        conf_quotas(p->server->conf, &q);
-        why = err == -E2BIG    ? "max_regions_per_client"
-              : err == -ENOSPC ? "max_chunks"
-                               : "max_registered_per_client or max_registered_per_uid";
+        snprintf(section, sizeof(section), "[client.%s] max_registered",
+                 sec >= 0 ? conf_client_label(p->server->conf, sec) : "");
+        why = err == -E2BIG    ? "[daemon] max_regions_per_client"
+              : err == -ENOSPC ? "[daemon] max_chunks"
+              : sec >= 0 && conf_client_max_registered(p->server->conf, sec)
+                      ? section
+                      : "[daemon] max_registered_per_client or max_registered_per_uid";
         p->server->stats.regions_refused++;
         peer_log_full(p, p->warned_quota ? KVT_LOG_DEBUG : KVT_LOG_WARNING, a->region_id,
-                      "Client %u (pid %d, uid %u): refusing region %u of %s: past [daemon] %s (uid holds %s "
+                      "Client %u (pid %d, uid %u): refusing region %u of %s: past %s (uid holds %s "
                       "of %s registered); it stays where CUDA put it, untiered.",
                       client_id(p->client), (int)p->id.pid, (unsigned)p->id.uid, a->region_id,
                       format_bytes(size, sizeof(size), a->size_bytes), why,

@@ -58,6 +58,17 @@ check "the shim's REGION_DEL of a refused region is no error" \
         bash -c "! grep -q 'REGION_DEL for unknown region' '$TMP/kvtierd.log'"
 check "kvtierd stops cleanly" stop_daemon
 
+# [client.NAME] max_registered: in place of the [daemon] quotas, for its processes.
+write_config 64M "[daemon]" "max_registered_per_client = 128M" "[client.capped]" "uid = $(id -u)" \
+        "max_registered = 64M"
+check "kvtierd starts with [client.capped] max_registered = 64M" start_daemon
+run_engine sectioned $ARGS; rc=$?
+check "an engine past its section's quota exits 0, pattern intact" \
+        rc_and $rc grep -q "mismatched words 0" "$TMP/sectioned.out"
+check "three of its four regions were refused" [ "$(status_json | jq .connections.regions_refused)" = 3 ]
+check "the refusal names the section's key" grep -q "past \[client.capped\] max_registered" "$TMP/kvtierd.log"
+check "kvtierd stops cleanly" stop_daemon
+
 # max_regions_per_client: the 3rd of 4 regions is refused.
 write_config 64M "[daemon]" "max_regions_per_client = 2"
 check "kvtierd starts with max_regions_per_client = 2" start_daemon
