@@ -11,8 +11,9 @@
  * charged until its ORDER_DONE.  No charge ever takes charged_bytes over
  * budget_bytes plus the overlap allowance: [policy] overlap, at most the
  * bytes of the evictions in flight (asserted).  Only lowering the budget
- * live, or an eviction that failed under overlap, can leave it over, until
- * the planner's evictions are done.  peak_charged_bytes records the
+ * live (a percentage budget also when most users' device totals change),
+ * or an eviction that failed under overlap, can leave it over, until the
+ * planner's evictions are done.  peak_charged_bytes records the
  * maximum.
  *
  * Host memory is booked per NUMA node: a chunk not in VRAM is charged to
