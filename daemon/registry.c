@@ -1176,7 +1176,7 @@ static void order_take_back(struct registry *r, const struct order *o) {
                 g->tier_chunks[ch->tier]--;
                 ch->tier = KVT_TIER_NONE;
                 ch->pending = KVT_TIER_NONE;
-                ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_PROBE_BITS);
+                ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP | CHUNK_PROBE_BITS);
                 ch->last_move = r->tick;
                 reg->tier_chunks[KVT_TIER_NONE]++;
                 g->tier_chunks[KVT_TIER_NONE]++;
