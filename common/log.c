@@ -16,6 +16,7 @@ static int log_journal = -1; /* stderr is connected to journald (JOURNAL_STREAM 
 void kvt_log_setup(const char *prefix, int max_level) {
         log_prefix = prefix;
         log_max_level = max_level;
+        log_journal = getenv("JOURNAL_STREAM") != NULL;
 }
 
 int kvt_log_get_max_level(void) {
