@@ -61,7 +61,8 @@ int main(int argc, char **argv) {
         }
         lfd = bound_socket(SOCK_SEQPACKET, argv[1]);
         nfd = bound_socket(SOCK_DGRAM, argv[2]);
-        if (lfd < 0 || nfd < 0 || chmod(argv[1], 0660) < 0 || chmod(argv[2], 0777) < 0 || listen(lfd, 16) < 0) {
+        if (lfd < 0 || nfd < 0 || chmod(argv[1], 0660) < 0 || chmod(argv[2], 0777) < 0 ||
+            listen(lfd, 16) < 0) {
                 fprintf(stderr, "activate: setting up sockets failed: %s\n", strerror(errno));
                 return 99;
         }
