@@ -39,21 +39,25 @@ if [ "$dir" = build-tsan ]; then
         # layout (GCC 12/13 with vm.mmap_rnd_bits=32 abort at start).
         run=(setarch "$(uname -m)" -R)
 fi
+log="$dir/test-suite.log"
+summary() {
+        count() { awk -v k="# $1:" '$1 " " $2 == k { print $3; exit }' "$log"; }
+        [ -f "$log" ] && echo "$1: $(count PASS) passed, $(( $(count FAIL) + $(count ERROR) )) failed, $(count SKIP) skipped"
+}
 rc=0
 "${run[@]}" make -C "$dir" -j"$(nproc)" check ${tests:+TESTS="$(echo $tests)"} || rc=$?
 if [ $rc -ne 0 ] && [ "$dir" = build-tsan ]; then
         # Under TSan (5-20 times slower) a loaded machine can miss a deadline
         # in a test: the failed tests run once more, and that run counts.
         # ThreadSanitizer reports from both runs count.
+        summary tests || true
         echo "test.sh: under ThreadSanitizer, running the failed tests once more:" \
-                $(for t in $tests; do grep -q -E '^:test-result: (FAIL|ERROR)' "$dir/$t.trs" 2>/dev/null && echo "$t"; done)
+                $(for t in $tests; do grep -q -E '^:test-result: (FAIL|ERROR)' "$dir/${t%.sh}.trs" 2>/dev/null && echo "$t"; done)
         rc=0
         "${run[@]}" make -C "$dir" -j"$(nproc)" recheck ${tests:+TESTS="$(echo $tests)"} || rc=$?
-fi
-log="$dir/test-suite.log"
-if [ -f "$log" ]; then
-        count() { awk -v k="# $1:" '$1 " " $2 == k { print $3; exit }' "$log"; }
-        echo "tests: $(count PASS) passed, $(( $(count FAIL) + $(count ERROR) )) failed, $(count SKIP) skipped"
+        summary rerun || true
+else
+        summary tests || true
 fi
 [ $rc -eq 0 ] || find "$dir/tests" -name '*.log' -newer "$dir/Makefile" -exec grep -l -E '^(not ok|ERROR|FAIL)' {} + | xargs -r tail -n 40
 if [ "$dir" = build-tsan ] && [ -n "$(ls -A "$reports")" ]; then
