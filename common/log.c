@@ -18,6 +18,7 @@ static kvt_log_sink_t log_sink;
 void kvt_log_setup(const char *prefix, int max_level) {
         log_prefix = prefix;
         log_max_level = max_level;
+        log_journal = getenv("JOURNAL_STREAM") != NULL;
 }
 
 int kvt_log_get_max_level(void) {

@@ -1,16 +1,18 @@
 #!/bin/bash
 # Installs what is missing (Debian 12 / Ubuntu 24.04, as root), then
-# configures and builds kvtier in build/ (build-san/ with --sanitizers).
-#   scripts/build.sh [--sanitizers] [--no-install]
+# configures and builds kvtier in build/ (build-san/ with --sanitizers,
+# build-tsan/ with --tsan).
+#   scripts/build.sh [--sanitizers | --tsan] [--no-install]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-san=false install=true
+san=false tsan=false install=true
 for a in "$@"; do
         case "$a" in
         --sanitizers) san=true ;;
+        --tsan) tsan=true ;;
         --no-install) install=false ;;
-        *) echo "usage: scripts/build.sh [--sanitizers] [--no-install]" >&2; exit 2 ;;
+        *) echo "usage: scripts/build.sh [--sanitizers | --tsan] [--no-install]" >&2; exit 2 ;;
         esac
 done
 
@@ -30,6 +32,7 @@ fi
 
 [ -x configure ] && [ configure -nt configure.ac ] && [ configure -nt Makefile.am ] || autoreconf -fi
 if $san; then dir=build-san; flags="--enable-sanitizers"; else dir=build; flags=""; fi
+if $tsan; then dir=build-tsan; flags="--enable-tsan"; fi
 mkdir -p "$dir"
 cd "$dir"
 [ -f Makefile ] || ../configure --enable-werror $flags

@@ -28,7 +28,8 @@
  * call it back.  Not instrumented: sanitizer runtimes call dlsym while
  * they initialize (sym.h). */
 void *kvt_dlsym_hooked(void *handle, const char *name);
-__attribute__((no_sanitize("address", "undefined"))) void *kvt_dlsym_hooked(void *handle, const char *name) {
+__attribute__((no_sanitize("address", "undefined", "thread"))) void *kvt_dlsym_hooked(void *handle,
+                                                                                      const char *name) {
         void *mine, *real;
 
         if (!sym_real_dlsym() || handle == RTLD_NEXT || !(mine = hook_find(name)))

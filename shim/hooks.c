@@ -36,13 +36,14 @@ void hook_leave(void) {
 
 /* Called on every dlsym, also while sanitizer runtimes initialize: not
  * instrumented, and no strcmp (an interceptor that may not work yet). */
-__attribute__((no_sanitize("address", "undefined"))) static bool same_name(const char *a, const char *b) {
+__attribute__((no_sanitize("address", "undefined", "thread"))) static bool same_name(const char *a,
+                                                                                     const char *b) {
         while (*a && *a == *b)
                 a++, b++;
         return *a == *b;
 }
 
-__attribute__((no_sanitize("address", "undefined"))) void *hook_find(const char *name) {
+__attribute__((no_sanitize("address", "undefined", "thread"))) void *hook_find(const char *name) {
         if (!name || kvt_shim()->cfg.disabled)
                 return NULL;
         for (size_t i = 0; i < ELEMENTSOF(hooks); i++)

@@ -14,7 +14,7 @@ sym_dlsym_fn sym_dlsym_ptr;
  * this path is not instrumented, takes no lock and calls nothing but
  * dlvsym: two threads racing here store the same pointer.
  */
-#define SYM_EARLY __attribute__((no_sanitize("address", "undefined")))
+#define SYM_EARLY __attribute__((no_sanitize("address", "undefined", "thread")))
 
 SYM_EARLY sym_dlsym_fn sym_real_dlsym(void) {
         sym_dlsym_fn f = __atomic_load_n(&sym_dlsym_ptr, __ATOMIC_ACQUIRE);

@@ -3,9 +3,11 @@
  * activate: plays systemd for kvtierd's tests.  Creates the listening
  * SEQPACKET socket of kvtierd.socket and a notification socket, starts the
  * command with LISTEN_FDS/LISTEN_PID/NOTIFY_SOCKET set as systemd would
- * (WATCHDOG_USEC passes through from the environment), and prints every
- * sd_notify datagram it receives, one line per assignment, until the
- * command exits.  Exit status: the command's, or 99 for a setup failure.
+ * (WATCHDOG_USEC passes through from the environment; the notification
+ * socket is world-writable like systemd's, for a daemon run as another
+ * user), and prints every sd_notify datagram it receives, one line per
+ * assignment, until the command exits.  Exit status: the command's, or 99
+ * for a setup failure.
  *
  *   activate SOCKET NOTIFY_SOCKET COMMAND [ARGS...]
  */
@@ -59,7 +61,8 @@ int main(int argc, char **argv) {
         }
         lfd = bound_socket(SOCK_SEQPACKET, argv[1]);
         nfd = bound_socket(SOCK_DGRAM, argv[2]);
-        if (lfd < 0 || nfd < 0 || chmod(argv[1], 0660) < 0 || listen(lfd, 16) < 0) {
+        if (lfd < 0 || nfd < 0 || chmod(argv[1], 0660) < 0 || chmod(argv[2], 0777) < 0 ||
+            listen(lfd, 16) < 0) {
                 fprintf(stderr, "activate: setting up sockets failed: %s\n", strerror(errno));
                 return 99;
         }

@@ -20,10 +20,12 @@ DAEMON_PID=
 tap_n=0
 tap_failed=0
 
-# A sanitizer build needs the ASan runtime first in the preload list.
+# A sanitizer build needs the ASan (or TSan) runtime first in the preload list.
 PRELOAD="$SHIM"
 asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ { print $3 }')
 [ -n "$asan" ] && PRELOAD="$asan $SHIM"
+tsan=$(ldd "$SHIM" 2>/dev/null | awk '/libtsan/ { print $3 }')
+[ -n "$tsan" ] && PRELOAD="$tsan $SHIM"
 # Leak checking stays with the unit tests and tests/integration/leaks.sh
 # (valgrind): LeakSanitizer's ptrace-based stop-the-world hung a kvtierd at
 # exit here once (tracer in wait4, tracee spinning; google/sanitizers#777).

@@ -72,7 +72,13 @@ write_config 96M "[numa.0]" "host_budget = 64M" "[numa.1]" "host_budget = 0" "$(
 check "kvtierd restarts with both nodes full" start_daemon
 run_engine full $ARGS --steps 120 --step-ms 20 & engine=$!
 sleep 1
-s=$(status_json)
+# The first promotions come a few ticks after the engine registers (later
+# under the sanitizers): wait up to 5 s more for one.
+for _ in $(seq 100); do
+        s=$(status_json)
+        [ "$(jq .migrations.bytes_to_vram <<<"$s")" -gt 0 ] && break
+        sleep 0.05
+done
 check "all full: no eviction to node 1, which has no room" [ "$(node "$s" 1 peak_charged_bytes)" -eq 0 ]
 check_le "all full: nor past node 0's 64M" "$(node "$s" 0 peak_charged_bytes)" $((64 << 20))
 check_gt "all full: promotions into free VRAM still went" "$(jq .migrations.bytes_to_vram <<<"$s")" 0
