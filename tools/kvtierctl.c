@@ -516,6 +516,11 @@ int main(int argc, char **argv) {
         fd = ctl_connect(arg_socket);
         if (fd < 0) {
                 fprintf(stderr, "kvtierctl: cannot connect to kvtierd at %s: %s\n", arg_socket, strerror(-fd));
+                /* metrics: a scrape of a daemon that is down says so, and succeeds */
+                if (!*set && run == cmd_metrics) {
+                        metrics_print_down(stdout);
+                        return 0;
+                }
                 return 1;
         }
         r = *set ? cmd_set(fd, set) : run(fd);

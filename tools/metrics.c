@@ -35,6 +35,13 @@ static void header(FILE *f, const char *name, const char *type, const char *help
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+#define KVTIER_UP_HELP "1 when kvtierd answered, 0 when it did not."
+
+void metrics_print_down(FILE *f) {
+        header(f, "kvtier_up", "gauge", KVTIER_UP_HELP);
+        fprintf(f, "kvtier_up 0\n");
+}
+
 /* The tiers as status reports them: JSON key and tier label. */
 static const struct {
         const char *key, *tier;
@@ -131,7 +138,7 @@ static void print_migrations(FILE *f, struct json_object *mig) {
 void metrics_print(FILE *f, struct json_object *st) {
         struct json_object *mig = NULL;
 
-        header(f, "kvtier_up", "gauge", "1 when kvtierd answered.");
+        header(f, "kvtier_up", "gauge", KVTIER_UP_HELP);
         fprintf(f, "kvtier_up 1\n");
         header(f, "kvtier_uptime_seconds", "gauge", "Seconds since kvtierd started.");
         fprintf(f, "kvtier_uptime_seconds %.3f\n", (double)num(st, "uptime_ms") / 1000.0);

@@ -11,3 +11,7 @@
  * client, pid, name, direction, result.
  */
 void metrics_print(FILE *f, struct json_object *status);
+
+/* What a scrape gets while kvtierd does not answer: kvtier_up 0, so that a
+ * textfile collector does not keep serving the last kvtier_up 1. */
+void metrics_print_down(FILE *f);

@@ -135,6 +135,10 @@ check "stopped" stop_daemon
 for _ in $(seq 50); do kill -0 $top 2>/dev/null || break; sleep 0.05; done
 wait $top; rc=$?
 check "top ends with status 1 when the daemon goes away" [ $rc -eq 1 ]
-"$KVTIERCTL" -s "$SOCK" metrics >/dev/null 2>&1; rc=$?
-check "metrics without a daemon exits 1" [ $rc -eq 1 ]
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/metrics-down.txt" 2>/dev/null; rc=$?
+check "metrics without a daemon exits 0 (a scrape that succeeds)" [ $rc -eq 0 ]
+check "and says kvtier_up 0" grep -qx "kvtier_up 0" "$TMP/metrics-down.txt"
+check "and nothing else but its help and type" [ "$(grep -vc '^#' "$TMP/metrics-down.txt")" -eq 1 ]
+"$KVTIERCTL" -s "$SOCK" status >/dev/null 2>&1; rc=$?
+check "status without a daemon exits 1" [ $rc -eq 1 ]
 done_testing

@@ -13,6 +13,8 @@ env KVTIER_LIB="$SHIM" ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" "$R
         >"$TMP/env.txt" 2>"$TMP/env.err"; rc=$?
 check "kvtier-run --print-env exits 0" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "$(cat "$TMP/env.err")"
+check "kvtier-run --version prints the package's version and exits 0" \
+        bash -c "'$RUN' --version | grep -qx 'kvtier-run [0-9][0-9.]*'"
 check "each variable is one line: name, values, default, meaning" \
         awk -F'\t' '!/^#/ && (NF != 4 || $1 !~ /^KVTIER_[A-Z_]+$/ || $4 == "") { bad = 1 } END { exit bad }' "$TMP/env.txt"
 grep -oh '"KVTIER_[A-Z_]*"' "$top_srcdir"/shim/*.c | tr -d '"' | sort -u >"$TMP/src.txt"
