@@ -62,32 +62,35 @@ static void log_write(int level, const char *const *fields, const char *fmt, va_
                 fprintf(stderr, "%s: %s\n", log_prefix, line);
 }
 
-int kvt_log_full(int level, int err, const char *fmt, ...) {
-        va_list ap;
+/* Both entry points: logs at level unless filtered, keeps errno, returns -|err|. */
+static int log_va(int level, int err, const char *const *fields, const char *fmt, va_list ap) {
         int saved = errno;
 
         if (err < 0)
                 err = -err;
         if (level > log_max_level)
                 return -err;
-        va_start(ap, fmt);
-        log_write(level, NULL, fmt, ap);
-        va_end(ap);
+        log_write(level, fields, fmt, ap);
         errno = saved;
         return -err;
 }
 
+int kvt_log_full(int level, int err, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = log_va(level, err, NULL, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
 int kvt_log_fields(int level, int err, const char *const *fields, const char *fmt, ...) {
         va_list ap;
-        int saved = errno;
+        int r;
 
-        if (err < 0)
-                err = -err;
-        if (level > log_max_level)
-                return -err;
         va_start(ap, fmt);
-        log_write(level, fields, fmt, ap);
+        r = log_va(level, err, fields, fmt, ap);
         va_end(ap);
-        errno = saved;
-        return -err;
+        return r;
 }
