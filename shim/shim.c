@@ -294,17 +294,24 @@ void shim_capacity_view(size_t real_free, size_t real_total, size_t *free, size_
         *free = (size_t)(cap > used ? cap - used : 0);
 }
 
+/* A runtime hook's answer from shim_capture()'s r: captured (cudaSuccess),
+ * past the ceiling (out of memory, as a full card), or false: the real
+ * allocator's turn. */
+static bool capture_answer(int r, cudaError_t *ret_e) {
+        if (r != 0 && r != -ENOSPC)
+                return false;
+        *ret_e = r == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
+        return true;
+}
+
 cudaError_t kvt_hook_cudaMalloc(void **devPtr, size_t size) {
         const struct kvt_cudart *rt = real_cudart();
+        cudaError_t e;
 
         if (!rt)
                 return cudaErrorInitializationError;
-        switch (shim_capture(KVT_API_CUDA_MALLOC, size, devPtr)) {
-        case 0:
-                return cudaSuccess;
-        case -ENOSPC:
-                return cudaErrorMemoryAllocation;
-        }
+        if (capture_answer(shim_capture(KVT_API_CUDA_MALLOC, size, devPtr), &e))
+                return e;
         return PASS(rt->cudaMalloc(devPtr, size));
 }
 KVT_HOOK_EXPORT(cudaMalloc)
@@ -342,30 +349,24 @@ KVT_HOOK_EXPORT(cudaMemGetInfo)
  * is stronger than "usable once the stream reaches it". */
 cudaError_t kvt_hook_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
         const struct kvt_cudart *rt = real_cudart();
+        cudaError_t e;
 
         if (!rt || !rt->cudaMallocAsync)
                 return cudaErrorInitializationError;
-        switch (shim_capture(KVT_API_CUDA_MALLOC_ASYNC, size, devPtr)) {
-        case 0:
-                return cudaSuccess;
-        case -ENOSPC:
-                return cudaErrorMemoryAllocation;
-        }
+        if (capture_answer(shim_capture(KVT_API_CUDA_MALLOC_ASYNC, size, devPtr), &e))
+                return e;
         return PASS(rt->cudaMallocAsync(devPtr, size, hStream));
 }
 KVT_HOOK_EXPORT(cudaMallocAsync)
 
 cudaError_t kvt_hook_cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
         const struct kvt_cudart *rt = real_cudart();
+        cudaError_t e;
 
         if (!rt || !rt->cudaMallocFromPoolAsync)
                 return cudaErrorInitializationError;
-        switch (shim_capture(KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC, size, ptr)) {
-        case 0:
-                return cudaSuccess;
-        case -ENOSPC:
-                return cudaErrorMemoryAllocation;
-        }
+        if (capture_answer(shim_capture(KVT_API_CUDA_MALLOC_FROM_POOL_ASYNC, size, ptr), &e))
+                return e;
         return PASS(rt->cudaMallocFromPoolAsync(ptr, size, memPool, stream));
 }
 KVT_HOOK_EXPORT(cudaMallocFromPoolAsync)
