@@ -34,6 +34,12 @@ static const struct {
         { KVT_MSG_CTL_SET, "CTL_SET", SIZE_MAX },
         { KVT_MSG_CTL_DATA, "CTL_DATA", SIZE_MAX },
         { KVT_MSG_CTL_END, "CTL_END", sizeof(struct kvt_ctl_end) },
+        { KVT_MSG_SSD_HELLO, "SSD_HELLO", sizeof(struct kvt_ssd_hello) },
+        { KVT_MSG_SSD_OPEN, "SSD_OPEN", sizeof(struct kvt_ssd_open) },
+        { KVT_MSG_SSD_WRITE, "SSD_WRITE", sizeof(struct kvt_ssd_io) },
+        { KVT_MSG_SSD_READ, "SSD_READ", sizeof(struct kvt_ssd_io) },
+        { KVT_MSG_SSD_DROP, "SSD_DROP", sizeof(struct kvt_ssd_drop) },
+        { KVT_MSG_SSD_REPLY, "SSD_REPLY", sizeof(struct kvt_ssd_reply) },
 };
 
 size_t kvt_msg_payload_size(uint16_t type, int *ret_known) {
@@ -182,6 +188,25 @@ static int payload_check(const struct kvt_msg *m) {
                     m->u.order.flags == (KVT_ORDER_REARM | KVT_ORDER_PROBE))
                         return -EBADMSG;
                 return 0;
+        case KVT_MSG_SSD_HELLO:
+                if (m->u.ssd_hello.staging_bytes == 0 || m->u.ssd_hello.staging_bytes % KVT_SSD_ALIGN ||
+                    m->u.ssd_hello.staging_bytes > KVT_SSD_MAX_STAGING)
+                        return -EBADMSG;
+                return 0;
+        case KVT_MSG_SSD_OPEN:
+                return m->u.ssd_open.size_bytes == 0 || m->u.ssd_open.size_bytes > KVT_SSD_MAX_SPILL ? -EBADMSG
+                                                                                                    : 0;
+        case KVT_MSG_SSD_WRITE:
+        case KVT_MSG_SSD_READ: {
+                const struct kvt_ssd_io *io = &m->u.ssd_io;
+                if (io->len == 0 || io->len > KVT_SSD_MAX_STAGING || io->offset % KVT_SSD_ALIGN ||
+                    io->staging_offset % KVT_SSD_ALIGN || io->offset > KVT_SSD_MAX_SPILL ||
+                    io->staging_offset > KVT_SSD_MAX_STAGING)
+                        return -EBADMSG;
+                return 0;
+        }
+        case KVT_MSG_SSD_REPLY:
+                return m->u.ssd_reply.status <= 0 ? 0 : -EBADMSG;
         case KVT_MSG_GRANT:
                 return m->u.grant.device < 0 || m->u.grant.device >= KVT_MAX_GPUS ? -EBADMSG : 0;
         case KVT_MSG_HINT:

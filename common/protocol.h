@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 5u
+#define KVT_PROTO_VERSION 6u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -46,11 +46,19 @@ enum kvt_msg_type {
         KVT_MSG_DEVICE = 0x0107,     /* struct kvt_device */
         KVT_MSG_HEAT_TABLE = 0x0106, /* struct kvt_heat_table, with the memfd (SCM_RIGHTS) */
         KVT_MSG_DEMAND = 0x0108,     /* no payload: faults were counted into the heat table; plan now */
+        /* The SSD tier, on a connection of its own (first message SSD_HELLO);
+         * each request gets one SSD_REPLY, in order (shim/ssd.c, daemon/ssd.c). */
+        KVT_MSG_SSD_HELLO = 0x0110, /* struct kvt_ssd_hello, with the staging memfd (SCM_RIGHTS) */
+        KVT_MSG_SSD_OPEN = 0x0111,  /* struct kvt_ssd_open: a new spill of size_bytes */
+        KVT_MSG_SSD_WRITE = 0x0112, /* struct kvt_ssd_io: staging -> the spill's blocks */
+        KVT_MSG_SSD_READ = 0x0113,  /* struct kvt_ssd_io: the spill's blocks, verified -> staging */
+        KVT_MSG_SSD_DROP = 0x0114,  /* struct kvt_ssd_drop: forget a spill, free its blocks */
 
         /* daemon -> shim */
         KVT_MSG_WELCOME = 0x0201, /* struct kvt_welcome */
         KVT_MSG_ORDER = 0x0202,   /* struct kvt_order */
         KVT_MSG_GRANT = 0x0203,   /* struct kvt_grant */
+        KVT_MSG_SSD_REPLY = 0x0210, /* struct kvt_ssd_reply: the answer to each SSD_* request */
 
         /* control -> daemon */
         KVT_MSG_CTL_STATUS = 0x0301, /* no payload */
@@ -249,6 +257,54 @@ struct kvt_ctl_end {
         uint32_t reserved;
 };
 
+/* The SSD tier.  The shim's staging buffer is a memfd sealed against
+ * shrinking and growing; the daemon maps it and moves bytes between it and
+ * its own files, which clients never see.  Offsets and lengths in the
+ * staging buffer and in a spill are multiples of KVT_SSD_ALIGN, except that
+ * an I/O may end at the spill's end. */
+#define KVT_SSD_ALIGN         4096u
+#define KVT_SSD_MAX_STAGING   (1ull << 32) /* 4 GiB */
+#define KVT_SSD_MAX_SPILL     KVT_MAX_REGION_BYTES
+
+struct kvt_ssd_hello {
+        uint32_t proto_version;
+        uint32_t reserved;
+        uint64_t staging_bytes; /* the memfd's size, a multiple of KVT_SSD_ALIGN, at most KVT_SSD_MAX_STAGING */
+};
+_Static_assert(sizeof(struct kvt_ssd_hello) == 16, "SSD_HELLO is 16 bytes on the wire, without padding");
+
+struct kvt_ssd_open {
+        uint64_t size_bytes; /* 1 .. KVT_SSD_MAX_SPILL */
+};
+
+/* Bytes [offset, offset + len) of a spill, at staging_offset in the staging
+ * buffer. */
+struct kvt_ssd_io {
+        uint64_t handle;
+        uint64_t offset;
+        uint64_t staging_offset;
+        uint64_t len; /* 1 .. staging size */
+};
+_Static_assert(sizeof(struct kvt_ssd_io) == 32, "SSD_WRITE/READ are 32 bytes on the wire, without padding");
+
+struct kvt_ssd_drop {
+        uint64_t handle;
+};
+
+/* status: 0, or -errno: -ENOSPC (the disk), -EDQUOT ([ssd] quotas), -EBADMSG
+ * (a block failed its checksum or did not decompress), -ENODATA (a short
+ * read), -EIO (an I/O error that retries did not cure), -ENOENT (no such
+ * spill), -EINVAL (a range outside the spill or the staging buffer),
+ * -ENOSYS (no SSD tier: [ssd] dir unusable). */
+struct kvt_ssd_reply {
+        int32_t status;
+        uint32_t retries;    /* transient errors retried for this request */
+        uint64_t handle;     /* OPEN: the new spill's, else the request's */
+        uint64_t bytes;      /* moved (READ/WRITE), stored on disk (OPEN: 0) */
+        uint64_t elapsed_ns; /* in the daemon */
+};
+_Static_assert(sizeof(struct kvt_ssd_reply) == 32, "SSD_REPLY is 32 bytes on the wire, without padding");
+
 /* A message as read off the socket, header checked. */
 struct kvt_msg {
         struct kvt_msg_hdr hdr;
@@ -264,6 +320,11 @@ struct kvt_msg {
                 struct kvt_device device;
                 struct kvt_heat_table heat_table;
                 struct kvt_ctl_end ctl_end;
+                struct kvt_ssd_hello ssd_hello;
+                struct kvt_ssd_open ssd_open;
+                struct kvt_ssd_io ssd_io;
+                struct kvt_ssd_drop ssd_drop;
+                struct kvt_ssd_reply ssd_reply;
                 char text[KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr)];
         } u;
 };
