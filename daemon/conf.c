@@ -34,6 +34,7 @@ enum conf_type {
         CONF_GID,      /* a group name or number */
         CONF_UNIT,     /* a systemd unit name: NAME.service or NAME.scope */
         CONF_GROUP_NAME, /* a group name, looked up when used; "" for none */
+        CONF_COMPRESS,   /* "none" or "zstd" */
 };
 
 #define CONF_UNSET_ID ((uint32_t)-1)
@@ -81,6 +82,7 @@ struct conf {
         char admin_group[64];
         struct conf_limits limits;
         struct conf_quotas quotas;
+        struct conf_ssd ssd;
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
 };
@@ -248,6 +250,35 @@ static const struct conf_key conf_table[] = {
          "sent to the host): a chunk used soon is in use, one unused is cold; fewer while most come "
          "back; 0 = none",
          offsetof(struct conf, probe_rate)},
+        {"host", "hugepages", CONF_UINT, 0, 1u << 20, "0",
+         "2 MiB hugepages kvtierd reserves on each GPU's home NUMA node (nodeN/hugepages in sysfs, where it "
+         "may write there) for shims' SSD staging buffers; 0 = none reserved: staging takes hugepages "
+         "already free, else transparent hugepages, else 4 KiB pages",
+         offsetof(struct conf, ssd.hugepages)},
+        {"ssd", "dir", CONF_PATH, 0, 0, "/var/lib/kvtier/ssd",
+         "Directory of the SSD tier's files (one per client, unlinked: nothing of a client outlives it); "
+         "created 0700 if missing.  Clients never see it; kvtierd.service's StateDirectory=kvtier",
+         offsetof(struct conf, ssd.dir)},
+        {"ssd", "max_per_uid", CONF_BYTES, 0, 1024 * 1024 * TIB, "256G",
+         "Bytes one user's processes may hold spilled together (kvtier_spill past it fails with EDQUOT); "
+         "0 = the SSD tier is off",
+         offsetof(struct conf, ssd.per_uid_bytes)},
+        {"ssd", "max_per_client", CONF_BYTES, 0, 1024 * 1024 * TIB, "0",
+         "Bytes one process may hold spilled; 0 = as max_per_uid",
+         offsetof(struct conf, ssd.per_client_bytes)},
+        {"ssd", "queue_depth", CONF_UINT, 1, 4096, "32",
+         "I/Os in flight per client (io_uring queue depth; pread/pwrite one at a time where io_uring is "
+         "unavailable)",
+         offsetof(struct conf, ssd.queue_depth)},
+        {"ssd", "block_size", CONF_BYTES, 64 * 1024, 64 * 1024 * 1024, "1M",
+         "Unit of checksums (XXH3-64) and compression, rounded down to a multiple of 4 KiB",
+         offsetof(struct conf, ssd.block_bytes)},
+        {"ssd", "compress", CONF_COMPRESS, 0, 0, "none",
+         "Lossless compression of spilled blocks: none or zstd (a block that does not shrink is stored "
+         "as it is)",
+         offsetof(struct conf, ssd.compress)},
+        {"ssd", "compress_level", CONF_UINT, 1, 19, "1", "zstd level of compress = zstd",
+         offsetof(struct conf, ssd.compress_level)},
         {"client.NAME", "uid", CONF_UID, 0, 0, NULL,
          "Processes of this user (a name or a number) take this section (up to 16 sections, the first "
          "that matches wins; NAME is only a label: the name a client sends is its own choice and matches "
@@ -459,6 +490,11 @@ static int key_store(struct conf *c, void *base, const struct conf_key *k, int i
                         return -ERANGE;
                 strcpy(p, v);
                 return 0;
+        case CONF_COMPRESS:
+                if (strcmp(v, "none") != 0 && strcmp(v, "zstd") != 0)
+                        return -EINVAL;
+                *(unsigned *)p = strcmp(v, "zstd") == 0 ? CONF_COMPRESS_ZSTD : CONF_COMPRESS_NONE;
+                return 0;
         }
         return -EINVAL;
 }
@@ -493,6 +529,8 @@ static const char *type_hint(const struct conf_key *k) {
                 return "a unit name ending in .service or .scope";
         case CONF_GROUP_NAME:
                 return "a group name shorter than 64 bytes";
+        case CONF_COMPRESS:
+                return "none or zstd";
         }
         return "?";
 }
@@ -762,6 +800,9 @@ static void key_format(const void *base, const struct conf_key *k, int index, ch
         case CONF_GROUP_NAME:
                 snprintf(buf, len, "%s", (const char *)p);
                 break;
+        case CONF_COMPRESS:
+                snprintf(buf, len, "%s", *(const unsigned *)p == CONF_COMPRESS_ZSTD ? "zstd" : "none");
+                break;
         }
 }
 
@@ -1030,6 +1071,11 @@ void conf_check(const struct conf *c) {
 
 void conf_quotas(const struct conf *c, struct conf_quotas *ret) {
         *ret = c->quotas;
+}
+
+void conf_ssd(const struct conf *c, struct conf_ssd *ret) {
+        *ret = c->ssd;
+        ret->block_bytes -= ret->block_bytes % KVT_SSD_ALIGN;
 }
 
 uint64_t conf_client_max_registered(const struct conf *c, int section) {

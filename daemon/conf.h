@@ -122,6 +122,20 @@ void conf_quotas(const struct conf *c, struct conf_quotas *ret);
  * processes may register, in place of the [daemon] quotas; 0 when unset. */
 uint64_t conf_client_max_registered(const struct conf *c, int section);
 
+/* The SSD tier ([ssd] keys, and [host] hugepages for its staging). */
+enum conf_compress { CONF_COMPRESS_NONE = 0, CONF_COMPRESS_ZSTD = 1 };
+struct conf_ssd {
+        char dir[108];              /* where the files live; created 0700 if missing */
+        uint64_t per_uid_bytes;     /* 0: the SSD tier is off */
+        uint64_t per_client_bytes;  /* 0: as per uid */
+        unsigned queue_depth;       /* I/Os in flight per client */
+        uint64_t block_bytes;       /* checksum and compression unit, a multiple of 4 KiB */
+        unsigned compress;          /* enum conf_compress */
+        unsigned compress_level;
+        unsigned hugepages;         /* [host] hugepages: 2 MiB pages to reserve on the GPU's node */
+};
+void conf_ssd(const struct conf *c, struct conf_ssd *ret);
+
 /* [daemon] admin_group: "" for none. */
 const char *conf_admin_group(const struct conf *c);
 

@@ -34,6 +34,7 @@
 #include "planner.h"
 #include "registry.h"
 #include "server.h"
+#include "ssd.h"
 #include "status.h"
 #include "topology.h"
 #include "util.h"
@@ -48,6 +49,7 @@ struct daemon {
         struct registry *registry;
         struct planner *planner;
         struct server *server;
+        struct ssd_store *ssd;
         sd_event *event;
         sd_event_source *tick;
         sd_event_source *lifeline;
@@ -367,6 +369,12 @@ static int daemon_setup(struct daemon *d, const struct options *o) {
                 return r;
         d->info.socket = server_socket_path(d->server);
         d->info.connections = server_connection_stats(d->server);
+        r = ssd_store_new(d->conf, &d->ssd);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the SSD store: %s", strerror(-r));
+        server_set_ssd_store(d->server, d->ssd);
+        d->info.ssd_json = ssd_store_json;
+        d->info.ssd = d->ssd;
         if (getenv("KVTIER_PROC_ROOT") && *getenv("KVTIER_PROC_ROOT"))
                 server_set_proc_root(d->server, getenv("KVTIER_PROC_ROOT"));
         server_set_demand_handler(d->server, on_demand, d);
@@ -385,6 +393,7 @@ static void daemon_done(struct daemon *d) {
         sd_event_source_disable_unref(d->lifeline);
         sd_event_source_disable_unref(d->tick);
         server_free(d->server); /* before the registry: peers release their clients */
+        ssd_store_free(d->ssd); /* after the server: its peers end their SSD sessions */
         planner_free(d->planner);
         registry_free(d->registry);
         sd_event_unref(d->event);

@@ -18,6 +18,7 @@
 #include "listen.h"
 #include "log.h"
 #include "server.h"
+#include "ssd.h"
 #include "uid-table.h"
 #include "util.h"
 
@@ -31,7 +32,7 @@
 /* Connections taken off the backlog with the spare descriptor per pause. */
 #define ACCEPT_SHED_MAX 64
 
-enum peer_role { PEER_NEW, PEER_SHIM, PEER_CTL };
+enum peer_role { PEER_NEW, PEER_SHIM, PEER_CTL, PEER_SSD };
 
 struct outmsg {
         struct outmsg *next;
@@ -66,6 +67,7 @@ struct peer {
         bool warned_fd;              /* an unexpected fd is logged once per peer */
         struct heat_table *heat;     /* the shim's counters, once HEAT_TABLE came */
         int msg_fd;                  /* fd that came with the message being dispatched, or -1 */
+        struct ssd_session *ssd;     /* PEER_SSD: the session its thread serves (ssd.h) */
 };
 
 struct server {
@@ -88,6 +90,7 @@ struct server {
         size_t n_peers;
         void (*on_demand)(void *userdata); /* a shim said faults arrived */
         void *demand_userdata;
+        struct ssd_store *ssd; /* the SSD tier, or NULL */
         struct kvt_msg msg; /* receive buffer: 64 KiB, not on the stack */
 };
 
@@ -137,6 +140,7 @@ static void peer_free(struct peer *p) {
         free(p->reply);
         registry_client_free(s->registry, p->client);
         heat_table_free(p->heat);
+        ssd_session_free(p->ssd);
         sd_event_source_disable_unref(p->io);
         sd_event_source_disable_unref(p->defer);
         close(p->fd);
@@ -484,6 +488,44 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
         }
 }
 
+/* The SSD session ended (the client left): the peer goes. */
+static int peer_ssd_done(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        struct peer *p = userdata;
+
+        peer_log(p, KVT_LOG_DEBUG, "SSD client pid %d disconnected.", (int)p->id.pid);
+        peer_free(p);
+        return 0;
+}
+
+/* SSD_HELLO: the connection goes to a session thread of the SSD store (its
+ * replies are its own); the event loop only waits for its end. */
+static int peer_on_ssd_hello(struct peer *p, const struct kvt_msg *m) {
+        int fd = p->msg_fd, r;
+
+        if (!p->server->ssd)
+                return peer_reject(p, "SSD_HELLO, but this daemon has no SSD store", NULL);
+        if (fd < 0)
+                return peer_reject(p, "SSD_HELLO without a staging buffer", NULL);
+        if (m->u.ssd_hello.proto_version != KVT_PROTO_VERSION)
+                return peer_reject(p, "protocol version mismatch in SSD_HELLO", NULL);
+        p->msg_fd = -1;
+        r = ssd_session_new(p->server->ssd, p->id.pid, p->id.uid, p->fd, fd, &m->u.ssd_hello, &p->ssd);
+        if (r == -ENOMEM)
+                return log_error_errno(r, "Failed to start an SSD session for pid %d: %s", (int)p->id.pid,
+                                       strerror(-r));
+        if (r < 0)
+                return peer_reject(p, "unusable SSD staging buffer", strerror(-r));
+        p->role = PEER_SSD;
+        sd_event_source_disable_unref(p->io);
+        p->io = NULL;
+        r = sd_event_add_io(p->server->event, &p->io, ssd_session_done_fd(p->ssd), EPOLLIN, peer_ssd_done, p);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch the SSD session of pid %d: %s", (int)p->id.pid,
+                                       strerror(-r));
+        peer_log(p, KVT_LOG_DEBUG, "SSD client pid %d (uid %u) connected.", (int)p->id.pid, (unsigned)p->id.uid);
+        return 0;
+}
+
 static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
         switch (p->role) {
         case PEER_NEW:
@@ -493,6 +535,8 @@ static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
                         return peer_on_status(p, m);
                 if (m->hdr.type == KVT_MSG_CTL_SET)
                         return peer_on_set(p, m);
+                if (m->hdr.type == KVT_MSG_SSD_HELLO)
+                        return peer_on_ssd_hello(p, m);
                 return peer_reject(p, "unexpected first message", kvt_msg_type_name(m->hdr.type));
         case PEER_SHIM:
                 return peer_dispatch_shim(p, m);
@@ -503,6 +547,8 @@ static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
                         return peer_on_set(p, m);
                 return peer_reject(p, "unexpected message for a control connection",
                                    kvt_msg_type_name(m->hdr.type));
+        case PEER_SSD:
+                return -EPROTO; /* its messages are the session thread's */
         }
         return -EPROTO;
 }
@@ -513,9 +559,9 @@ static void peer_close_msg_fd(struct peer *p) {
         p->msg_fd = -1;
 }
 
-/* A descriptor may only come with HEAT_TABLE; any other is closed unread. */
+/* A descriptor may only come with HEAT_TABLE or SSD_HELLO; any other is closed unread. */
 static int peer_check_fd(struct peer *p, const struct kvt_msg *m) {
-        if (m->hdr.type == KVT_MSG_HEAT_TABLE)
+        if (m->hdr.type == KVT_MSG_HEAT_TABLE || m->hdr.type == KVT_MSG_SSD_HELLO)
                 return 0;
         peer_close_msg_fd(p);
         if (!p->warned_fd)
@@ -556,6 +602,8 @@ static int peer_read(struct peer *p) {
                 peer_close_msg_fd(p);
                 if (r < 0)
                         return r;
+                if (p->role == PEER_SSD)
+                        return 0; /* the socket is the SSD session's now */
                 if (p->role == PEER_CTL && peer_output_pending(p))
                         return 0;
         }
@@ -572,6 +620,8 @@ static int peer_io(sd_event_source *es, int fd, uint32_t revents, void *userdata
                 r = peer_pump_reply(p);
         if (r >= 0 && (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 r = peer_read(p);
+        if (p->role == PEER_SSD && r >= 0 && !p->broken)
+                return 0; /* its source is the session's done_fd now */
         if (r < 0 || p->broken) {
                 if (p->client)
                         peer_log(p, KVT_LOG_INFO, "Client %u (pid %d) disconnected.", client_id(p->client),
@@ -1025,6 +1075,10 @@ int server_collect_heat(struct server *s) {
 
 const struct connection_stats *server_connection_stats(const struct server *s) {
         return &s->stats;
+}
+
+void server_set_ssd_store(struct server *s, struct ssd_store *store) {
+        s->ssd = store;
 }
 
 void server_set_proc_root(struct server *s, const char *root) {

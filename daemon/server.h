@@ -40,6 +40,11 @@ const struct connection_stats *server_connection_stats(const struct server *s);
  * outlive the server).  Before the event loop runs. */
 void server_set_proc_root(struct server *s, const char *root);
 
+/* Serves SSD_HELLO connections with store (ssd.h; it must outlive the
+ * server).  Before the event loop runs; without it they are refused. */
+struct ssd_store;
+void server_set_ssd_store(struct server *s, struct ssd_store *store);
+
 /* The path listened on. */
 const char *server_socket_path(const struct server *s);
 

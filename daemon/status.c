@@ -266,6 +266,8 @@ int status_json(const struct registry *r, const struct status_info *info, char *
         json_object_object_add(root, "migrations", migrations_json(registry_migrations(r)));
         if (info->connections)
                 json_object_object_add(root, "connections", connections_json(info->connections));
+        if (info->ssd_json && info->ssd)
+                json_object_object_add(root, "ssd", info->ssd_json(info->ssd));
 
         s = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
         json_object_put(root);

@@ -32,6 +32,9 @@ struct status_info {
         /* A client's heat table counters, NULL when it passed none. */
         const struct heat_table_stats *(*client_heat)(const struct client *c);
         const struct connection_stats *connections; /* NULL: not reported */
+        /* The SSD tier's "ssd" object (a json_object *, the caller's), or NULL. */
+        void *(*ssd_json)(const void *store);
+        const void *ssd;
 };
 
 /* Returns 0 and a NUL-terminated JSON document in *ret (free()), or -ENOMEM. */

@@ -23,6 +23,7 @@
  */
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +44,100 @@ enum kvtier_hint {
  * -EINVAL for a bad hint or range, -ENOTCONN if no daemon is connected (a
  * HOT or PINNED is still kept, and told to the next daemon). */
 int kvtier_hint(const void *ptr, size_t len, int hint);
+
+/*
+ * The SSD tier: an engine that knows a range is cold until it asks for it
+ * again (a finished session kept for prefix reuse, a paused conversation)
+ * spills it to kvtierd's files and restores it later.  Explicit, because a
+ * GPU touch of memory kvtier dropped cannot be caught: the caller promises
+ * not to touch [ptr, ptr+len) from kvtier_spill() until its restore is done.
+ *
+ *     uint64_t h;
+ *     if (kvtier_try_spill(p, len, &h) == 0) {   // [p, p+len) untouched from here
+ *             ...
+ *             kvtier_try_restore(h, stream);      // stream-ordered: later work on stream sees the data
+ *             if (kvtier_try_restore_wait(h) < 0) // the outcome; never wrong data
+ *                     recompute(p, len);
+ *             kvtier_try_drop(h);
+ *     }
+ *
+ * All return 0 or a negative errno.  The kvtier_try_* forms below resolve
+ * the shim's symbols at run time (dlsym(RTLD_DEFAULT)) and return
+ * KVTIER_ENOTAVAIL without the shim, so that an engine runs unchanged; the
+ * shim returns it too when kvtierd has no SSD tier ([ssd] dir unusable, or
+ * max_per_uid = 0).
+ */
+#define KVTIER_ENOTAVAIL  (-38)  /* -ENOSYS: no shim, or no SSD tier in the daemon */
+#define KVTIER_ECHECKSUM  (-74)  /* -EBADMSG: a block read back failed its checksum (or did not decompress) */
+#define KVTIER_ESHORT     (-61)  /* -ENODATA: a short read, or blocks that were never written */
+#define KVTIER_ESTALE     (-116) /* -ESTALE: the daemon that held the spill is gone (restart): data lost */
+#define KVTIER_EQUOTA     (-122) /* -EDQUOT: over [ssd] max_per_client or max_per_uid */
+
+enum kvtier_spill_state {
+        KVTIER_SPILLED = 1,   /* on SSD; the range's memory released where kvtier could */
+        KVTIER_RESTORING = 2, /* a restore is queued or running */
+        KVTIER_RESTORED = 3,  /* back in the range; the SSD copy is gone: drop the handle */
+};
+
+struct kvtier_spill_info {
+        uint64_t size_bytes;
+        int32_t state;      /* enum kvtier_spill_state */
+        int32_t last_error; /* of the last restore: 0 or -errno (KVTIER_ECHECKSUM ...) */
+        uint32_t released;  /* 1: the range's memory was given back (discarded) at spill */
+        uint32_t reserved[7];
+};
+
+/* Copies [ptr, ptr+len) (device, managed or host memory) to the SSD tier
+ * and, where it is memory kvtier captured, releases it (discards whole 2 MiB
+ * chunks: counted nowhere until restored).  Blocks until the data is on
+ * disk with its checksums.  *ret_handle names it.  Returns 0, -EINVAL,
+ * KVTIER_EQUOTA, -ENOSPC, -EIO, -ENOTCONN (no daemon), KVTIER_ENOTAVAIL. */
+int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle);
+
+/* Queues the restore of a spill into its range and returns: the data is
+ * back before any later work on stream (a cudaStream_t, NULL for the legacy
+ * stream) runs.  Issue it ahead of need to overlap it with compute.  A
+ * restore that fails (checksum, short read, I/O) leaves the range as the
+ * spill left it and the spill in place (state SPILLED, last_error set):
+ * check kvtier_restore_wait() or kvtier_query() before trusting the data.
+ * A restore already in flight (a readahead) or done is not repeated; stream
+ * is ordered after it all the same.  Returns 0, -ENOENT, -errno. */
+int kvtier_restore(uint64_t handle, void *stream);
+
+/* Waits for the restore of handle to end; returns its outcome: 0 or -errno. */
+int kvtier_restore_wait(uint64_t handle);
+
+/* Forgets a spill (after its restore, or instead of it): frees its blocks
+ * on disk.  Waits for a restore in flight.  Returns 0 or -ENOENT. */
+int kvtier_drop(uint64_t handle);
+
+/* Fills *ret with what is known of handle.  Returns 0 or -ENOENT. */
+int kvtier_query(uint64_t handle, struct kvtier_spill_info *ret);
+
+/* Readahead: the spill will be restored soon; its restore starts now,
+ * ordered on no stream (the range may be written from now on), and a
+ * kvtier_restore() of it later orders its stream after it.  Returns 0,
+ * -ENOENT or -errno. */
+int kvtier_readahead(uint64_t handle);
+
+#ifndef KVTIER_NO_TRY
+#include <dlfcn.h>
+/* dlsym(RTLD_DEFAULT, name), without needing _GNU_SOURCE. */
+#define KVTIER__SYM(name) dlsym((void *)0, name)
+#define KVTIER__TRY(ret, name, params, args)                                                       \
+        static inline ret kvtier_try_##name params {                                               \
+                ret(*f) params = (ret(*) params)KVTIER__SYM("kvtier_" #name);                      \
+                return f ? f args : KVTIER_ENOTAVAIL;                                              \
+        }
+KVTIER__TRY(int, spill, (const void *ptr, size_t len, uint64_t *ret_handle), (ptr, len, ret_handle))
+KVTIER__TRY(int, restore, (uint64_t handle, void *stream), (handle, stream))
+KVTIER__TRY(int, restore_wait, (uint64_t handle), (handle))
+KVTIER__TRY(int, drop, (uint64_t handle), (handle))
+KVTIER__TRY(int, query, (uint64_t handle, struct kvtier_spill_info *ret), (handle, ret))
+KVTIER__TRY(int, readahead, (uint64_t handle), (handle))
+KVTIER__TRY(int, hint, (const void *ptr, size_t len, int hint), (ptr, len, hint))
+#undef KVTIER__TRY
+#endif
 
 #ifdef __cplusplus
 }

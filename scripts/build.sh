@@ -16,7 +16,7 @@ for a in "$@"; do
         esac
 done
 
-pkgs="build-essential autoconf automake libtool pkg-config libsystemd-dev libinih-dev libnuma-dev libjson-c-dev jq valgrind"
+pkgs="build-essential autoconf automake libtool pkg-config libsystemd-dev libinih-dev libnuma-dev libjson-c-dev liburing-dev libxxhash-dev libzstd-dev jq valgrind"
 # dpkg-query exits 1 when it knows some of them not at all: not an error here.
 missing=$( (dpkg-query -W -f='${Package} ${db:Status-Status}\n' $pkgs 2>/dev/null || true) | awk '$2 != "installed" { print $1 }')
 # dpkg-query prints nothing for packages it has never heard of.

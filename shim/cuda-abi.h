@@ -275,9 +275,20 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(CUresult, cuKernelGetParamInfo,                                                          \
           (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
 
+/* What the SSD tier's spill and restore call (shim/ssd.c): optional, a
+ * runtime without one of them costs that step only (no pinning of the
+ * staging buffer; no discard before CUDA 12.8: the range keeps its memory). */
+#define KVT_CUDART_SSD_CALLS(X)                                                                    \
+        X(cudaError_t, cudaMemcpyAsync,                                                            \
+          (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream))  \
+        X(cudaError_t, cudaHostRegister, (void *ptr, size_t size, unsigned int flags))             \
+        X(cudaError_t, cudaHostUnregister, (void *ptr))                                            \
+        X(cudaError_t, cudaMemDiscardBatchAsync,                                                   \
+          (void **dptrs, size_t *sizes, size_t count, unsigned long long flags, cudaStream_t stream))
+
 /* Every runtime entry point the shim resolves: one pointer each in struct
  * kvt_cudart, in this order. */
-#define KVT_CUDART_FUNCS(X) KVT_CUDART_HOOKS(X) KVT_CUDART_CALLS(X) KVT_CUDART_LAUNCH_CALLS(X)
+#define KVT_CUDART_FUNCS(X) KVT_CUDART_HOOKS(X) KVT_CUDART_CALLS(X) KVT_CUDART_LAUNCH_CALLS(X) KVT_CUDART_SSD_CALLS(X)
 
 /* Every driver entry point the shim resolves: struct kvt_cuda, in this order. */
 #define KVT_CUDA_FUNCS(X) KVT_CUDA_HOOKS(X) KVT_CUDA_LAUNCH_CALLS(X) KVT_CUDA_CALLS(X)
@@ -300,8 +311,6 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(cudaError_t, cudaDeviceSynchronize, (void))                                              \
         X(cudaError_t, cudaGetDeviceCount, (int *count))                                           \
         X(cudaError_t, cudaMemcpy, (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)) \
-        X(cudaError_t, cudaMemcpyAsync,                                                            \
-          (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream))  \
         X(cudaError_t, cudaMemset, (void *devPtr, int value, size_t count))                        \
         X(cudaError_t, cudaMemsetAsync, (void *devPtr, int value, size_t count, cudaStream_t stream)) \
         X(const char *, cudaGetErrorName, (cudaError_t error))                                     \

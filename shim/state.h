@@ -175,6 +175,7 @@ struct shim_standalone {
 };
 
 struct trace;
+struct shim_ssd;
 
 struct kvt_shim {
         struct shim_config cfg;      /* env.c, filled by the constructor */
@@ -194,6 +195,7 @@ struct kvt_shim {
         struct shim_launch launch;
         struct shim_standalone standalone;
         struct trace *trace; /* trace.c: the recorder, or NULL */
+        struct shim_ssd *ssd; /* ssd.c: the SSD tier's connection, staging and spills, made at first use */
 };
 
 extern struct kvt_shim kvt_shim_state __attribute__((visibility("hidden")));

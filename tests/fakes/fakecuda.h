@@ -110,6 +110,9 @@ bool fakecuda_torn_down(void);
 /* Events created and not yet released. */
 unsigned long fakecuda_events_live(void);
 
+/* Host ranges registered with cudaHostRegister and not unregistered yet. */
+long fakecuda_host_registered(void);
+
 /* Copies the counters of device dev into *ret. */
 int fakecuda_get_stats(int dev, struct fakecuda_stats *ret);
 

@@ -952,3 +952,57 @@ int fakecuda_page_info(const void *ptr, struct fakecuda_page_info *ret) {
                 return fail(cudaErrorInvalidValue);
         return fail_errno(model_page_info(ptr, ret));
 }
+
+/* Pinning host memory: the fake's host memory is all alike; counted, so
+ * that tests can see the shim pinned its staging buffer. */
+static _Atomic long host_registered;
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
+        if (!runtime_enter())
+                return fail(entry_error());
+        if (!ptr || size == 0)
+                return fail(cudaErrorInvalidValue);
+        host_registered++;
+        return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *ptr) {
+        if (!runtime_enter())
+                return fail(entry_error());
+        if (!ptr || host_registered <= 0)
+                return fail(cudaErrorInvalidValue);
+        host_registered--;
+        return cudaSuccess;
+}
+
+long fakecuda_host_registered(void) {
+        return host_registered;
+}
+
+/* Discarding managed memory: its pages leave VRAM (the model's residency:
+ * host, as UVM keeps no copy) and their contents become indeterminate,
+ * here 0xdb in every byte, so that a test sees what was not written back.
+ * CUDA rejects the legacy stream (DESIGN.md), and so does the fake. */
+cudaError_t cudaMemDiscardBatchAsync(void **dptrs, size_t *sizes, size_t count, unsigned long long flags,
+                                     cudaStream_t stream) {
+        struct cudaMemLocation host = {.type = cudaMemLocationTypeHost};
+
+        if (!runtime_enter())
+                return fail(entry_error());
+        if (!dptrs || !sizes || count == 0 || flags != 0 || stream == NULL)
+                return fail(cudaErrorInvalidValue);
+        if (!stream_usable(stream, NULL))
+                return fail(cudaErrorInvalidResourceHandle);
+        for (size_t i = 0; i < count; i++) {
+                size_t moved = 0;
+                int loc, r = location_to_model(host, &loc);
+
+                if (r == 0)
+                        r = model_prefetch(model_current_device(), dptrs[i], sizes[i], loc, -1, &moved);
+                if (r == 0)
+                        r = model_set(dptrs[i], 0xdb, sizes[i]);
+                if (r < 0)
+                        return fail_errno(r);
+        }
+        return cudaSuccess;
+}

@@ -1,0 +1,724 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+/*
+ * The SSD tier's client side (include/kvtier.h: kvtier_spill, _restore,
+ * _restore_wait, _drop, _query, _readahead).  A connection of its own to
+ * kvtierd (SSD_HELLO, then one request and one SSD_REPLY at a time) and a
+ * staging buffer shared with it: a memfd sealed against shrinking and
+ * growing, from 2 MiB hugepages where the pool has them (else transparent
+ * hugepages advised, else 4 KiB pages: one warning), bound to the GPU's NUMA
+ * node, pinned with cudaHostRegister.  It is used as two halves, so that
+ * the copy of one half overlaps the daemon's I/O on the other.  Restores run
+ * on one worker thread, in the order asked; each is made stream-ordered by a
+ * host function on the caller's stream that waits for it.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvtier.h"
+#include "log.h"
+#include "protocol.h"
+#include "real.h"
+#include "regions.h"
+#include "shim.h"
+#include "state.h"
+#include "util.h"
+
+/* The staging buffer: 64 MiB, two halves of 32 MiB, each a multiple of the
+ * daemon's block size (1 MiB by default).  32 MiB per request keeps an NVMe
+ * queue of 32 blocks busy. */
+#define SSD_STAGING_BYTES (64ull << 20)
+/* How long a request waits for its reply: a 32 MiB piece on a slow disk,
+ * with the daemon's retries, is far below it; a daemon that takes longer is
+ * taken for gone (its spills with it). */
+#define SSD_IO_TIMEOUT_MS 120000
+
+#ifndef MFD_HUGE_2MB
+#define MFD_HUGE_2MB (21 << 26)
+#endif
+#ifndef MPOL_PREFERRED
+#define MPOL_PREFERRED 1
+#endif
+
+struct ssd_handle {
+        struct ssd_handle *next;
+        struct ssd_handle *next_job; /* in the restore queue */
+        uint64_t id;                 /* the daemon's handle */
+        unsigned gen;                /* the connection it lives on */
+        uintptr_t base;
+        size_t len;
+        int device;          /* -1: host memory (no CUDA copy) */
+        bool released;       /* its whole chunks were discarded at spill */
+        int state;           /* enum kvtier_spill_state */
+        int last_error;
+        unsigned gates;      /* host functions on streams waiting for its restore */
+};
+
+struct shim_ssd {
+        pid_t pid;
+        /* The connection and the staging buffer: one spill or restore at a time. */
+        pthread_mutex_t io_lock;
+        int fd;
+        unsigned gen; /* connections made so far */
+        uint32_t seq;
+        int staging_fd;
+        char *staging;
+        uint64_t block_bytes, piece_bytes;
+        unsigned halves;
+        bool pinned, huge_warned;
+        cudaStream_t streams[KVT_MAX_GPUS];
+        /* The spills and the restore queue. */
+        pthread_mutex_t lock;
+        pthread_cond_t changed;
+        struct ssd_handle *handles;
+        struct ssd_handle *queue_head, *queue_tail;
+        bool worker_running;
+};
+
+static pthread_once_t ssd_once = PTHREAD_ONCE_INIT;
+
+static void ssd_alloc(void) {
+        struct shim_ssd *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return;
+        pthread_mutex_init(&s->io_lock, NULL);
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->changed, NULL);
+        s->fd = s->staging_fd = -1;
+        s->pid = getpid();
+        kvt_shim()->ssd = s;
+}
+
+/* The state, made at first use; in a child after fork() the parent's
+ * connection, staging and spills are not this process's: dropped. */
+static struct shim_ssd *ssd_get(void) {
+        struct shim_ssd *s;
+
+        pthread_once(&ssd_once, ssd_alloc);
+        s = kvt_shim()->ssd;
+        if (s && s->pid != getpid()) {
+                pthread_mutex_init(&s->io_lock, NULL);
+                pthread_mutex_init(&s->lock, NULL);
+                pthread_cond_init(&s->changed, NULL);
+                if (s->fd >= 0)
+                        close(s->fd);
+                if (s->staging_fd >= 0)
+                        close(s->staging_fd);
+                if (s->staging)
+                        munmap(s->staging, SSD_STAGING_BYTES);
+                s->fd = s->staging_fd = -1;
+                s->staging = NULL;
+                s->handles = s->queue_head = s->queue_tail = NULL; /* the parent's: leaked, not freed twice */
+                s->worker_running = false;
+                memset(s->streams, 0, sizeof(s->streams));
+                s->gen++;
+                s->pid = getpid();
+        }
+        return s;
+}
+
+/* ------------------------------------------------------------ staging */
+
+static int staging_node(void) {
+        const struct kvt_cudart *rt = real_cudart();
+        int dev = 0, node = -1;
+
+        if (!rt || rt->cudaGetDevice(&dev) != cudaSuccess ||
+            rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, dev) != cudaSuccess)
+                return -1;
+        return node;
+}
+
+/* Makes the staging memfd and maps it.  io_lock held. */
+static int staging_create_locked(struct shim_ssd *s) {
+        const struct kvt_cudart *rt = real_cudart();
+        const char *pages = "2 MiB hugepages";
+        void *map = MAP_FAILED;
+        int fd, node, r;
+
+        fd = memfd_create("kvtier-ssd-staging", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB);
+        if (fd >= 0 && ftruncate(fd, (off_t)SSD_STAGING_BYTES) == 0)
+                /* hugetlb reserves the pages at mmap: none free, it fails here */
+                map = mmap(NULL, SSD_STAGING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+                if (fd >= 0)
+                        close(fd);
+                fd = memfd_create("kvtier-ssd-staging", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+                if (fd < 0)
+                        return -errno;
+                if (ftruncate(fd, (off_t)SSD_STAGING_BYTES) < 0 ||
+                    (map = mmap(NULL, SSD_STAGING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+                        r = -errno;
+                        close(fd);
+                        return r;
+                }
+                pages = madvise(map, SSD_STAGING_BYTES, MADV_HUGEPAGE) == 0 ? "transparent hugepages (advised)"
+                                                                            : "4 KiB pages";
+                if (!s->huge_warned)
+                        log_warning("SSD staging buffer in %s: no 2 MiB hugepages free ([host] hugepages "
+                                    "reserves them), ignoring.",
+                                    pages);
+                s->huge_warned = true;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+                r = -errno;
+                munmap(map, SSD_STAGING_BYTES);
+                close(fd);
+                return r;
+        }
+        node = staging_node();
+        if (node >= 0 && node < 64) {
+                unsigned long mask = 1ul << node;
+
+                /* before the first touch, so that the pages come from there */
+                if (syscall(SYS_mbind, map, SSD_STAGING_BYTES, MPOL_PREFERRED, &mask, 64, 0) < 0)
+                        log_debug("Failed to bind the SSD staging buffer to node %d: %s, ignoring.", node,
+                                  strerror(errno));
+        }
+        memset(map, 0, SSD_STAGING_BYTES);
+        s->pinned = rt && rt->cudaHostRegister && rt->cudaHostRegister(map, SSD_STAGING_BYTES, 0) == cudaSuccess;
+        log_debug("SSD staging buffer: %llu bytes in %s, node %d, %s.", (unsigned long long)SSD_STAGING_BYTES,
+                  pages, node, s->pinned ? "pinned" : "not pinned");
+        s->staging_fd = fd;
+        s->staging = map;
+        return 0;
+}
+
+/* ------------------------------------------------------------ the connection */
+
+static void socket_path(struct sockaddr_un *sa) {
+        struct kvt_shim *k = kvt_shim();
+
+        _Static_assert(sizeof(sa->sun_path) == sizeof(k->cfg.socket_path), "socket paths alike");
+        _Static_assert(sizeof(sa->sun_path) == sizeof(k->standalone.socket_path), "socket paths alike");
+        if (k->cfg.standalone) {
+                pthread_mutex_lock(&k->client.lock);
+                memcpy(sa->sun_path, k->standalone.socket_path, sizeof(sa->sun_path));
+                pthread_mutex_unlock(&k->client.lock);
+                if (sa->sun_path[0])
+                        return;
+        }
+        memcpy(sa->sun_path, k->cfg.socket_path, sizeof(sa->sun_path));
+}
+
+/* Waits for the reply to seq.  Returns its status (0 or -errno) with *ret
+ * filled, or -ETIMEDOUT / -ECONNRESET / -EBADMSG (the connection is then
+ * closed by the caller). */
+static int reply_wait(struct shim_ssd *s, uint32_t seq, int timeout_ms, struct kvt_ssd_reply *ret) {
+        struct kvt_msg *m = malloc(sizeof(*m));
+        int r;
+
+        if (!m)
+                return -ENOMEM;
+        r = kvt_msg_recv_timeout(s->fd, m, timeout_ms);
+        if (r == 0 && (m->hdr.type != KVT_MSG_SSD_REPLY || m->hdr.seq != seq))
+                r = -EBADMSG;
+        if (r == 0)
+                *ret = m->u.ssd_reply;
+        free(m);
+        return r;
+}
+
+static void disconnect_locked(struct shim_ssd *s) {
+        if (s->fd >= 0)
+                close(s->fd);
+        s->fd = -1;
+}
+
+/* Sends a request and waits for its reply.  Returns the reply's status, or
+ * a transport error (the connection is closed: its spills are gone). */
+static int request_locked(struct shim_ssd *s, uint16_t type, const void *payload, size_t len,
+                          struct kvt_ssd_reply *ret) {
+        uint32_t seq = ++s->seq;
+        int r = kvt_msg_send(s->fd, type, seq, payload, len);
+
+        if (r == 0) {
+                r = reply_wait(s, seq, SSD_IO_TIMEOUT_MS, ret);
+                if (r == 0)
+                        return ret->status;
+        }
+        log_warning("Lost the SSD connection to kvtierd: %s; its spills are gone.", strerror(-r));
+        disconnect_locked(s);
+        return r == -ENOMEM ? r : -ECONNRESET;
+}
+
+static int connect_locked(struct shim_ssd *s) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct kvt_ssd_hello h = {.proto_version = KVT_PROTO_VERSION, .staging_bytes = SSD_STAGING_BYTES};
+        struct kvt_ssd_reply rep;
+        int fd, r;
+
+        if (s->fd >= 0)
+                return 0;
+        if (!s->staging && (r = staging_create_locked(s)) < 0)
+                return log_warning_errno(r, "Failed to make the SSD staging buffer: %s", strerror(-r)), r;
+        socket_path(&sa);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                close(fd);
+                return -ENOTCONN;
+        }
+        s->fd = fd;
+        s->seq = 0;
+        r = kvt_msg_send_fd(fd, KVT_MSG_SSD_HELLO, 0, &h, sizeof(h), s->staging_fd);
+        if (r == 0)
+                r = reply_wait(s, 0, kvt_shim()->cfg.timeout_ms, &rep);
+        if (r == 0)
+                r = rep.status;
+        if (r == 0 && (rep.bytes == 0 || rep.bytes % KVT_SSD_ALIGN || rep.bytes > SSD_STAGING_BYTES))
+                r = -EBADMSG;
+        if (r < 0) {
+                disconnect_locked(s);
+                return r == -ENOSYS ? KVTIER_ENOTAVAIL : r == -ETIMEDOUT || r == -ECONNRESET ? -ENOTCONN : r;
+        }
+        s->block_bytes = rep.bytes;
+        s->piece_bytes = SSD_STAGING_BYTES / 2 / rep.bytes * rep.bytes;
+        s->halves = 2;
+        if (s->piece_bytes == 0) {
+                s->piece_bytes = SSD_STAGING_BYTES / rep.bytes * rep.bytes;
+                s->halves = 1;
+        }
+        s->gen++;
+        return 0;
+}
+
+/* ------------------------------------------------------------ copies */
+
+/* The copy stream of device dev (non-blocking: never ordered with the
+ * engine's legacy stream), made on first use.  io_lock held. */
+static cudaStream_t stream_of(struct shim_ssd *s, int dev) {
+        const struct kvt_cudart *rt = real_cudart();
+
+        if (!s->streams[dev]) {
+                int cur = -1;
+
+                if (rt->cudaGetDevice(&cur) == cudaSuccess && cur != dev)
+                        rt->cudaSetDevice(dev);
+                if (rt->cudaStreamCreateWithFlags(&s->streams[dev], cudaStreamNonBlocking) != cudaSuccess)
+                        s->streams[dev] = NULL;
+        }
+        return s->streams[dev];
+}
+
+/* Copies n bytes between the range (device dev; -1: host memory) and
+ * staging, synchronously.  Returns 0 or -EIO. */
+static int copy_locked(struct shim_ssd *s, int dev, void *dst, const void *src, size_t n) {
+        const struct kvt_cudart *rt = real_cudart();
+        cudaStream_t st;
+
+        if (dev < 0) {
+                memcpy(dst, src, n);
+                return 0;
+        }
+        rt->cudaSetDevice(dev);
+        st = stream_of(s, dev);
+        if (!st || !rt->cudaMemcpyAsync || rt->cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, st) != cudaSuccess ||
+            rt->cudaStreamSynchronize(st) != cudaSuccess)
+                return -EIO;
+        return 0;
+}
+
+/* Discards the whole 2 MiB chunks of a captured range, so that its memory is
+ * the driver's again.  Returns whether it did. */
+static bool release_locked(struct shim_ssd *s, struct ssd_handle *h) {
+        const struct kvt_cudart *rt = real_cudart();
+        struct shim_region r;
+        uintptr_t lo = (h->base + KVT_CHUNK_BYTES - 1) & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
+        uintptr_t hi = (h->base + h->len) & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
+        void *ptr = (void *)lo;
+        size_t len = hi - lo;
+        cudaStream_t st;
+
+        if (h->device < 0 || hi <= lo || !rt || !rt->cudaMemDiscardBatchAsync)
+                return false;
+        if (regions_lookup((void *)h->base, &r) < 0 || h->base + h->len > r.base + r.span_bytes)
+                return false; /* not memory kvtier made managed: it stays as it is */
+        rt->cudaSetDevice(h->device);
+        st = stream_of(s, h->device);
+        return st && rt->cudaMemDiscardBatchAsync(&ptr, &len, 1, 0, st) == cudaSuccess &&
+               rt->cudaStreamSynchronize(st) == cudaSuccess;
+}
+
+static int range_device(const void *ptr) {
+        const struct kvt_cudart *rt = real_cudart();
+        struct shim_region r;
+        int dev = 0;
+
+        if (regions_lookup(ptr, &r) == 0)
+                return r.device;
+        if (!rt || rt->cudaGetDevice(&dev) != cudaSuccess)
+                return -1;
+        return dev;
+}
+
+/* ------------------------------------------------------------ spill */
+
+/* Sends one I/O request (its reply is waited for apart).  Returns 0 or
+ * -ECONNRESET (the connection is closed). */
+static int send_io_locked(struct shim_ssd *s, uint16_t type, const struct kvt_ssd_io *io, uint32_t *ret_seq) {
+        *ret_seq = ++s->seq;
+        if (kvt_msg_send(s->fd, type, *ret_seq, io, sizeof(*io)) == 0)
+                return 0;
+        disconnect_locked(s);
+        return -ECONNRESET;
+}
+
+/* Waits for an I/O reply.  Returns its status, or -ECONNRESET. */
+static int wait_io_locked(struct shim_ssd *s, uint32_t seq) {
+        struct kvt_ssd_reply rep;
+
+        if (reply_wait(s, seq, SSD_IO_TIMEOUT_MS, &rep) == 0)
+                return rep.status;
+        log_warning("Lost the SSD connection to kvtierd; its spills are gone.");
+        disconnect_locked(s);
+        return -ECONNRESET;
+}
+
+static struct kvt_ssd_io piece_io(const struct shim_ssd *s, uint64_t id, uint64_t k, size_t len) {
+        uint64_t off = k * s->piece_bytes;
+
+        return (struct kvt_ssd_io){.handle = id,
+                                   .offset = off,
+                                   .staging_offset = (k % s->halves) * s->piece_bytes,
+                                   .len = MIN(s->piece_bytes, len - off)};
+}
+
+/* Writes the range through staging as spill id: piece k is copied into one
+ * half while the daemon writes piece k-1 from the other.  io_lock held. */
+static int spill_locked(struct shim_ssd *s, uint64_t id, const char *ptr, size_t len, int dev) {
+        uint64_t n_pieces = (len + s->piece_bytes - 1) / s->piece_bytes;
+        uint32_t seq = 0;
+        bool pending = false;
+        int r = 0, q;
+
+        for (uint64_t k = 0; k < n_pieces && r == 0; k++) {
+                struct kvt_ssd_io io = piece_io(s, id, k, len);
+
+                if (pending && s->halves == 1) { /* the one half must be written out first */
+                        pending = false;
+                        if ((r = wait_io_locked(s, seq)) < 0)
+                                break;
+                }
+                r = copy_locked(s, dev, s->staging + io.staging_offset, ptr + io.offset, io.len);
+                if (pending) {
+                        pending = false;
+                        q = wait_io_locked(s, seq);
+                        r = r < 0 ? r : q;
+                        if (q == -ECONNRESET)
+                                return q;
+                }
+                if (r < 0)
+                        break;
+                if ((r = send_io_locked(s, KVT_MSG_SSD_WRITE, &io, &seq)) < 0)
+                        return r;
+                pending = true;
+        }
+        if (pending) {
+                q = wait_io_locked(s, seq);
+                r = r < 0 ? r : q;
+        }
+        return r;
+}
+
+KVT_EXPORT int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle) {
+        struct shim_ssd *s = ssd_get();
+        struct kvt_ssd_open o = {.size_bytes = len};
+        struct kvt_ssd_drop d;
+        struct kvt_ssd_reply rep;
+        struct ssd_handle *h;
+        int r;
+
+        if (!ptr || len == 0 || !ret_handle || len > KVT_SSD_MAX_SPILL)
+                return -EINVAL;
+        if (!s)
+                return -ENOMEM;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        *h = (struct ssd_handle){.base = (uintptr_t)ptr, .len = len, .device = range_device(ptr),
+                                 .state = KVTIER_SPILLED};
+        pthread_mutex_lock(&s->io_lock);
+        r = connect_locked(s);
+        if (r == 0)
+                r = request_locked(s, KVT_MSG_SSD_OPEN, &o, sizeof(o), &rep);
+        if (r == 0) {
+                h->id = rep.handle;
+                h->gen = s->gen;
+                r = spill_locked(s, h->id, ptr, len, h->device);
+                if (r < 0 && s->fd >= 0) {
+                        d.handle = h->id;
+                        (void)request_locked(s, KVT_MSG_SSD_DROP, &d, sizeof(d), &rep);
+                }
+        }
+        if (r == 0)
+                h->released = release_locked(s, h);
+        pthread_mutex_unlock(&s->io_lock);
+        if (r < 0) {
+                free(h);
+                return r;
+        }
+        pthread_mutex_lock(&s->lock);
+        h->next = s->handles;
+        s->handles = h;
+        pthread_mutex_unlock(&s->lock);
+        *ret_handle = h->id;
+        return 0;
+}
+
+/* ------------------------------------------------------------ restore */
+
+/* Reads the spill back into its range: the daemon reads piece k+1 into
+ * one half while piece k is copied from the other.  Only pieces the daemon
+ * verified are copied.  io_lock held. */
+static int restore_locked(struct shim_ssd *s, const struct ssd_handle *h) {
+        uint64_t n_pieces = (h->len + s->piece_bytes - 1) / s->piece_bytes;
+        struct kvt_ssd_io io = piece_io(s, h->id, 0, h->len);
+        uint32_t seq;
+        int r;
+
+        if (s->fd < 0 || h->gen != s->gen)
+                return KVTIER_ESTALE;
+        if ((r = send_io_locked(s, KVT_MSG_SSD_READ, &io, &seq)) < 0)
+                return KVTIER_ESTALE;
+        for (uint64_t k = 0; k < n_pieces; k++) {
+                struct kvt_ssd_io cur = piece_io(s, h->id, k, h->len), next;
+                bool sent = false;
+
+                r = wait_io_locked(s, seq);
+                if (r < 0)
+                        return r == -ECONNRESET ? KVTIER_ESTALE : r;
+                if (k + 1 < n_pieces && s->halves == 2) {
+                        next = piece_io(s, h->id, k + 1, h->len);
+                        if (send_io_locked(s, KVT_MSG_SSD_READ, &next, &seq) < 0)
+                                return KVTIER_ESTALE;
+                        sent = true;
+                }
+                r = copy_locked(s, h->device, (char *)h->base + cur.offset, s->staging + cur.staging_offset,
+                                cur.len);
+                if (r < 0) {
+                        if (sent) /* its answer must be taken off the connection */
+                                (void)wait_io_locked(s, seq);
+                        return r;
+                }
+                if (k + 1 < n_pieces && !sent) {
+                        next = piece_io(s, h->id, k + 1, h->len);
+                        if (send_io_locked(s, KVT_MSG_SSD_READ, &next, &seq) < 0)
+                                return KVTIER_ESTALE;
+                }
+        }
+        return 0;
+}
+
+static void *restore_worker(void *arg) {
+        struct shim_ssd *s = arg;
+
+        pthread_mutex_lock(&s->lock);
+        for (;;) {
+                struct ssd_handle *h = s->queue_head;
+                struct kvt_ssd_drop d;
+                struct kvt_ssd_reply rep;
+                int r;
+
+                if (!h) {
+                        pthread_cond_wait(&s->changed, &s->lock);
+                        continue;
+                }
+                s->queue_head = h->next_job;
+                if (!s->queue_head)
+                        s->queue_tail = NULL;
+                pthread_mutex_unlock(&s->lock);
+
+                pthread_mutex_lock(&s->io_lock);
+                r = restore_locked(s, h);
+                if (r == 0) {
+                        /* the range has it back: the SSD copy goes */
+                        d.handle = h->id;
+                        (void)request_locked(s, KVT_MSG_SSD_DROP, &d, sizeof(d), &rep);
+                } else if (h->released && r != KVTIER_ESTALE)
+                        (void)release_locked(s, h); /* part of it was written: as the spill left it */
+                pthread_mutex_unlock(&s->io_lock);
+
+                pthread_mutex_lock(&s->lock);
+                h->last_error = r;
+                h->state = r == 0 ? KVTIER_RESTORED : KVTIER_SPILLED;
+                if (r < 0)
+                        log_warning("Failed to restore SSD spill %llu (%zu bytes): %s", (unsigned long long)h->id,
+                                    h->len, strerror(-r));
+                pthread_cond_broadcast(&s->changed);
+        }
+        return NULL;
+}
+
+static struct ssd_handle *handle_find_locked(struct shim_ssd *s, uint64_t id) {
+        for (struct ssd_handle *h = s->handles; h; h = h->next)
+                if (h->id == id)
+                        return h;
+        return NULL;
+}
+
+/* Runs on the engine's stream: holds back what comes after until the
+ * restore is over. */
+static void restore_gate(void *arg) {
+        struct ssd_handle *h = arg;
+        struct shim_ssd *s = kvt_shim()->ssd;
+
+        pthread_mutex_lock(&s->lock);
+        while (h->state == KVTIER_RESTORING)
+                pthread_cond_wait(&s->changed, &s->lock);
+        h->gates--;
+        pthread_cond_broadcast(&s->changed);
+        pthread_mutex_unlock(&s->lock);
+}
+
+/* Queues a restore of h (s->lock held); one in flight or done already is
+ * left as it is.  Returns 0 or -errno. */
+static int restore_queue_locked(struct shim_ssd *s, struct ssd_handle *h) {
+        if (h->state == KVTIER_RESTORING || h->state == KVTIER_RESTORED)
+                return 0;
+        if (!s->worker_running) {
+                pthread_attr_t attr;
+                pthread_t t;
+                int r;
+
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                r = pthread_create(&t, &attr, restore_worker, s);
+                pthread_attr_destroy(&attr);
+                if (r > 0)
+                        return -r;
+                s->worker_running = true;
+        }
+        h->state = KVTIER_RESTORING;
+        h->last_error = 0;
+        h->next_job = NULL;
+        if (s->queue_tail)
+                s->queue_tail->next_job = h;
+        else
+                s->queue_head = h;
+        s->queue_tail = h;
+        pthread_cond_broadcast(&s->changed);
+        return 0;
+}
+
+KVT_EXPORT int kvtier_restore(uint64_t handle, void *stream) {
+        struct shim_ssd *s = ssd_get();
+        const struct kvt_cudart *rt = real_cudart();
+        struct ssd_handle *h;
+        int r;
+
+        if (!s)
+                return -ENOENT;
+        pthread_mutex_lock(&s->lock);
+        h = handle_find_locked(s, handle);
+        r = h ? restore_queue_locked(s, h) : -ENOENT;
+        if (r == 0 && h->device >= 0 && rt)
+                h->gates++;
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0 || h->device < 0 || !rt)
+                return r;
+        /* Outside the lock: the fake runs the function right here. */
+        if (rt->cudaLaunchHostFunc((cudaStream_t)stream, restore_gate, h) != cudaSuccess) {
+                pthread_mutex_lock(&s->lock);
+                h->gates--;
+                pthread_cond_broadcast(&s->changed);
+                pthread_mutex_unlock(&s->lock);
+                /* not ordered on the stream: the caller must wait for it */
+                log_warning("Failed to order an SSD restore on stream %p; kvtier_restore_wait() it.", stream);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+KVT_EXPORT int kvtier_restore_wait(uint64_t handle) {
+        struct shim_ssd *s = ssd_get();
+        struct ssd_handle *h;
+        int r;
+
+        if (!s)
+                return -ENOENT;
+        pthread_mutex_lock(&s->lock);
+        h = handle_find_locked(s, handle);
+        while (h && h->state == KVTIER_RESTORING)
+                pthread_cond_wait(&s->changed, &s->lock);
+        r = !h ? -ENOENT : h->state == KVTIER_RESTORED ? 0 : h->last_error ? h->last_error : -EINVAL;
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+KVT_EXPORT int kvtier_drop(uint64_t handle) {
+        struct shim_ssd *s = ssd_get();
+        struct ssd_handle *h, **p;
+        struct kvt_ssd_drop d = {.handle = handle};
+        struct kvt_ssd_reply rep;
+
+        if (!s)
+                return -ENOENT;
+        pthread_mutex_lock(&s->lock);
+        h = handle_find_locked(s, handle);
+        while (h && (h->state == KVTIER_RESTORING || h->gates > 0))
+                pthread_cond_wait(&s->changed, &s->lock);
+        if (!h) {
+                pthread_mutex_unlock(&s->lock);
+                return -ENOENT;
+        }
+        for (p = &s->handles; *p != h; p = &(*p)->next)
+                ;
+        *p = h->next;
+        pthread_mutex_unlock(&s->lock);
+        if (h->state == KVTIER_SPILLED) {
+                pthread_mutex_lock(&s->io_lock);
+                if (s->fd >= 0 && h->gen == s->gen)
+                        (void)request_locked(s, KVT_MSG_SSD_DROP, &d, sizeof(d), &rep);
+                pthread_mutex_unlock(&s->io_lock);
+        }
+        free(h);
+        return 0;
+}
+
+KVT_EXPORT int kvtier_query(uint64_t handle, struct kvtier_spill_info *ret) {
+        struct shim_ssd *s = ssd_get();
+        struct ssd_handle *h;
+
+        if (!s || !ret)
+                return !ret ? -EINVAL : -ENOENT;
+        pthread_mutex_lock(&s->lock);
+        h = handle_find_locked(s, handle);
+        if (h)
+                *ret = (struct kvtier_spill_info){.size_bytes = h->len,
+                                                  .state = h->state,
+                                                  .last_error = h->last_error,
+                                                  .released = h->released};
+        pthread_mutex_unlock(&s->lock);
+        return h ? 0 : -ENOENT;
+}
+
+KVT_EXPORT int kvtier_readahead(uint64_t handle) {
+        struct shim_ssd *s = ssd_get();
+        struct ssd_handle *h;
+        int r;
+
+        if (!s)
+                return -ENOENT;
+        /* The restore itself, queued now and not ordered on any stream: a
+         * later kvtier_restore() of it finds it in flight or done. */
+        pthread_mutex_lock(&s->lock);
+        h = handle_find_locked(s, handle);
+        r = h ? restore_queue_locked(s, h) : -ENOENT;
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ssd-engine: drives the SSD tier's API (include/kvtier.h) the way an
+ * engine would, under LD_PRELOAD=libkvtier.so against the fake CUDA, and
+ * checks every word it gets back.
+ *
+ *   ssd-engine roundtrip N SEED   N random ranges (captured device memory,
+ *                                 sub-ranges of it, host memory), spilled,
+ *                                 restored (some by readahead first), checked
+ *   ssd-engine fault WHERE RC     one 40 MiB range (WHERE: device, captured;
+ *                                 or host); its restore must end in RC (0 or
+ *                                 -errno) and leave every word either right or
+ *                                 as the spill left it (device: 0xdb.., host:
+ *                                 a marker written after the spill)
+ *   ssd-engine fault-spill WHERE RC  its spill must end in RC; a failed one
+ *                                 changes nothing, one that succeeded restores
+ *                                 every word
+ *   ssd-engine quota BYTES RC     a spill of BYTES (host memory) must end in RC
+ *   ssd-engine hang               spills 64 MiB ranges until killed, printing
+ *                                 "spilling N" before each
+ *   ssd-engine absent RC          kvtier_try_spill must return RC
+ *
+ * Prints one line per finding; exit status: 0 as expected, 1 wrong data or
+ * outcome, 2 usage, 3 a CUDA call failed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda-abi.h"
+#include "fakecuda.h"
+#include "kvtier.h"
+
+KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
+KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
+
+#define MIB (1ull << 20)
+#define POISON 0xdbdbdbdbdbdbdbdbull /* the fake's discarded memory */
+#define MARKER 0x4d41524b4d41524bull /* "MARKMARK": host memory after its spill */
+
+static uint64_t rng_state;
+
+static uint64_t rng(void) {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        return rng_state;
+}
+
+struct range {
+        char *ptr;
+        size_t len;
+        bool device;
+        uint64_t *shadow; /* what it held at spill */
+        uint64_t handle;
+};
+
+static void fill_host(struct range *r) {
+        for (size_t i = 0; i + 8 <= r->len; i += 8) {
+                uint64_t w = rng();
+                memcpy(r->ptr + i, &w, 8);
+        }
+        for (size_t i = r->len & ~(size_t)7; i < r->len; i++)
+                r->ptr[i] = (char)rng();
+}
+
+/* Copies the range's current contents to buf (len rounded up to words). */
+static int read_range(const struct range *r, uint64_t *buf) {
+        memset(buf, 0, (r->len + 7) / 8 * 8);
+        if (!r->device) {
+                memcpy(buf, r->ptr, r->len);
+                return 0;
+        }
+        return cudaMemcpy(buf, r->ptr, r->len, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -EIO;
+}
+
+static int snapshot(struct range *r) {
+        r->shadow = malloc((r->len + 7) / 8 * 8);
+        return r->shadow ? read_range(r, r->shadow) : -ENOMEM;
+}
+
+/* Counts words that are neither what the spill saw nor `other` (0: none
+ * allowed).  Returns the count of wrong words; *ret_other gets the others. */
+static size_t compare(const struct range *r, uint64_t other, size_t *ret_other) {
+        size_t words = (r->len + 7) / 8, wrong = 0, n_other = 0;
+        uint64_t *now = malloc(words * 8);
+
+        if (!now || read_range(r, now) < 0) {
+                free(now);
+                return SIZE_MAX;
+        }
+        for (size_t i = 0; i < words; i++) {
+                uint64_t mask = (i + 1) * 8 <= r->len ? ~0ull : (1ull << (8 * (r->len % 8))) - 1;
+
+                if (((now[i] ^ r->shadow[i]) & mask) == 0)
+                        continue;
+                if (other && ((now[i] ^ other) & mask) == 0)
+                        n_other++;
+                else
+                        wrong++;
+        }
+        free(now);
+        if (ret_other)
+                *ret_other = n_other;
+        return wrong;
+}
+
+static int roundtrip(int n, uint64_t seed) {
+        const size_t pool_bytes = 256 * MIB;
+        struct range *rs = calloc((size_t)n, sizeof(*rs));
+        char *pool = NULL;
+        cudaStream_t st;
+        size_t pool_off = 0;
+        int bad = 0, r;
+
+        rng_state = seed | 1;
+        if (!rs || cudaMalloc((void **)&pool, pool_bytes) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess)
+                return 3;
+        if (fakecuda_kernel_fill(pool, pool_bytes, seed) != 0)
+                return 3;
+        for (int i = 0; i < n; i++) {
+                struct range *x = &rs[i];
+
+                x->device = i % 3 != 2;
+                if (x->device) {
+                        /* a 4 KiB aligned piece of the pool, 4 KiB .. 40 MiB, not overlapping */
+                        size_t len = (1 + rng() % (10 * 256)) * 4096;
+
+                        pool_off += (rng() % 512) * 4096;
+                        if (pool_off + len > pool_bytes) {
+                                x->device = false;
+                        } else {
+                                x->ptr = pool + pool_off;
+                                x->len = len;
+                                pool_off += len;
+                        }
+                }
+                if (!x->device) {
+                        x->len = 1 + rng() % (20 * MIB);
+                        x->ptr = malloc(x->len);
+                        if (!x->ptr)
+                                return 3;
+                        fill_host(x);
+                }
+                if (snapshot(x) < 0)
+                        return 3;
+        }
+        for (int i = 0; i < n; i++) {
+                struct kvtier_spill_info info;
+
+                r = kvtier_try_spill(rs[i].ptr, rs[i].len, &rs[i].handle);
+                if (r < 0) {
+                        printf("spill %d (%zu bytes, %s): %d\n", i, rs[i].len, rs[i].device ? "device" : "host", r);
+                        return 1;
+                }
+                if (kvtier_try_query(rs[i].handle, &info) < 0 || info.state != KVTIER_SPILLED ||
+                    info.size_bytes != rs[i].len) {
+                        printf("query %d: wrong\n", i);
+                        return 1;
+                }
+                if (info.released)
+                        printf("released %d\n", i);
+                if (!rs[i].device) /* the engine's memory is free to be anything until restored */
+                        memset(rs[i].ptr, 0x5a, rs[i].len);
+        }
+        for (int i = 0; i < n; i++) /* every third by readahead first */
+                if (i % 3 == 0 && (r = kvtier_try_readahead(rs[i].handle)) < 0)
+                        printf("readahead %d: %d\n", i, r), bad++;
+        for (int i = n - 1; i >= 0; i--)
+                if ((r = kvtier_try_restore(rs[i].handle, st)) < 0)
+                        printf("restore %d: %d\n", i, r), bad++;
+        cudaStreamSynchronize(st);
+        for (int i = 0; i < n; i++) {
+                size_t wrong;
+                uint64_t bad_words = 0;
+
+                r = kvtier_try_restore_wait(rs[i].handle);
+                wrong = compare(&rs[i], 0, NULL);
+                if (r < 0 || wrong) {
+                        printf("range %d (%zu bytes, %s): restore %d, %zu wrong words\n", i, rs[i].len,
+                               rs[i].device ? "device" : "host", r, wrong);
+                        bad++;
+                }
+                if (kvtier_try_drop(rs[i].handle) < 0)
+                        bad++;
+                if (!rs[i].device)
+                        free(rs[i].ptr);
+                free(rs[i].shadow);
+                (void)bad_words;
+        }
+        /* the GPU's view of the whole pool: the fill's pattern everywhere */
+        {
+                uint64_t bad_words = 0;
+
+                if (fakecuda_kernel_check(pool, pool_bytes, seed, &bad_words) != 0 || bad_words) {
+                        printf("pool: %" PRIu64 " bad words as the GPU sees it\n", bad_words);
+                        bad++;
+                }
+        }
+        printf("roundtrip: %d ranges, %d bad\n", n, bad);
+        cudaFree(pool);
+        free(rs);
+        return bad ? 1 : 0;
+}
+
+/* One 40 MiB range (captured device memory, or host memory) through a
+ * spill and a restore under the daemon's injected faults. */
+static int fault(bool device, int want, bool at_spill) {
+        struct range x = {.len = 40 * MIB, .device = device};
+        struct kvtier_spill_info info = {0};
+        size_t wrong, other = 0;
+        int r;
+
+        rng_state = 7;
+        if (device) {
+                if (cudaMalloc((void **)&x.ptr, x.len) != cudaSuccess || fakecuda_kernel_fill(x.ptr, x.len, 3) != 0)
+                        return 3;
+        } else {
+                if (!(x.ptr = malloc(x.len)))
+                        return 3;
+                fill_host(&x);
+        }
+        if (snapshot(&x) < 0)
+                return 3;
+        r = kvtier_try_spill(x.ptr, x.len, &x.handle);
+        if (at_spill) {
+                printf("spill: %d (want %d)\n", r, want);
+                if (r != want)
+                        return 1;
+                if (r < 0) { /* a failed spill releases nothing and changes nothing */
+                        wrong = compare(&x, 0, NULL);
+                        printf("after the failed spill: %zu words changed\n", wrong);
+                        return wrong ? 1 : 0;
+                }
+                want = 0; /* what was written despite the faults must come back whole */
+        } else if (r < 0) {
+                printf("spill: %d\n", r);
+                return 1;
+        }
+        if (!device)
+                for (size_t k = 0; k + 8 <= x.len; k += 8)
+                        memcpy(x.ptr + k, &(uint64_t){MARKER}, 8);
+        r = kvtier_try_restore(x.handle, NULL);
+        if (r == 0)
+                r = kvtier_try_restore_wait(x.handle);
+        kvtier_try_query(x.handle, &info);
+        wrong = compare(&x, device ? POISON : MARKER, &other);
+        printf("restore %s: %d (want %d), state %d, last_error %d, %zu wrong words, %zu as the spill left "
+               "them\n",
+               device ? "device" : "host", r, want, info.state, info.last_error, wrong, other);
+        kvtier_try_drop(x.handle);
+        if (r != want || wrong != 0)
+                return 1;
+        if (want != 0 && (info.state != KVTIER_SPILLED || info.last_error != want))
+                return 1;
+        return 0;
+}
+
+static int quota(size_t bytes, int want) {
+        char *p = calloc(1, bytes);
+        uint64_t h = 0;
+        int r;
+
+        if (!p)
+                return 3;
+        r = kvtier_try_spill(p, bytes, &h);
+        printf("quota: spill of %zu bytes: %d (want %d)\n", bytes, r, want);
+        if (r == 0)
+                kvtier_try_drop(h);
+        free(p);
+        return r == want ? 0 : 1;
+}
+
+static int hang(void) {
+        size_t len = 64 * MIB;
+        char *p = malloc(len);
+
+        if (!p)
+                return 3;
+        memset(p, 1, len);
+        for (unsigned i = 0;; i++) {
+                uint64_t h;
+                int r;
+
+                printf("spilling %u\n", i);
+                fflush(stdout);
+                r = kvtier_try_spill(p, len, &h);
+                if (r < 0) {
+                        printf("spill: %d\n", r);
+                        return 1;
+                }
+        }
+}
+
+int main(int argc, char **argv) {
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        if (argc == 4 && strcmp(argv[1], "roundtrip") == 0)
+                return roundtrip(atoi(argv[2]), strtoull(argv[3], NULL, 0));
+        if (argc == 4 && strcmp(argv[1], "fault") == 0)
+                return fault(strcmp(argv[2], "device") == 0, atoi(argv[3]), false);
+        if (argc == 4 && strcmp(argv[1], "fault-spill") == 0)
+                return fault(strcmp(argv[2], "device") == 0, atoi(argv[3]), true);
+        if (argc == 4 && strcmp(argv[1], "quota") == 0)
+                return quota(strtoull(argv[2], NULL, 0), atoi(argv[3]));
+        if (argc == 2 && strcmp(argv[1], "hang") == 0)
+                return hang();
+        if (argc == 3 && strcmp(argv[1], "absent") == 0) {
+                uint64_t h;
+                char b[4096] = {0};
+                int r = kvtier_try_spill(b, sizeof(b), &h);
+
+                printf("absent: %d (want %s)\n", r, argv[2]);
+                return r == atoi(argv[2]) ? 0 : 1;
+        }
+        fprintf(stderr, "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
+                        "absent RC\n");
+        return 2;
+}

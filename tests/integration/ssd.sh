@@ -1,0 +1,109 @@
+#!/bin/bash
+# The SSD tier (issue 20): spill, restore, drop through include/kvtier.h,
+# a private kvtierd with [ssd] dir in a temporary directory, the fake CUDA.
+# Round trips of random ranges with every word checked; faults injected
+# under the daemon's I/O (KVTIER_SSD_FAULTS) with the outcome each must
+# have and never wrong data; quotas; a client killed mid-spill.
+. "$(dirname "$0")/lib.sh"
+
+SSD_ENGINE="$top_builddir/tests/integration/ssd-engine"
+SSD_DIR="$TMP/ssd"
+
+# ssd_run NAME ARGS...: the SSD engine under the shim.
+ssd_run() {
+        local name="$1"; shift
+        env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=4M ${ENGINE_ENV:-} \
+                "$SSD_ENGINE" "$@" >"$TMP/$name.out" 2>&1
+}
+
+# restart_with FAULTS [INI LINES...]: a fresh daemon with those faults injected.
+restart_with() {
+        local faults="$1"; shift
+        [ -n "$DAEMON_PID" ] && stop_daemon
+        write_config 64M "[ssd]" "dir = $SSD_DIR" "$@"
+        KVTIER_SSD_FAULTS="$faults" start_daemon
+}
+
+files_in_dir() { find "$SSD_DIR" -type f | wc -l; }
+
+# --- round trips
+restart_with "" "block_size = 1M" "queue_depth = 8"
+ssd_run rt roundtrip 24 0x5eed; rc=$?
+check "24 random ranges round-trip, every word checked" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/rt.out")"
+check "captured ranges with whole chunks were released at spill" grep -q '^released' "$TMP/rt.out"
+json=$(status_json)
+check "status shows the SSD tier" [ "$(echo "$json" | jq -r '.ssd.enabled')" = true ]
+check "status counts the spills and restores" \
+        [ "$(echo "$json" | jq '.ssd.totals.spills')" -ge 24 -a "$(echo "$json" | jq '.ssd.totals.restores')" -ge 24 ]
+check "nothing is left spilled or on disk after the drops" \
+        [ "$(echo "$json" | jq '[.ssd.clients[].bytes] | add // 0')" -eq 0 -a "$(files_in_dir)" -eq 0 ]
+
+restart_with "" "compress = zstd" "block_size = 256K"
+ssd_run rtz roundtrip 12 0x2a; rc=$?
+check "round trips with compress = zstd" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/rtz.out")"
+
+# --- faults under the I/O: each with its outcome, never wrong data
+# (a 40 MiB range in 1 MiB blocks: reads and writes 1..32 are its first
+# 32 MiB piece, 33..40 the second)
+fault_case() {
+        local desc="$1" faults="$2" mode="$3" where="$4" want="$5"
+        restart_with "$faults" "block_size = 1M" "queue_depth = 4"
+        ssd_run fault fault${mode:+-$mode} "$where" "$want"; rc=$?
+        check "$desc" [ $rc -eq 0 ]
+        [ $rc -eq 0 ] || diag "$(cat "$TMP/fault.out")"
+}
+for w in device host; do
+        fault_case "$w: a flipped byte fails the restore with EBADMSG, range as the spill left it" "read-flip@3" "" $w -74
+        fault_case "$w: a flipped byte in the second piece: EBADMSG, no word wrong" "read-flip@35" "" $w -74
+        fault_case "$w: a short read fails the restore with ENODATA, no word wrong" "read-short@37" "" $w -61
+        fault_case "$w: EIO on every attempt fails the restore with EIO, no word wrong" "read-eio@2x*" "" $w -5
+        fault_case "$w: ENOSPC fails the spill with ENOSPC, nothing changed" "write-enospc@7" spill $w -28
+        fault_case "$w: EIO on every write attempt fails the spill with EIO" "write-eio@9x*" spill $w -5
+done
+fault_case "one EIO on a read is retried: the restore succeeds" "read-eio@5" "" device 0
+fault_case "EAGAIN twice on a read is retried: the restore succeeds" "read-eagain@2x2" "" device 0
+fault_case "one EIO on a write is retried: the spill succeeds, every word back" "write-eio@3" spill device 0
+fault_case "short and interrupted writes are continued: every word back" "write-short@2,write-eintr@4" spill host 0
+json=$(status_json)
+check "retries are counted in status" [ "$(echo "$json" | jq '.ssd.totals.retries')" -ge 1 ]
+check "retries are logged once per client" grep -q "retried .* transient SSD I/O errors" "$TMP/kvtierd.log"
+
+# --- the checksum failure is counted
+restart_with "read-flip@1" "block_size = 1M"
+ssd_run cs fault device -74
+check "a checksum failure is counted in status" [ "$(status_json | jq '.ssd.totals.checksum_failures')" -eq 1 ]
+
+# --- quotas
+restart_with "" "max_per_client = 8M" "max_per_uid = 16M"
+ssd_run q1 quota $((8 << 20)) 0
+check "a spill within max_per_client succeeds" [ $? -eq 0 ]
+ssd_run q2 quota $((9 << 20)) -122
+check "a spill past max_per_client fails with EDQUOT" [ $? -eq 0 ]
+check "the refusal is counted" [ "$(status_json | jq '.ssd.totals.refused')" -eq 1 ]
+restart_with "" "max_per_uid = 0"
+ssd_run off quota 4096 -38
+check "with max_per_uid = 0 a spill is not available (ENOSYS)" [ $? -eq 0 ]
+
+# --- a client killed mid-spill: its file goes, the daemon serves on
+restart_with "" "block_size = 1M"
+: >"$TMP/hang.out"
+env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" "$SSD_ENGINE" hang >"$TMP/hang.out" 2>&1 &
+hang_pid=$!
+for _ in $(seq 200); do grep -q "spilling 3" "$TMP/hang.out" && break; sleep 0.05; done
+check "the client spills and holds a file" [ "$(status_json | jq '.ssd.clients | length')" -eq 1 ]
+kill -KILL $hang_pid; wait $hang_pid 2>/dev/null
+for _ in $(seq 100); do [ "$(status_json | jq '.ssd.clients | length')" -eq 0 ] && break; sleep 0.05; done
+check "killed mid-spill: its session and file are gone" \
+        [ "$(status_json | jq '.ssd.clients | length')" -eq 0 -a "$(files_in_dir)" -eq 0 ]
+ssd_run after roundtrip 3 9
+check "the daemon serves the next client" [ $? -eq 0 ]
+
+# --- without a daemon, without the shim
+stop_daemon
+ssd_run nod absent -107
+check "without a daemon kvtier_spill says ENOTCONN" [ $? -eq 0 ]
+"$SSD_ENGINE" absent -38 >"$TMP/noshim.out" 2>&1
+check "without the shim kvtier_try_spill says KVTIER_ENOTAVAIL" [ $? -eq 0 ]
+done_testing
