@@ -324,6 +324,42 @@ static void print_regions(struct json_object *st) {
         }
 }
 
+/* The SSD tier (issue 20): one line per client with spilled bytes. */
+static void print_ssd(struct json_object *st) {
+        struct json_object *ssd = NULL, *clients, *t = NULL;
+        char b[3][32];
+
+        if (!json_object_object_get_ex(st, "ssd", &ssd) || !ssd)
+                return;
+        if (!jbool(ssd, "enabled")) {
+                printf("\nSSD tier: off\n");
+                return;
+        }
+        json_object_object_get_ex(ssd, "totals", &t);
+        printf("\nSSD tier: %s, %s%s, compress %s, blocks of %s; %" PRId64 " spills, %" PRId64 " restores, %" PRId64
+               " checksum failures, %" PRId64 " retries\n",
+               jstr(ssd, "dir"), jnull(ssd, "io") ? "io not used yet" : jstr(ssd, "io"),
+               jnull(ssd, "direct") ? "" : jbool(ssd, "direct") ? ", O_DIRECT" : ", buffered", jstr(ssd, "compress"),
+               B(b[0], ssd, "block_bytes"), t ? jint(t, "spills") : 0, t ? jint(t, "restores") : 0,
+               t ? jint(t, "checksum_failures") : 0, t ? jint(t, "retries") : 0);
+        clients = jarr(ssd, "clients");
+        if (!clients || json_object_array_length(clients) == 0)
+                return;
+        printf("%-8s %-8s %6s %7s %10s %10s %8s %8s %6s %7s %9s %9s\n", "PID", "UID", "FILES", "SPILLS", "BYTES",
+               "ON-DISK", "SPILLED", "RESTORED", "CSUM", "RETRIES", "WR-GB/S", "RD-GB/S");
+        for (size_t i = 0; i < json_object_array_length(clients); i++) {
+                struct json_object *c = json_object_array_get_idx(clients, i), *v;
+                double wr = json_object_object_get_ex(c, "write_gbps", &v) ? json_object_get_double(v) : 0;
+                double rd = json_object_object_get_ex(c, "read_gbps", &v) ? json_object_get_double(v) : 0;
+
+                printf("%-8" PRId64 " %-8" PRId64 " %6" PRId64 " %7" PRId64 " %10s %10s %8" PRId64 " %8" PRId64
+                       " %6" PRId64 " %7" PRId64 " %9.2f %9.2f\n",
+                       jint(c, "pid"), jint(c, "uid"), jint(c, "files"), jint(c, "live_spills"), B(b[1], c, "bytes"),
+                       B(b[2], c, "stored_bytes"), jint(c, "spills"), jint(c, "restores"),
+                       jint(c, "checksum_failures"), jint(c, "retries"), wr, rd);
+        }
+}
+
 static void print_status(struct json_object *st) {
         struct json_object *mig = NULL;
         char b[2][32];
@@ -334,6 +370,7 @@ static void print_status(struct json_object *st) {
         print_nodes(st);
         print_clients(st);
         print_regions(st);
+        print_ssd(st);
         json_object_object_get_ex(st, "migrations", &mig);
         if (mig)
                 printf("\nMigrations: %" PRId64 " orders sent, %" PRId64 " done, %" PRId64 " failed, %" PRId64

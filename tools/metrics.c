@@ -135,6 +135,36 @@ static void print_migrations(FILE *f, struct json_object *mig) {
         fprintf(f, "kvtier_migrated_bytes_total{direction=\"to_host\"} %" PRId64 "\n", num(mig, "bytes_to_host"));
 }
 
+/* The SSD tier: per client bytes spilled, counters of all clients. */
+static void print_ssd(FILE *f, struct json_object *ssd) {
+        static const struct {
+                const char *name, *key, *help;
+        } counters[] = {
+                {"kvtier_ssd_spills_total", "spills", "Spills written whole to the SSD tier."},
+                {"kvtier_ssd_restores_total", "restores", "Spills read back whole, every block verified."},
+                {"kvtier_ssd_checksum_failures_total", "checksum_failures", "Blocks read back that failed their checksum."},
+                {"kvtier_ssd_retries_total", "retries", "Transient SSD I/O errors retried."},
+                {"kvtier_ssd_written_bytes_total", "written_bytes", "Bytes spilled."},
+                {"kvtier_ssd_read_bytes_total", "read_bytes", "Bytes restored."},
+        };
+        struct json_object *totals = NULL, *clients = array(ssd, "clients");
+        size_t n = clients ? json_object_array_length(clients) : 0;
+
+        header(f, "kvtier_ssd_client_bytes", "gauge", "Bytes a client holds spilled in the SSD tier.");
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *c = json_object_array_get_idx(clients, i);
+
+                fprintf(f, "kvtier_ssd_client_bytes{pid=\"%" PRId64 "\",uid=\"%" PRId64 "\"} %" PRId64 "\n",
+                        num(c, "pid"), num(c, "uid"), num(c, "bytes"));
+        }
+        if (!json_object_object_get_ex(ssd, "totals", &totals))
+                return;
+        for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+                header(f, counters[i].name, "counter", counters[i].help);
+                fprintf(f, "%s %" PRId64 "\n", counters[i].name, num(totals, counters[i].key));
+        }
+}
+
 void metrics_print(FILE *f, struct json_object *st) {
         struct json_object *mig = NULL;
 
@@ -147,4 +177,6 @@ void metrics_print(FILE *f, struct json_object *st) {
         print_clients(f, array(st, "clients"));
         if (json_object_object_get_ex(st, "migrations", &mig))
                 print_migrations(f, mig);
+        if (json_object_object_get_ex(st, "ssd", &mig) && mig)
+                print_ssd(f, mig);
 }
