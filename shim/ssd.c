@@ -190,7 +190,7 @@ static int staging_create_locked(struct shim_ssd *s) {
         }
         memset(map, 0, SSD_STAGING_BYTES);
         s->pinned = rt && rt->cudaHostRegister && rt->cudaHostRegister(map, SSD_STAGING_BYTES, 0) == cudaSuccess;
-        log_debug("SSD staging buffer: %llu bytes in %s, node %d, %s.", (unsigned long long)SSD_STAGING_BYTES,
+        log_info("SSD staging buffer: %llu bytes in %s, node %d, %s.", (unsigned long long)SSD_STAGING_BYTES,
                   pages, node, s->pinned ? "pinned" : "not pinned");
         s->staging_fd = fd;
         s->staging = map;

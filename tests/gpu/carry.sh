@@ -13,7 +13,7 @@ carry_kvtier() {
         rm -rf "$out"; mkdir -p "$out/lib"
         make -C build -j"$(nproc)" >/dev/null
         cp build/kvtierd build/kvtierctl build/.libs/libkvtier.so "$out/"
-        for l in libinih.so.1 libjson-c.so.5 libnuma.so.1 libsystemd.so.0; do
+        for l in libinih.so.1 libjson-c.so.5 libnuma.so.1 libsystemd.so.0 liburing.so.2 libxxhash.so.0 libzstd.so.1; do
                 # reads all of ldconfig's output: an early exit would kill it
                 # with SIGPIPE, which pipefail makes a failure
                 p=$(ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ && !f { print $NF; f = 1 }')

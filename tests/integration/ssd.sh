@@ -100,6 +100,14 @@ check "killed mid-spill: its session and file are gone" \
 ssd_run after roundtrip 3 9
 check "the daemon serves the next client" [ $? -eq 0 ]
 
+# --- the GPU benchmark's program, small, against the fakes (ssd-h200.sh runs it big)
+env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=4M \
+        "$top_builddir/tests/bench/ssd-bench" "$TMP" $((64 << 20)) $((16 << 20)) 2 >"$TMP/bench.out" 2>&1
+rc=$?
+check "ssd-bench runs: spill, restore and session figures, data checked" \
+        rc_and $rc grep -q "^readahead-restore" "$TMP/bench.out"
+[ $rc -eq 0 ] || diag "$(cat "$TMP/bench.out")"
+
 # --- without a daemon, without the shim
 stop_daemon
 ssd_run nod absent -107
