@@ -251,9 +251,10 @@ static const struct conf_key conf_table[] = {
          "back; 0 = none",
          offsetof(struct conf, probe_rate)},
         {"host", "hugepages", CONF_UINT, 0, 1u << 20, "0",
-         "2 MiB hugepages kvtierd reserves on each GPU's home NUMA node (nodeN/hugepages in sysfs, where it "
-         "may write there) for shims' SSD staging buffers; 0 = none reserved: staging takes hugepages "
-         "already free, else transparent hugepages, else 4 KiB pages",
+         "2 MiB hugepages kvtierd keeps in the pool of each host NUMA node (raised to at least this at start "
+         "through nodeN/hugepages in sysfs, where kvtierd may write there) for shims' SSD staging buffers, "
+         "64 MiB (32 pages) each; 0 = none reserved: staging takes hugepages already free, else transparent "
+         "hugepages, else 4 KiB pages",
          offsetof(struct conf, ssd.hugepages)},
         {"ssd", "dir", CONF_PATH, 0, 0, "/var/lib/kvtier/ssd",
          "Directory of the SSD tier's files (one per client, unlinked: nothing of a client outlives it); "

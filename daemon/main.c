@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "hugepages.h"
 #include "listen.h"
 #include "log.h"
 #include "planner.h"
@@ -446,6 +447,13 @@ int main(int argc, char *argv[]) {
         raise_fd_limit(d.conf);
         if (load_topology(&d) < 0)
                 goto finish;
+        {
+                struct conf_ssd ssd;
+                const char *root = getenv("KVTIER_SYSFS_ROOT");
+
+                conf_ssd(d.conf, &ssd);
+                (void)hugepages_reserve(root && *root ? root : "/sys", d.topology.present, ssd.hugepages);
+        }
         if (daemon_setup(&d, &o) < 0) {
                 if (d.config_error)
                         ret = EXIT_USAGE;

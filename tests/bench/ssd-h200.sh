@@ -2,7 +2,8 @@
 # The SSD tier on the GPU machine (issue 20), in one device call:
 #   bash .carry-ssd/ssd-h200.sh      (carry [".carry-ssd"], built by tests/bench/package-ssd.sh)
 # Env: KVT_SSD_DIR (default /var/tmp/kvtier-ssd: must be on the NVMe disk, not
-# tmpfs), KVT_SSD_BYTES (default 8G), KVT_SSD_SESSION (256M), KVT_SSD_REPS (5).
+# tmpfs), KVT_SSD_BYTES (default 8G), KVT_SSD_SESSION (256M), KVT_SSD_REPS (5),
+# KVT_CUDA_LIB (where libcudart.so.13 is; default from ldconfig).
 # Runs ssd-bench-cuda under the shim with a private kvtierd, three times:
 #   A  defaults (compress none), staging in whatever pages the host has free
 #   B  the same with 32 2 MiB hugepages reserved on node 0 for the staging
@@ -22,7 +23,7 @@ session=$(numfmt --from=iec "${KVT_SSD_SESSION:-256M}")
 reps=${KVT_SSD_REPS:-5}
 T=$(mktemp -d)
 SOCK=$T/kvtierd.sock
-cuda_lib=$(dirname "$(ldconfig -p | awk '/libcudart.so.13 / && /x86-64/ { print $NF; exit }')" 2>/dev/null)
+cuda_lib=${KVT_CUDA_LIB:-$(dirname "$(ldconfig -p | awk '/libcudart.so.13 / && /x86-64/ { print $NF; exit }')" 2>/dev/null)}
 [ -d "$cuda_lib" ] || cuda_lib=/usr/local/cuda/lib64
 mkdir -p "$dir" && chmod 700 "$dir"
 {
@@ -43,7 +44,7 @@ run() { # NAME [INI LINES...]
         local dpid=$!
         for _ in $(seq 100); do "$C/bin/kvtierctl" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
         echo "== $name: $*"
-        env LD_LIBRARY_PATH="$cuda_lib" LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=64M \
+        env LD_LIBRARY_PATH="$cuda_lib:$C/lib" LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=64M \
                 KVTIER_LOG=info "$C/ssd-bench-cuda" "$dir" "$bytes" "$session" "$reps" 2>&1 | tee "$RET/$name.txt"
         echo "exit ${PIPESTATUS[0]}"
         "$C/bin/kvtierctl" -s "$SOCK" status | sed -n '/^SSD tier/,$p' | tee -a "$RET/$name.txt"

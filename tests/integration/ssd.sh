@@ -100,6 +100,18 @@ check "killed mid-spill: its session and file are gone" \
 ssd_run after roundtrip 3 9
 check "the daemon serves the next client" [ $? -eq 0 ]
 
+# --- [host] hugepages raises the node's pool (a sysfs fixture)
+stop_daemon
+sys="$TMP/sys"; hp="$sys/devices/system/node/node0/hugepages/hugepages-2048kB"
+mkdir -p "$hp"
+printf 'Node 0 MemTotal:        1048576 kB\n' >"$sys/devices/system/node/node0/meminfo"
+echo 10 >"$sys/devices/system/node/node0/distance"
+echo 4 >"$hp/nr_hugepages"
+write_config 64M "[ssd]" "dir = $SSD_DIR" "[host]" "hugepages = 32"
+KVTIER_SYSFS_ROOT="$sys" start_daemon
+check "[host] hugepages = 32 raised node 0's pool from 4 to 32" [ "$(cat "$hp/nr_hugepages")" -eq 32 ]
+restart_with "" "block_size = 1M"
+
 # --- the GPU benchmark's program, small, against the fakes (ssd-h200.sh runs it big)
 env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=4M \
         "$top_builddir/tests/bench/ssd-bench" "$TMP" $((64 << 20)) $((16 << 20)) 2 >"$TMP/bench.out" 2>&1
