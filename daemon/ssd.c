@@ -22,6 +22,10 @@
 #include "ssd.h"
 #include "util.h"
 
+/* The file grows by fallocate() in steps of this: 256 MiB, one session's KV
+ * at a time (the H200 bench's unit), few calls per GiB. */
+#define FILE_RESERVE_STEP (256ull << 20)
+
 /* One spill: its blocks, in order. */
 struct spill {
         uint64_t handle;
@@ -72,7 +76,8 @@ struct ssd_session {
         void *staging;
         uint64_t staging_bytes;
         int file_fd; /* -1 until the first spill */
-        uint64_t file_end;
+        uint64_t file_end;      /* bytes of the file in use or free below */
+        uint64_t file_reserved; /* bytes fallocate()d */
         struct extent *free_ext;
         size_t n_free, cap_free;
         struct spill *spills;
@@ -288,6 +293,18 @@ static int file_alloc(struct ssd_session *ss, uint64_t len, uint64_t *ret) {
                 }
         if (ss->file_end + len > (1ull << 60))
                 return -EFBIG;
+        if (ss->file_end + len > ss->file_reserved) {
+                /* Ahead of the writes, in steps: O_DIRECT writes within the
+                 * file's size are not serialized as extending ones are, and a
+                 * full disk shows here, before anything is written. */
+                uint64_t want = MAX(ss->file_end + len, ss->file_reserved + FILE_RESERVE_STEP);
+
+                if (fallocate(ss->file_fd, 0, (off_t)ss->file_reserved, (off_t)(want - ss->file_reserved)) == 0)
+                        ss->file_reserved = want;
+                else if (errno == ENOSPC)
+                        return -ENOSPC;
+                /* else (EOPNOTSUPP ...): the writes extend the file */
+        }
         *ret = ss->file_end;
         ss->file_end += len;
         return 0;
