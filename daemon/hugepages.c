@@ -50,8 +50,9 @@ int hugepages_reserve(const char *root, uint64_t present, unsigned n) {
 
                 if (!(present & (1ull << node)))
                         continue;
-                snprintf(path, sizeof(path), "%s/devices/system/node/node%d/hugepages/hugepages-2048kB/nr_hugepages",
-                         root, node);
+                snprintf(path, sizeof(path),
+                         "%s/devices/system/node/node%d/hugepages/hugepages-2048kB/nr_hugepages", root,
+                         node);
                 r = read_pages(path, &cur);
                 if (r == 0 && cur >= n) {
                         ok++;
@@ -63,7 +64,8 @@ int hugepages_reserve(const char *root, uint64_t present, unsigned n) {
                         r = read_pages(path, &got);
                 if (r < 0) {
                         if (!warned)
-                                log_warning("Failed to reserve %u 2 MiB hugepages on node %d ([host] hugepages): %s; "
+                                log_warning("Failed to reserve %u 2 MiB hugepages on node %d ([host] "
+                                            "hugepages): %s; "
                                             "SSD staging takes what is free, ignoring.",
                                             n, node, strerror(-r));
                         warned = true;
@@ -71,8 +73,9 @@ int hugepages_reserve(const char *root, uint64_t present, unsigned n) {
                 }
                 if (got >= n)
                         ok++;
-                log_info("Node %d: %lu 2 MiB hugepages in the pool (%u asked by [host] hugepages, %lu before).", node,
-                         got, n, cur);
+                log_info("Node %d: %lu 2 MiB hugepages in the pool (%u asked by [host] hugepages, %lu "
+                         "before).",
+                         node, got, n, cur);
         }
         return ok;
 }

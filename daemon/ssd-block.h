@@ -19,8 +19,8 @@ enum {
 };
 
 struct ssd_block {
-        uint64_t file_offset; /* KVT_SSD_ALIGN aligned; valid when stored_bytes > 0 */
-        uint64_t hash;        /* XXH3_64bits of the raw bytes */
+        uint64_t file_offset;  /* KVT_SSD_ALIGN aligned; valid when stored_bytes > 0 */
+        uint64_t hash;         /* XXH3_64bits of the raw bytes */
         uint32_t stored_bytes; /* 0: not written yet */
         uint32_t raw_bytes;
         uint32_t flags; /* SSD_BLOCK_* */

@@ -207,7 +207,8 @@ static int run_sync(struct ssd_io *io, struct ssd_io_op *ops, size_t n) {
                         off_t off = (off_t)(op->offset + op->done);
                         ssize_t k = op->write ? pwrite(op->fd, p, len, off) : pread(op->fd, p, len, off);
 
-                        r = op_complete(op, io->nth[i], k < 0 ? -errno : (int)MIN((uint64_t)k, (uint64_t)INT32_MAX));
+                        r = op_complete(op, io->nth[i],
+                                        k < 0 ? -errno : (int)MIN((uint64_t)k, (uint64_t)INT32_MAX));
                 } while (r == 0);
                 op->result = r < 0 ? r : 0;
                 if (r < 0 && !first)

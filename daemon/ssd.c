@@ -61,8 +61,8 @@ struct ssd_store {
         size_t n_uids;
         struct ssd_stats gone; /* of sessions that ended */
         unsigned next_id;
-        int direct;           /* -1 unknown yet, 0 buffered (the filesystem refused O_DIRECT), 1 O_DIRECT */
-        int uring;            /* -1 unknown yet, 0 pread/pwrite, 1 io_uring */
+        int direct; /* -1 unknown yet, 0 buffered (the filesystem refused O_DIRECT), 1 O_DIRECT */
+        int uring;  /* -1 unknown yet, 0 pread/pwrite, 1 io_uring */
         atomic_flag warned_buffered, warned_uring;
 };
 
@@ -75,7 +75,7 @@ struct ssd_session {
         int sock, stop_fd, done_fd;
         void *staging;
         uint64_t staging_bytes;
-        int file_fd; /* -1 until the first spill */
+        int file_fd;            /* -1 until the first spill */
         uint64_t file_end;      /* bytes of the file in use or free below */
         uint64_t file_reserved; /* bytes fallocate()d */
         struct extent *free_ext;
@@ -137,9 +137,10 @@ int ssd_store_new(const struct conf *conf, struct ssd_store **ret) {
                         log_warning("Failed to open [ssd] dir %s: %s; the SSD tier is off, ignoring.",
                                     s->cfg.dir, strerror(-fd));
                 else if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0022)) {
-                        log_warning("[ssd] dir %s is not kvtierd's own or is writable by others; the SSD tier "
-                                    "is off, ignoring.",
-                                    s->cfg.dir);
+                        log_warning(
+                                "[ssd] dir %s is not kvtierd's own or is writable by others; the SSD tier "
+                                "is off, ignoring.",
+                                s->cfg.dir);
                         close(fd);
                 } else
                         s->dir_fd = fd;
@@ -196,7 +197,8 @@ static json_object *stats_json(const struct ssd_stats *st, json_object *o) {
         json_object_object_add(o, "spills", json_object_new_int64((int64_t)st->spills));
         json_object_object_add(o, "restores", json_object_new_int64((int64_t)st->restores));
         json_object_object_add(o, "drops", json_object_new_int64((int64_t)st->drops));
-        json_object_object_add(o, "checksum_failures", json_object_new_int64((int64_t)st->checksum_failures));
+        json_object_object_add(o, "checksum_failures",
+                               json_object_new_int64((int64_t)st->checksum_failures));
         json_object_object_add(o, "short_reads", json_object_new_int64((int64_t)st->short_reads));
         json_object_object_add(o, "io_errors", json_object_new_int64((int64_t)st->io_errors));
         json_object_object_add(o, "retries", json_object_new_int64((int64_t)st->retries));
@@ -217,10 +219,12 @@ void *ssd_store_json(const void *store) {
         all = s->gone;
         json_object_object_add(o, "enabled", json_object_new_boolean(s->dir_fd >= 0));
         json_object_object_add(o, "dir", json_object_new_string(s->cfg.dir));
-        json_object_object_add(o, "io", s->uring < 0 ? NULL : json_object_new_string(s->uring ? "io_uring" : "pread"));
+        json_object_object_add(
+                o, "io", s->uring < 0 ? NULL : json_object_new_string(s->uring ? "io_uring" : "pread"));
         json_object_object_add(o, "direct", s->direct < 0 ? NULL : json_object_new_boolean(s->direct));
-        json_object_object_add(o, "compress",
-                               json_object_new_string(s->cfg.compress == CONF_COMPRESS_ZSTD ? "zstd" : "none"));
+        json_object_object_add(
+                o, "compress",
+                json_object_new_string(s->cfg.compress == CONF_COMPRESS_ZSTD ? "zstd" : "none"));
         json_object_object_add(o, "block_bytes", json_object_new_int64((int64_t)s->cfg.block_bytes));
         json_object_object_add(o, "max_per_uid", json_object_new_int64((int64_t)s->cfg.per_uid_bytes));
         json_object_object_add(o, "max_per_client", json_object_new_int64((int64_t)s->cfg.per_client_bytes));
@@ -232,7 +236,8 @@ void *ssd_store_json(const void *store) {
                 json_object_object_add(c, "files", json_object_new_int64(ss->file_fd >= 0));
                 json_object_object_add(c, "live_spills", json_object_new_int64((int64_t)ss->st.live_spills));
                 json_object_object_add(c, "bytes", json_object_new_int64((int64_t)ss->st.live_bytes));
-                json_object_object_add(c, "stored_bytes", json_object_new_int64((int64_t)ss->st.stored_bytes));
+                json_object_object_add(c, "stored_bytes",
+                                       json_object_new_int64((int64_t)ss->st.stored_bytes));
                 json_object_array_add(clients, stats_json(&ss->st, c));
                 stats_add(&all, &ss->st);
         }
@@ -299,7 +304,8 @@ static int file_alloc(struct ssd_session *ss, uint64_t len, uint64_t *ret) {
                  * full disk shows here, before anything is written. */
                 uint64_t want = MAX(ss->file_end + len, ss->file_reserved + FILE_RESERVE_STEP);
 
-                if (fallocate(ss->file_fd, 0, (off_t)ss->file_reserved, (off_t)(want - ss->file_reserved)) == 0)
+                if (fallocate(ss->file_fd, 0, (off_t)ss->file_reserved, (off_t)(want - ss->file_reserved)) ==
+                    0)
                         ss->file_reserved = want;
                 else if (errno == ENOSPC)
                         return -ENOSPC;
@@ -360,8 +366,8 @@ static int on_open(struct ssd_session *ss, const struct kvt_ssd_open *o, struct 
         int r;
 
         if (ss->file_fd < 0 && (r = file_open(ss)) < 0) {
-                log_error("Failed to create an SSD file in %s for client pid %d: %s", s->cfg.dir, (int)ss->pid,
-                          strerror(-r));
+                log_error("Failed to create an SSD file in %s for client pid %d: %s", s->cfg.dir,
+                          (int)ss->pid, strerror(-r));
                 return r;
         }
         if (ss->n_spills == ss->cap_spills) {
@@ -373,14 +379,16 @@ static int on_open(struct ssd_session *ss, const struct kvt_ssd_open *o, struct 
                 ss->spills = a;
                 ss->cap_spills = cap;
         }
-        sp = (struct spill){.handle = ++ss->next_handle,
-                            .size_bytes = o->size_bytes,
-                            .n_blocks = (uint32_t)((o->size_bytes + s->cfg.block_bytes - 1) / s->cfg.block_bytes)};
+        sp = (struct spill){
+                .handle = ++ss->next_handle,
+                .size_bytes = o->size_bytes,
+                .n_blocks = (uint32_t)((o->size_bytes + s->cfg.block_bytes - 1) / s->cfg.block_bytes)};
         pthread_mutex_lock(&s->lock);
         u = uid_get_locked(s, ss->uid);
         if (!u)
                 r = -ENOMEM;
-        else if (ss->st.live_bytes + o->size_bytes > client_max || u->bytes + o->size_bytes > s->cfg.per_uid_bytes) {
+        else if (ss->st.live_bytes + o->size_bytes > client_max ||
+                 u->bytes + o->size_bytes > s->cfg.per_uid_bytes) {
                 ss->st.refused++;
                 r = -EDQUOT;
         } else {
@@ -391,8 +399,8 @@ static int on_open(struct ssd_session *ss, const struct kvt_ssd_open *o, struct 
         }
         pthread_mutex_unlock(&s->lock);
         if (r == -EDQUOT)
-                log_info("Client pid %d (uid %u): a spill of %llu bytes is over [ssd] %s, refused.", (int)ss->pid,
-                         (unsigned)ss->uid, (unsigned long long)o->size_bytes,
+                log_info("Client pid %d (uid %u): a spill of %llu bytes is over [ssd] %s, refused.",
+                         (int)ss->pid, (unsigned)ss->uid, (unsigned long long)o->size_bytes,
                          ss->st.live_bytes + o->size_bytes > client_max ? "max_per_client" : "max_per_uid");
         if (r < 0)
                 return r;
@@ -438,7 +446,8 @@ static int io_range(struct ssd_session *ss, const struct kvt_ssd_io *io, struct 
                 return -ENOENT;
         if (io->offset % bs || end > sp->size_bytes || (io->len % bs && end != sp->size_bytes))
                 return -EINVAL;
-        if (io->staging_offset + ssd_block_disk_bytes((uint32_t)MIN(io->len, UINT32_MAX)) > ss->staging_bytes ||
+        if (io->staging_offset + ssd_block_disk_bytes((uint32_t)MIN(io->len, UINT32_MAX)) >
+                    ss->staging_bytes ||
             io->len > UINT32_MAX)
                 return -EINVAL;
         *ret_sp = sp;
@@ -452,7 +461,8 @@ static int bounce_ready(struct ssd_session *ss) {
 
         if (ss->bounce)
                 return 0;
-        ss->bounce_bytes = ssd_block_disk_bytes((uint32_t)ssd_block_compress_bound(ss->store->cfg.block_bytes));
+        ss->bounce_bytes =
+                ssd_block_disk_bytes((uint32_t)ssd_block_compress_bound(ss->store->cfg.block_bytes));
         ss->bounce = calloc(qd, sizeof(void *));
         if (!ss->bounce)
                 return -ENOMEM;
@@ -476,8 +486,9 @@ static void note_io(struct ssd_session *ss, const struct ssd_io_op *ops, size_t 
         pthread_mutex_unlock(&ss->store->lock);
         if (retries && !ss->warned_retry) {
                 ss->warned_retry = true;
-                log_warning("Client pid %d: retried %u transient SSD I/O errors in %s (logged once per client).",
-                            (int)ss->pid, retries, ss->store->cfg.dir);
+                log_warning(
+                        "Client pid %d: retried %u transient SSD I/O errors in %s (logged once per client).",
+                        (int)ss->pid, retries, ss->store->cfg.dir);
         }
 }
 
@@ -509,8 +520,9 @@ static int do_write(struct ssd_session *ss, struct spill *sp, uint32_t first, ui
                         b->hash = ssd_block_hash(raw, b->raw_bytes);
                         b->flags = 0;
                         b->stored_bytes = b->raw_bytes;
-                        if (zstd && (c = ssd_block_compress(raw, b->raw_bytes, ss->bounce[j], ss->bounce_bytes,
-                                                            (int)cfg->compress_level)) > 0) {
+                        if (zstd &&
+                            (c = ssd_block_compress(raw, b->raw_bytes, ss->bounce[j], ss->bounce_bytes,
+                                                    (int)cfg->compress_level)) > 0) {
                                 buf = ss->bounce[j];
                                 b->flags = SSD_BLOCK_ZSTD;
                                 b->stored_bytes = (uint32_t)c;
@@ -572,10 +584,11 @@ static int do_read(struct ssd_session *ss, struct spill *sp, uint32_t first, uin
                         const struct ssd_block *b = &sp->blocks[first + done + j];
                         char *to = dst + (uint64_t)(done + j) * cfg->block_bytes;
 
-                        ss->ops[j] = (struct ssd_io_op){.fd = ss->file_fd,
-                                                        .buf = (b->flags & SSD_BLOCK_ZSTD) ? ss->bounce[j] : to,
-                                                        .len = ssd_block_disk_bytes(b->stored_bytes),
-                                                        .offset = b->file_offset};
+                        ss->ops[j] =
+                                (struct ssd_io_op){.fd = ss->file_fd,
+                                                   .buf = (b->flags & SSD_BLOCK_ZSTD) ? ss->bounce[j] : to,
+                                                   .len = ssd_block_disk_bytes(b->stored_bytes),
+                                                   .offset = b->file_offset};
                 }
                 q = ssd_io_run(ss->io, ss->ops, k);
                 note_io(ss, ss->ops, k, q);
@@ -593,7 +606,8 @@ static int do_read(struct ssd_session *ss, struct spill *sp, uint32_t first, uin
                                 if (r == -EBADMSG)
                                         ss->st.checksum_failures++;
                                 pthread_mutex_unlock(&ss->store->lock);
-                                log_warning("Client pid %d: SSD block %u of spill %llu failed its check: %s; the "
+                                log_warning("Client pid %d: SSD block %u of spill %llu failed its check: "
+                                            "%s; the "
                                             "restore fails.",
                                             (int)ss->pid, first + done + j, (unsigned long long)sp->handle,
                                             r == -EBADMSG ? "checksum or frame mismatch" : strerror(-r));
@@ -604,7 +618,8 @@ static int do_read(struct ssd_session *ss, struct spill *sp, uint32_t first, uin
         return r;
 }
 
-static int on_io(struct ssd_session *ss, bool write, const struct kvt_ssd_io *io, struct kvt_ssd_reply *rep) {
+static int on_io(struct ssd_session *ss, bool write, const struct kvt_ssd_io *io,
+                 struct kvt_ssd_reply *rep) {
         struct spill *sp;
         uint32_t first, n;
         uint64_t t0 = now_ns(), dt;
@@ -641,7 +656,8 @@ static int session_serve(struct ssd_session *ss, const struct kvt_msg *m, struct
         struct spill *sp;
 
         if (ss->store->dir_fd < 0)
-                return m->hdr.type >= KVT_MSG_SSD_OPEN && m->hdr.type <= KVT_MSG_SSD_DROP ? -ENOSYS : -EPROTO;
+                return m->hdr.type >= KVT_MSG_SSD_OPEN && m->hdr.type <= KVT_MSG_SSD_DROP ? -ENOSYS
+                                                                                          : -EPROTO;
         switch (m->hdr.type) {
         case KVT_MSG_SSD_OPEN:
                 return on_open(ss, &m->u.ssd_open, rep);
@@ -667,7 +683,8 @@ static int session_serve(struct ssd_session *ss, const struct kvt_msg *m, struct
 /* Waits for the next message or the stop signal.  Returns 0, or < 0 to end. */
 static int session_recv(struct ssd_session *ss) {
         for (;;) {
-                struct pollfd p[2] = {{.fd = ss->sock, .events = POLLIN}, {.fd = ss->stop_fd, .events = POLLIN}};
+                struct pollfd p[2] = {{.fd = ss->sock, .events = POLLIN},
+                                      {.fd = ss->stop_fd, .events = POLLIN}};
                 int r;
 
                 if (poll(p, 2, -1) < 0) {
@@ -762,8 +779,8 @@ int ssd_session_new(struct ssd_store *s, pid_t pid, uint32_t uid, int sock, int 
                 close(staging_fd);
                 return -ENOMEM;
         }
-        *ss = (struct ssd_session){.store = s, .pid = pid, .uid = uid, .file_fd = -1, .sock = -1,
-                                   .stop_fd = -1, .done_fd = -1};
+        *ss = (struct ssd_session){
+                .store = s, .pid = pid, .uid = uid, .file_fd = -1, .sock = -1, .stop_fd = -1, .done_fd = -1};
         r = staging_map(ss, staging_fd, h->staging_bytes);
         close(staging_fd);
         if (r < 0)

@@ -59,11 +59,11 @@ struct ssd_handle {
         unsigned gen;                /* the connection it lives on */
         uintptr_t base;
         size_t len;
-        int device;          /* -1: host memory (no CUDA copy) */
-        bool released;       /* its whole chunks were discarded at spill */
-        int state;           /* enum kvtier_spill_state */
+        int device;    /* -1: host memory (no CUDA copy) */
+        bool released; /* its whole chunks were discarded at spill */
+        int state;     /* enum kvtier_spill_state */
         int last_error;
-        unsigned gates;      /* host functions on streams waiting for its restore */
+        unsigned gates; /* host functions on streams waiting for its restore */
 };
 
 struct shim_ssd {
@@ -121,7 +121,8 @@ static struct shim_ssd *ssd_get(void) {
                         munmap(s->staging, SSD_STAGING_BYTES);
                 s->fd = s->staging_fd = -1;
                 s->staging = NULL;
-                s->handles = s->queue_head = s->queue_tail = NULL; /* the parent's: leaked, not freed twice */
+                s->handles = s->queue_head = s->queue_tail =
+                        NULL; /* the parent's: leaked, not freed twice */
                 s->worker_running = false;
                 memset(s->streams, 0, sizeof(s->streams));
                 s->gen++;
@@ -149,7 +150,8 @@ static int staging_create_locked(struct shim_ssd *s) {
         void *map = MAP_FAILED;
         int fd, node, r;
 
-        fd = memfd_create("kvtier-ssd-staging", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB);
+        fd = memfd_create("kvtier-ssd-staging",
+                          MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB);
         if (fd >= 0 && ftruncate(fd, (off_t)SSD_STAGING_BYTES) == 0)
                 /* hugetlb reserves the pages at mmap: none free, it fails here */
                 map = mmap(NULL, SSD_STAGING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -160,13 +162,15 @@ static int staging_create_locked(struct shim_ssd *s) {
                 if (fd < 0)
                         return -errno;
                 if (ftruncate(fd, (off_t)SSD_STAGING_BYTES) < 0 ||
-                    (map = mmap(NULL, SSD_STAGING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+                    (map = mmap(NULL, SSD_STAGING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+                            MAP_FAILED) {
                         r = -errno;
                         close(fd);
                         return r;
                 }
-                pages = madvise(map, SSD_STAGING_BYTES, MADV_HUGEPAGE) == 0 ? "transparent hugepages (advised)"
-                                                                            : "4 KiB pages";
+                pages = madvise(map, SSD_STAGING_BYTES, MADV_HUGEPAGE) == 0
+                                ? "transparent hugepages (advised)"
+                                : "4 KiB pages";
                 if (!s->huge_warned)
                         log_warning("SSD staging buffer in %s: no 2 MiB hugepages free ([host] hugepages "
                                     "reserves them), ignoring.",
@@ -189,9 +193,10 @@ static int staging_create_locked(struct shim_ssd *s) {
                                   strerror(errno));
         }
         memset(map, 0, SSD_STAGING_BYTES);
-        s->pinned = rt && rt->cudaHostRegister && rt->cudaHostRegister(map, SSD_STAGING_BYTES, 0) == cudaSuccess;
+        s->pinned =
+                rt && rt->cudaHostRegister && rt->cudaHostRegister(map, SSD_STAGING_BYTES, 0) == cudaSuccess;
         log_info("SSD staging buffer: %llu bytes in %s, node %d, %s.", (unsigned long long)SSD_STAGING_BYTES,
-                  pages, node, s->pinned ? "pinned" : "not pinned");
+                 pages, node, s->pinned ? "pinned" : "not pinned");
         s->staging_fd = fd;
         s->staging = map;
         return 0;
@@ -327,7 +332,8 @@ static int copy_locked(struct shim_ssd *s, int dev, void *dst, const void *src, 
         }
         rt->cudaSetDevice(dev);
         st = stream_of(s, dev);
-        if (!st || !rt->cudaMemcpyAsync || rt->cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, st) != cudaSuccess ||
+        if (!st || !rt->cudaMemcpyAsync ||
+            rt->cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, st) != cudaSuccess ||
             rt->cudaStreamSynchronize(st) != cudaSuccess)
                 return -EIO;
         return 0;
@@ -370,7 +376,8 @@ static int range_device(const void *ptr) {
 
 /* Sends one I/O request (its reply is waited for apart).  Returns 0 or
  * -ECONNRESET (the connection is closed). */
-static int send_io_locked(struct shim_ssd *s, uint16_t type, const struct kvt_ssd_io *io, uint32_t *ret_seq) {
+static int send_io_locked(struct shim_ssd *s, uint16_t type, const struct kvt_ssd_io *io,
+                          uint32_t *ret_seq) {
         *ret_seq = ++s->seq;
         if (kvt_msg_send(s->fd, type, *ret_seq, io, sizeof(*io)) == 0)
                 return 0;
@@ -450,8 +457,8 @@ KVT_EXPORT int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle) {
         h = calloc(1, sizeof(*h));
         if (!h)
                 return -ENOMEM;
-        *h = (struct ssd_handle){.base = (uintptr_t)ptr, .len = len, .device = range_device(ptr),
-                                 .state = KVTIER_SPILLED};
+        *h = (struct ssd_handle){
+                .base = (uintptr_t)ptr, .len = len, .device = range_device(ptr), .state = KVTIER_SPILLED};
         pthread_mutex_lock(&s->io_lock);
         r = connect_locked(s);
         if (r == 0)
@@ -557,8 +564,8 @@ static void *restore_worker(void *arg) {
                 h->last_error = r;
                 h->state = r == 0 ? KVTIER_RESTORED : KVTIER_SPILLED;
                 if (r < 0)
-                        log_warning("Failed to restore SSD spill %llu (%zu bytes): %s", (unsigned long long)h->id,
-                                    h->len, strerror(-r));
+                        log_warning("Failed to restore SSD spill %llu (%zu bytes): %s",
+                                    (unsigned long long)h->id, h->len, strerror(-r));
                 pthread_cond_broadcast(&s->changed);
         }
         return NULL;
@@ -638,7 +645,8 @@ KVT_EXPORT int kvtier_restore(uint64_t handle, void *stream) {
                 pthread_cond_broadcast(&s->changed);
                 pthread_mutex_unlock(&s->lock);
                 /* not ordered on the stream: the caller must wait for it */
-                log_warning("Failed to order an SSD restore on stream %p; kvtier_restore_wait() it.", stream);
+                log_warning("Failed to order an SSD restore on stream %p; kvtier_restore_wait() it.",
+                            stream);
                 return -EINVAL;
         }
         return 0;

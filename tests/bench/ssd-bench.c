@@ -50,7 +50,8 @@ static double now_s(void) {
 }
 
 static void report(const char *what, uint64_t bytes, double secs) {
-        printf("%-20s %8.3f GB/s  (%" PRIu64 " MiB in %.3f s)\n", what, (double)bytes / secs / 1e9, bytes / MIB, secs);
+        printf("%-20s %8.3f GB/s  (%" PRIu64 " MiB in %.3f s)\n", what, (double)bytes / secs / 1e9,
+               bytes / MIB, secs);
 }
 
 /* O_DIRECT through io_uring: RAW_QD blocks of RAW_BLOCK in flight. */
@@ -124,7 +125,8 @@ static int bench_pinned(char *dev, uint64_t bytes) {
         char *host;
         double t;
 
-        if (posix_memalign((void **)&host, 2 * MIB, bytes) || cudaHostRegister(host, bytes, 0) != cudaSuccess)
+        if (posix_memalign((void **)&host, 2 * MIB, bytes) ||
+            cudaHostRegister(host, bytes, 0) != cudaSuccess)
                 return 3;
         memset(host, 1, bytes);
         cudaDeviceSynchronize();

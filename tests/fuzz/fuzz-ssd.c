@@ -20,8 +20,8 @@
 #include "ssd-block.h"
 #include "util.h"
 
-#define OUT_CAP  (64u * 1024u)
-#define CANARY   64u
+#define OUT_CAP (64u * 1024u)
+#define CANARY  64u
 
 static unsigned char out[OUT_CAP + CANARY];
 static unsigned char stored[OUT_CAP * 2];
@@ -65,11 +65,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         stored_len = raw_len;
                 }
                 switch (data[1] % 6) { /* 0: right; else one field wrong */
-                case 1: b.stored_bytes = u32(data + 2); break;
-                case 2: b.raw_bytes = u32(data + 2); break;
-                case 3: b.flags = u32(data + 2); break;
-                case 4: b.hash ^= (uint64_t)u32(data + 2) << (data[6] % 33); break;
-                case 5: if (stored_len) stored[u32(data + 2) % stored_len] ^= (uint8_t)(data[6] | 1); break;
+                case 1:
+                        b.stored_bytes = u32(data + 2);
+                        break;
+                case 2:
+                        b.raw_bytes = u32(data + 2);
+                        break;
+                case 3:
+                        b.flags = u32(data + 2);
+                        break;
+                case 4:
+                        b.hash ^= (uint64_t)u32(data + 2) << (data[6] % 33);
+                        break;
+                case 5:
+                        if (stored_len)
+                                stored[u32(data + 2) % stored_len] ^= (uint8_t)(data[6] | 1);
+                        break;
                 }
                 if (data[7] & 1)
                         stored_len -= MIN(stored_len, (size_t)data[8]);

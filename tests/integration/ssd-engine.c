@@ -38,7 +38,7 @@
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
 
-#define MIB (1ull << 20)
+#define MIB    (1ull << 20)
 #define POISON 0xdbdbdbdbdbdbdbdbull /* the fake's discarded memory */
 #define MARKER 0x4d41524b4d41524bull /* "MARKMARK": host memory after its spill */
 
@@ -118,7 +118,8 @@ static int roundtrip(int n, uint64_t seed) {
         int bad = 0, r;
 
         rng_state = seed | 1;
-        if (!rs || cudaMalloc((void **)&pool, pool_bytes) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess)
+        if (!rs || cudaMalloc((void **)&pool, pool_bytes) != cudaSuccess ||
+            cudaStreamCreate(&st) != cudaSuccess)
                 return 3;
         if (fakecuda_kernel_fill(pool, pool_bytes, seed) != 0)
                 return 3;
@@ -154,7 +155,8 @@ static int roundtrip(int n, uint64_t seed) {
 
                 r = kvtier_try_spill(rs[i].ptr, rs[i].len, &rs[i].handle);
                 if (r < 0) {
-                        printf("spill %d (%zu bytes, %s): %d\n", i, rs[i].len, rs[i].device ? "device" : "host", r);
+                        printf("spill %d (%zu bytes, %s): %d\n", i, rs[i].len,
+                               rs[i].device ? "device" : "host", r);
                         return 1;
                 }
                 if (kvtier_try_query(rs[i].handle, &info) < 0 || info.state != KVTIER_SPILLED ||
@@ -217,7 +219,8 @@ static int fault(bool device, int want, bool at_spill) {
 
         rng_state = 7;
         if (device) {
-                if (cudaMalloc((void **)&x.ptr, x.len) != cudaSuccess || fakecuda_kernel_fill(x.ptr, x.len, 3) != 0)
+                if (cudaMalloc((void **)&x.ptr, x.len) != cudaSuccess ||
+                    fakecuda_kernel_fill(x.ptr, x.len, 3) != 0)
                         return 3;
         } else {
                 if (!(x.ptr = malloc(x.len)))
@@ -316,7 +319,8 @@ int main(int argc, char **argv) {
                 printf("absent: %d (want %s)\n", r, argv[2]);
                 return r == atoi(argv[2]) ? 0 : 1;
         }
-        fprintf(stderr, "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
-                        "absent RC\n");
+        fprintf(stderr,
+                "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
+                "absent RC\n");
         return 2;
 }
