@@ -20,7 +20,8 @@
 static const uint16_t types[] = {
         KVT_MSG_HELLO, KVT_MSG_REGION_ADD, KVT_MSG_REGION_DEL, KVT_MSG_ORDER_DONE, KVT_MSG_HINT,
         KVT_MSG_DEVICE, KVT_MSG_WELCOME,   KVT_MSG_ORDER,      KVT_MSG_CTL_STATUS, KVT_MSG_CTL_DATA,
-        KVT_MSG_CTL_END,
+        KVT_MSG_CTL_END, KVT_MSG_SSD_HELLO, KVT_MSG_SSD_OPEN, KVT_MSG_SSD_WRITE, KVT_MSG_SSD_READ,
+        KVT_MSG_SSD_DROP, KVT_MSG_SSD_REPLY,
 };
 
 static void check_accepted(const struct kvt_msg *m) {
@@ -49,6 +50,17 @@ static void check_accepted(const struct kvt_msg *m) {
         case KVT_MSG_ORDER:
                 if (m->u.order.n_chunks == 0 || m->u.order.tier == KVT_TIER_NONE || m->u.order.tier >= _KVT_TIER_MAX)
                         fuzz_fail("accepted a bad ORDER");
+                break;
+        case KVT_MSG_SSD_HELLO:
+                if (m->u.ssd_hello.staging_bytes == 0 || m->u.ssd_hello.staging_bytes % KVT_SSD_ALIGN ||
+                    m->u.ssd_hello.staging_bytes > KVT_SSD_MAX_STAGING)
+                        fuzz_fail("accepted a bad SSD_HELLO");
+                break;
+        case KVT_MSG_SSD_WRITE:
+        case KVT_MSG_SSD_READ:
+                if (m->u.ssd_io.len == 0 || m->u.ssd_io.len > KVT_SSD_MAX_STAGING || m->u.ssd_io.offset % KVT_SSD_ALIGN ||
+                    m->u.ssd_io.staging_offset % KVT_SSD_ALIGN || m->u.ssd_io.staging_offset > KVT_SSD_MAX_STAGING)
+                        fuzz_fail("accepted a bad SSD I/O");
                 break;
         default:
                 break;
