@@ -45,6 +45,11 @@
  * taken for gone (its spills with it). */
 #define SSD_IO_TIMEOUT_MS 120000
 
+/* How long the daemon may take to answer SSD_HELLO (map the staging buffer,
+ * set up io_uring, start a thread): no allocation waits on it, and 200 ms
+ * (KVTIER_TIMEOUT_MS) was missed under ASan on a loaded 2-CPU machine. */
+#define SSD_HELLO_TIMEOUT_MS 5000
+
 #ifndef MFD_HUGE_2MB
 #define MFD_HUGE_2MB (21 << 26)
 #endif
@@ -282,7 +287,7 @@ static int connect_locked(struct shim_ssd *s) {
         s->seq = 0;
         r = kvt_msg_send_fd(fd, KVT_MSG_SSD_HELLO, 0, &h, sizeof(h), s->staging_fd);
         if (r == 0)
-                r = reply_wait(s, 0, kvt_shim()->cfg.timeout_ms, &rep);
+                r = reply_wait(s, 0, MAX(kvt_shim()->cfg.timeout_ms, SSD_HELLO_TIMEOUT_MS), &rep);
         if (r == 0)
                 r = rep.status;
         if (r == 0 && (rep.bytes == 0 || rep.bytes % KVT_SSD_ALIGN || rep.bytes > SSD_STAGING_BYTES))
