@@ -23,12 +23,13 @@ enum fault_kind {
         FAULT_WRITE_EINTR,
         FAULT_WRITE_SHORT,
         FAULT_WRITE_ENOSPC,
+        FAULT_DIRECT_REFUSED, /* not an I/O: opening with O_DIRECT fails with EINVAL */
         _FAULT_MAX,
 };
 
 static const char *const fault_names[_FAULT_MAX] = {
         "read-short", "read-eio",    "read-eagain", "read-flip",
-        "write-eio",  "write-eintr", "write-short", "write-enospc",
+        "write-eio",  "write-eintr", "write-short", "write-enospc", "direct-refused",
 };
 
 #define FAULTS_MAX 16
@@ -89,6 +90,8 @@ static const struct fault *fault_for(bool write, uint64_t nth, unsigned attempt)
                 const struct fault *f = &faults[i];
                 bool w = f->kind >= FAULT_WRITE_EIO;
 
+                if (f->kind == FAULT_DIRECT_REFUSED)
+                        continue;
                 if (w == write && f->nth == nth && attempt < f->times)
                         return f;
         }
@@ -116,6 +119,8 @@ static void fault_apply(const struct fault *f, struct ssd_io_op *op, int *res) {
         case FAULT_WRITE_ENOSPC:
                 *res = -ENOSPC;
                 break;
+        case FAULT_DIRECT_REFUSED:
+                break;
         case FAULT_READ_FLIP:
                 if (*res > 0)
                         ((unsigned char *)op->buf)[op->done + (uint64_t)*res / 2] ^= 0x40;
@@ -123,6 +128,13 @@ static void fault_apply(const struct fault *f, struct ssd_io_op *op, int *res) {
         case _FAULT_MAX:
                 break;
         }
+}
+
+bool ssd_faults_refuse_direct(void) {
+        for (size_t i = 0; i < n_faults; i++)
+                if (faults[i].kind == FAULT_DIRECT_REFUSED)
+                        return true;
+        return false;
 }
 
 struct ssd_io {

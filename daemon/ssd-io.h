@@ -15,7 +15,8 @@
  * of the process, counted from 1, and M attempts in a row from there
  * (default 1; "x*": every attempt).  KIND: read-short, read-eio, read-eagain,
  * read-flip (one byte of the data read flipped), write-eio, write-eintr,
- * write-short, write-enospc.
+ * write-short, write-enospc; and direct-refused@1: opening a file with
+ * O_DIRECT fails with EINVAL, as on a filesystem without it.
  */
 
 #include <stdbool.h>
@@ -45,6 +46,9 @@ struct ssd_io_op {
 /* Parses KVTIER_SSD_FAULTS (once per process).  Returns 0, or -EINVAL for a
  * spec it cannot read (logged), after which no fault is injected. */
 int ssd_faults_from_env(void);
+
+/* Whether KVTIER_SSD_FAULTS has direct-refused. */
+bool ssd_faults_refuse_direct(void);
 
 /* Creates an I/O context with queue_depth (1..4096) operations in flight.
  * Returns 0 or -errno; *ret_uring says whether io_uring is used. */

@@ -260,6 +260,10 @@ static int file_open(struct ssd_session *ss) {
         for (direct = 1; direct >= 0 && fd < 0; direct--) {
                 int flags = O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0);
 
+                if (direct && ssd_faults_refuse_direct()) {
+                        errno = EINVAL;
+                        continue;
+                }
                 fd = openat(s->dir_fd, ".", O_TMPFILE | flags, 0600);
                 if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == ENOENT)) {
                         snprintf(name, sizeof(name), "client-%u-%d", ss->id, (int)ss->pid);

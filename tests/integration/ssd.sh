@@ -44,6 +44,14 @@ ssd_run rtz roundtrip 12 0x2a; rc=$?
 check "round trips with compress = zstd" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "$(cat "$TMP/rtz.out")"
 
+# --- a filesystem that refuses O_DIRECT (tmpfs before Linux 6.6; here the
+# refusal is injected): buffered I/O, the same results
+restart_with "direct-refused@1" "block_size = 1M"
+ssd_run buffered roundtrip 6 77; rc=$?
+check "O_DIRECT refused: round trips through buffered I/O" [ $rc -eq 0 ]
+check "O_DIRECT refused: status says buffered (direct false)" [ "$(status_json | jq -r '.ssd.direct')" = false ]
+check "O_DIRECT refused: kvtierd says so once" [ "$(grep -c "refuses O_DIRECT" "$TMP/kvtierd.log")" -eq 1 ]
+
 # --- faults under the I/O: each with its outcome, never wrong data
 # (a 40 MiB range in 1 MiB blocks: reads and writes 1..32 are its first
 # 32 MiB piece, 33..40 the second)
