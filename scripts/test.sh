@@ -3,7 +3,8 @@
 # suites through automake's TAP driver).  --sanitizers: the same under
 # AddressSanitizer and UndefinedBehaviorSanitizer, in build-san/.  --tsan:
 # the tests that run the shim's threads (mover, evictors, pipeline, CUPTI
-# sampler, trace writer, reaper; after fork too) and the daemon's workers
+# sampler, trace writer, reaper, SSD restores; after fork too) and the daemon's workers
+# and SSD sessions
 # under ThreadSanitizer, in build-tsan/; any report from any process fails
 # the run and is printed.  (restart.sh is left out: under TSan on a loaded
 # 2-CPU machine its growing engine once peaked at 128M of VRAM against a
@@ -19,7 +20,7 @@ for a in "$@"; do
                 tests="tests/unit/test-workers tests/integration/mover.sh tests/integration/robust.sh
                        tests/integration/fail-open.sh tests/integration/budget.sh tests/integration/heat.sh
                        tests/integration/numa.sh tests/integration/capture-apis.sh
-                       tests/integration/standalone.sh" ;;
+                       tests/integration/standalone.sh tests/integration/ssd.sh" ;;
         esac
 done
 run=()
