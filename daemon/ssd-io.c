@@ -205,15 +205,28 @@ static int op_complete(struct ssd_io_op *op, uint64_t nth, int res) {
         return res;
 }
 
+static int hook_prepare(const struct ssd_io_hooks *h, size_t i, struct ssd_io_op *op) {
+        return h && h->prepare ? h->prepare(h->ctx, i, op) : 0;
+}
+
+static int hook_complete(const struct ssd_io_hooks *h, size_t i, struct ssd_io_op *op) {
+        return h && h->complete ? h->complete(h->ctx, i, op) : 0;
+}
+
 /* Without io_uring: one at a time. */
-static int run_sync(struct ssd_io *io, struct ssd_io_op *ops, size_t n) {
+static int run_sync(struct ssd_io *io, struct ssd_io_op *ops, size_t n, const struct ssd_io_hooks *hooks) {
         int first = 0;
 
         for (size_t i = 0; i < n; i++) {
                 struct ssd_io_op *op = &ops[i];
                 int r;
 
-                do {
+                if (first) {
+                        op->result = -ECANCELED;
+                        continue;
+                }
+                r = hook_prepare(hooks, i, op);
+                while (r == 0) {
                         char *p = (char *)op->buf + op->done;
                         size_t len = op->len - op->done;
                         off_t off = (off_t)(op->offset + op->done);
@@ -221,9 +234,11 @@ static int run_sync(struct ssd_io *io, struct ssd_io_op *ops, size_t n) {
 
                         r = op_complete(op, io->nth[i],
                                         k < 0 ? -errno : (int)MIN((uint64_t)k, (uint64_t)INT32_MAX));
-                } while (r == 0);
+                }
+                if (r > 0)
+                        r = hook_complete(hooks, i, op);
                 op->result = r < 0 ? r : 0;
-                if (r < 0 && !first)
+                if (r < 0)
                         first = r;
         }
         return first;
@@ -244,7 +259,7 @@ static int submit_one(struct ssd_io *io, struct ssd_io_op *op, size_t i) {
         return 0;
 }
 
-int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n) {
+int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n, const struct ssd_io_hooks *hooks) {
         size_t next = 0, inflight = 0;
         int first = 0, r;
 
@@ -259,19 +274,38 @@ int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n) {
                 ops[i].done = 0;
                 ops[i].attempts = 0;
                 ops[i].retries = 0;
-                ops[i].result = 0;
-                io->nth[i] = atomic_fetch_add(ops[i].write ? &n_writes : &n_reads, 1) + 1;
+                ops[i].result = -ECANCELED;
         }
-        if (!io->uring)
-                return run_sync(io, ops, n);
-        while (next < n || inflight > 0) {
+        if (!io->uring) {
+                for (size_t i = 0; i < n; i++)
+                        io->nth[i] = atomic_fetch_add(ops[i].write ? &n_writes : &n_reads, 1) + 1;
+                return run_sync(io, ops, n, hooks);
+        }
+        while ((next < n && !first) || inflight > 0) {
                 struct io_uring_cqe *cqe;
                 size_t i;
 
-                while (next < n && inflight < io->depth && submit_one(io, &ops[next], next) == 0) {
+                /* Each op goes to the kernel as soon as it is prepared, so that
+                 * what is in flight runs while the next is hashed or compressed. */
+                while (next < n && !first && inflight < io->depth) {
+                        r = hook_prepare(hooks, next, &ops[next]);
+                        if (r == 0) {
+                                io->nth[next] = atomic_fetch_add(ops[next].write ? &n_writes : &n_reads, 1) + 1;
+                                r = submit_one(io, &ops[next], next);
+                        }
+                        if (r < 0) {
+                                ops[next].result = r;
+                                first = r;
+                                break;
+                        }
                         next++;
                         inflight++;
+                        (void)io_uring_submit(&io->ring);
+                        if (io_uring_peek_cqe(&io->ring, &cqe) == 0)
+                                break; /* something finished: verify it before preparing more */
                 }
+                if (inflight == 0)
+                        break;
                 r = io_uring_submit_and_wait(&io->ring, 1);
                 if (r < 0 && r != -EINTR && r != -EAGAIN)
                         return r; /* the ring itself failed: ops in flight are lost with it */
@@ -284,10 +318,13 @@ int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n) {
                         if (r == 0) {
                                 if (submit_one(io, &ops[i], i) == 0) {
                                         inflight++;
+                                        io_uring_submit(&io->ring);
                                         continue;
                                 }
                                 r = -EBUSY;
                         }
+                        if (r > 0)
+                                r = hook_complete(hooks, i, &ops[i]);
                         ops[i].result = r < 0 ? r : 0;
                         if (r < 0 && !first)
                                 first = r;

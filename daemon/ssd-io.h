@@ -57,6 +57,19 @@ int ssd_io_new(unsigned queue_depth, struct ssd_io **ret, bool *ret_uring);
 /* Accepts NULL; returns NULL. */
 struct ssd_io *ssd_io_free(struct ssd_io *io);
 
-/* Runs the n operations to completion; each gets its result.  Returns 0 when
- * all succeeded, else the first failed one's -errno. */
-int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n);
+/* What the caller does around each operation, while others are in flight:
+ * prepare(ctx, i, op) right before op i is first submitted (fill in fd,
+ * buf, len, offset, write: hash or compress what it writes), complete(ctx,
+ * i, op) once op i succeeded (verify what it read).  Either returns 0 or
+ * -errno, which fails op i.  Either may be NULL. */
+struct ssd_io_hooks {
+        int (*prepare)(void *ctx, size_t i, struct ssd_io_op *op);
+        int (*complete)(void *ctx, size_t i, struct ssd_io_op *op);
+        void *ctx;
+};
+
+/* Runs the n operations to completion; each gets its result.  After the
+ * first failure no further operation starts (those in flight finish).
+ * Returns 0 when all succeeded, else the first failed one's -errno; ops
+ * never started have result -ECANCELED. */
+int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n, const struct ssd_io_hooks *hooks);

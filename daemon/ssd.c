@@ -496,68 +496,131 @@ static void note_io(struct ssd_session *ss, const struct ssd_io_op *ops, size_t 
         }
 }
 
-/* Writes n blocks from first on, in batches of the bounce buffers when
- * compressing, else all at once from staging. */
-static int do_write(struct ssd_session *ss, struct spill *sp, uint32_t first, uint32_t n, const char *src,
-                    unsigned *ret_retries) {
+/* One I/O request's blocks, for the hooks around each block's I/O. */
+struct io_job {
+        struct ssd_session *ss;
+        struct spill *sp;
+        uint32_t first; /* block index of op 0 */
+        char *staging;  /* where op 0's raw bytes are; op i uses bounce buffer i (zstd) */
+};
+
+/* Before a block's write: its checksum, compression, place in the file. */
+static int write_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
+        struct io_job *job = ctx;
+        struct ssd_session *ss = job->ss;
         const struct conf_ssd *cfg = &ss->store->cfg;
-        bool zstd = cfg->compress == CONF_COMPRESS_ZSTD;
-        uint32_t batch;
+        struct ssd_block *b = &job->sp->blocks[job->first + i];
+        uint64_t off = (uint64_t)(job->first + i) * cfg->block_bytes;
+        char *raw = job->staging + (uint64_t)i * cfg->block_bytes;
+        void *buf = raw;
+        long c;
+        int r;
+
+        if (b->stored_bytes)
+                return -EEXIST; /* written once; a spill is not rewritten */
+        b->raw_bytes = (uint32_t)MIN(cfg->block_bytes, job->sp->size_bytes - off);
+        b->hash = ssd_block_hash(raw, b->raw_bytes);
+        b->flags = 0;
+        if (cfg->compress == CONF_COMPRESS_ZSTD &&
+            (c = ssd_block_compress(raw, b->raw_bytes, ss->bounce[i], ss->bounce_bytes,
+                                    (int)cfg->compress_level)) > 0) {
+                buf = ss->bounce[i];
+                b->flags = SSD_BLOCK_ZSTD;
+                memset((char *)buf + c, 0, ssd_block_disk_bytes((uint32_t)c) - (uint64_t)c);
+        } else
+                c = b->raw_bytes;
+        r = file_alloc(ss, ssd_block_disk_bytes((uint32_t)c), &b->file_offset);
+        if (r < 0)
+                return r;
+        b->stored_bytes = (uint32_t)c;
+        *op = (struct ssd_io_op){.fd = ss->file_fd,
+                                 .write = true,
+                                 .buf = buf,
+                                 .len = ssd_block_disk_bytes(b->stored_bytes),
+                                 .offset = b->file_offset};
+        return 0;
+}
+
+/* Before a block's read: where it is, and where it goes (staging, or a
+ * bounce buffer to decompress from). */
+static int read_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
+        struct io_job *job = ctx;
+        struct ssd_session *ss = job->ss;
+        const struct ssd_block *b = &job->sp->blocks[job->first + i];
+        char *to = job->staging + (uint64_t)i * ss->store->cfg.block_bytes;
+
+        if (!b->stored_bytes)
+                return -ENODATA; /* never written: there is nothing to restore */
+        *op = (struct ssd_io_op){.fd = ss->file_fd,
+                                 .buf = (b->flags & SSD_BLOCK_ZSTD) ? ss->bounce[i] : to,
+                                 .len = ssd_block_disk_bytes(b->stored_bytes),
+                                 .offset = b->file_offset};
+        return 0;
+}
+
+/* After a block's read, while others are in flight: decompress, verify. */
+static int read_complete(void *ctx, size_t i, struct ssd_io_op *op) {
+        struct io_job *job = ctx;
+        struct ssd_session *ss = job->ss;
+        const struct ssd_block *b = &job->sp->blocks[job->first + i];
+        char *to = job->staging + (uint64_t)i * ss->store->cfg.block_bytes;
+        int r = ssd_block_decode(b, op->buf, op->len, to, b->raw_bytes);
+
+        if (r < 0) {
+                pthread_mutex_lock(&ss->store->lock);
+                if (r == -EBADMSG)
+                        ss->st.checksum_failures++;
+                pthread_mutex_unlock(&ss->store->lock);
+                log_warning("Client pid %d: SSD block %u of spill %llu failed its check: %s; the restore fails.",
+                            (int)ss->pid, job->first + (uint32_t)i, (unsigned long long)job->sp->handle,
+                            r == -EBADMSG ? "checksum or frame mismatch" : strerror(-r));
+        }
+        return r;
+}
+
+/* Runs n blocks from first on, their raw bytes at staging, in batches of
+ * the bounce buffers where any is compressed (zstd), else at once. */
+static int run_blocks(struct ssd_session *ss, struct spill *sp, uint32_t first, uint32_t n, char *staging, bool write,
+                      unsigned *ret_retries) {
+        bool zstd = ss->store->cfg.compress == CONF_COMPRESS_ZSTD;
+        struct io_job job = {.ss = ss, .sp = sp};
+        struct ssd_io_hooks hooks = {.prepare = write ? write_prepare : read_prepare,
+                                     .complete = write ? NULL : read_complete,
+                                     .ctx = &job};
+        uint32_t batch = n;
         int r = 0;
 
-        if (zstd && (r = bounce_ready(ss)) < 0)
-                return r;
-        batch = zstd ? (uint32_t)ss->n_bounce : n;
+        for (uint32_t j = 0; !write && j < n; j++)
+                zstd |= (sp->blocks[first + j].flags & SSD_BLOCK_ZSTD) != 0;
+        if (zstd) {
+                if ((r = bounce_ready(ss)) < 0)
+                        return r;
+                batch = (uint32_t)ss->n_bounce;
+        }
         for (uint32_t done = 0; done < n && r == 0; done += batch) {
                 uint32_t k = MIN(batch, n - done);
 
-                for (uint32_t j = 0; j < k; j++) {
-                        struct ssd_block *b = &sp->blocks[first + done + j];
-                        uint64_t off = (uint64_t)(first + done + j) * cfg->block_bytes;
-                        const char *raw = src + (uint64_t)(done + j) * cfg->block_bytes;
-                        void *buf = (void *)raw;
-                        long c = -EFBIG;
-
-                        if (b->stored_bytes)
-                                return -EEXIST; /* written once; a spill is not rewritten */
-                        b->raw_bytes = (uint32_t)MIN(cfg->block_bytes, sp->size_bytes - off);
-                        b->hash = ssd_block_hash(raw, b->raw_bytes);
-                        b->flags = 0;
-                        b->stored_bytes = b->raw_bytes;
-                        if (zstd &&
-                            (c = ssd_block_compress(raw, b->raw_bytes, ss->bounce[j], ss->bounce_bytes,
-                                                    (int)cfg->compress_level)) > 0) {
-                                buf = ss->bounce[j];
-                                b->flags = SSD_BLOCK_ZSTD;
-                                b->stored_bytes = (uint32_t)c;
-                                memset((char *)buf + c, 0, ssd_block_disk_bytes((uint32_t)c) - (uint64_t)c);
-                        }
-                        r = file_alloc(ss, ssd_block_disk_bytes(b->stored_bytes), &b->file_offset);
-                        if (r < 0) {
-                                b->stored_bytes = 0;
-                                k = j;
-                                break;
-                        }
-                        ss->ops[j] = (struct ssd_io_op){.fd = ss->file_fd,
-                                                        .write = true,
-                                                        .buf = buf,
-                                                        .len = ssd_block_disk_bytes(b->stored_bytes),
-                                                        .offset = b->file_offset};
-                }
-                {
-                        int q = ssd_io_run(ss->io, ss->ops, k);
-
-                        note_io(ss, ss->ops, k, q);
-                        for (uint32_t j = 0; j < k; j++)
-                                *ret_retries += ss->ops[j].retries;
-                        if (q < 0)
-                                r = q;
-                }
-                pthread_mutex_lock(&ss->store->lock);
+                job.first = first + done;
+                job.staging = staging + (uint64_t)done * ss->store->cfg.block_bytes;
+                r = ssd_io_run(ss->io, ss->ops + done, k, &hooks);
+                note_io(ss, ss->ops + done, k, r);
                 for (uint32_t j = 0; j < k; j++)
-                        ss->st.stored_bytes += sp->blocks[first + done + j].stored_bytes;
-                pthread_mutex_unlock(&ss->store->lock);
+                        *ret_retries += ss->ops[done + j].retries;
         }
+        return r;
+}
+
+/* Writes n blocks from first on from src (staging). */
+static int do_write(struct ssd_session *ss, struct spill *sp, uint32_t first, uint32_t n, char *src,
+                    unsigned *ret_retries) {
+        int r = run_blocks(ss, sp, first, n, src, true, ret_retries);
+        uint64_t stored = 0;
+
+        for (uint32_t j = 0; j < n; j++)
+                stored += sp->blocks[first + j].stored_bytes;
+        pthread_mutex_lock(&ss->store->lock);
+        ss->st.stored_bytes += stored;
+        pthread_mutex_unlock(&ss->store->lock);
         if (r < 0) /* none of this request's blocks counts as written */
                 for (uint32_t j = 0; j < n; j++)
                         block_release(ss, &sp->blocks[first + j]);
@@ -567,59 +630,7 @@ static int do_write(struct ssd_session *ss, struct spill *sp, uint32_t first, ui
 /* Reads n blocks from first on into dst (staging), each checked. */
 static int do_read(struct ssd_session *ss, struct spill *sp, uint32_t first, uint32_t n, char *dst,
                    unsigned *ret_retries) {
-        const struct conf_ssd *cfg = &ss->store->cfg;
-        bool any_zstd = false;
-        uint32_t batch;
-        int r = 0;
-
-        for (uint32_t j = 0; j < n; j++) {
-                if (!sp->blocks[first + j].stored_bytes)
-                        return -ENODATA; /* never written: there is nothing to restore */
-                any_zstd |= (sp->blocks[first + j].flags & SSD_BLOCK_ZSTD) != 0;
-        }
-        if (any_zstd && (r = bounce_ready(ss)) < 0)
-                return r;
-        batch = any_zstd ? (uint32_t)ss->n_bounce : n;
-        for (uint32_t done = 0; done < n && r == 0; done += batch) {
-                uint32_t k = MIN(batch, n - done);
-                int q;
-
-                for (uint32_t j = 0; j < k; j++) {
-                        const struct ssd_block *b = &sp->blocks[first + done + j];
-                        char *to = dst + (uint64_t)(done + j) * cfg->block_bytes;
-
-                        ss->ops[j] =
-                                (struct ssd_io_op){.fd = ss->file_fd,
-                                                   .buf = (b->flags & SSD_BLOCK_ZSTD) ? ss->bounce[j] : to,
-                                                   .len = ssd_block_disk_bytes(b->stored_bytes),
-                                                   .offset = b->file_offset};
-                }
-                q = ssd_io_run(ss->io, ss->ops, k);
-                note_io(ss, ss->ops, k, q);
-                for (uint32_t j = 0; j < k; j++)
-                        *ret_retries += ss->ops[j].retries;
-                if (q < 0)
-                        return q;
-                for (uint32_t j = 0; j < k; j++) {
-                        const struct ssd_block *b = &sp->blocks[first + done + j];
-                        char *to = dst + (uint64_t)(done + j) * cfg->block_bytes;
-
-                        r = ssd_block_decode(b, ss->ops[j].buf, ss->ops[j].len, to, b->raw_bytes);
-                        if (r < 0) {
-                                pthread_mutex_lock(&ss->store->lock);
-                                if (r == -EBADMSG)
-                                        ss->st.checksum_failures++;
-                                pthread_mutex_unlock(&ss->store->lock);
-                                log_warning("Client pid %d: SSD block %u of spill %llu failed its check: "
-                                            "%s; the "
-                                            "restore fails.",
-                                            (int)ss->pid, first + done + j, (unsigned long long)sp->handle,
-                                            r == -EBADMSG ? "checksum or frame mismatch" : strerror(-r));
-                                return r;
-                        }
-                }
-        }
-        return r;
+        return run_blocks(ss, sp, first, n, dst, false, ret_retries);
 }
 
 static int on_io(struct ssd_session *ss, bool write, const struct kvt_ssd_io *io,
@@ -633,7 +644,7 @@ static int on_io(struct ssd_session *ss, bool write, const struct kvt_ssd_io *io
         r = io_range(ss, io, &sp, &first, &n);
         if (r < 0)
                 return r;
-        r = write ? do_write(ss, sp, first, n, (const char *)ss->staging + io->staging_offset, &rep->retries)
+        r = write ? do_write(ss, sp, first, n, (char *)ss->staging + io->staging_offset, &rep->retries)
                   : do_read(ss, sp, first, n, (char *)ss->staging + io->staging_offset, &rep->retries);
         dt = now_ns() - t0;
         if (r == 0) {
