@@ -26,6 +26,11 @@
  * at a time (the H200 bench's unit), few calls per GiB. */
 #define FILE_RESERVE_STEP (256ull << 20)
 
+/* Spills one client may hold at once, whatever their size: the daemon's
+ * memory for them (48 bytes and one block's 32 each) is bounded by this and
+ * the byte quotas together. */
+#define SSD_MAX_SPILLS_PER_CLIENT 65536
+
 /* One spill: its blocks, in order. */
 struct spill {
         uint64_t handle;
@@ -373,6 +378,14 @@ static int on_open(struct ssd_session *ss, const struct kvt_ssd_open *o, struct 
                 log_error("Failed to create an SSD file in %s for client pid %d: %s", s->cfg.dir,
                           (int)ss->pid, strerror(-r));
                 return r;
+        }
+        if (ss->n_spills >= SSD_MAX_SPILLS_PER_CLIENT) {
+                pthread_mutex_lock(&s->lock);
+                ss->st.refused++;
+                pthread_mutex_unlock(&s->lock);
+                log_info("Client pid %d (uid %u): %d spills held already, refused.", (int)ss->pid,
+                         (unsigned)ss->uid, SSD_MAX_SPILLS_PER_CLIENT);
+                return -EDQUOT;
         }
         if (ss->n_spills == ss->cap_spills) {
                 size_t cap = ss->cap_spills ? ss->cap_spills * 2 : 16;

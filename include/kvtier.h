@@ -71,7 +71,7 @@ int kvtier_hint(const void *ptr, size_t len, int hint);
 #define KVTIER_ECHECKSUM  (-74)  /* -EBADMSG: a block read back failed its checksum (or did not decompress) */
 #define KVTIER_ESHORT     (-61)  /* -ENODATA: a short read, or blocks that were never written */
 #define KVTIER_ESTALE     (-116) /* -ESTALE: the daemon that held the spill is gone (restart): data lost */
-#define KVTIER_EQUOTA     (-122) /* -EDQUOT: over [ssd] max_per_client or max_per_uid */
+#define KVTIER_EQUOTA     (-122) /* -EDQUOT: over [ssd] max_per_client or max_per_uid, or 65536 spills held */
 
 enum kvtier_spill_state {
         KVTIER_SPILLED = 1,   /* on SSD; the range's memory released where kvtier could */
