@@ -101,6 +101,12 @@ env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" "$SSD_ENGINE" hang >"$TMP/hang.o
 hang_pid=$!
 for _ in $(seq 200); do grep -q "spilling 3" "$TMP/hang.out" && break; sleep 0.05; done
 check "the client spills and holds a file" [ "$(status_json | jq '.ssd.clients | length')" -eq 1 ]
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/status.txt" 2>&1
+check "kvtierctl status shows the SSD tier and the client's row" \
+        eval 'grep -q "^SSD tier: $SSD_DIR" "$TMP/status.txt" && grep -q "^$hang_pid " "$TMP/status.txt"'
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/metrics.txt" 2>&1
+check "kvtierctl metrics has the SSD tier's lines" \
+        eval 'grep -q "^kvtier_ssd_client_bytes{pid=\"$hang_pid\"" "$TMP/metrics.txt" && grep -q "^kvtier_ssd_spills_total " "$TMP/metrics.txt"'
 kill -KILL $hang_pid; wait $hang_pid 2>/dev/null
 for _ in $(seq 100); do [ "$(status_json | jq '.ssd.clients | length')" -eq 0 ] && break; sleep 0.05; done
 check "killed mid-spill: its session and file are gone" \
