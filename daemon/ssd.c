@@ -473,6 +473,10 @@ static int io_range(struct ssd_session *ss, const struct kvt_ssd_io *io, struct 
         return 0;
 }
 
+/* Compression buffers per client, at most: as many blocks in flight as fit
+ * (at least one), so that 64 MiB blocks at queue depth 32 do not take 2 GiB. */
+#define SSD_BOUNCE_MAX_BYTES (64ull << 20)
+
 static int bounce_ready(struct ssd_session *ss) {
         unsigned qd = ss->store->cfg.queue_depth;
 
@@ -480,6 +484,7 @@ static int bounce_ready(struct ssd_session *ss) {
                 return 0;
         ss->bounce_bytes =
                 ssd_block_disk_bytes((uint32_t)ssd_block_compress_bound(ss->store->cfg.block_bytes));
+        qd = (unsigned)MIN((uint64_t)qd, MAX(1, SSD_BOUNCE_MAX_BYTES / ss->bounce_bytes));
         ss->bounce = calloc(qd, sizeof(void *));
         if (!ss->bounce)
                 return -ENOMEM;

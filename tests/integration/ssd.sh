@@ -44,6 +44,11 @@ ssd_run rtz roundtrip 12 0x2a; rc=$?
 check "round trips with compress = zstd" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "$(cat "$TMP/rtz.out")"
 
+restart_with "" "compress = zstd" "block_size = 64M"
+ssd_run rt64 roundtrip 6 0x64; rc=$?
+check "round trips in 64 MiB blocks (the staging buffer as one piece), zstd" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/rt64.out")"
+
 # --- a filesystem that refuses O_DIRECT (tmpfs before Linux 6.6; here the
 # refusal is injected): buffered I/O, the same results
 restart_with "direct-refused@1" "block_size = 1M"
