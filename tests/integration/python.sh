@@ -23,7 +23,8 @@ check "kvtierd exits 0" stop_daemon
 
 # pip-installable: a wheel builds offline from the tree (where setuptools and wheel are)
 if python3 -c 'import setuptools, pip, wheel' 2>/dev/null; then
-        python3 -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w "$TMP/wheel" "$PY" \
+        cp -r "$PY" "$TMP/pysrc" # setuptools builds in the tree it is given: not the source's
+        python3 -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w "$TMP/wheel" "$TMP/pysrc" \
                 >"$TMP/wheel.out" 2>&1
         check "pip builds a wheel of python/" ls "$TMP"/wheel/kvtier-*.whl
         [ -n "$(ls "$TMP"/wheel/kvtier-*.whl 2>/dev/null)" ] || diag "$(tail -20 "$TMP/wheel.out")"
