@@ -128,7 +128,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
 
                 if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
                         total_bytes = 0;
-                /* The daemon books the host tier on this node; KVTIER_MOVER_HOST_NUMA=0
+                /* The daemon books the host tier on this node; KVTIER_DEBUG=host-numa=0
                  * leaves it to the kernel, so the node is not known. */
                 if (!kvt_shim()->cfg.host_numa ||
                     rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, r.device) != cudaSuccess)
