@@ -288,51 +288,18 @@ static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
         return err == cudaSuccess ? self->set->rt->cudaStreamSynchronize(stream) : err;
 }
 
-static bool is_sample(const struct eviction *e) {
-        return e->map == EVICT_MAP_REARM || e->map == EVICT_MAP_PROBE;
-}
-
-/* Takes eviction e off the queue once every part is taken (a sample may
- * have gone ahead of it meanwhile).  Under the lock. */
-static void queue_remove(struct evictors *set, struct eviction *e) {
-        struct eviction **at = &set->head;
-
-        while (*at && *at != e)
-                at = &(*at)->next_queued;
-        if (!*at)
-                return;
-        *at = e->next_queued;
-        if (!*at)
-                set->tail = at;
-}
-
-/* Queues e: an eviction last; a sample (one page a chunk, advice only)
- * after the samples queued already but ahead of every eviction, the one
- * being advised or moved included.  A sample's answer is timed from its
- * order, and behind a queue of evictions it came 100 ms and more late on
- * the H200, so that the daemon waited as long to judge a chunk in VRAM.
+/* Takes the queue's first eviction off it once every part is taken.
  * Under the lock. */
-static void queue_add(struct evictors *set, struct eviction *e) {
-        struct eviction **at = &set->head;
-
-        if (!is_sample(e)) {
-                *set->tail = e;
-                set->tail = &e->next_queued;
-                return;
-        }
-        while (*at && is_sample(*at))
-                at = &(*at)->next_queued;
-        e->next_queued = *at;
-        *at = e;
-        if (!e->next_queued)
-                set->tail = &e->next_queued;
+static void queue_pop(struct evictors *set) {
+        set->head = set->head->next_queued;
+        if (!set->head)
+                set->tail = &set->head;
 }
 
 /* Whether an evictor may start on the queue's first eviction: none is
- * advising it, and the owner holds nothing back (a sample's advice of a
- * few pages goes beside a promotion).  Under the lock. */
+ * advising it, and the owner holds nothing back.  Under the lock. */
 static bool queue_ready(const struct evictors *set) {
-        return set->head && !set->head->advising && (set->held == 0 || is_sample(set->head));
+        return set->head && !set->head->advising && set->held == 0;
 }
 
 /* The bytes of eviction e an evictor takes next: a part, or all that is
@@ -369,7 +336,7 @@ static bool evictor_take(struct evictor *self, struct share *ret) {
         e->next_off += ret->len;
         e->parts_moving++;
         if (e->next_off == e->len)
-                queue_remove(set, e);
+                queue_pop(set);
         return true;
 }
 
@@ -381,10 +348,10 @@ static void evictor_put(struct evictors *set, const struct share *s, cudaError_t
         if (s->advise) {
                 e->advising = false;
                 e->advised = true;
-                if (err != cudaSuccess || is_sample(e)) {
+                if (err != cudaSuccess || e->map == EVICT_MAP_REARM || e->map == EVICT_MAP_PROBE) {
                         /* nothing more of it moves */
                         e->next_off = e->len;
-                        queue_remove(set, e);
+                        queue_pop(set);
                 }
         } else
                 e->parts_moving--;
@@ -497,7 +464,8 @@ void evictors_submit(struct evictors *set, struct eviction *e) {
         if (e->done)
                 return;
         pthread_mutex_lock(&set->lock);
-        queue_add(set, e);
+        *set->tail = e;
+        set->tail = &e->next_queued;
         pthread_cond_broadcast(&set->cond);
         pthread_mutex_unlock(&set->lock);
 }

@@ -6,8 +6,7 @@
  * bytes in the same run.
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
- *               [--check-only] [--explore | --overtake | --sample-first | --contend | --interfere |
- *                --soak BYTES]
+ *               [--check-only] [--explore | --overtake | --contend | --interfere | --soak BYTES]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -39,12 +38,6 @@
  * prints when the promotion and the last eviction completed: a promotion
  * ordered after evictions should not wait for them (the pipeline's evictor
  * threads make the evictions' calls).  Exit 1 if it waited.
- *
- * --sample-first instead evicts all of the region but its last 16 MiB in
- * 16 MiB orders, each its own batch, then probes the last 16 MiB (one
- * page a chunk to the host, KVT_ORDER_PROBE), and prints when the probe
- * and the last eviction completed: a sample goes ahead of the evictions
- * queued before it.  Exit 1 if it waited for them.
  *
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB
@@ -362,31 +355,6 @@ static int overtake(struct bench *b) {
         printf("overtake: %u MiB evicted in %u MiB orders, then %u MiB promoted: promotion done after %.1f ms, "
                "last eviction after %.1f ms\n",
                (n_chunks - up) * 2, run * 2, up * 2, (double)(b->watch_done_ns - t0) / 1e6,
-               (double)(b->last_done_ns - t0) / 1e6);
-        return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
-}
-
-/* See --sample-first in the header. */
-static int sample_first(struct bench *b) {
-        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), run = 8;
-        struct kvt_order o;
-        uint64_t t0, expected;
-
-        if (n_chunks < 4 * run)
-                return -EINVAL;
-        if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
-                return -EIO;
-        t0 = now_ns();
-        expected = b->done + (n_chunks - run + run - 1) / run + 1; /* the evictions, then the probe */
-        (void)submit_each(b, 0, n_chunks - run, run, KVT_TIER_HOST);
-        b->watch_order = b->next_order + 1;
-        orders_for(b, &o, n_chunks - run, run, run, KVT_TIER_HOST);
-        o.flags = KVT_ORDER_PROBE;
-        pipeline_submit(b->pipe, &o, 1);
-        wait_all(b, expected);
-        printf("sample-first: %u MiB evicted in %u MiB orders, then %u MiB probed: probe done after %.1f ms, "
-               "last eviction after %.1f ms\n",
-               (n_chunks - run) * 2, run * 2, run * 2, (double)(b->watch_done_ns - t0) / 1e6,
                (double)(b->last_done_ns - t0) / 1e6);
         return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
 }
@@ -913,7 +881,6 @@ int main(int argc, char **argv) {
                 { "check-only", no_argument, NULL, 'c' },
                 { "explore", no_argument, NULL, 'e' },
                 { "overtake", no_argument, NULL, 'o' },
-                { "sample-first", no_argument, NULL, 'F' },
                 { "contend", no_argument, NULL, 'C' },
                 { "interfere", no_argument, NULL, 'I' },
                 { "evict-to", required_argument, NULL, 't' },
@@ -924,7 +891,7 @@ int main(int argc, char **argv) {
         uint64_t size = (uint64_t)1 << 30;
         size_t free0 = 0, free1 = 0, total = 0;
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
-             do_interfere = false, do_sample_first = false;
+             do_interfere = false;
         uint64_t soak_bytes = 0;
         struct bench b = { .evict_tier = KVT_TIER_HOST_MAPPED };
         struct shim_region taken;
@@ -952,9 +919,6 @@ int main(int argc, char **argv) {
                         break;
                 case 'C':
                         do_contend = true;
-                        break;
-                case 'F':
-                        do_sample_first = true;
                         break;
                 case 'I':
                         do_interfere = true;
@@ -988,7 +952,6 @@ int main(int argc, char **argv) {
         r = soak_bytes     ? soak(&b, soak_bytes)
             : do_explore   ? explore(&b)
             : do_overtake  ? overtake(&b)
-            : do_sample_first ? sample_first(&b)
             : do_contend   ? contend(&b)
             : do_interfere ? interfere(&b)
                            : check(&b);
@@ -997,8 +960,7 @@ int main(int argc, char **argv) {
         if (b.rt->cudaMemGetInfo(&free1, &total) == cudaSuccess)
                 printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
                        free1 >> 20);
-        if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_sample_first && !do_contend &&
-            !do_interfere) {
+        if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_contend && !do_interfere) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {

@@ -83,13 +83,6 @@ overtake overtake-2; rc=$?
 check "evictor threads (default): the promotion does not wait for the evictions" [ $rc -eq 0 ]
 check "evictor threads (default): two of them" grep -q ", 2 evictor threads" "$TMP/overtake-2.out"
 diag "$(grep '^overtake:' "$TMP/overtake-2.out")"
-
-# A sample (here a probe) queued behind evictions goes ahead of them: its
-# answer is timed from its order.
-env FAKECUDA_PREFETCH_DELAY_US=1000 "$BENCH" --size 512M --sample-first >"$TMP/sample-first.out" 2>&1; rc=$?
-check "sample first: a probe ordered after 496 MiB of evictions completes before the last of them" [ $rc -eq 0 ]
-diag "$(grep '^sample-first:' "$TMP/sample-first.out")"
-
 # A batch that evicts and promotes issues its promotions first: no eviction
 # starts while their prefetch calls run (they block the mover for the
 # whole copy, on the H200 as in the fake), so none slows them.
