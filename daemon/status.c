@@ -274,3 +274,54 @@ int status_json(const struct registry *r, const struct status_info *info, char *
         *ret = s;
         return 0;
 }
+
+/* A document's text, its tree freed: 0 and *ret (free()), or -ENOMEM. */
+static int json_finish(json_object *root, char **ret) {
+        char *s = root ? strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN)) : NULL;
+
+        json_object_put(root);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static json_object *json_str_or_null(const char *s) {
+        return s && *s ? json_object_new_string(s) : NULL;
+}
+
+static void config_entry_json(const struct conf_entry *e, void *userdata) {
+        json_object *entries = userdata, *o;
+
+        if (!e->value) /* a template ([gpu.N]): no value in effect */
+                return;
+        o = json_object_new_object();
+        json_object_object_add(o, "section", json_object_new_string(e->section));
+        json_object_object_add(o, "key", json_object_new_string(e->key));
+        json_object_object_add(o, "value", json_object_new_string(e->value));
+        json_object_object_add(o, "default", json_str_or_null(e->def));
+        json_object_object_add(o, "range", json_str_or_null(e->range));
+        json_object_object_add(o, "help", json_object_new_string(e->help));
+        json_object_array_add(entries, o);
+}
+
+int config_json(const struct conf *c, char **ret) {
+        json_object *root = json_object_new_object(), *entries = json_object_new_array();
+
+        if (!root || !entries) {
+                json_object_put(root);
+                json_object_put(entries);
+                return -ENOMEM;
+        }
+        conf_foreach(c, config_entry_json, entries);
+        json_object_object_add(root, "config", entries);
+        return json_finish(root, ret);
+}
+
+int error_json(const char *reason, char **ret) {
+        json_object *root = json_object_new_object();
+
+        if (root)
+                json_object_object_add(root, "error", json_object_new_string(reason));
+        return json_finish(root, ret);
+}

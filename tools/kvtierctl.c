@@ -37,7 +37,9 @@ static void help(void) {
                "Commands:\n"
                "  status            budgets, clients, regions and tiers\n"
                "  top               status, refreshed every second until interrupted\n"
-               "  metrics           Prometheus text format (node_exporter textfile collector)\n"
+               "  metrics           Prometheus text format (node_exporter textfile collector);\n"
+               "                    with kvtierd down, kvtier_up 0 alone, and exit status 0\n"
+               "  config            the configuration kvtierd runs with (--json: with help, ranges)\n"
                "  set policy NAME   switch the placement policy live (lru, heat, window, hybrid)\n"
                "  set policy.KEY VALUE\n"
                "                    any [policy] key: hysteresis_ticks, heat_half_life_ticks,\n"
@@ -76,7 +78,10 @@ static int ctl_connect(const char *path) {
         return fd;
 }
 
-/* Sends a control request and collects the JSON text of its reply. */
+/* Sends a control request and collects the JSON text of its reply: the
+ * reply's status, and in *ret (when not NULL) the document if it came and
+ * parses, whatever the status (a refusal's reason comes as {"error": ...}).
+ * A success without a document is -EBADMSG when one was asked for. */
 static int ctl_request(int fd, uint16_t type, const void *payload, size_t len_payload,
                        struct json_object **ret) {
         struct kvt_msg *m = malloc(sizeof(*m));
@@ -84,6 +89,8 @@ static int ctl_request(int fd, uint16_t type, const void *payload, size_t len_pa
         size_t len = 0;
         int r;
 
+        if (ret)
+                *ret = NULL;
         if (!m)
                 return -ENOMEM;
         r = kvt_msg_send(fd, type, 1, payload, len_payload);
@@ -109,11 +116,10 @@ static int ctl_request(int fd, uint16_t type, const void *payload, size_t len_pa
                 len += m->hdr.length;
                 text[len] = '\0';
         }
-        if (r == 0 && ret) {
-                *ret = text ? json_tokener_parse(text) : NULL;
-                if (!*ret)
-                        r = -EBADMSG;
-        }
+        if (ret && text)
+                *ret = json_tokener_parse(text);
+        if (r == 0 && ret && !*ret)
+                r = -EBADMSG;
         free(text);
         free(m);
         return r;
@@ -394,14 +400,6 @@ static int cmd_top(int fd) {
         return 0;
 }
 
-static const struct {
-        const char *name;
-        int (*run)(int fd);
-} commands[] = {
-        { "status", cmd_status },
-        { "top", cmd_top },
-        { "metrics", cmd_metrics },
-};
 /* Builds "key=value" from the words after "set"; returns 0 or -EINVAL (usage). */
 static int set_text(int n, char **w, char *buf, size_t len) {
         int k;
@@ -417,31 +415,94 @@ static int set_text(int n, char **w, char *buf, size_t len) {
         return 0;
 }
 
-static int cmd_set(int fd, const char *text) {
-        int r = ctl_request(fd, KVT_MSG_CTL_SET, text, strlen(text) + 1, NULL);
+/* The reason a refused request came with ({"error": REASON}), or NULL;
+ * its control characters escaped for the terminal. */
+static const char *reply_error(struct json_object *reply) {
+        struct json_object *v;
 
-        switch (r) {
-        case 0:
+        if (!reply || !json_object_object_get_ex(reply, "error", &v) || !json_object_is_type(v, json_type_string))
+                return NULL;
+        return jstr(reply, "error");
+}
+
+static int cmd_set(int fd, const char *text) {
+        struct json_object *reply = NULL;
+        int r = ctl_request(fd, KVT_MSG_CTL_SET, text, strlen(text) + 1, &reply);
+        const char *why = reply_error(reply);
+
+        if (r == 0 || r == -EBADMSG) { /* done: a success says nothing more */
+                json_object_put(reply);
                 return 0;
-        case -EPERM:
+        }
+        if (why)
+                fprintf(stderr, "kvtierctl: set %s: %s\n", text, why);
+        else if (r == -EPERM) /* a kvtierd from before the reasons */
                 fprintf(stderr,
                         "kvtierctl: set %s: permission denied (changes need root or the admin group, "
                         "[daemon] admin_group)\n",
                         text);
-                break;
-        case -ENOENT:
+        else if (r == -ENOENT)
                 fprintf(stderr, "kvtierctl: set %s: unknown key (try --help)\n", text);
-                break;
-        case -EINVAL:
-        case -ERANGE:
-                fprintf(stderr, "kvtierctl: set %s: invalid value (kvtierd's log says why; see kvtierd.conf keys)\n",
-                        text);
-                break;
-        default:
+        else if (r == -EINVAL || r == -ERANGE)
+                fprintf(stderr, "kvtierctl: set %s: invalid value\n", text);
+        else
                 fprintf(stderr, "kvtierctl: set %s failed: %s\n", text, strerror(-r));
-        }
+        json_object_put(reply);
         return 1;
 }
+
+/* The configuration in effect: an INI file, each section once, a key that
+ * differs from its default followed by that default as a comment. */
+static void print_config(struct json_object *cfg) {
+        struct json_object *entries = jarr(cfg, "config");
+        char section[256] = "";
+
+        for (size_t i = 0; entries && i < json_object_array_length(entries); i++) {
+                struct json_object *e = json_object_array_get_idx(entries, i), *def = NULL;
+                const char *sec = jstr(e, "section"), *key = jstr(e, "key"), *value = jstr(e, "value");
+                char line[600];
+
+                if (strcmp(sec, section) != 0) {
+                        printf("%s[%s]\n", section[0] ? "\n" : "", sec);
+                        snprintf(section, sizeof(section), "%s", sec);
+                }
+                snprintf(line, sizeof(line), "%s = %s", key, value);
+                if (json_object_object_get_ex(e, "default", &def) && def && strcmp(jstr(e, "default"), value) != 0)
+                        printf("%-48s # default %s\n", line, jstr(e, "default"));
+                else
+                        printf("%s\n", line);
+        }
+}
+
+static int cmd_config(int fd) {
+        struct json_object *cfg = NULL;
+        int r = ctl_request(fd, KVT_MSG_CTL_CONFIG, NULL, 0, &cfg);
+
+        if (r < 0) {
+                fprintf(stderr, "kvtierctl: config request failed: %s\n",
+                        r == -ECONNRESET ? "kvtierd closed the connection (a kvtierd of another version?)"
+                                         : strerror(-r));
+                json_object_put(cfg);
+                return 1;
+        }
+        if (arg_json)
+                printf("%s\n", json_object_to_json_string_ext(cfg, JSON_C_TO_STRING_PRETTY |
+                                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+        else
+                print_config(cfg);
+        json_object_put(cfg);
+        return 0;
+}
+
+static const struct {
+        const char *name;
+        int (*run)(int fd);
+} commands[] = {
+        { "status", cmd_status },
+        { "top", cmd_top },
+        { "metrics", cmd_metrics },
+        { "config", cmd_config },
+};
 
 int main(int argc, char **argv) {
         static const struct option opts[] = {
