@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "conf.h"
+#include "move-latency.h"
 #include "policy.h"
 #include "protocol.h"
 
@@ -78,6 +79,8 @@ struct gpu_stats {
         uint64_t probes;         /* probes ordered, those that came back (their cohort in use) */
         uint64_t probes_back;
         uint64_t probes_expired; /* and those that did not: their cohort found cold */
+        uint64_t moved_bytes[_MOVE_DIRECTION_MAX]; /* by completed moves: chunks whose tier they changed */
+        struct move_latency moves[_MOVE_DIRECTION_MAX]; /* completed moves' time in the shim */
         /* As the last plan left them (planner.c): */
         uint32_t protect_ticks;  /* the thrash guard's protection */
         uint64_t held_chunks;    /* demands held back: read in place */

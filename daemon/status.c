@@ -45,8 +45,26 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         return o;
 }
 
+/* A move histogram: "le_ns" the buckets' upper bounds, "counts" per
+ * bucket (not cumulative) with one more for +Inf, "orders", "sum_ns", and
+ * "bytes" that the moves carried. */
+static json_object *moves_json(const struct move_latency *h, uint64_t bytes) {
+        json_object *o = json_object_new_object(), *le = json_object_new_array(), *counts = json_object_new_array();
+
+        for (unsigned b = 0; b < MOVE_LATENCY_BUCKETS; b++)
+                json_object_array_add(le, json_u64(move_latency_bound_ns(b)));
+        for (unsigned b = 0; b <= MOVE_LATENCY_BUCKETS; b++)
+                json_object_array_add(counts, json_u64(h->counts[b]));
+        json_object_object_add(o, "le_ns", le);
+        json_object_object_add(o, "counts", counts);
+        json_object_object_add(o, "orders", json_u64(h->orders));
+        json_object_object_add(o, "sum_ns", json_u64(h->sum_ns));
+        json_object_object_add(o, "bytes", json_u64(bytes));
+        return o;
+}
+
 static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
-        json_object *o = json_object_new_object();
+        json_object *o = json_object_new_object(), *moves;
 
         json_object_object_add(o, "device", json_object_new_int(g->device));
         json_object_object_add(o, "host_node", json_object_new_int(g->host_node));
@@ -57,6 +75,10 @@ static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
         add_tiers(o, g->tier_chunks);
         json_object_object_add(o, "inflight_orders", json_u64(g->inflight_orders));
         json_object_object_add(o, "demand", demand_json(g, tick_ms));
+        moves = json_object_new_object();
+        json_object_object_add(moves, "to_vram", moves_json(&g->moves[MOVE_TO_VRAM], g->moved_bytes[MOVE_TO_VRAM]));
+        json_object_object_add(moves, "to_host", moves_json(&g->moves[MOVE_TO_HOST], g->moved_bytes[MOVE_TO_HOST]));
+        json_object_object_add(o, "moves", moves);
         return o;
 }
 
