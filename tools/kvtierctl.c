@@ -3,11 +3,13 @@
  * kvtierctl: shows and steers kvtierd.
  *
  * Exit status: 0 success; 1 the daemon could not be reached or answered with
- * an error; 2 usage error.
+ * an error (not for metrics, which says kvtier_up 0 and exits 0), or metrics
+ * --output could not replace its file; 2 usage error.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -31,6 +34,7 @@ static const char *arg_socket;
 static bool arg_json;
 static unsigned arg_interval_ms = 1000; /* top: refresh period */
 static unsigned arg_iterations;         /* top: 0 = until interrupted */
+static const char *arg_output;          /* metrics: the file to replace, or NULL for stdout */
 
 static void help(void) {
         printf("Usage: kvtierctl [OPTIONS] COMMAND\n\n"
@@ -40,7 +44,7 @@ static void help(void) {
                "  metrics           Prometheus text format (node_exporter textfile collector);\n"
                "                    with kvtierd down, kvtier_up 0 alone, and exit status 0\n"
                "  config            the configuration kvtierd runs with (--json: with help, ranges)\n"
-               "  set policy NAME   switch the placement policy live (lru, heat, window, hybrid)\n"
+               "  set policy NAME   switch the placement policy live (demand, lru, heat, window, hybrid)\n"
                "  set policy.KEY VALUE\n"
                "                    any [policy] key: hysteresis_ticks, heat_half_life_ticks,\n"
                "                    window, prefetch, prefetch_depth, max_migration_rate\n"
@@ -54,9 +58,12 @@ static void help(void) {
                "  -j, --json        print JSON instead of a table\n"
                "  -d, --delay SECS  top: refresh period (0.1..3600, default 1)\n"
                "  -n, --iterations N top: stop after N refreshes\n"
+               "  -o, --output FILE metrics: replace FILE atomically (a temporary file beside it,\n"
+               "                    renamed over it) instead of printing, as kvtier-metrics.service does\n"
                "  -h, --help        show this help\n"
                "      --version     show the version\n\n"
-               "Exit status: 0 success, 1 daemon unreachable or failed, 2 usage error.\n",
+               "Exit status: 0 success, 1 daemon unreachable or failed (metrics: only when --output\n"
+               "failed; kvtierd down is kvtier_up 0 and status 0), 2 usage error.\n",
                KVT_RUNSTATEDIR "/kvtier/kvtierd.sock");
 }
 
@@ -374,8 +381,69 @@ static int cmd_status(int fd) {
         return show(fd, arg_json ? OUT_JSON : OUT_TABLE);
 }
 
+/* Writes the metrics (of the status st, or kvtier_up 0 when NULL) to
+ * arg_output atomically: into a temporary file beside it, flushed to disk,
+ * mode 0644 (node_exporter runs as another user), then renamed over it, so
+ * that a reader sees the old file or the new one whole, never a part.  The
+ * temporary name does not end in .prom: the textfile collector skips it.
+ * On failure the old file stays and the temporary one is removed.
+ * Returns 0 or 1 (reported). */
+static int write_metrics_file(struct json_object *st) {
+        size_t len = strlen(arg_output) + 16;
+        char *tmp = malloc(len);
+        const char *step = "create";
+        FILE *f = NULL;
+        int fd, r = 0;
+
+        if (!tmp) {
+                fprintf(stderr, "kvtierctl: %s: %s\n", arg_output, strerror(ENOMEM));
+                return 1;
+        }
+        snprintf(tmp, len, "%s.tmp.XXXXXX", arg_output);
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd >= 0 && (f = fdopen(fd, "w")) == NULL)
+                close(fd);
+        if (f) {
+                step = "write";
+                if (st)
+                        metrics_print(f, st);
+                else
+                        metrics_print_down(f);
+                if (fflush(f) != 0 || ferror(f))
+                        r = errno ? -errno : -EIO;
+                else if ((step = "sync", fsync(fileno(f)) < 0) || (step = "chmod", fchmod(fileno(f), 0644) < 0))
+                        r = -errno;
+                if (fclose(f) != 0 && r == 0)
+                        r = errno ? -errno : -EIO;
+                if (r == 0 && (step = "rename", rename(tmp, arg_output) < 0))
+                        r = -errno;
+                if (r < 0)
+                        unlink(tmp);
+        } else
+                r = -errno;
+        if (r < 0)
+                fprintf(stderr, "kvtierctl: failed to %s %s (for %s): %s; %s left as it was\n", step, tmp,
+                        arg_output, strerror(-r), arg_output);
+        free(tmp);
+        return r < 0 ? 1 : 0;
+}
+
 static int cmd_metrics(int fd) {
-        return show(fd, OUT_METRICS);
+        struct json_object *st = NULL;
+        int r;
+
+        if (!arg_output)
+                return show(fd, OUT_METRICS);
+        r = ctl_request(fd, KVT_MSG_CTL_STATUS, NULL, 0, &st);
+        if (r < 0) {
+                /* a daemon that fails to answer is down for a scrape too */
+                fprintf(stderr, "kvtierctl: status request failed: %s\n", strerror(-r));
+                json_object_put(st);
+                st = NULL;
+        }
+        r = write_metrics_file(st);
+        json_object_put(st);
+        return r;
 }
 
 /* Redraws the status until interrupted (or --iterations).  One connection
@@ -510,6 +578,7 @@ int main(int argc, char **argv) {
                 { "json", no_argument, NULL, 'j' },
                 { "delay", required_argument, NULL, 'd' },
                 { "iterations", required_argument, NULL, 'n' },
+                { "output", required_argument, NULL, 'o' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {},
@@ -524,7 +593,7 @@ int main(int argc, char **argv) {
         arg_socket = getenv("KVTIER_SOCKET");
         if (!arg_socket || !*arg_socket)
                 arg_socket = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock";
-        while ((c = getopt_long(argc, argv, "s:jd:n:h", opts, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "s:jd:n:o:h", opts, NULL)) >= 0)
                 switch (c) {
                 case 's':
                         arg_socket = optarg;
@@ -546,6 +615,13 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "kvtierctl: invalid --iterations '%s' (a positive count)\n", optarg);
                                 return EXIT_USAGE;
                         }
+                        break;
+                case 'o':
+                        if (!*optarg) {
+                                fprintf(stderr, "kvtierctl: --output needs a file name\n");
+                                return EXIT_USAGE;
+                        }
+                        arg_output = optarg;
                         break;
                 case 'h':
                         help();
@@ -569,6 +645,9 @@ int main(int argc, char **argv) {
         } else if (!run) {
                 fprintf(stderr, "kvtierctl: unknown command '%s' (try --help)\n", cmd);
                 return EXIT_USAGE;
+        } else if (arg_output && run != cmd_metrics) {
+                fprintf(stderr, "kvtierctl: --output is for metrics only\n");
+                return EXIT_USAGE;
         } else if (optind + 1 < argc) {
                 /* getopt_long permutes, so options after the command are already parsed. */
                 fprintf(stderr, "kvtierctl: unexpected argument '%s'\n", argv[optind + 1]);
@@ -579,6 +658,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "kvtierctl: cannot connect to kvtierd at %s: %s\n", arg_socket, strerror(-fd));
                 /* metrics: a scrape of a daemon that is down says so, and succeeds */
                 if (!*set && run == cmd_metrics) {
+                        if (arg_output)
+                                return write_metrics_file(NULL);
                         metrics_print_down(stdout);
                         return 0;
                 }
