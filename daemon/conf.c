@@ -298,17 +298,19 @@ static void format_budget(char *buf, size_t len, const struct budget_spec *b) {
 /* Edits (insertions, deletions, substitutions) from a to b, counted up to 3. */
 static unsigned edit_distance(const char *a, const char *b) {
         size_t la = strlen(a), lb = strlen(b);
-        unsigned row[64], diag, up;
+        unsigned row[64];
 
         if (la >= ELEMENTSOF(row) || lb >= ELEMENTSOF(row))
                 return 3;
         for (size_t j = 0; j <= lb; j++)
                 row[j] = (unsigned)j;
         for (size_t i = 1; i <= la; i++) {
-                diag = row[0];
+                unsigned diag = row[0];
+
                 row[0] = (unsigned)i;
                 for (size_t j = 1; j <= lb; j++) {
-                        up = row[j];
+                        unsigned up = row[j];
+
                         row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
                         diag = up;
                 }
@@ -636,17 +638,19 @@ static void key_range(const struct conf_key *k, char *buf, size_t len) {
 int conf_set_reason(struct conf *c, const char *section, const char *key, const char *value, char *reason,
                     size_t len) {
         const struct conf_key *k;
-        char range[80], hint[96];
+        char hint[96];
         int gpu, node, r;
 
         gpu = section_index(section, "gpu.", KVT_MAX_GPUS);
         if (gpu == -ERANGE) {
-                snprintf(reason, len, "invalid section [%s]: GPU index must be 0..%d", section, KVT_MAX_GPUS - 1);
+                snprintf(reason, len, "invalid section [%s]: GPU index must be 0..%d", section,
+                         KVT_MAX_GPUS - 1);
                 return -ERANGE;
         }
         node = section_index(section, "numa.", KVT_MAX_NODES);
         if (node == -ERANGE) {
-                snprintf(reason, len, "invalid section [%s]: NUMA node must be 0..%d", section, KVT_MAX_NODES - 1);
+                snprintf(reason, len, "invalid section [%s]: NUMA node must be 0..%d", section,
+                         KVT_MAX_NODES - 1);
                 return -ERANGE;
         }
         if (!conf_section_known(section)) {
@@ -665,11 +669,14 @@ int conf_set_reason(struct conf *c, const char *section, const char *key, const 
         else
                 r = key_store(c, c, k, gpu >= 0 ? gpu : node, value);
         if (r < 0) {
+                char range[80];
+
                 key_range(k, range, sizeof(range));
                 if (r == -ERANGE && range[0])
                         snprintf(reason, len, "[%s] %s = %s is out of range %s", section, key, value, range);
                 else if (r == -E2BIG)
-                        snprintf(reason, len, "[%s]: at most %d [client.NAME] sections", section, CONF_MAX_CLIENTS);
+                        snprintf(reason, len, "[%s]: at most %d [client.NAME] sections", section,
+                                 CONF_MAX_CLIENTS);
                 else
                         snprintf(reason, len, "invalid [%s] %s = %s: expected %s", section, key, value,
                                  type_hint(k));
@@ -810,13 +817,13 @@ static void load_unknown(struct load_ctx *ctx, unsigned line, const char *what, 
 
 static int load_handler(void *user, const char *section, const char *name, const char *value) {
         struct load_ctx *ctx = user;
-        char where[512], v[256], reason[512], hint[64];
-        unsigned line;
+        char where[512], v[256], reason[512];
         int r;
 
         if (!conf_section_known(section)) {
                 /* once per section: its keys are not reported one by one */
-                line = strcmp(ctx->header, section) == 0 ? ctx->header_line : ctx->line;
+                char hint[64];
+                unsigned line = strcmp(ctx->header, section) == 0 ? ctx->header_line : ctx->line;
                 if (ctx->reported_line == line)
                         return 1;
                 ctx->reported_line = line;
@@ -924,10 +931,11 @@ static void key_format(const void *base, const struct conf_key *k, int index, ch
 /* Hands k (element index of a gpu.N or numa.N key, else -1) of the
  * section written as section to fn, its value read at base (NULL: a
  * template's key, no value). */
-static void entry_emit(const void *base, const struct conf_key *k, int index, const char *section, conf_entry_fn fn,
-                       void *userdata) {
+static void entry_emit(const void *base, const struct conf_key *k, int index, const char *section,
+                       conf_entry_fn fn, void *userdata) {
         char value[256], range[80];
-        struct conf_entry e = {.section = section, .key = k->key, .def = k->def, .help = k->help, .range = range};
+        struct conf_entry e = {
+                .section = section, .key = k->key, .def = k->def, .help = k->help, .range = range};
 
         key_range(k, range, sizeof(range));
         if (base) {
@@ -1246,17 +1254,21 @@ bool conf_clients_need_unit(const struct conf *c) {
 int conf_check(const struct conf *c) {
         int n = 0;
 
-        if (c->limits.reserved >= c->limits.max_connections && ++n)
+        if (c->limits.reserved >= c->limits.max_connections) {
                 log_warning("[daemon] reserved_connections = %u leaves none of max_connections = %u "
                             "to other users, ignoring.",
                             c->limits.reserved, c->limits.max_connections);
+                n++;
+        }
         for (size_t i = 0; i < c->n_clients; i++) {
                 const struct client_conf *cc = &c->clients[i];
 
-                if (cc->uid == CONF_UNSET_ID && cc->gid == CONF_UNSET_ID && !cc->unit[0] && ++n)
+                if (cc->uid == CONF_UNSET_ID && cc->gid == CONF_UNSET_ID && !cc->unit[0]) {
                         log_warning("[client.%s] has no uid, gid or unit: it matches no process (the name a "
                                     "client sends is a label it chooses, not an identity), ignoring.",
                                     cc->name);
+                        n++;
+                }
         }
         return n;
 }

@@ -65,12 +65,12 @@ int conf_set_option(struct conf *c, const char *option);
 
 /* One key in effect, as conf_foreach() hands it out; valid during the call. */
 struct conf_entry {
-        const char *section; /* as written: "daemon", "gpu.1", "client.vllm"; a template ("gpu.N") when value is NULL */
+        const char *section; /* as written ("daemon", "gpu.1", "client.vllm"), or a template ("gpu.N") */
         const char *key;
-        const char *value;   /* effective, as the file writes it; NULL: a template's key (documentation) */
-        const char *def;     /* built-in default, NULL for none */
+        const char *value; /* effective, as the file writes it; NULL: a template's key (documentation) */
+        const char *def;   /* built-in default, NULL for none */
         const char *help;
-        const char *range;   /* "1..10000", "0..16T"; "" for keys without one */
+        const char *range; /* "1..10000", "0..16T"; "" for keys without one */
 };
 typedef void (*conf_entry_fn)(const struct conf_entry *e, void *userdata);
 

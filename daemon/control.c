@@ -43,8 +43,8 @@ static int control_set_budget(struct conf *conf, struct registry *r, const char 
 
 /* host_budget.N: the config first (validated there), then the books.  A
  * percentage needs the node's MemTotal: checked before the config changes. */
-static int control_set_host_budget(struct conf *conf, struct registry *r, const char *suffix, const char *value,
-                                   char *reason, size_t len) {
+static int control_set_host_budget(struct conf *conf, struct registry *r, const char *suffix,
+                                   const char *value, char *reason, size_t len) {
         char section[KVT_CTL_SET_MAX + 8];
         struct budget_spec old;
         bool had;
@@ -62,7 +62,8 @@ static int control_set_host_budget(struct conf *conf, struct registry *r, const 
                 return ret;
         ret = registry_node_budget_reload(r, node);
         if (ret < 0) {
-                snprintf(reason, len, "[%s] host_budget = %s: the MemTotal of node %d is unknown (no such node?)",
+                snprintf(reason, len,
+                         "[%s] host_budget = %s: the MemTotal of node %d is unknown (no such node?)",
                          section, value, node);
                 char buf[32];
 
@@ -104,7 +105,8 @@ int control_set(struct conf *conf, struct registry *r, const char *text, char *r
         else if (strncmp(key, "policy.", 7) == 0 && strcmp(key + 7, "name") != 0)
                 ret = conf_set_reason(conf, "policy", key + 7, value, reason, len);
         else {
-                snprintf(reason, len, "unknown key %s (keys: policy, policy.KEY, vram_budget[.GPU], host_budget.NODE)",
+                snprintf(reason, len,
+                         "unknown key %s (keys: policy, policy.KEY, vram_budget[.GPU], host_budget.NODE)",
                          key);
                 return -ENOENT;
         }

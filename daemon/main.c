@@ -122,7 +122,14 @@ static int parse_fd(const char *name, const char *v, int *ret_fd) {
 /* Returns 1 to run, 0 to exit successfully, -EINVAL for a usage error, or
  * -ENOMEM.  o->set is allocated: free it in any case. */
 static int parse_argv(int argc, char *argv[], struct options *o) {
-        enum { ARG_LOG_LEVEL = 0x100, ARG_VERSION, ARG_PRINT_CONFIG, ARG_CHECK_CONFIG, ARG_LISTEN_FD, ARG_LIFELINE_FD };
+        enum {
+                ARG_LOG_LEVEL = 0x100,
+                ARG_VERSION,
+                ARG_PRINT_CONFIG,
+                ARG_CHECK_CONFIG,
+                ARG_LISTEN_FD,
+                ARG_LIFELINE_FD
+        };
         static const struct option longopts[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"set", required_argument, NULL, 'o'},
@@ -232,7 +239,8 @@ static int check_config(struct daemon *d, const struct options *o) {
                 return EXIT_USAGE;
         }
         if (!exists)
-                printf("%s: no such file; built-in defaults%s are valid.\n", o->config, o->n_set ? " and -o" : "");
+                printf("%s: no such file; built-in defaults%s are valid.\n", o->config,
+                       o->n_set ? " and -o" : "");
         else
                 printf("%s: valid.\n", o->config);
         return EXIT_SUCCESS;

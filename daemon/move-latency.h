@@ -25,7 +25,7 @@ enum move_direction {
 
 static inline uint64_t move_latency_bound_ns(unsigned bucket) {
         static const uint64_t bounds_ns[MOVE_LATENCY_BUCKETS] = {
-                50000,    100000,   250000,    500000,    1000000,   2500000,   5000000,
+                50000,    100000,   250000,   500000,    1000000,   2500000,   5000000,
                 10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000,
         };
 

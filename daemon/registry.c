@@ -1151,10 +1151,12 @@ int registry_order_done(struct registry *r, struct client *c, const struct kvt_o
                 r->gpus[c->orders[i].region->device].rearm_ns += done->elapsed_ns;
         if ((c->orders[i].flags & KVT_ORDER_PROBE) && done->status == 0)
                 r->gpus[c->orders[i].region->device].probe_ns += done->elapsed_ns;
-        if (!(c->orders[i].flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM)) && done->status == 0)
-                move_latency_observe(&r->gpus[c->orders[i].region->device]
-                                              .moves[c->orders[i].tier == KVT_TIER_VRAM ? MOVE_TO_VRAM : MOVE_TO_HOST],
-                                     done->elapsed_ns);
+        if (!(c->orders[i].flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM)) && done->status == 0) {
+                struct gpu_stats *g = &r->gpus[c->orders[i].region->device];
+                enum move_direction dir = c->orders[i].tier == KVT_TIER_VRAM ? MOVE_TO_VRAM : MOVE_TO_HOST;
+
+                move_latency_observe(&g->moves[dir], done->elapsed_ns);
+        }
         order_apply(r, &c->orders[i], done->status);
         memmove(c->orders + i, c->orders + i + 1, (c->n_orders - i - 1) * sizeof(*c->orders));
         c->n_orders--;

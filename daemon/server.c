@@ -360,7 +360,8 @@ static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
                 snprintf(reason, sizeof(reason), "control characters in \"%s\"", text);
                 end.status = -EINVAL;
         } else
-                end.status = control_set(p->server->conf, p->server->registry, m->u.text, reason, sizeof(reason));
+                end.status =
+                        control_set(p->server->conf, p->server->registry, m->u.text, reason, sizeof(reason));
         if (end.status < 0) {
                 char *doc;
                 int r;

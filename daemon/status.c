@@ -49,7 +49,8 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
  * bucket (not cumulative) with one more for +Inf, "orders", "sum_ns", and
  * "bytes" that the moves carried. */
 static json_object *moves_json(const struct move_latency *h, uint64_t bytes) {
-        json_object *o = json_object_new_object(), *le = json_object_new_array(), *counts = json_object_new_array();
+        json_object *o = json_object_new_object(), *le = json_object_new_array(),
+                    *counts = json_object_new_array();
 
         for (unsigned b = 0; b < MOVE_LATENCY_BUCKETS; b++)
                 json_object_array_add(le, json_u64(move_latency_bound_ns(b)));
@@ -76,8 +77,10 @@ static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object_object_add(o, "inflight_orders", json_u64(g->inflight_orders));
         json_object_object_add(o, "demand", demand_json(g, tick_ms));
         moves = json_object_new_object();
-        json_object_object_add(moves, "to_vram", moves_json(&g->moves[MOVE_TO_VRAM], g->moved_bytes[MOVE_TO_VRAM]));
-        json_object_object_add(moves, "to_host", moves_json(&g->moves[MOVE_TO_HOST], g->moved_bytes[MOVE_TO_HOST]));
+        json_object_object_add(moves, "to_vram",
+                               moves_json(&g->moves[MOVE_TO_VRAM], g->moved_bytes[MOVE_TO_VRAM]));
+        json_object_object_add(moves, "to_host",
+                               moves_json(&g->moves[MOVE_TO_HOST], g->moved_bytes[MOVE_TO_HOST]));
         json_object_object_add(o, "moves", moves);
         return o;
 }

@@ -401,26 +401,38 @@ static int write_metrics_file(struct json_object *st) {
         }
         snprintf(tmp, len, "%s.tmp.XXXXXX", arg_output);
         fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd >= 0 && (f = fdopen(fd, "w")) == NULL)
-                close(fd);
-        if (f) {
-                step = "write";
+        if (fd < 0 || !(f = fdopen(fd, "w"))) {
+                r = -errno;
+                if (fd >= 0) {
+                        close(fd);
+                        unlink(tmp);
+                }
+        } else {
                 if (st)
                         metrics_print(f, st);
                 else
                         metrics_print_down(f);
-                if (fflush(f) != 0 || ferror(f))
+                if (fflush(f) != 0 || ferror(f)) {
+                        step = "write";
                         r = errno ? -errno : -EIO;
-                else if ((step = "sync", fsync(fileno(f)) < 0) || (step = "chmod", fchmod(fileno(f), 0644) < 0))
+                } else if (fsync(fileno(f)) < 0) {
+                        step = "sync";
                         r = -errno;
-                if (fclose(f) != 0 && r == 0)
+                } else if (fchmod(fileno(f), 0644) < 0) {
+                        step = "chmod";
+                        r = -errno;
+                }
+                if (fclose(f) != 0 && r == 0) {
+                        step = "write";
                         r = errno ? -errno : -EIO;
-                if (r == 0 && (step = "rename", rename(tmp, arg_output) < 0))
+                }
+                if (r == 0 && rename(tmp, arg_output) < 0) {
+                        step = "rename";
                         r = -errno;
+                }
                 if (r < 0)
                         unlink(tmp);
-        } else
-                r = -errno;
+        }
         if (r < 0)
                 fprintf(stderr, "kvtierctl: failed to %s %s (for %s): %s; %s left as it was\n", step, tmp,
                         arg_output, strerror(-r), arg_output);
@@ -488,7 +500,8 @@ static int set_text(int n, char **w, char *buf, size_t len) {
 static const char *reply_error(struct json_object *reply) {
         struct json_object *v;
 
-        if (!reply || !json_object_object_get_ex(reply, "error", &v) || !json_object_is_type(v, json_type_string))
+        if (!reply || !json_object_object_get_ex(reply, "error", &v) ||
+            !json_object_is_type(v, json_type_string))
                 return NULL;
         return jstr(reply, "error");
 }
@@ -535,7 +548,8 @@ static void print_config(struct json_object *cfg) {
                         snprintf(section, sizeof(section), "%s", sec);
                 }
                 snprintf(line, sizeof(line), "%s = %s", key, value);
-                if (json_object_object_get_ex(e, "default", &def) && def && strcmp(jstr(e, "default"), value) != 0)
+                if (json_object_object_get_ex(e, "default", &def) && def &&
+                    strcmp(jstr(e, "default"), value) != 0)
                         printf("%-48s # default %s\n", line, jstr(e, "default"));
                 else
                         printf("%s\n", line);

@@ -69,21 +69,27 @@ static struct json_object *object(struct json_object *o, const char *key) {
 
 /* One counter or gauge per GPU for a key of the GPU's "demand" object
  * (scale: a factor for the value, 1e-3 for milliseconds as seconds). */
-static void demand_metric(FILE *f, struct json_object *gpus, const char *name, const char *type, const char *key,
-                          double scale, const char *help) {
+static void demand_metric(FILE *f, struct json_object *gpus, const char *name, const char *type,
+                          const char *key, double scale, const char *help) {
         header(f, name, type, help);
         for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
                 struct json_object *g = json_object_array_get_idx(gpus, i), *d = object(g, "demand");
 
                 if (scale == 1)
-                        fprintf(f, "%s{gpu=\"%" PRId64 "\"} %" PRId64 "\n", name, num(g, "device"), num(d, key));
+                        fprintf(f, "%s{gpu=\"%" PRId64 "\"} %" PRId64 "\n", name, num(g, "device"),
+                                num(d, key));
                 else
-                        fprintf(f, "%s{gpu=\"%" PRId64 "\"} %.3f\n", name, num(g, "device"), (double)num(d, key) * scale);
+                        fprintf(f, "%s{gpu=\"%" PRId64 "\"} %.3f\n", name, num(g, "device"),
+                                (double)num(d, key) * scale);
         }
 }
 
+static uint64_t u64_at(struct json_object *a, size_t i) {
+        return (uint64_t)json_object_get_int64(json_object_array_get_idx(a, i));
+}
+
 /* The directions of the status's "moves" objects: key and label. */
-static const char *const directions[] = { "to_vram", "to_host" };
+static const char *const directions[] = {"to_vram", "to_host"};
 
 /* kvtier_move_duration_seconds: a histogram per GPU and direction from the
  * status's per-bucket counts (cumulated here, as the format wants). */
@@ -103,30 +109,34 @@ static void print_move_histograms(FILE *f, struct json_object *gpus) {
 
                         if (!counts || json_object_array_length(counts) != n + 1)
                                 continue; /* not a histogram this tool knows */
-                        snprintf(labels, sizeof(labels), "gpu=\"%" PRId64 "\",direction=\"%s\"", num(g, "device"),
-                                 directions[d]);
+                        snprintf(labels, sizeof(labels), "gpu=\"%" PRId64 "\",direction=\"%s\"",
+                                 num(g, "device"), directions[d]);
                         for (size_t b = 0; b <= n; b++) {
-                                cum += (uint64_t)json_object_get_int64(json_object_array_get_idx(counts, b));
+                                char le_text[32] = "+Inf";
+
+                                cum += u64_at(counts, b);
                                 if (b < n)
-                                        fprintf(f, "kvtier_move_duration_seconds_bucket{%s,le=\"%g\"} %" PRIu64 "\n",
-                                                labels, (double)json_object_get_int64(json_object_array_get_idx(le, b)) / 1e9,
-                                                cum);
-                                else
-                                        fprintf(f, "kvtier_move_duration_seconds_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n",
-                                                labels, cum);
+                                        snprintf(le_text, sizeof(le_text), "%g",
+                                                 (double)u64_at(le, b) / 1e9);
+                                fprintf(f, "kvtier_move_duration_seconds_bucket{%s,le=\"%s\"} %" PRIu64 "\n",
+                                        labels, le_text, cum);
                         }
-                        fprintf(f, "kvtier_move_duration_seconds_sum{%s} %.9f\n", labels, (double)num(h, "sum_ns") / 1e9);
+                        fprintf(f, "kvtier_move_duration_seconds_sum{%s} %.9f\n", labels,
+                                (double)num(h, "sum_ns") / 1e9);
                         fprintf(f, "kvtier_move_duration_seconds_count{%s} %" PRIu64 "\n", labels, cum);
                 }
         }
         header(f, "kvtier_gpu_moved_bytes_total", "counter",
-               "Bytes that completed moves took to VRAM (to_vram) or out of it (to_host): rate() is the link "
+               "Bytes that completed moves took to VRAM (to_vram) or out of it (to_host): rate() is the "
+               "link "
                "throughput kvtier uses.");
         for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
                 struct json_object *g = json_object_array_get_idx(gpus, i), *moves = object(g, "moves");
 
                 for (size_t d = 0; d < sizeof(directions) / sizeof(directions[0]); d++)
-                        fprintf(f, "kvtier_gpu_moved_bytes_total{gpu=\"%" PRId64 "\",direction=\"%s\"} %" PRId64 "\n",
+                        fprintf(f,
+                                "kvtier_gpu_moved_bytes_total{gpu=\"%" PRId64 "\",direction=\"%s\"} %" PRId64
+                                "\n",
                                 num(g, "device"), directions[d], num(object(moves, directions[d]), "bytes"));
         }
 }
@@ -135,14 +145,17 @@ static void print_move_histograms(FILE *f, struct json_object *gpus) {
  * demand policy did with it. */
 static void print_demand(FILE *f, struct json_object *gpus) {
         demand_metric(f, gpus, "kvtier_gpu_evicted_chunk_faults_total", "counter", "demand_faults", 1,
-                      "First uses seen of chunks booked in host memory since they got there (GPU faults and remote "
+                      "First uses seen of chunks booked in host memory since they got there (GPU faults and "
+                      "remote "
                       "maps the shim reports, kernel launches pointing into them).");
         demand_metric(f, gpus, "kvtier_gpu_refaults_total", "counter", "refaults", 1,
-                      "Of those, uses of chunks evicted within [policy] protect_min before: evictions that came back.");
+                      "Of those, uses of chunks evicted within [policy] protect_min before: evictions that "
+                      "came back.");
         demand_metric(f, gpus, "kvtier_gpu_evicted_chunks_total", "counter", "evicted_chunks", 1,
                       "2 MiB chunks that completed evictions took out of VRAM.");
         demand_metric(f, gpus, "kvtier_gpu_held_bytes", "gauge", "held_bytes", 1,
-                      "Bytes in host memory the GPU uses that the demand policy holds back from VRAM (read in place), "
+                      "Bytes in host memory the GPU uses that the demand policy holds back from VRAM (read "
+                      "in place), "
                       "as the last plan left them.");
         demand_metric(f, gpus, "kvtier_gpu_stale_bytes", "gauge", "stale_bytes", 1,
                       "Bytes in VRAM nothing used for a protection period, as the last plan left them.");
@@ -235,22 +248,25 @@ static void print_connections(FILE *f, struct json_object *c) {
         static const struct {
                 const char *key, *reason;
         } closed[] = {
-                { "hello_timeouts", "hello_timeout" },
-                { "dropped_queue", "send_queue_max" },
-                { "dropped_stalled", "send_timeout" },
-                { "dropped_orders", "max_order_timeouts" },
+                {"hello_timeouts", "hello_timeout"},
+                {"dropped_queue", "send_queue_max"},
+                {"dropped_stalled", "send_timeout"},
+                {"dropped_orders", "max_order_timeouts"},
         };
 
-        header(f, "kvtier_connections", "gauge", "Connections open to kvtierd, shims and kvtierctl together.");
+        header(f, "kvtier_connections", "gauge",
+               "Connections open to kvtierd, shims and kvtierctl together.");
         fprintf(f, "kvtier_connections %" PRId64 "\n", num(c, "open"));
         header(f, "kvtier_connections_refused_total", "counter",
                "Connections refused at accept: over max_connections, the reserve or the per-uid limit.");
         fprintf(f, "kvtier_connections_refused_total %" PRId64 "\n", num(c, "refused"));
-        header(f, "kvtier_connections_closed_total", "counter", "Connections kvtierd closed, by the limit that closed them.");
+        header(f, "kvtier_connections_closed_total", "counter",
+               "Connections kvtierd closed, by the limit that closed them.");
         for (size_t i = 0; i < sizeof(closed) / sizeof(closed[0]); i++)
                 fprintf(f, "kvtier_connections_closed_total{reason=\"%s\"} %" PRId64 "\n", closed[i].reason,
                         num(c, closed[i].key));
-        header(f, "kvtier_regions_refused_total", "counter", "Captured regions refused registration by a [daemon] quota.");
+        header(f, "kvtier_regions_refused_total", "counter",
+               "Captured regions refused registration by a [daemon] quota.");
         fprintf(f, "kvtier_regions_refused_total %" PRId64 "\n", num(c, "regions_refused"));
         header(f, "kvtier_order_timeouts_total", "counter",
                "Orders taken back for want of an answer within [daemon] order_timeout_ms.");

@@ -124,8 +124,8 @@ static void comment(char *line) {
         }
         if (f->type[0])
                 problem("second TYPE of '%s'", name);
-        if (strcmp(rest, "counter") && strcmp(rest, "gauge") && strcmp(rest, "histogram") && strcmp(rest, "summary") &&
-            strcmp(rest, "untyped"))
+        if (strcmp(rest, "counter") && strcmp(rest, "gauge") && strcmp(rest, "histogram") &&
+            strcmp(rest, "summary") && strcmp(rest, "untyped"))
                 problem("unknown TYPE '%s'", rest);
         snprintf(f->type, sizeof(f->type), "%s", rest);
 }
@@ -189,7 +189,8 @@ static bool labels_parse(char **p, char *out, size_t len, char *le, size_t le_le
                         snprintf(le, le_len, "%.63s", value);
                         *ret_le = true;
                 } else
-                        o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%.*s=\"%s\",", (int)nl, name, value);
+                        o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%.*s=\"%s\",", (int)nl, name,
+                                              value);
                 if (*s == ',')
                         s++;
                 else if (*s != '}') {
@@ -284,7 +285,8 @@ static void histogram_sample(const char *suffix, const char *labels, bool has_le
         }
         if (has_le)
                 problem("le label on a histogram's %s", suffix);
-        if (strcmp(suffix, "_count") == 0 && (!hist.inf_seen || strcmp(hist.labels, labels) != 0 || v != hist.inf_count))
+        if (strcmp(suffix, "_count") == 0 &&
+            (!hist.inf_seen || strcmp(hist.labels, labels) != 0 || v != hist.inf_count))
                 problem("_count of {%s} is not its +Inf bucket", labels);
 }
 

@@ -357,8 +357,8 @@ static int count_lines(const char *text, const char *line) {
 /* Every section once, the configured [gpu.N], [numa.N] and [client.NAME]
  * among them, and what is printed reads back strictly as the same table. */
 static void test_print_sections(void) {
-        static const char *const sections[] = {"[daemon]", "[gpu]",    "[gpu.1]",    "[gpu.3]",
-                                               "[policy]", "[host]",   "[numa.0]",   "[capture]",
+        static const char *const sections[] = {"[daemon]",      "[gpu]",         "[gpu.1]",  "[gpu.3]",
+                                               "[policy]",      "[host]",        "[numa.0]", "[capture]",
                                                "[client.vllm]", "[client.batch]"};
         struct conf *c = NULL, *again = NULL;
         char *text, *text2;
@@ -372,8 +372,10 @@ static void test_print_sections(void) {
         text = print_str(c);
         for (size_t i = 0; i < ELEMENTSOF(sections); i++)
                 TAP_EQ_INT(count_lines(text, sections[i]), 1, "print once: %s printed once", sections[i]);
-        TAP_OK(strstr(text, "[gpu.1]\n# Override") && strstr(text, "vram_budget = 12G\n"), "print once: [gpu.1] 12G");
-        TAP_OK(strstr(text, "[client.batch]\n") && strstr(text, "quota = 1G\n"), "print once: [client.batch] quota");
+        TAP_OK(strstr(text, "[gpu.1]\n# Override") && strstr(text, "vram_budget = 12G\n"),
+               "print once: [gpu.1] 12G");
+        TAP_OK(strstr(text, "[client.batch]\n") && strstr(text, "quota = 1G\n"),
+               "print once: [client.batch] quota");
         for (const char *p = text; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != '\0'))
                 if (strcspn(p, "\n") > 200) {
                         TAP_OK(false, "print once: a line longer than inih's 200 bytes: %.40s...", p);
@@ -399,12 +401,9 @@ static void test_print_sections(void) {
  * conf_set_reason() says why a value is refused. */
 static void test_strict(void) {
         static const char *const unknown[] = {
-                "[deamon]\nsocket = /tmp/x.sock\n",
-                "[daemon]\nfrobnicate = 1\n",
-                "[policy]\nnmae = lru\n",
-                "[gpu.1]\nbudget = 1G\n",
-                "[client.a]\nuid = 0\nprio = 1\n",
-                "[numa]\nhost_budget = 1G\n",
+                "[deamon]\nsocket = /tmp/x.sock\n", "[daemon]\nfrobnicate = 1\n",
+                "[policy]\nnmae = lru\n",           "[gpu.1]\nbudget = 1G\n",
+                "[client.a]\nuid = 0\nprio = 1\n",  "[numa]\nhost_budget = 1G\n",
         };
         char dir[] = "/tmp/test-config-dir-XXXXXX", reason[256] = "";
         struct conf *c = NULL;
@@ -424,10 +423,12 @@ static void test_strict(void) {
                 c = conf_free(c);
         }
         TAP_EQ_INT(load("[deamon]\nsocket = /tmp/x.sock\n", &c), 0, "strict: [deamon] loads by default");
-        TAP_EQ_STR(conf_socket(c), KVT_RUNSTATEDIR "/kvtier/kvtierd.sock", "strict: and its keys are not taken");
+        TAP_EQ_STR(conf_socket(c), KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
+                   "strict: and its keys are not taken");
         c = conf_free(c);
-        TAP_OK(!conf_section_known("deamon") && conf_section_known("daemon") && conf_section_known("gpu.7") &&
-                       conf_section_known("client.x") && !conf_section_known("numa"),
+        TAP_OK(!conf_section_known("deamon") && conf_section_known("daemon") &&
+                       conf_section_known("gpu.7") && conf_section_known("client.x") &&
+                       !conf_section_known("numa"),
                "strict: known sections");
 
         TAP_OK(mkdtemp(dir) != NULL, "strict: a directory");
@@ -444,15 +445,20 @@ static void test_strict(void) {
 
         TAP_EQ_INT(conf_set_reason(c, "gpu", "vram_budget", "17T", reason, sizeof(reason)), -ERANGE,
                    "reason: out of range");
-        TAP_EQ_STR(reason, "[gpu] vram_budget = 17T is out of range 0..16T", "reason: names the range in bytes");
-        TAP_EQ_INT(conf_set_reason(c, "policy", "name", "magic", reason, sizeof(reason)), -EINVAL, "reason: bad name");
-        TAP_EQ_STR(reason, "invalid [policy] name = magic: expected one of demand, lru, heat, window, hybrid",
+        TAP_EQ_STR(reason, "[gpu] vram_budget = 17T is out of range 0..16T",
+                   "reason: names the range in bytes");
+        TAP_EQ_INT(conf_set_reason(c, "policy", "name", "magic", reason, sizeof(reason)), -EINVAL,
+                   "reason: bad name");
+        TAP_EQ_STR(reason,
+                   "invalid [policy] name = magic: expected one of demand, lru, heat, window, hybrid",
                    "reason: lists the policies");
-        TAP_EQ_INT(conf_set_reason(c, "policy", "windwo", "1G", reason, sizeof(reason)), -ENOENT, "reason: unknown key");
+        TAP_EQ_INT(conf_set_reason(c, "policy", "windwo", "1G", reason, sizeof(reason)), -ENOENT,
+                   "reason: unknown key");
         TAP_EQ_STR(reason, "unknown key [policy] windwo (did you mean window?)", "reason: suggests the key");
         TAP_EQ_INT(conf_set_reason(c, "deamon", "tick_ms", "5", reason, sizeof(reason)), -ENOENT,
                    "reason: unknown section");
-        TAP_EQ_STR(reason, "unknown section [deamon] (did you mean [daemon]?)", "reason: suggests the section");
+        TAP_EQ_STR(reason, "unknown section [deamon] (did you mean [daemon]?)",
+                   "reason: suggests the section");
         TAP_EQ_INT(conf_tick_ms(c), 10, "reason: nothing set by the refusals");
         conf_free(c);
 }
