@@ -62,11 +62,11 @@ static int control_set_host_budget(struct conf *conf, struct registry *r, const 
                 return ret;
         ret = registry_node_budget_reload(r, node);
         if (ret < 0) {
+                char buf[32];
+
                 snprintf(reason, len,
                          "[%s] host_budget = %s: the MemTotal of node %d is unknown (no such node?)",
                          section, value, node);
-                char buf[32];
-
                 /* put the old value back, so that config and books agree */
                 if (!had)
                         snprintf(buf, sizeof(buf), "none");

@@ -498,12 +498,13 @@ static int set_text(int n, char **w, char *buf, size_t len) {
 /* The reason a refused request came with ({"error": REASON}), or NULL;
  * its control characters escaped for the terminal. */
 static const char *reply_error(struct json_object *reply) {
+        static char buf[2048]; /* a reason can quote a 1 KiB request; jstr()'s 256 bytes are for names */
         struct json_object *v;
 
         if (!reply || !json_object_object_get_ex(reply, "error", &v) ||
             !json_object_is_type(v, json_type_string))
                 return NULL;
-        return jstr(reply, "error");
+        return kvt_escape_controls(json_object_get_string(v), buf, sizeof(buf));
 }
 
 static int cmd_set(int fd, const char *text) {
