@@ -145,9 +145,9 @@ static void print_move_histograms(FILE *f, struct json_object *gpus) {
  * demand policy did with it. */
 static void print_demand(FILE *f, struct json_object *gpus) {
         demand_metric(f, gpus, "kvtier_gpu_evicted_chunk_faults_total", "counter", "demand_faults", 1,
-                      "First uses seen of chunks booked in host memory since they got there (GPU faults and "
-                      "remote "
-                      "maps the shim reports, kernel launches pointing into them).");
+                      "First uses seen of chunks booked in host memory, unmapped, since they got there or were "
+                      "re-armed: GPU faults and remote maps the shim reports, kernel launches pointing into them "
+                      "(a mapped chunk's reads are not seen until a re-arm).");
         demand_metric(f, gpus, "kvtier_gpu_refaults_total", "counter", "refaults", 1,
                       "Of those, uses of chunks evicted within [policy] protect_min before: evictions that "
                       "came back.");
