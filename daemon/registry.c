@@ -1124,10 +1124,13 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 r->migrations.orders_done++;
                 if (o->flags & KVT_ORDER_REARM)
                         g->rearmed_chunks += o->n;
-                else if (o->tier == KVT_TIER_VRAM)
+                else if (o->tier == KVT_TIER_VRAM) {
                         r->migrations.bytes_to_vram += moved * KVT_CHUNK_BYTES;
-                else
+                        g->moved_bytes[MOVE_TO_VRAM] += moved * KVT_CHUNK_BYTES;
+                } else {
                         r->migrations.bytes_to_host += moved * KVT_CHUNK_BYTES;
+                        g->moved_bytes[MOVE_TO_HOST] += moved * KVT_CHUNK_BYTES;
+                }
         }
 }
 
@@ -1163,6 +1166,12 @@ int registry_order_done(struct registry *r, struct client *c, const struct kvt_o
                 r->gpus[c->orders[i].region->device].rearm_ns += done->elapsed_ns;
         if ((c->orders[i].flags & KVT_ORDER_PROBE) && done->status == 0)
                 r->gpus[c->orders[i].region->device].probe_ns += done->elapsed_ns;
+        if (!(c->orders[i].flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM)) && done->status == 0) {
+                struct gpu_stats *g = &r->gpus[c->orders[i].region->device];
+                enum move_direction dir = c->orders[i].tier == KVT_TIER_VRAM ? MOVE_TO_VRAM : MOVE_TO_HOST;
+
+                move_latency_observe(&g->moves[dir], done->elapsed_ns);
+        }
         order_apply(r, &c->orders[i], done->status);
         memmove(c->orders + i, c->orders + i + 1, (c->n_orders - i - 1) * sizeof(*c->orders));
         c->n_orders--;

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "conf.h"
+#include "move-latency.h"
 #include "policy.h"
 #include "protocol.h"
 
@@ -80,6 +81,8 @@ struct gpu_stats {
         uint64_t probes_expired; /* and those that did not: their cohort found cold */
         struct policy_probe_timing probe_timing; /* how long probes took to come back */
         uint32_t probe_window_ticks;             /* the window it gave, as the last sample used it */
+        uint64_t moved_bytes[_MOVE_DIRECTION_MAX]; /* by completed moves: chunks whose tier they changed */
+        struct move_latency moves[_MOVE_DIRECTION_MAX]; /* completed moves' time in the shim */
         /* As the last plan left them (planner.c): */
         uint32_t protect_ticks;  /* the thrash guard's protection */
         uint64_t held_chunks;    /* demands held back: read in place */

@@ -20,7 +20,7 @@
 static const uint16_t types[] = {
         KVT_MSG_HELLO, KVT_MSG_REGION_ADD, KVT_MSG_REGION_DEL, KVT_MSG_ORDER_DONE, KVT_MSG_HINT,
         KVT_MSG_DEVICE, KVT_MSG_WELCOME,   KVT_MSG_ORDER,      KVT_MSG_CTL_STATUS, KVT_MSG_CTL_DATA,
-        KVT_MSG_CTL_END,
+        KVT_MSG_CTL_END, KVT_MSG_CTL_CONFIG,
 };
 
 static void check_accepted(const struct kvt_msg *m) {
