@@ -1,0 +1,86 @@
+#!/bin/bash
+# Checks an installed tree (make install DESTDIR=ROOT, or the kvtier and
+# kvtier-dev packages unpacked into ROOT) against the directories it was
+# built for: every file where it belongs, and the socket, the configuration
+# file and the shim named alike by the units, tmpfiles, the binaries, the
+# sample configuration and README.md.  Prints TAP; exits 1 on a failure.
+#   check-layout.sh ROOT   with prefix bindir sbindir sysconfdir runstatedir
+#   pkglibdir includedir datadir mandir systemdsystemunitdir bashcompletiondir
+#   and README (a path) in the environment.
+set -u
+root=$1
+: "$prefix" "$bindir" "$sbindir" "$sysconfdir" "$runstatedir" "$pkglibdir" "$includedir" "$datadir" \
+        "$mandir" "$systemdsystemunitdir" "$bashcompletiondir" "$README"
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+# man pages: plain, or compressed by the packaging
+man_page() { [ -f "$root$mandir/man$2/$1.$2" ] || [ -f "$root$mandir/man$2/$1.$2.gz" ]; }
+
+sock=$runstatedir/kvtier/kvtierd.sock
+conf=$sysconfdir/kvtier/kvtierd.conf
+shim=$pkglibdir/libkvtier.so
+unit=$root$systemdsystemunitdir
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvtier-layout.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+for f in "$sbindir/kvtierd" "$bindir/kvtierctl" "$bindir/kvtier-run" "$bindir/kvtier-sim"; do
+        check "$f is installed, executable" [ -x "$root$f" ]
+done
+check "the shim is $shim" [ -f "$root$shim" ]
+check "no libtool archive (.la) is installed" [ -z "$(find "$root" -name '*.la')" ]
+check "kvtierd.service and kvtierd.socket in $systemdsystemunitdir" \
+        [ -f "$unit/kvtierd.service" ] && [ -f "$unit/kvtierd.socket" ]
+check "sysusers.d and tmpfiles.d snippets" \
+        [ -f "$root$prefix/lib/sysusers.d/kvtier.conf" ] && [ -f "$root$prefix/lib/tmpfiles.d/kvtier.conf" ]
+check "the configuration file is $conf" [ -f "$root$conf" ]
+for page in kvtierd.8 kvtierctl.1 kvtier-run.1 kvtier-sim.1 kvtierd.conf.5 libkvtier.7; do
+        check "man page $page" man_page "${page%.*}" "${page##*.}"
+done
+check "bash completion for kvtierctl in $bashcompletiondir" bash -n "$root$bashcompletiondir/kvtierctl"
+check "kvtier.h in $includedir" [ -f "$root$includedir/kvtier.h" ]
+check "kvtier.pc in $datadir/pkgconfig" [ -f "$root$datadir/pkgconfig/kvtier.pc" ]
+
+# One socket, one configuration file, one shim, wherever they are named.
+check "kvtierd.service runs $sbindir/kvtierd -c $conf" \
+        grep -qx "ExecStart=$sbindir/kvtierd -c $conf" "$unit/kvtierd.service"
+check "kvtierd.socket listens on $sock" grep -qx "ListenSequentialPacket=$sock" "$unit/kvtierd.socket"
+check "tmpfiles makes ${sock%/*}" grep -q "^d ${sock%/*} " "$root$prefix/lib/tmpfiles.d/kvtier.conf"
+docs=$(sed -n 's/^Documentation=//p' "$unit/kvtierd.service" "$unit/kvtierd.socket" | tr ' ' '\n' | sort -u)
+check "the units' Documentation= names man pages" [ -n "$docs" ] && ! echo "$docs" | grep -qv '^man:'
+for d in $docs; do
+        p=${d#man:} name=${p%(*} sec=${p#*(}
+        check "Documentation=$d is installed" man_page "$name" "${sec%)}"
+done
+check "kvtierd --help names $conf" bash -c "'$root$sbindir/kvtierd' --help | grep -qF '(default $conf;'"
+"$root$sbindir/kvtierd" -c "$root$conf" --print-config >"$tmp/print-config" 2>"$tmp/print-config.err"
+check "kvtierd's default socket is $sock" grep -qx "socket = $sock" "$tmp/print-config"
+check "kvtierctl --help names $sock" bash -c "'$root$bindir/kvtierctl' --help | grep -qF '$sock'"
+# (or reaches a daemon there)
+check "kvtierctl connects to $sock by default" \
+        bash -c "out=\$(env -u KVTIER_SOCKET '$root$bindir/kvtierctl' status 2>&1) || grep -qF 'kvtierd at $sock:' <<<\"\$out\""
+check "kvtier-run preloads $shim" grep -qF "$shim" "$root$bindir/kvtier-run"
+KVTIER_LIB="$root$shim" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+        "$root$bindir/kvtier-run" --print-env >"$tmp/env" 2>&1
+check "the shim's default socket is $sock" \
+        bash -c "awk -F'\t' '\$1 == \"KVTIER_SOCKET\" { print \$3 }' '$tmp/env' | grep -qx '$sock'"
+check "the sample configuration names $conf and $sock" \
+        bash -c "grep -qF '$conf' '$root$conf' && grep -qx '#socket = $sock' '$root$conf'"
+check "README.md names $sock" grep -qF "$sock" "$README"
+check "README.md names $conf" grep -qF "$conf" "$README"
+check "README.md names $shim" grep -qF "$shim" "$README"
+check "README.md names $systemdsystemunitdir" grep -qF "$systemdsystemunitdir" "$README"
+
+# kvtier.pc gives the flags that find kvtier.h.
+if command -v pkg-config >/dev/null; then
+        cflags=$(PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_LIBDIR="$root$datadir/pkgconfig" pkg-config --cflags kvtier)
+        check "pkg-config --cflags kvtier is -I$root$includedir" [ "$(echo $cflags)" = "-I$root$includedir" ]
+        check "pkg-config --modversion kvtier" \
+                env PKG_CONFIG_LIBDIR="$root$datadir/pkgconfig" pkg-config --modversion kvtier
+        printf '#include <kvtier.h>\nint main(void) { return KVTIER_HINT_HOT == 1 ? 0 : 1; }\n' >"$tmp/hint.c"
+        check "a program that includes <kvtier.h> builds with those flags" \
+                ${CC:-cc} $cflags -o "$tmp/hint" "$tmp/hint.c"
+fi
+echo "1..$n"
+[ "$failed" -eq 0 ]
