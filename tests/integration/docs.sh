@@ -11,7 +11,7 @@
 MAN="$top_builddir/man"
 : >"$TMP/empty.conf"
 # render PAGE: the page as man shows it, plain text
-render() { LC_ALL=C.UTF-8 groff -man -rLL=300n -Tutf8 -P-cbou "$1" 2>/dev/null | sed 's/‐/-/g'; }
+render() { LC_ALL=C.UTF-8 groff -man -rLL=300n -rHY=0 -Tutf8 -P-cbou "$1" 2>/dev/null | sed 's/‐/-/g'; }
 command -v groff >/dev/null || { echo "1..0 # SKIP groff not installed"; exit 0; }
 
 for page in kvtierd.8 kvtierctl.1 kvtier-run.1 kvtier-sim.1 kvtierd.conf.5 libkvtier.7; do
@@ -45,6 +45,14 @@ grep -v '^#' "$TMP/env.txt" | cut -f1 | sort >"$TMP/env-names.txt"
 render "$MAN/libkvtier.7" | sed -n 's/^       \(KVTIER_[A-Z_]*\)=.*/\1/p' | sort >"$TMP/man-env.txt"
 check "libkvtier(7) lists every variable of kvtier-run --print-env" diff -u "$TMP/env-names.txt" "$TMP/man-env.txt"
 
+# libkvtier(7): every entry point of shim/cuda-abi.h's hook lists.
+"$MAN/hook-list" >"$TMP/hooks.txt"
+check "man/hook-list prints the hooks (cudaMalloc, cuMemAlloc_v2, cuGetProcAddress_v2 among them)" \
+        bash -c "grep -qx cudaMalloc '$TMP/hooks.txt' && grep -qx cuMemAlloc_v2 '$TMP/hooks.txt' && grep -qx cuGetProcAddress_v2 '$TMP/hooks.txt'"
+render "$MAN/libkvtier.7" | awk '/^WHAT IS CAPTURED$/ { on = 1; next } /^[A-Z]/ { on = 0 } on' >"$TMP/captured.txt"
+check "libkvtier(7) names every hooked entry point" \
+        bash -c "while read -r h; do grep -qw -- \"\$h\" '$TMP/captured.txt' || { echo \"missing \$h\"; exit 1; }; done <'$TMP/hooks.txt'"
+
 # kvtierd(8), kvtierctl(1), kvtier-sim(1): every long option of --help.
 for prog in "$KVTIERD:kvtierd.8" "$KVTIERCTL:kvtierctl.1" "$top_builddir/kvtier-sim:kvtier-sim.1"; do
         bin=${prog%:*} page=${prog#*:}
@@ -58,6 +66,14 @@ done
 render "$MAN/kvtierctl.1" | awk '/^COMMANDS$/ { on = 1; next } /^[A-Z]/ { on = 0 } on && /^       [a-z]/ { print $1 }' |
         sort -u >"$TMP/man-commands.txt"
 check "kvtierctl(1) lists every command of kvtierctl --help" diff -u "$TMP/commands.txt" "$TMP/man-commands.txt"
+
+# --version everywhere: the package's version, exit 0.
+version=$("$KVTIERD" --version | awk '{ print $2 }')
+for bin in "$KVTIERD" "$KVTIERCTL" "$top_builddir/kvtier-sim" "$top_builddir/tools/kvtier-run"; do
+        check "${bin##*/} --version prints '${bin##*/} $version' and exits 0" \
+                bash -c "[ \"\$('$bin' --version)\" = '${bin##*/} $version' ]"
+done
+check "the version is the package's" grep -q "^PACKAGE_VERSION = $version\$" "$top_builddir/Makefile"
 
 # The bash completion.
 COMPLETION="$top_srcdir/tools/bash-completion/kvtierctl"
