@@ -78,31 +78,32 @@ case "$prefix" in
 *) ok "# SKIP README.md documents prefixes /usr and /usr/local, not $prefix" ;;
 esac
 
-# systemd finds the snippets and units there, and the snippets make what the
+# systemd finds the snippets and units there (it looks under /usr and
+# /usr/local, not under other prefixes), and the snippets make what the
 # units need: run on the tree itself (--root), never on this machine.
-if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/null; then
-        check "systemd-sysusers --root reads kvtier.conf from there" \
-                bash -c "systemd-sysusers --root='$root' --cat-config 2>/dev/null | grep -qx '# $root$prefix/lib/sysusers.d/kvtier.conf'"
-        check "systemd-tmpfiles --root reads kvtier.conf from there" \
-                bash -c "systemd-tmpfiles --root='$root' --cat-config 2>/dev/null | grep -qx '# $root$prefix/lib/tmpfiles.d/kvtier.conf'"
-        if [ "$(id -u)" -eq 0 ]; then
-                mkdir -p "$root/etc"
-                systemd-sysusers --root="$root" >"$tmp/sysusers.out" 2>&1
-                check "systemd-sysusers --root makes user kvtier, groups kvtier and kvtier-admin" \
-                        bash -c "grep -q '^kvtier:' '$root/etc/passwd' && grep -q '^kvtier:' '$root/etc/group' && grep -q '^kvtier-admin:' '$root/etc/group'"
-                systemd-tmpfiles --root="$root" --create kvtier.conf >"$tmp/tmpfiles.out" 2>&1
-                uid=$(awk -F: '$1 == "kvtier" { print $3 }' "$root/etc/passwd")
-                check "systemd-tmpfiles --root makes ${sock%/*} 0750, owned by kvtier" \
-                        [ "$(stat -c '%a %u' "$root${sock%/*}" 2>/dev/null)" = "750 ${uid:-none}" ]
-        fi
-fi
-# (systemd looks under /usr and /usr/local, not under other prefixes)
 case "$prefix" in
 /usr | /usr/local)
+        if command -v systemd-sysusers >/dev/null && command -v systemd-tmpfiles >/dev/null; then
+                check "systemd-sysusers --root reads kvtier.conf from there" \
+                        bash -c "systemd-sysusers --root='$root' --cat-config 2>/dev/null | grep -qx '# $root$prefix/lib/sysusers.d/kvtier.conf'"
+                check "systemd-tmpfiles --root reads kvtier.conf from there" \
+                        bash -c "systemd-tmpfiles --root='$root' --cat-config 2>/dev/null | grep -qx '# $root$prefix/lib/tmpfiles.d/kvtier.conf'"
+                if [ "$(id -u)" -eq 0 ]; then
+                        mkdir -p "$root/etc"
+                        systemd-sysusers --root="$root" >"$tmp/sysusers.out" 2>&1
+                        check "systemd-sysusers --root makes user kvtier, groups kvtier and kvtier-admin" \
+                                bash -c "grep -q '^kvtier:' '$root/etc/passwd' && grep -q '^kvtier:' '$root/etc/group' && grep -q '^kvtier-admin:' '$root/etc/group'"
+                        systemd-tmpfiles --root="$root" --create kvtier.conf >"$tmp/tmpfiles.out" 2>&1
+                        uid=$(awk -F: '$1 == "kvtier" { print $3 }' "$root/etc/passwd")
+                        check "systemd-tmpfiles --root makes ${sock%/*} 0750, owned by kvtier" \
+                                [ "$(stat -c '%a %u' "$root${sock%/*}" 2>/dev/null)" = "750 ${uid:-none}" ]
+                fi
+        fi
         if command -v systemd-analyze >/dev/null; then
                 check "$systemdsystemunitdir is on systemd's unit path" \
                         bash -c "systemd-analyze unit-paths 2>/dev/null | grep -qx '$systemdsystemunitdir'"
         fi ;;
+*) ok "# SKIP systemd reads snippets and units under /usr and /usr/local, not $prefix" ;;
 esac
 
 # kvtier.pc gives the flags that find kvtier.h.
