@@ -32,7 +32,8 @@ int main(void) {
                 const struct conf_key *k = &conf_table[i];
 
                 key_values(k, values, sizeof(values));
-                printf("%s\t%s\t%s\t%s\t%s\n", k->section, k->key, values, k->def ? k->def : "unset", k->help);
+                printf("%s\t%s\t%s\t%s\t%s\n", k->section, k->key, values, k->def ? k->def : "unset",
+                       k->help);
         }
         return ferror(stdout) || fflush(stdout) ? 1 : 0;
 }
