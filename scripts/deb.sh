@@ -20,7 +20,13 @@ for a in "$@"; do
 done
 out=$(mkdir -p "${out:-build-deb}" && cd "${out:-build-deb}" && pwd)
 
-$install && scripts/build.sh --deps-only dpkg-dev debhelper fakeroot lintian jq groff-base
+# systemd.pc (the units' directory) is in systemd-dev where that exists
+# (Ubuntu 24.04, Debian 13), in systemd before.
+if $install; then
+        sd=systemd
+        apt-cache show systemd-dev >/dev/null 2>&1 && sd=systemd-dev
+        scripts/build.sh --deps-only dpkg-dev debhelper fakeroot lintian jq groff-base "$sd"
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvtier-deb.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/kvtier"
