@@ -53,7 +53,7 @@ check "--check-config checks -o too" rc_and $((rc != 2)) grep -q "^-o policy.win
 printf '[daemon]\ntick_ms = 5\n[gpu.1]\nvram_budget = 12G\n' >"$conf"
 "$KVTIERD" --check-config -c "$conf" >"$TMP/out" 2>&1; rc=$?
 check "--check-config exits 0 on a valid file and says so" rc_and $rc grep -qx "$conf: valid." "$TMP/out"
-"$KVTIERD" --check-config -c "$top_srcdir/systemd/kvtierd.conf" >"$TMP/out" 2>&1; rc=$?
+"$KVTIERD" --check-config -c "$top_builddir/systemd/kvtierd.conf" >"$TMP/out" 2>&1; rc=$?
 check "the kvtierd.conf that make install puts in place passes --check-config" rc_and $rc grep -q "valid." "$TMP/out"
 [ $rc -eq 0 ] || diag "$(cat "$TMP/out")"
 "$KVTIERD" --check-config -c "$TMP" >"$TMP/out" 2>&1; rc=$?
