@@ -58,8 +58,10 @@ static void log_write(int level, const char *const *fields, const char *fmt, va_
                 return;
         if (log_journal)
                 fprintf(stderr, "<%d>%s\n", level, line);
-        else
+        else if (*log_prefix)
                 fprintf(stderr, "%s: %s\n", log_prefix, line);
+        else
+                fprintf(stderr, "%s\n", line);
 }
 
 /* Both entry points: logs at level unless filtered, keeps errno, returns -|err|. */

@@ -12,8 +12,8 @@ enum kvt_log_level {
         KVT_LOG_DEBUG = 7,
 };
 
-/* Sets the most verbose level that is printed, and the prefix ("kvtierd"),
- * and reads JOURNAL_STREAM; before any other thread logs. */
+/* Sets the most verbose level that is printed, and the prefix ("kvtierd";
+ * "" for none), and reads JOURNAL_STREAM; before any other thread logs. */
 void kvt_log_setup(const char *prefix, int max_level);
 
 /* Parses "err", "warning", "notice", "info", "debug".  Returns the level or -EINVAL. */

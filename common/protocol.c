@@ -32,6 +32,7 @@ static const struct {
         { KVT_MSG_GRANT, "GRANT", sizeof(struct kvt_grant) },
         { KVT_MSG_CTL_STATUS, "CTL_STATUS", 0 },
         { KVT_MSG_CTL_SET, "CTL_SET", SIZE_MAX },
+        { KVT_MSG_CTL_CONFIG, "CTL_CONFIG", 0 },
         { KVT_MSG_CTL_DATA, "CTL_DATA", SIZE_MAX },
         { KVT_MSG_CTL_END, "CTL_END", sizeof(struct kvt_ctl_end) },
         { KVT_MSG_SSD_HELLO, "SSD_HELLO", sizeof(struct kvt_ssd_hello) },

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 6u
+#define KVT_PROTO_VERSION 7u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -61,8 +61,12 @@ enum kvt_msg_type {
         KVT_MSG_SSD_REPLY = 0x0210, /* struct kvt_ssd_reply: the answer to each SSD_* request */
 
         /* control -> daemon */
-        KVT_MSG_CTL_STATUS = 0x0301, /* no payload */
-        KVT_MSG_CTL_SET = 0x0302,    /* text "key=value", NUL-terminated; reply CTL_END (needs uid 0) */
+        KVT_MSG_CTL_STATUS = 0x0301, /* no payload; reply: CTL_DATA (the status document), CTL_END */
+        KVT_MSG_CTL_SET = 0x0302,    /* text "key=value", NUL-terminated (needs an admin); reply: when
+                                      * refused, CTL_DATA {"error": REASON}, then CTL_END */
+        KVT_MSG_CTL_CONFIG = 0x0303, /* no payload; reply: CTL_DATA {"config": [ENTRY...]}, CTL_END:
+                                      * the configuration in effect, one entry per key (as status, open
+                                      * to every peer that may connect) */
 
         /* daemon -> control */
         KVT_MSG_CTL_DATA = 0x0401,  /* text: a piece of a JSON document */

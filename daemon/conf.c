@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "conf.h"
@@ -85,6 +86,7 @@ struct conf {
         struct conf_ssd ssd;
         struct client_conf clients[CONF_MAX_CLIENTS];
         size_t n_clients;
+        bool strict; /* unknown keys and sections are errors (kvtierd --check-config) */
 };
 
 struct conf_key {
@@ -304,6 +306,98 @@ static const struct conf_key conf_table[] = {
          offsetof(struct client_conf, max_registered)},
 };
 
+static void format_bytes_exact(char *buf, size_t len, uint64_t b) {
+        static const char units[] = "KMGTP";
+        int u = -1;
+
+        while (b && b % 1024 == 0 && u + 1 < (int)sizeof(units) - 1) {
+                b /= 1024;
+                u++;
+        }
+        if (u < 0)
+                snprintf(buf, len, "%" PRIu64, b);
+        else
+                snprintf(buf, len, "%" PRIu64 "%c", b, units[u]);
+}
+
+static void format_budget(char *buf, size_t len, const struct budget_spec *b) {
+        if (b->percent)
+                snprintf(buf, len, "%u%%", b->percent);
+        else
+                format_bytes_exact(buf, len, b->bytes);
+}
+
+/* Edits (insertions, deletions, substitutions) from a to b, counted up to 3. */
+static unsigned edit_distance(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        unsigned row[64];
+
+        if (la >= ELEMENTSOF(row) || lb >= ELEMENTSOF(row))
+                return 3;
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = (unsigned)j;
+        for (size_t i = 1; i <= la; i++) {
+                unsigned diag = row[0];
+
+                row[0] = (unsigned)i;
+                for (size_t j = 1; j <= lb; j++) {
+                        unsigned up = row[j];
+
+                        row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
+                        diag = up;
+                }
+        }
+        return MIN(row[lb], 3u);
+}
+
+/* The table's name for a section as written: "gpu.N" for [gpu.3],
+ * "client.NAME" for [client.vllm], else itself. */
+static const char *section_template(const char *section) {
+        if (strncmp(section, "gpu.", 4) == 0)
+                return "gpu.N";
+        if (strncmp(section, "numa.", 5) == 0)
+                return "numa.N";
+        if (strncmp(section, "client.", 7) == 0)
+                return "client.NAME";
+        return section;
+}
+
+bool conf_section_known(const char *section) {
+        const char *t = section_template(section);
+
+        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
+                if (strcmp(conf_table[i].section, t) == 0)
+                        return true;
+        return false;
+}
+
+/* " (did you mean X?)" for the name nearest to name (at most 2 edits
+ * away) among the table's sections (key NULL) or the keys of section;
+ * "" when none is near. */
+static void name_suggest(const char *section, const char *key, char *buf, size_t len) {
+        const char *best = NULL, *t = section_template(section);
+        unsigned best_d = 3;
+
+        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++) {
+                const char *cand = key ? conf_table[i].key : conf_table[i].section;
+                unsigned d;
+
+                if (key && strcmp(conf_table[i].section, t) != 0)
+                        continue;
+                d = edit_distance(key ? key : section, cand);
+                if (d < best_d) {
+                        best_d = d;
+                        best = cand;
+                }
+        }
+        if (!best)
+                buf[0] = '\0';
+        else if (key)
+                snprintf(buf, len, " (did you mean %s?)", best);
+        else
+                snprintf(buf, len, " (did you mean [%s]?)", best);
+}
+
 /* Parses "PREFIX.N" (prefix "gpu." or "numa."): N, or -ENOENT if section
  * is not of that form, or -ERANGE when N is not below max. */
 static int section_index(const char *section, const char *prefix, unsigned max) {
@@ -515,7 +609,7 @@ static const char *type_hint(const struct conf_key *k) {
         case CONF_NODE_BUDGET:
                 return "a byte count (64M, 8G, 1.5G) in range, a percentage (1%..100%) or none";
         case CONF_POLICY:
-                return "one of: lru, heat, window, hybrid";
+                return "one of demand, lru, heat, window, hybrid";
         case CONF_PREFETCH:
                 return "none or sequential";
         case CONF_EVICT:
@@ -566,36 +660,66 @@ static int client_store(struct conf *c, const char *name, const struct conf_key 
         return 0;
 }
 
-int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why) {
+/* The range of a key, as the file writes its values ("1..10000", "0..16T"); "" for keys without one. */
+static void key_range(const struct conf_key *k, char *buf, size_t len) {
+        char lo[32], hi[32];
+
+        buf[0] = '\0';
+        if (k->type == CONF_UINT)
+                snprintf(buf, len, "%" PRIu64 "..%" PRIu64, k->min, k->max);
+        else if (k->type == CONF_BYTES || k->type == CONF_BUDGET || k->type == CONF_NODE_BUDGET) {
+                format_bytes_exact(lo, sizeof(lo), k->min);
+                format_bytes_exact(hi, sizeof(hi), k->max);
+                snprintf(buf, len, "%s..%s", lo, hi);
+        }
+}
+
+int conf_set_reason(struct conf *c, const char *section, const char *key, const char *value, char *reason,
+                    size_t len) {
         const struct conf_key *k;
+        char hint[96];
         int gpu, node, r;
 
         gpu = section_index(section, "gpu.", KVT_MAX_GPUS);
-        if (gpu == -ERANGE)
-                return log_error_errno(ERANGE, "%s: invalid section [%s]: GPU index must be 0..%d.", why, section,
-                                       KVT_MAX_GPUS - 1);
+        if (gpu == -ERANGE) {
+                snprintf(reason, len, "invalid section [%s]: GPU index must be 0..%d", section,
+                         KVT_MAX_GPUS - 1);
+                return -ERANGE;
+        }
         node = section_index(section, "numa.", KVT_MAX_NODES);
-        if (node == -ERANGE)
-                return log_error_errno(ERANGE, "%s: invalid section [%s]: NUMA node must be 0..%d.", why, section,
-                                       KVT_MAX_NODES - 1);
-        k = key_find(section, key, gpu >= 0 ? gpu : node);
-        if (!k)
+        if (node == -ERANGE) {
+                snprintf(reason, len, "invalid section [%s]: NUMA node must be 0..%d", section,
+                         KVT_MAX_NODES - 1);
+                return -ERANGE;
+        }
+        if (!conf_section_known(section)) {
+                name_suggest(section, NULL, hint, sizeof(hint));
+                snprintf(reason, len, "unknown section [%s]%s", section, hint);
                 return -ENOENT;
+        }
+        k = key_find(section, key, gpu >= 0 ? gpu : node);
+        if (!k) {
+                name_suggest(section, key, hint, sizeof(hint));
+                snprintf(reason, len, "unknown key [%s] %s%s", section, key, hint);
+                return -ENOENT;
+        }
         if (strcmp(k->section, "client.NAME") == 0)
                 r = client_store(c, section + 7, k, value);
         else
                 r = key_store(c, c, k, gpu >= 0 ? gpu : node, value);
         if (r < 0) {
-                if (r == -ERANGE && (k->type == CONF_UINT || k->type == CONF_BYTES || k->type == CONF_BUDGET ||
-                                     k->type == CONF_NODE_BUDGET))
-                        return log_error_errno(r,
-                                               "%s: [%s] %s = %s is out of range %" PRIu64 "..%" PRIu64 ".",
-                                               why, section, key, value, k->min, k->max);
-                if (r == -E2BIG)
-                        return log_error_errno(r, "%s: [%s]: at most %d [client.NAME] sections.", why, section,
-                                               CONF_MAX_CLIENTS);
-                return log_error_errno(r, "%s: invalid [%s] %s = %s: expected %s.", why, section, key, value,
-                                       type_hint(k));
+                char range[80];
+
+                key_range(k, range, sizeof(range));
+                if (r == -ERANGE && range[0])
+                        snprintf(reason, len, "[%s] %s = %s is out of range %s", section, key, value, range);
+                else if (r == -E2BIG)
+                        snprintf(reason, len, "[%s]: at most %d [client.NAME] sections", section,
+                                 CONF_MAX_CLIENTS);
+                else
+                        snprintf(reason, len, "invalid [%s] %s = %s: expected %s", section, key, value,
+                                 type_hint(k));
+                return r;
         }
         if (gpu >= 0)
                 c->gpu_configured |= 1ull << gpu;
@@ -606,25 +730,33 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
         return 0;
 }
 
+int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why) {
+        char reason[512];
+        int r = conf_set_reason(c, section, key, value, reason, sizeof(reason));
+
+        if (r < 0 && r != -ENOENT)
+                log_error("%s: %s.", why, reason);
+        return r;
+}
+
 int conf_set_option(struct conf *c, const char *option) {
-        char buf[512], why[sizeof(buf) + 8];
+        char buf[512], reason[512];
         char *eq, *dot;
         int r;
 
-        snprintf(why, sizeof(why), "-o %s", option);
         if (strlen(option) >= sizeof(buf))
-                return log_error_errno(EINVAL, "%s: too long.", why);
+                return log_error_errno(EINVAL, "-o %s: too long.", option);
         strcpy(buf, option);
         eq = strchr(buf, '=');
         if (eq)
                 *eq = '\0';
         dot = strrchr(buf, '.');
         if (!eq || !dot || dot == buf || !dot[1])
-                return log_error_errno(EINVAL, "%s: expected SECTION.KEY=VALUE.", why);
+                return log_error_errno(EINVAL, "-o %s: expected SECTION.KEY=VALUE.", option);
         *dot = '\0';
-        r = conf_set(c, buf, dot + 1, eq + 1, why);
-        if (r == -ENOENT)
-                log_error("%s: unknown key [%s] %s.", why, buf, dot + 1);
+        r = conf_set_reason(c, buf, dot + 1, eq + 1, reason, sizeof(reason));
+        if (r < 0)
+                log_error("-o %s: %s.", option, reason);
         return r;
 }
 
@@ -660,19 +792,40 @@ struct load_ctx {
         FILE *f;
         unsigned line;  /* line of the text inih handed out last */
         bool line_done; /* the last piece read ended a line */
+        int read_errno; /* a read that failed, or 0 */
         unsigned n_errors;
-        unsigned last_error_line;
+        char header[256];       /* the last "[section]" line read: its name, */
+        unsigned header_line;   /* and line */
+        unsigned reported_line; /* header line of the unknown section reported last */
 };
+
+/* A line that opens a section, as inih reads it ("[name]" after blanks):
+ * its name into ctx->header. */
+static void load_note_header(struct load_ctx *ctx, const char *s) {
+        const char *end;
+
+        while (isspace((unsigned char)*s))
+                s++;
+        if (*s != '[' || !(end = strchr(s, ']')))
+                return;
+        snprintf(ctx->header, sizeof(ctx->header), "%.*s", (int)(end - s - 1), s + 1);
+        ctx->header_line = ctx->line;
+}
 
 /* fgets that counts lines, so that the handler can name file:line. */
 static char *load_reader(char *str, int num, void *stream) {
         struct load_ctx *ctx = stream;
         char *s = fgets(str, num, ctx->f);
 
-        if (!s)
+        if (!s) {
+                if (ferror(ctx->f))
+                        ctx->read_errno = errno ? errno : EIO;
                 return NULL;
-        if (ctx->line_done)
+        }
+        if (ctx->line_done) {
                 ctx->line++;
+                load_note_header(ctx, s);
+        }
         ctx->line_done = strchr(s, '\n') != NULL;
         return s;
 }
@@ -691,34 +844,56 @@ static void value_strip(char *v) {
                 v[--n] = '\0';
 }
 
+/* A problem that a strict load counts as an error and a daemon's load warns
+ * of and skips ("..., ignoring."), as systemd does with unknown settings. */
+static void load_unknown(struct load_ctx *ctx, unsigned line, const char *what, const char *ignored) {
+        if (ctx->conf->strict) {
+                log_error("%s:%u: %s.", ctx->path, line, what);
+                ctx->n_errors++;
+        } else
+                log_warning("%s:%u: %s, ignoring%s.", ctx->path, line, what, ignored);
+}
+
 static int load_handler(void *user, const char *section, const char *name, const char *value) {
         struct load_ctx *ctx = user;
-        char where[512], v[256];
+        char where[512], v[256], reason[512];
         int r;
 
+        if (!conf_section_known(section)) {
+                /* once per section: its keys are not reported one by one */
+                char hint[64];
+                unsigned line = strcmp(ctx->header, section) == 0 ? ctx->header_line : ctx->line;
+                if (ctx->reported_line == line)
+                        return 1;
+                ctx->reported_line = line;
+                name_suggest(section, NULL, hint, sizeof(hint));
+                snprintf(reason, sizeof(reason), "unknown section [%s]%s", section, hint);
+                load_unknown(ctx, line, reason, " its keys");
+                return 1;
+        }
         snprintf(where, sizeof(where), "%s:%u", ctx->path, ctx->line);
         if (strlen(value) >= sizeof(v)) {
                 log_error("%s: value of [%s] %s is too long.", where, section, name);
-                goto fail;
+                ctx->n_errors++;
+                return 1;
         }
         strcpy(v, value);
         value_strip(v);
-        r = conf_set(ctx->conf, section, name, v, where);
-        if (r == -ENOENT) {
-                log_warning("%s: unknown key [%s] %s, ignoring.", where, section, name);
-                return 1;
+        r = conf_set_reason(ctx->conf, section, name, v, reason, sizeof(reason));
+        if (r == -ENOENT)
+                load_unknown(ctx, ctx->line, reason, "");
+        else if (r < 0) {
+                log_error("%s: %s.", where, reason);
+                ctx->n_errors++;
         }
-        if (r < 0)
-                goto fail;
+        /* Every problem is counted here: what inih returns is then its own
+         * first syntax error. */
         return 1;
-fail:
-        ctx->n_errors++;
-        ctx->last_error_line = ctx->line;
-        return 0;
 }
 
 int conf_load(struct conf *c, const char *path, bool required) {
         struct load_ctx ctx = {.conf = c, .path = path, .line_done = true};
+        struct stat st;
         int r;
 
         ctx.f = fopen(path, "re");
@@ -729,37 +904,25 @@ int conf_load(struct conf *c, const char *path, bool required) {
                 }
                 return log_error_errno(errno, "Failed to open config file %s: %s", path, strerror(errno));
         }
+        /* fopen() opens a directory, and reading it then fails: not a file of no keys */
+        if (fstat(fileno(ctx.f), &st) < 0 || S_ISDIR(st.st_mode)) {
+                r = S_ISDIR(st.st_mode) ? EISDIR : errno;
+                fclose(ctx.f);
+                return log_error_errno(r, "Failed to read config file %s: %s", path, strerror(r));
+        }
         r = ini_parse_stream(load_reader, &ctx, load_handler, &ctx);
         fclose(ctx.f);
+        if (ctx.read_errno)
+                return log_error_errno(ctx.read_errno, "Failed to read config file %s: %s", path,
+                                       strerror(ctx.read_errno));
         if (r < 0)
                 return log_error_errno(ENOMEM, "Failed to parse %s: %s", path, strerror(ENOMEM));
-        if (r > 0 && (ctx.n_errors == 0 || (unsigned)r != ctx.last_error_line)) {
+        if (r > 0) {
                 /* inih reports syntax errors by line without calling the handler */
                 log_error("%s:%d: syntax error (expected [section] or key = value).", path, r);
                 ctx.n_errors++;
         }
         return ctx.n_errors ? -EINVAL : 0;
-}
-
-static void format_bytes_exact(char *buf, size_t len, uint64_t b) {
-        static const char units[] = "KMGTP";
-        int u = -1;
-
-        while (b && b % 1024 == 0 && u + 1 < (int)sizeof(units) - 1) {
-                b /= 1024;
-                u++;
-        }
-        if (u < 0)
-                snprintf(buf, len, "%" PRIu64, b);
-        else
-                snprintf(buf, len, "%" PRIu64 "%c", b, units[u]);
-}
-
-static void format_budget(char *buf, size_t len, const struct budget_spec *b) {
-        if (b->percent)
-                snprintf(buf, len, "%u%%", b->percent);
-        else
-                format_bytes_exact(buf, len, b->bytes);
 }
 
 static void key_format(const void *base, const struct conf_key *k, int index, char *buf, size_t len) {
@@ -807,72 +970,147 @@ static void key_format(const void *base, const struct conf_key *k, int index, ch
         }
 }
 
-static void key_print(const void *base, const struct conf_key *k, int index, FILE *f) {
-        char value[256], lo[32], hi[32];
+/* Hands k (element index of a gpu.N or numa.N key, else -1) of the
+ * section written as section to fn, its value read at base (NULL: a
+ * template's key, no value). */
+static void entry_emit(const void *base, const struct conf_key *k, int index, const char *section,
+                       conf_entry_fn fn, void *userdata) {
+        char value[256], range[80];
+        struct conf_entry e = {
+                .section = section, .key = k->key, .def = k->def, .help = k->help, .range = range};
 
-        key_format(base, k, index, value, sizeof(value));
-        fprintf(f, "# %s.", k->help);
-        if (k->type == CONF_UINT)
-                fprintf(f, " Range %" PRIu64 "..%" PRIu64 ".", k->min, k->max);
-        else if (k->type == CONF_BYTES || k->type == CONF_BUDGET || k->type == CONF_NODE_BUDGET) {
-                format_bytes_exact(lo, sizeof(lo), k->min);
-                format_bytes_exact(hi, sizeof(hi), k->max);
-                fprintf(f, " Range %s..%s.", lo, hi);
+        key_range(k, range, sizeof(range));
+        if (base) {
+                key_format(base, k, index, value, sizeof(value));
+                e.value = value;
         }
-        if (k->def)
-                fprintf(f, " Default: %s.", k->def);
-        fprintf(f, "\n%s = %s\n", k->key, value);
+        fn(&e, userdata);
 }
 
-/* A [client.NAME] section's keys that are set; k is the table's first client key. */
-static void client_print(const struct client_conf *cc, const struct conf_key *k, FILE *f) {
-        fprintf(f, "\n[client.%s]\n", cc->name);
-        for (; k < conf_table + ELEMENTSOF(conf_table) && strcmp(k->section, "client.NAME") == 0; k++) {
-                bool set = k->type == CONF_UID   ? cc->uid != CONF_UNSET_ID
-                           : k->type == CONF_GID  ? cc->gid != CONF_UNSET_ID
-                           : k->type == CONF_UNIT ? cc->unit[0] != '\0'
-                           : strcmp(k->key, "quota") == 0 ? cc->has_quota
-                           : strcmp(k->key, "max_registered") == 0 ? cc->max_registered != 0
-                                                          : true;
+/* Whether a [client.NAME] key is set in cc (the rest are not printed). */
+static bool client_key_set(const struct client_conf *cc, const struct conf_key *k) {
+        if (k->type == CONF_UID)
+                return cc->uid != CONF_UNSET_ID;
+        if (k->type == CONF_GID)
+                return cc->gid != CONF_UNSET_ID;
+        if (k->type == CONF_UNIT)
+                return cc->unit[0] != '\0';
+        if (strcmp(k->key, "quota") == 0)
+                return cc->has_quota;
+        if (strcmp(k->key, "max_registered") == 0)
+                return cc->max_registered != 0;
+        return true;
+}
 
-                if (set)
-                        key_print(cc, k, -1, f);
+/* Every key of the table section t (a template: gpu.N, numa.N, client.NAME;
+ * or a plain section) as in effect in c. */
+static void section_emit(const struct conf *c, const char *t, conf_entry_fn fn, void *userdata) {
+        char name[KVT_NAME_MAX + 16];
+        bool gpu = strcmp(t, "gpu.N") == 0, numa = strcmp(t, "numa.N") == 0;
+        bool client = strcmp(t, "client.NAME") == 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
+                if (strcmp(conf_table[i].section, t) == 0 && (gpu || numa || client))
+                        entry_emit(NULL, &conf_table[i], -1, t, fn, userdata);
+        if (gpu || numa)
+                for (int n = 0; n < 64; n++) {
+                        if (!((gpu ? c->gpu_configured : c->node_limited) & (1ull << n)))
+                                continue;
+                        snprintf(name, sizeof(name), "%s.%d", gpu ? "gpu" : "numa", n);
+                        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
+                                if (strcmp(conf_table[i].section, t) == 0)
+                                        entry_emit(c, &conf_table[i], n, name, fn, userdata);
+                }
+        else if (client)
+                for (size_t j = 0; j < c->n_clients; j++) {
+                        snprintf(name, sizeof(name), "client.%s", c->clients[j].name);
+                        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
+                                if (strcmp(conf_table[i].section, t) == 0 &&
+                                    client_key_set(&c->clients[j], &conf_table[i]))
+                                        entry_emit(&c->clients[j], &conf_table[i], -1, name, fn, userdata);
+                }
+        else
+                for (size_t i = 0; i < ELEMENTSOF(conf_table); i++)
+                        if (strcmp(conf_table[i].section, t) == 0)
+                                entry_emit(c, &conf_table[i], -1, t, fn, userdata);
+}
+
+void conf_foreach(const struct conf *c, conf_entry_fn fn, void *userdata) {
+        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++) {
+                bool first = true;
+
+                /* each section once, where the table names it first */
+                for (size_t j = 0; j < i && first; j++)
+                        first = strcmp(conf_table[j].section, conf_table[i].section) != 0;
+                if (first)
+                        section_emit(c, conf_table[i].section, fn, userdata);
         }
+}
+
+struct print_ctx {
+        FILE *f;
+        char section[KVT_NAME_MAX + 16]; /* of the last key printed; "" after a template's */
+        bool any;
+};
+
+/* Width of the comment lines conf_print() writes: inih reads a line in
+ * pieces of INI_MAX_LINE (200) bytes, and a piece past that of a comment
+ * would be read as a key. */
+#define PRINT_WIDTH 100
+
+/* Writes text as "# " comment lines of at most PRINT_WIDTH bytes, broken
+ * at spaces (a word longer than a line gets one of its own). */
+static void print_comment(FILE *f, const char *text) {
+        while (*text) {
+                size_t n = strlen(text), cut = n;
+
+                if (n > PRINT_WIDTH - 2) {
+                        cut = PRINT_WIDTH - 2;
+                        while (cut > 0 && text[cut] != ' ')
+                                cut--;
+                        if (cut == 0)
+                                cut = strcspn(text, " ");
+                }
+                fprintf(f, "# %.*s\n", (int)cut, text);
+                text += cut;
+                while (*text == ' ')
+                        text++;
+        }
+}
+
+static void print_entry(const struct conf_entry *e, void *userdata) {
+        struct print_ctx *p = userdata;
+        char text[1536];
+        int n;
+
+        if (!e->value) {
+                /* a template's key: documented once, for sections that may be added */
+                n = snprintf(text, sizeof(text), "[%s] %s: %s.", e->section, e->key, e->help);
+                if (e->range[0] && n > 0 && (size_t)n < sizeof(text))
+                        snprintf(text + n, sizeof(text) - (size_t)n, " Range %s.", e->range);
+                fputc('\n', p->f);
+                print_comment(p->f, text);
+                p->section[0] = '\0';
+                p->any = true;
+                return;
+        }
+        if (strcmp(p->section, e->section) != 0)
+                fprintf(p->f, "%s[%s]\n", p->any ? "\n" : "", e->section);
+        snprintf(p->section, sizeof(p->section), "%s", e->section);
+        p->any = true;
+        n = snprintf(text, sizeof(text), "%s.", e->help);
+        if (e->range[0] && n > 0 && (size_t)n < sizeof(text))
+                n += snprintf(text + n, sizeof(text) - (size_t)n, " Range %s.", e->range);
+        if (e->def && n > 0 && (size_t)n < sizeof(text))
+                snprintf(text + n, sizeof(text) - (size_t)n, " Default: %s.", e->def);
+        print_comment(p->f, text);
+        fprintf(p->f, "%s = %s\n", e->key, e->value);
 }
 
 void conf_print(const struct conf *c, FILE *f) {
-        const char *section = NULL;
+        struct print_ctx p = {.f = f};
 
-        for (size_t i = 0; i < ELEMENTSOF(conf_table); i++) {
-                const struct conf_key *k = &conf_table[i];
-
-                if (strcmp(k->section, "client.NAME") == 0) {
-                        /* All client keys at once (at the first), per configured section. */
-                        for (size_t j = 0; strcmp(k[-1].section, k->section) != 0 && j < c->n_clients; j++)
-                                client_print(&c->clients[j], k, f);
-                        section = NULL;
-                        continue;
-                }
-                if (strcmp(k->section, "gpu.N") == 0 || strcmp(k->section, "numa.N") == 0) {
-                        bool gpu = k->section[0] == 'g';
-                        uint64_t set = gpu ? c->gpu_configured : c->node_limited;
-
-                        /* Unset [numa.N] means no limit: say that the key exists. */
-                        if (!gpu)
-                                fprintf(f, "\n# [numa.N] %s: %s.\n", k->key, k->help);
-                        for (int n = 0; n < 64; n++)
-                                if (set & (1ull << n)) {
-                                        fprintf(f, "\n[%s.%d]\n", gpu ? "gpu" : "numa", n);
-                                        key_print(c, k, n, f);
-                                }
-                        section = NULL;
-                        continue;
-                }
-                if (!section || strcmp(section, k->section) != 0)
-                        fprintf(f, "%s[%s]\n", section || i > 0 ? "\n" : "", k->section);
-                section = k->section;
-                key_print(c, k, -1, f);
-        }
+        conf_foreach(c, print_entry, &p);
 }
 
 const char *conf_socket(const struct conf *c) {
@@ -1055,19 +1293,30 @@ bool conf_clients_need_unit(const struct conf *c) {
         return false;
 }
 
-void conf_check(const struct conf *c) {
-        if (c->limits.reserved >= c->limits.max_connections)
+int conf_check(const struct conf *c) {
+        int n = 0;
+
+        if (c->limits.reserved >= c->limits.max_connections) {
                 log_warning("[daemon] reserved_connections = %u leaves none of max_connections = %u "
                             "to other users, ignoring.",
                             c->limits.reserved, c->limits.max_connections);
+                n++;
+        }
         for (size_t i = 0; i < c->n_clients; i++) {
                 const struct client_conf *cc = &c->clients[i];
 
-                if (cc->uid == CONF_UNSET_ID && cc->gid == CONF_UNSET_ID && !cc->unit[0])
+                if (cc->uid == CONF_UNSET_ID && cc->gid == CONF_UNSET_ID && !cc->unit[0]) {
                         log_warning("[client.%s] has no uid, gid or unit: it matches no process (the name a "
                                     "client sends is a label it chooses, not an identity), ignoring.",
                                     cc->name);
+                        n++;
+                }
         }
+        return n;
+}
+
+void conf_set_strict(struct conf *c, bool strict) {
+        c->strict = strict;
 }
 
 void conf_quotas(const struct conf *c, struct conf_quotas *ret) {

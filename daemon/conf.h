@@ -28,15 +28,33 @@ int conf_new(struct conf **ret);
 /* Frees c.  Accepts NULL; returns NULL. */
 struct conf *conf_free(struct conf *c);
 
-/* Parses an INI file into c.  A missing file is fine unless required.
- * Errors and warnings are logged with file:line.  Returns 0, -ENOENT (a
- * required file is missing), -EINVAL (bad values or syntax), or -errno. */
+/* Parses an INI file into c.  A missing file is fine unless required; a
+ * directory or a file that cannot be read is an error either way.  Errors
+ * and warnings are logged with file:line; unknown sections and keys are
+ * warnings, skipped, unless c is strict (conf_set_strict()), where they are
+ * errors.  Returns 0, -ENOENT (a required file is missing), -EINVAL (bad
+ * values or syntax, or unknown names when strict), or -errno (-EISDIR, ...). */
 int conf_load(struct conf *c, const char *path, bool required);
+
+/* Makes conf_load() count unknown sections and keys as errors (kvtierd
+ * --check-config), or not (the default: warned of, as systemd does). */
+void conf_set_strict(struct conf *c, bool strict);
+
+/* Whether [section] is one the table has ("gpu.7" and "client.NAME" forms
+ * included; their index and name are checked when a key is set). */
+bool conf_section_known(const char *section);
 
 /* Sets one key as if read from a file (command line overrides; section may
  * be "gpu.N").  why names the source in errors.  Returns 0, -ENOENT for an
  * unknown key, or -EINVAL / -ERANGE (logged). */
 int conf_set(struct conf *c, const char *section, const char *key, const char *value, const char *why);
+
+/* As conf_set(), but nothing is logged: the reason for a refusal ("[gpu]
+ * vram_budget = 17T is out of range 0..16T", "unknown key [policy] nmae
+ * (did you mean name?)") is written to reason, len bytes, without a final
+ * period.  Returns as conf_set(); on 0, reason is untouched. */
+int conf_set_reason(struct conf *c, const char *section, const char *key, const char *value, char *reason,
+                    size_t len);
 
 /* Sets one key from "SECTION.KEY=VALUE" (kvtierd -o): the key is what
  * follows the last dot before '=', so that gpu.1.vram_budget and
@@ -45,7 +63,24 @@ int conf_set(struct conf *c, const char *section, const char *key, const char *v
  * -ERANGE. */
 int conf_set_option(struct conf *c, const char *option);
 
-/* Prints the table as a commented INI file with effective values. */
+/* One key in effect, as conf_foreach() hands it out; valid during the call. */
+struct conf_entry {
+        const char *section; /* as written ("daemon", "gpu.1", "client.vllm"), or a template ("gpu.N") */
+        const char *key;
+        const char *value; /* effective, as the file writes it; NULL: a template's key (documentation) */
+        const char *def;   /* built-in default, NULL for none */
+        const char *help;
+        const char *range; /* "1..10000", "0..16T"; "" for keys without one */
+};
+typedef void (*conf_entry_fn)(const struct conf_entry *e, void *userdata);
+
+/* Calls fn for every key in effect, section by section, each section once
+ * in table order: [gpu.N], [numa.N] and [client.NAME] first as templates
+ * (value NULL), then each one configured. */
+void conf_foreach(const struct conf *c, conf_entry_fn fn, void *userdata);
+
+/* Prints the table as a commented INI file with effective values, each
+ * section once (conf_foreach()). */
 void conf_print(const struct conf *c, FILE *f);
 
 const char *conf_socket(const struct conf *c);
@@ -140,8 +175,8 @@ void conf_ssd(const struct conf *c, struct conf_ssd *ret);
 const char *conf_admin_group(const struct conf *c);
 
 /* Cross-key checks, once the file and options are in: warns of sections
- * that cannot match. */
-void conf_check(const struct conf *c);
+ * that cannot match.  Returns the number of warnings. */
+int conf_check(const struct conf *c);
 
 /* The [capture] rules shims apply (KVTIER_MIN_SIZE may set a process's min_size). */
 void conf_capture(const struct conf *c, uint64_t *ret_min_size, uint64_t *ret_after, uint64_t *ret_max);

@@ -15,6 +15,7 @@
 #include "conf.h"
 #include "registry.h"
 
-/* Applies one "key=value".  Returns 0, -ENOENT (unknown key), -EINVAL or
- * -ERANGE (bad value; logged, nothing changed). */
-int control_set(struct conf *conf, struct registry *r, const char *text);
+/* Applies one "key=value".  Returns 0 (logged), or -ENOENT (unknown key),
+ * -EINVAL or -ERANGE (bad value) with nothing changed and the reason, for
+ * the caller to log and send, in reason (len bytes, no final period). */
+int control_set(struct conf *conf, struct registry *r, const char *text, char *reason, size_t len);

@@ -4,9 +4,10 @@
  *
  * Exit codes:
  *   0  clean shutdown (SIGTERM, SIGINT, end of file on --lifeline-fd), or
- *      --help / --version / --print-config
+ *      --help / --version / --print-config, or --check-config found nothing wrong
  *   1  runtime failure (socket in use by a live daemon, event loop error, ...)
- *   2  usage or configuration error (a bad -o, --listen-fd or --lifeline-fd included)
+ *   2  usage or configuration error (a bad -o, --listen-fd or --lifeline-fd included;
+ *      with --check-config, any problem it printed)
  */
 #include "config.h"
 
@@ -66,6 +67,7 @@ struct options {
         const char *socket;
         const char *log_level;
         bool print_config;
+        bool check_config;
         const char **set; /* -o SECTION.KEY=VALUE, in order; room for argc */
         size_t n_set;
         int listen_fd;   /* --listen-fd, or -1 */
@@ -89,6 +91,10 @@ static void help(void) {
                "      --lifeline-fd=N    Exit 0 at end of file on fd N (the read end of a pipe):\n"
                "                         when every holder of its write end is gone\n"
                "      --print-config     Print every key with its effective value and help, then exit\n"
+               "      --check-config     Check the configuration file and -o options strictly and exit:\n"
+               "                         each problem as FILE:LINE: ..., unknown sections and keys\n"
+               "                         included (the daemon itself warns of those and goes on);\n"
+               "                         exit 0 when there is none, 2 otherwise\n"
                "  -h, --help             Show this help\n"
                "      --version          Show the version\n\n"
                "Host NUMA nodes are read through libnuma, or from $KVTIER_SYSFS_ROOT/devices/system/node\n"
@@ -96,7 +102,7 @@ static void help(void) {
                "$KVTIER_PROC_ROOT/PID/cgroup, default /proc.\n"
                "KVTIER_STANDALONE=1 makes the shim start kvtierd with --listen-fd and --lifeline-fd.\n\n"
                "Exit status: 0 clean shutdown (SIGTERM, SIGINT, end of the lifeline), 1 runtime failure,\n"
-               "2 usage or configuration error (a bad option value included).\n",
+               "2 usage or configuration error (a bad option value included; --check-config: a problem).\n",
                DEFAULT_CONFIG);
 }
 
@@ -119,7 +125,14 @@ static int parse_fd(const char *name, const char *v, int *ret_fd) {
 /* Returns 1 to run, 0 to exit successfully, -EINVAL for a usage error, or
  * -ENOMEM.  o->set is allocated: free it in any case. */
 static int parse_argv(int argc, char *argv[], struct options *o) {
-        enum { ARG_LOG_LEVEL = 0x100, ARG_VERSION, ARG_PRINT_CONFIG, ARG_LISTEN_FD, ARG_LIFELINE_FD };
+        enum {
+                ARG_LOG_LEVEL = 0x100,
+                ARG_VERSION,
+                ARG_PRINT_CONFIG,
+                ARG_CHECK_CONFIG,
+                ARG_LISTEN_FD,
+                ARG_LIFELINE_FD
+        };
         static const struct option longopts[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"set", required_argument, NULL, 'o'},
@@ -130,6 +143,7 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION},
                 {"print-config", no_argument, NULL, ARG_PRINT_CONFIG},
+                {"check-config", no_argument, NULL, ARG_CHECK_CONFIG},
                 {},
         };
         int c;
@@ -174,6 +188,9 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
                 case ARG_PRINT_CONFIG:
                         o->print_config = true;
                         break;
+                case ARG_CHECK_CONFIG:
+                        o->check_config = true;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -186,23 +203,50 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
 
 /* Returns 0 or -errno (logged); every failure here is a configuration error. */
 static int load_config(struct daemon *d, const struct options *o) {
-        int r = conf_new(&d->conf);
+        int r = conf_new(&d->conf), ret;
 
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate config: %s", strerror(-r));
-        r = conf_load(d->conf, o->config, o->config_given);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < o->n_set; i++)
+        conf_set_strict(d->conf, o->check_config);
+        ret = conf_load(d->conf, o->config, o->config_given);
+        /* A check goes on past bad values, to name every problem once. */
+        if (ret < 0 && (ret != -EINVAL || !o->check_config))
+                return ret;
+        for (size_t i = 0; i < o->n_set && (ret == 0 || o->check_config); i++)
                 if (conf_set_option(d->conf, o->set[i]) < 0)
-                        return -EINVAL;
+                        ret = -EINVAL;
         if (o->socket && conf_set(d->conf, "daemon", "socket", o->socket, "--socket") < 0)
-                return -EINVAL;
+                ret = -EINVAL;
         if (o->log_level && conf_set(d->conf, "daemon", "log_level", o->log_level, "--log-level") < 0)
+                ret = -EINVAL;
+        if (ret < 0)
+                return ret;
+        if (!o->check_config)
+                kvt_log_setup("kvtierd", conf_log_level(d->conf));
+        if (conf_check(d->conf) > 0 && o->check_config)
                 return -EINVAL;
-        kvt_log_setup("kvtierd", conf_log_level(d->conf));
-        conf_check(d->conf);
         return 0;
+}
+
+/* kvtierd --check-config: every problem of the file and the options, as
+ * FILE:LINE: ... on stderr (no "kvtierd: " before it, as compilers print
+ * them), then a verdict.  Returns the exit status. */
+static int check_config(struct daemon *d, const struct options *o) {
+        bool exists = access(o->config, F_OK) == 0;
+        int r;
+
+        kvt_log_setup("", KVT_LOG_WARNING);
+        r = load_config(d, o);
+        if (r < 0) {
+                fprintf(stderr, "%s: not valid.\n", o->config);
+                return EXIT_USAGE;
+        }
+        if (!exists)
+                printf("%s: no such file; built-in defaults%s are valid.\n", o->config,
+                       o->n_set ? " and -o" : "");
+        else
+                printf("%s: valid.\n", o->config);
+        return EXIT_SUCCESS;
 }
 
 /* Descriptors beside the connections: the listening socket, epoll, timers,
@@ -433,6 +477,10 @@ int main(int argc, char *argv[]) {
         r = parse_argv(argc, argv, &o);
         if (r <= 0) {
                 ret = r == 0 ? EXIT_SUCCESS : r == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
+                goto finish;
+        }
+        if (o.check_config) {
+                ret = check_config(&d, &o);
                 goto finish;
         }
         if (load_config(&d, &o) < 0) {

@@ -272,19 +272,18 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
 /* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
  * Returns the orders issued, or -ENOMEM. */
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
-                          const struct policy_params *pp, uint64_t held, const struct planner_ops *ops,
+                          const struct policy_params *pp, uint64_t held, uint32_t window, const struct planner_ops *ops,
                           void *userdata) {
         /* Probes only while demands wait for room: without them there is
          * nothing to make room for, and a probe would only empty VRAM. */
         /* A probe's answer is a remote map reported within a flush or two
-         * of the chunk's next use: a window of protect_min (200 ms by
-         * default) outlasts a decode step's reuse of its KV, and a probe
-         * every half of that keeps "unseen" short for a paged pool's turns
-         * (~0.5 s).  Twice as long made no difference on the H200 and halved
-         * the model's paged pool (tests/bench/RESULTS.md). */
+         * of the chunk's next use.  How long to wait for it is learnt from
+         * the answers (policy_probe_window()): at most protect_min (200 ms
+         * by default, which outlasts a decode step's reuse of its KV), at
+         * least an eighth of it; a probe waits half its window unseen. */
         struct policy_sample_params sp = {.stale_ticks = pp->protect_min_ticks,
-                                          .probe_ticks = MAX(pp->protect_min_ticks / 2, 1u),
-                                          .probe_window = pp->protect_min_ticks,
+                                          .probe_ticks = MAX(window / 2, 1u),
+                                          .probe_window = window,
                                           .rearm_max = pp->sample_chunks,
                                           .probe_max = held && d->probe_now ? pp->probe_cohorts : 0};
         struct policy_sample sm;
@@ -415,7 +414,11 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         held = plan.held_chunks;
         policy_plan_clear(&plan);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
-                ret = planner_sample(p, r, d, &in, &pp, held, ops, userdata);
+                uint32_t window = policy_probe_window(&g->probe_timing, MAX(pp.protect_min_ticks / 8, 2u),
+                                                      pp.protect_min_ticks);
+
+                registry_gpu_sampled(r, g->device, window);
+                ret = planner_sample(p, r, d, &in, &pp, held, window, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }
         if (ret >= 0)

@@ -850,12 +850,26 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
  * whether it did. */
 static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         struct policy_chunk *ch = &reg->chunks[chunk];
-        bool back = r->tick - ch->last_move <= conf_protect_min_ticks(r->conf);
+        uint32_t delay = r->tick - ch->last_move;
+        bool back = delay <= conf_protect_min_ticks(r->conf);
 
         ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
         if (back)
                 r->gpus[reg->device].probes_back++;
+        policy_probe_timing_note(&r->gpus[reg->device].probe_timing, delay);
         return back;
+}
+
+/* A use of a chunk in VRAM that an expired probe had found cold (its
+ * last_move is still the probe's tick): the window was too short for it,
+ * and the delay counts among the returns.  One used again after more than
+ * twice the longest window is a new use, not a late return. */
+static void probe_late(struct registry *r, struct region *reg, const struct policy_chunk *ch) {
+        uint32_t delay = r->tick - ch->last_move;
+
+        if ((ch->flags & CHUNK_COLD) && ch->tier == KVT_TIER_VRAM && ch->pending == KVT_TIER_NONE && ch->last_move &&
+            delay <= 2 * conf_protect_min_ticks(r->conf))
+                policy_probe_timing_note(&r->gpus[reg->device].probe_timing, delay);
 }
 
 /* How long after a mapped eviction (tier HOST_MAPPED) a use seen of its
@@ -888,6 +902,7 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
         else
                 policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
+        probe_late(r, reg, ch);
         ch->flags &= (uint8_t)~CHUNK_COLD; /* used: whatever a probe said */
         reg->last_active = r->tick;
         /* A probe's page faulted: the chunk in VRAM is in use. */
@@ -1109,10 +1124,13 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 r->migrations.orders_done++;
                 if (o->flags & KVT_ORDER_REARM)
                         g->rearmed_chunks += o->n;
-                else if (o->tier == KVT_TIER_VRAM)
+                else if (o->tier == KVT_TIER_VRAM) {
                         r->migrations.bytes_to_vram += moved * KVT_CHUNK_BYTES;
-                else
+                        g->moved_bytes[MOVE_TO_VRAM] += moved * KVT_CHUNK_BYTES;
+                } else {
                         r->migrations.bytes_to_host += moved * KVT_CHUNK_BYTES;
+                        g->moved_bytes[MOVE_TO_HOST] += moved * KVT_CHUNK_BYTES;
+                }
         }
 }
 
@@ -1148,6 +1166,12 @@ int registry_order_done(struct registry *r, struct client *c, const struct kvt_o
                 r->gpus[c->orders[i].region->device].rearm_ns += done->elapsed_ns;
         if ((c->orders[i].flags & KVT_ORDER_PROBE) && done->status == 0)
                 r->gpus[c->orders[i].region->device].probe_ns += done->elapsed_ns;
+        if (!(c->orders[i].flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM)) && done->status == 0) {
+                struct gpu_stats *g = &r->gpus[c->orders[i].region->device];
+                enum move_direction dir = c->orders[i].tier == KVT_TIER_VRAM ? MOVE_TO_VRAM : MOVE_TO_HOST;
+
+                move_latency_observe(&g->moves[dir], done->elapsed_ns);
+        }
         order_apply(r, &c->orders[i], done->status);
         memmove(c->orders + i, c->orders + i + 1, (c->n_orders - i - 1) * sizeof(*c->orders));
         c->n_orders--;
@@ -1359,6 +1383,11 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
                 share = MIN(share, quota > held ? quota - held : 0);
         }
         return client_vram_started(c, device) + share / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+}
+
+void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks) {
+        if (device >= 0 && device < KVT_MAX_GPUS)
+                r->gpus[device].probe_window_ticks = probe_window_ticks;
 }
 
 void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "conf.h"
+#include "move-latency.h"
 #include "policy.h"
 #include "protocol.h"
 
@@ -78,6 +79,10 @@ struct gpu_stats {
         uint64_t probes;         /* probes ordered, those that came back (their cohort in use) */
         uint64_t probes_back;
         uint64_t probes_expired; /* and those that did not: their cohort found cold */
+        struct policy_probe_timing probe_timing; /* how long probes took to come back */
+        uint32_t probe_window_ticks;             /* the window it gave, as the last sample used it */
+        uint64_t moved_bytes[_MOVE_DIRECTION_MAX]; /* by completed moves: chunks whose tier they changed */
+        struct move_latency moves[_MOVE_DIRECTION_MAX]; /* completed moves' time in the shim */
         /* As the last plan left them (planner.c): */
         uint32_t protect_ticks;  /* the thrash guard's protection */
         uint64_t held_chunks;    /* demands held back: read in place */
@@ -124,6 +129,9 @@ int registry_node_budget_reload(struct registry *r, int node);
 
 /* Sets what the last plan of a GPU found (held and stale chunks, the
  * protection in force), for grants and status. */
+/* The probe window the planner's sample used this tick (status). */
+void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks);
+
 void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,
                           uint64_t stale_chunks);
 

@@ -305,15 +305,14 @@ static int peer_on_hello(struct peer *p, const struct kvt_msg *m) {
         return peer_send(p, KVT_MSG_WELCOME, m->hdr.seq, &w, sizeof(w));
 }
 
-/* CTL_STATUS: the document goes out as the socket takes it (peer_pump_reply()),
- * not into the send queue: a big registry's status is not a queue overrun. */
-static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
+/* A control request's document (status, config): it goes out as the socket
+ * takes it (peer_pump_reply()), not into the send queue, so that a big
+ * registry's status is not a queue overrun.  r < 0: the document could not
+ * be made; its status goes back alone. */
+static int peer_reply_document(struct peer *p, const struct kvt_msg *m, int r, char *json) {
         struct kvt_ctl_end end = {.status = 0};
-        char *json;
-        int r;
 
         p->role = PEER_CTL;
-        r = status_json(p->server->registry, p->server->info, &json);
         if (r < 0) {
                 end.status = r;
                 return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
@@ -329,28 +328,58 @@ static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
         return r;
 }
 
+/* CTL_STATUS: open to every peer that may connect. */
+static int peer_on_status(struct peer *p, const struct kvt_msg *m) {
+        char *json = NULL;
+        int r = status_json(p->server->registry, p->server->info, &json);
+
+        return peer_reply_document(p, m, r, json);
+}
+
+/* CTL_CONFIG: the configuration in effect, read-only as the status is. */
+static int peer_on_config(struct peer *p, const struct kvt_msg *m) {
+        char *json = NULL;
+        int r = config_json(p->server->conf, &json);
+
+        return peer_reply_document(p, m, r, json);
+}
+
 /* CTL_SET: root, kvtierd's own user or the admin group (changes affect
- * every client); the reply's status says how it went. */
+ * every client); the reply's status says how it went, and a refusal's
+ * reason goes before it as {"error": REASON}. */
 static int peer_on_set(struct peer *p, const struct kvt_msg *m) {
         struct kvt_ctl_end end = {.status = 0};
-        char text[4 * KVT_CTL_SET_MAX];
+        char text[4 * KVT_CTL_SET_MAX], reason[sizeof(text) + 512];
+        const char *group = conf_admin_group(p->server->conf);
 
         p->role = PEER_CTL;
         kvt_escape(m->u.text, text, sizeof(text));
         if (!p->admin) {
-                peer_log(p, KVT_LOG_WARNING,
-                         "Refusing \"%s\" from pid %d: uid %u is neither root nor in group %s.", text,
-                         (int)p->id.pid, (unsigned)p->id.uid,
-                         conf_admin_group(p->server->conf)[0] ? conf_admin_group(p->server->conf)
-                                                              : "(none)");
+                snprintf(reason, sizeof(reason),
+                         "permission denied: uid %u is not root, not kvtierd's user and not in group %s "
+                         "([daemon] admin_group)",
+                         (unsigned)p->id.uid, group[0] ? group : "(none)");
                 end.status = -EPERM;
         } else if (kvt_escape_needed(m->u.text)) {
-                peer_log(p, KVT_LOG_WARNING, "kvtierctl set: control characters in \"%s\", ignoring.", text);
+                snprintf(reason, sizeof(reason), "control characters in \"%s\"", text);
                 end.status = -EINVAL;
         } else
-                end.status = control_set(p->server->conf, p->server->registry, m->u.text);
-        if (end.status == -ENOENT)
-                peer_log(p, KVT_LOG_WARNING, "kvtierctl set: unknown key in \"%s\", ignoring.", text);
+                end.status =
+                        control_set(p->server->conf, p->server->registry, m->u.text, reason, sizeof(reason));
+        if (end.status < 0) {
+                char *doc;
+                int r;
+
+                peer_log(p, KVT_LOG_WARNING, "kvtierctl set \"%s\" from pid %d (uid %u) refused: %s.", text,
+                         (int)p->id.pid, (unsigned)p->id.uid, reason);
+                r = error_json(reason, &doc);
+                if (r < 0)
+                        return r;
+                r = peer_send(p, KVT_MSG_CTL_DATA, m->hdr.seq, doc, strlen(doc));
+                free(doc);
+                if (r < 0)
+                        return r;
+        }
         return peer_send(p, KVT_MSG_CTL_END, m->hdr.seq, &end, sizeof(end));
 }
 
@@ -535,6 +564,8 @@ static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
                         return peer_on_status(p, m);
                 if (m->hdr.type == KVT_MSG_CTL_SET)
                         return peer_on_set(p, m);
+                if (m->hdr.type == KVT_MSG_CTL_CONFIG)
+                        return peer_on_config(p, m);
                 if (m->hdr.type == KVT_MSG_SSD_HELLO)
                         return peer_on_ssd_hello(p, m);
                 return peer_reject(p, "unexpected first message", kvt_msg_type_name(m->hdr.type));
@@ -545,6 +576,8 @@ static int peer_dispatch(struct peer *p, const struct kvt_msg *m) {
                         return peer_on_status(p, m);
                 if (m->hdr.type == KVT_MSG_CTL_SET)
                         return peer_on_set(p, m);
+                if (m->hdr.type == KVT_MSG_CTL_CONFIG)
+                        return peer_on_config(p, m);
                 return peer_reject(p, "unexpected message for a control connection",
                                    kvt_msg_type_name(m->hdr.type));
         case PEER_SSD:

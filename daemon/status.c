@@ -29,6 +29,7 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object *o = json_object_new_object();
 
         json_object_object_add(o, "protect_ms", json_u64((uint64_t)g->protect_ticks * tick_ms));
+        json_object_object_add(o, "probe_window_ms", json_u64((uint64_t)g->probe_window_ticks * tick_ms));
         json_object_object_add(o, "held_bytes", json_u64(g->held_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "stale_bytes", json_u64(g->stale_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "grantable_bytes", json_u64(g->grantable_bytes));
@@ -45,8 +46,27 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         return o;
 }
 
+/* A move histogram: "le_ns" the buckets' upper bounds, "counts" per
+ * bucket (not cumulative) with one more for +Inf, "orders", "sum_ns", and
+ * "bytes" that the moves carried. */
+static json_object *moves_json(const struct move_latency *h, uint64_t bytes) {
+        json_object *o = json_object_new_object(), *le = json_object_new_array(),
+                    *counts = json_object_new_array();
+
+        for (unsigned b = 0; b < MOVE_LATENCY_BUCKETS; b++)
+                json_object_array_add(le, json_u64(move_latency_bound_ns(b)));
+        for (unsigned b = 0; b <= MOVE_LATENCY_BUCKETS; b++)
+                json_object_array_add(counts, json_u64(h->counts[b]));
+        json_object_object_add(o, "le_ns", le);
+        json_object_object_add(o, "counts", counts);
+        json_object_object_add(o, "orders", json_u64(h->orders));
+        json_object_object_add(o, "sum_ns", json_u64(h->sum_ns));
+        json_object_object_add(o, "bytes", json_u64(bytes));
+        return o;
+}
+
 static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
-        json_object *o = json_object_new_object();
+        json_object *o = json_object_new_object(), *moves;
 
         json_object_object_add(o, "device", json_object_new_int(g->device));
         json_object_object_add(o, "host_node", json_object_new_int(g->host_node));
@@ -57,6 +77,12 @@ static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
         add_tiers(o, g->tier_chunks);
         json_object_object_add(o, "inflight_orders", json_u64(g->inflight_orders));
         json_object_object_add(o, "demand", demand_json(g, tick_ms));
+        moves = json_object_new_object();
+        json_object_object_add(moves, "to_vram",
+                               moves_json(&g->moves[MOVE_TO_VRAM], g->moved_bytes[MOVE_TO_VRAM]));
+        json_object_object_add(moves, "to_host",
+                               moves_json(&g->moves[MOVE_TO_HOST], g->moved_bytes[MOVE_TO_HOST]));
+        json_object_object_add(o, "moves", moves);
         return o;
 }
 
@@ -275,4 +301,55 @@ int status_json(const struct registry *r, const struct status_info *info, char *
                 return -ENOMEM;
         *ret = s;
         return 0;
+}
+
+/* A document's text, its tree freed: 0 and *ret (free()), or -ENOMEM. */
+static int json_finish(json_object *root, char **ret) {
+        char *s = root ? strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN)) : NULL;
+
+        json_object_put(root);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static json_object *json_str_or_null(const char *s) {
+        return s && *s ? json_object_new_string(s) : NULL;
+}
+
+static void config_entry_json(const struct conf_entry *e, void *userdata) {
+        json_object *entries = userdata, *o;
+
+        if (!e->value) /* a template ([gpu.N]): no value in effect */
+                return;
+        o = json_object_new_object();
+        json_object_object_add(o, "section", json_object_new_string(e->section));
+        json_object_object_add(o, "key", json_object_new_string(e->key));
+        json_object_object_add(o, "value", json_object_new_string(e->value));
+        json_object_object_add(o, "default", json_str_or_null(e->def));
+        json_object_object_add(o, "range", json_str_or_null(e->range));
+        json_object_object_add(o, "help", json_object_new_string(e->help));
+        json_object_array_add(entries, o);
+}
+
+int config_json(const struct conf *c, char **ret) {
+        json_object *root = json_object_new_object(), *entries = json_object_new_array();
+
+        if (!root || !entries) {
+                json_object_put(root);
+                json_object_put(entries);
+                return -ENOMEM;
+        }
+        conf_foreach(c, config_entry_json, entries);
+        json_object_object_add(root, "config", entries);
+        return json_finish(root, ret);
+}
+
+int error_json(const char *reason, char **ret) {
+        json_object *root = json_object_new_object();
+
+        if (root)
+                json_object_object_add(root, "error", json_object_new_string(reason));
+        return json_finish(root, ret);
 }

@@ -39,3 +39,12 @@ struct status_info {
 
 /* Returns 0 and a NUL-terminated JSON document in *ret (free()), or -ENOMEM. */
 int status_json(const struct registry *r, const struct status_info *info, char **ret);
+
+/* The configuration in effect as {"config": [{"section", "key", "value",
+ * "default", "range", "help"}, ...]} (conf_foreach(), templates left out):
+ * returns 0 and a NUL-terminated document in *ret (free()), or -ENOMEM. */
+int config_json(const struct conf *c, char **ret);
+
+/* {"error": reason}: the reply to a refused control request.  Returns 0
+ * and the document in *ret (free()), or -ENOMEM. */
+int error_json(const char *reason, char **ret);

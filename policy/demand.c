@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "policy.h"
 
@@ -35,6 +36,33 @@ bool policy_prober_tick(struct policy_prober *pr, uint32_t now, uint64_t back, u
                 pr->back = pr->expired = 0;
         }
         return pr->interval <= 1 || now % pr->interval == 0;
+}
+
+void policy_probe_timing_note(struct policy_probe_timing *t, uint32_t delay_ticks) {
+        t->delay[t->next] = delay_ticks;
+        t->next = (t->next + 1) % POLICY_PROBE_RETURNS;
+        if (t->n < POLICY_PROBE_RETURNS)
+                t->n++;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+        uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+        return (x > y) - (x < y);
+}
+
+uint32_t policy_probe_window(const struct policy_probe_timing *t, uint32_t min_ticks, uint32_t max_ticks) {
+        uint32_t d[POLICY_PROBE_RETURNS];
+        uint64_t w;
+
+        min_ticks = min_ticks ? min_ticks : 1;
+        max_ticks = max_ticks > min_ticks ? max_ticks : min_ticks;
+        if (t->n < POLICY_PROBE_RETURNS_KNOWN)
+                return max_ticks;
+        memcpy(d, t->delay, t->n * sizeof(*d));
+        qsort(d, t->n, sizeof(*d), cmp_u32);
+        w = (uint64_t)d[(t->n * 9 + 9) / 10 - 1] * POLICY_PROBE_WINDOW_FACTOR;
+        return w < min_ticks ? min_ticks : w > max_ticks ? max_ticks : (uint32_t)w;
 }
 
 void policy_guard_init(struct policy_guard *g, uint32_t min_ticks) {

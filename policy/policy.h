@@ -331,6 +331,31 @@ void policy_prober_init(struct policy_prober *pr);
  * whether this tick probes. */
 bool policy_prober_tick(struct policy_prober *pr, uint32_t now, uint64_t back, uint64_t expired);
 
+/* How long a probe waits for its chunk's use, learnt from the probes
+ * that came back: POLICY_PROBE_WINDOW_FACTOR times the time the slowest of
+ * the recent returns took (the 90th percentile of the last
+ * POLICY_PROBE_RETURNS; a late one, used after its probe expired, counts
+ * with its full delay), within [min_ticks, max_ticks]; max_ticks until
+ * POLICY_PROBE_RETURNS_KNOWN have been seen.  A return's delay is the
+ * whole loop: the shim's queue, the engine's next use (a step), CUPTI's
+ * flush and the daemon's tick.  A workload whose chunks show their use in
+ * 20 ms has its VRAM judged within ~100 ms, one whose decode step takes
+ * 150 ms keeps the longest window. */
+#define POLICY_PROBE_RETURNS       32u
+#define POLICY_PROBE_RETURNS_KNOWN 8u
+#define POLICY_PROBE_WINDOW_FACTOR 3u
+
+struct policy_probe_timing {
+        uint32_t delay[POLICY_PROBE_RETURNS]; /* ticks, a ring */
+        uint32_t n, next;
+};
+
+/* Notes one return's delay (ticks from the probe to its chunk's use). */
+void policy_probe_timing_note(struct policy_probe_timing *t, uint32_t delay_ticks);
+
+/* The window for probes ordered now; probes wait half of it unseen. */
+uint32_t policy_probe_window(const struct policy_probe_timing *t, uint32_t min_ticks, uint32_t max_ticks);
+
 /* One tick of sampling into *ret (overwritten).  Returns 0 or -ENOMEM
  * (*ret left empty). */
 int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,

@@ -23,6 +23,6 @@ void cupti_get_stats(struct cupti_stats *ret);
  * Nothing to do where the sampler never started. */
 void cupti_atfork_child(void);
 
-/* Writes the statistics as one JSON line to path (KVTIER_HEAT_STATS),
+/* Writes the statistics as one JSON line to path (KVTIER_DEBUG=heat-stats=PATH),
  * after a last flush of what CUPTI holds. */
 void cupti_dump_stats(const char *path);

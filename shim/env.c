@@ -2,8 +2,9 @@
 /*
  * The environment table (env.h).  What the daemon decides (the capture
  * rules of its [capture] section, the policy, budgets) comes in its
- * WELCOME, not from here: a user sets at most the ten variables of the
- * first part.  The second part is for tests, benchmarks and diagnostics.
+ * WELCOME, not from here: a user sets at most the nine variables of the
+ * first part.  The second part, one variable, is for tests, benchmarks and
+ * diagnostics.
  */
 #include "config.h"
 
@@ -92,12 +93,20 @@ static int parse_capacity(const char *v, struct shim_config *cfg) {
         return parse_bytes(v, &cfg->capacity_bytes) < 0 ? -EINVAL : 0;
 }
 
+/* A boolean, or the VRAM budget of the kvtierd it starts (which implies
+ * one): KVTIER_STANDALONE=8G. */
 static int parse_standalone(const char *v, struct shim_config *cfg) {
-        return parse_bool(v, &cfg->standalone);
-}
+        uint64_t budget;
 
-static int parse_vram_budget(const char *v, struct shim_config *cfg) {
-        return parse_nonzero_bytes(v, &cfg->vram_budget_bytes);
+        if (parse_bool(v, &cfg->standalone) == 0) {
+                cfg->vram_budget_bytes = 0;
+                return 0;
+        }
+        if (parse_nonzero_bytes(v, &budget) < 0)
+                return -EINVAL;
+        cfg->standalone = true;
+        cfg->vram_budget_bytes = budget;
+        return 0;
 }
 
 static int parse_timeout(const char *v, struct shim_config *cfg) {
@@ -141,20 +150,43 @@ static int parse_heat(const char *v, struct shim_config *cfg) {
         return 0;
 }
 
-static int parse_host_numa(const char *v, struct shim_config *cfg) {
-        return parse_bool(v, &cfg->host_numa);
-}
+/* A comma list of diagnostics: print-env, trace=PATH, heat-stats=PATH,
+ * host-numa=BOOL (so a path holds no comma).  One bad item leaves all of
+ * them at their defaults: a half-applied list would measure something else
+ * than was asked. */
+static int parse_debug(const char *v, struct shim_config *cfg) {
+        struct shim_config d = *cfg;
+        char *list = strdup(v), *save = NULL;
+        int r = 0;
 
-static int parse_heat_stats(const char *v, struct shim_config *cfg) {
-        return parse_path(v, &cfg->heat_stats_path);
-}
+        if (!list)
+                return -ENOMEM;
+        for (char *item = strtok_r(list, ",", &save); item && r == 0; item = strtok_r(NULL, ",", &save)) {
+                char *val = strchr(item, '=');
 
-static int parse_trace(const char *v, struct shim_config *cfg) {
-        return parse_path(v, &cfg->trace_path);
-}
-
-static int parse_print_env(const char *v, struct shim_config *cfg) {
-        return parse_bool(v, &cfg->print_env);
+                if (val)
+                        *val++ = '\0';
+                if (strcmp(item, "print-env") == 0 && !val)
+                        d.print_env = true;
+                else if (strcmp(item, "trace") == 0 && val && *val)
+                        r = parse_path(val, &d.trace_path);
+                else if (strcmp(item, "heat-stats") == 0 && val && *val)
+                        r = parse_path(val, &d.heat_stats_path);
+                else if (strcmp(item, "host-numa") == 0 && val)
+                        r = parse_bool(val, &d.host_numa);
+                else
+                        r = -EINVAL;
+        }
+        free(list);
+        if (r < 0) {
+                if (d.trace_path != cfg->trace_path)
+                        free(d.trace_path);
+                if (d.heat_stats_path != cfg->heat_stats_path)
+                        free(d.heat_stats_path);
+                return r;
+        }
+        *cfg = d;
+        return 0;
 }
 
 /* KVTIER_LOG first: the warnings of the others are printed at its level. */
@@ -170,11 +202,10 @@ static const struct env_var user_vars[] = {
          "what cudaMemGetInfo reports as total; free is that less what the card has in use and what is "
          "captured. auto: the GPU's VRAM budget plus the daemon's [host] host_budget grant",
          parse_capacity},
-        {"KVTIER_STANDALONE", "a boolean", "0",
-         "no service: the first capture starts a kvtierd of this process's own and connects to it",
+        {"KVTIER_STANDALONE", "a boolean, or bytes: 8G ...", "0",
+         "no service: the first capture starts a kvtierd of this process's own and connects to it; bytes "
+         "are that kvtierd's [gpu] vram_budget (else its config's, 80% of the GPU)",
          parse_standalone},
-        {"KVTIER_VRAM_BUDGET", "bytes: 8G, 512M ...", "the config's [gpu] vram_budget (80% of the GPU)",
-         "with KVTIER_STANDALONE: that kvtierd's [gpu] vram_budget", parse_vram_budget},
         {"KVTIER_TIMEOUT_MS", "1.." STR(MAX_TIMEOUT_MS), STR(DEFAULT_TIMEOUT_MS),
          "longest wait on the daemon, in milliseconds", parse_timeout},
         {"KVTIER_CUDART", "a path", "libcudart.so.13, .12, then /usr/local/cuda/lib64/libcudart.so.13",
@@ -183,18 +214,14 @@ static const struct env_var user_vars[] = {
          "sources of access heat", parse_heat},
 };
 
-/* Not for users: they change how the shim is measured or what it records. */
+/* Not for users: what changes how the shim is measured or what it records. */
 static const struct env_var test_vars[] = {
-        {"KVTIER_MOVER_HOST_NUMA", "a boolean", "1",
-         "0: the host tier in plain host memory where the daemon names no node, the mover's threads "
-         "unbound, the GPU's home node unknown to the daemon",
-         parse_host_numa},
-        {"KVTIER_HEAT_STATS", "a path", "none",
-         "a file that gets one JSON line of sampler statistics at exit", parse_heat_stats},
-        {"KVTIER_TRACE", "a path", "none",
-         "record every sampled access there, in the kvtier-trace 1 format, for kvtier-sim", parse_trace},
-        {"KVTIER_PRINT_ENV", "a boolean", "0", "print this table at load (kvtier-run --print-env)",
-         parse_print_env},
+        {"KVTIER_DEBUG", "a list of print-env, trace=PATH, heat-stats=PATH, host-numa=BOOL", "none",
+         "print-env: print this table at load (kvtier-run --print-env); trace: record every sampled access "
+         "in the kvtier-trace 1 format, for kvtier-sim; heat-stats: one JSON line of sampler statistics at "
+         "exit; host-numa=0: the host tier in plain host memory where the daemon names no node, the "
+         "mover's threads unbound, the GPU's home node unknown to the daemon",
+         parse_debug},
 };
 
 void env_defaults(struct shim_config *ret) {

@@ -4,7 +4,7 @@
 /*
  * The shim's environment: one table of KVTIER_* variables (env.c), read
  * once, in the constructor, into a struct shim_config.  The same table is
- * printed by KVTIER_PRINT_ENV=1 (kvtier-run --print-env) and is the source
+ * printed by KVTIER_DEBUG=print-env (kvtier-run --print-env) and is the source
  * of README.md's table.  A bad value is reported and leaves the default: a
  * typo must not take the engine down.
  */
@@ -31,15 +31,15 @@ struct shim_config {
         uint64_t capacity_bytes;    /* KVTIER_CAPACITY: what cudaMemGetInfo reports; 0 = off */
         bool capacity_auto;         /* KVTIER_CAPACITY=auto: the daemon's budget plus host grant */
         bool standalone;            /* KVTIER_STANDALONE: a kvtierd of this process's own */
-        uint64_t vram_budget_bytes; /* KVTIER_VRAM_BUDGET: that daemon's budget; 0: its config's */
+        uint64_t vram_budget_bytes; /* KVTIER_STANDALONE=BYTES: that daemon's budget; 0: its config's */
         int timeout_ms;             /* KVTIER_TIMEOUT_MS: longest wait on the daemon */
         char *cudart_path;          /* KVTIER_CUDART: a runtime to load, or NULL */
         unsigned heat_sources;      /* KVTIER_HEAT: HEAT_SRC_* (heat.h) */
-        /* diagnostics, for tests and benchmarks */
-        bool host_numa;        /* KVTIER_MOVER_HOST_NUMA: the host tier on the GPU's node */
-        char *heat_stats_path; /* KVTIER_HEAT_STATS: sampler statistics at exit */
-        char *trace_path;      /* KVTIER_TRACE: record sampled accesses there */
-        bool print_env;        /* KVTIER_PRINT_ENV: print the table at load */
+        /* diagnostics, for tests and benchmarks: the items of KVTIER_DEBUG */
+        bool host_numa;        /* host-numa: the host tier on the GPU's node */
+        char *heat_stats_path; /* heat-stats=PATH: sampler statistics at exit */
+        char *trace_path;      /* trace=PATH: record sampled accesses there */
+        bool print_env;        /* print-env: print the table at load */
 };
 
 /* The defaults, as the table states them: the configuration before the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The launch hooks' counters (launch.c), for KVTIER_HEAT_STATS. */
+/* The launch hooks' counters (launch.c), for KVTIER_DEBUG=heat-stats. */
 
 #include "state.h"
 

@@ -269,7 +269,6 @@ void regions_count(size_t *ret_n, uint64_t *ret_bytes) {
 void regions_atfork_child(void) {
         struct shim_regions *t = &kvt_shim()->regions;
 
-        pthread_mutex_init(&t->lock, NULL);
         pthread_cond_init(&t->idle, NULL);
         for (size_t i = 0; i < t->n_slots; i++) {
                 t->slots[i].r.registered = false;

@@ -38,11 +38,55 @@ static void forget_registration(void) {
         vmm_forget_registration();
 }
 
-/* The one fork handler.  The child of fork() has no shim thread (mover,
- * evictors, reaper, samplers, trace writer) and must not speak for the
- * parent: each part forgets what was the parent's, and the child connects
- * on its own if it allocates. */
+/* Fork handling, registered once, here.  The child of fork() has one
+ * thread: a lock another thread held at the fork would stay held, and the
+ * table it guarded could be half-updated.  So the prepare handler takes
+ * every lock the child's handlers reset, in the shim's lock order (client,
+ * then the tables it calls into: vmm, regions, heat; the reaper's queue
+ * last), the parent's handler drops them, and the child's initialises them
+ * afresh (it cannot unlock them: a rwlock knows its writer by thread id,
+ * which the child's thread does not share) and then resets each part.
+ * None of these is held across a CUDA call.  The
+ * announce lock is: it orders announcements (a capture's cudaMallocManaged
+ * and ADD, the mover's registration pass) and may be held while the
+ * runtime waits on the driver, so taking it before fork() could deadlock
+ * against the driver's own fork handling.  It guards no table; the child
+ * re-initialises it with the registrations it resets.  A fork() thus waits
+ * for a send in progress (at most KVTIER_TIMEOUT_MS). */
+static void atfork_prepare(void) {
+        struct kvt_shim *s = kvt_shim();
+
+        pthread_mutex_lock(&s->client.lock);
+        pthread_mutex_lock(&s->vmm.lock);
+        pthread_mutex_lock(&s->regions.lock);
+        pthread_mutex_lock(&s->heat.write_lock);
+        pthread_rwlock_wrlock(&s->heat.table_lock);
+        pthread_mutex_lock(&s->deferred.lock);
+}
+
+static void atfork_parent(void) {
+        struct kvt_shim *s = kvt_shim();
+
+        pthread_mutex_unlock(&s->deferred.lock);
+        pthread_rwlock_unlock(&s->heat.table_lock);
+        pthread_mutex_unlock(&s->heat.write_lock);
+        pthread_mutex_unlock(&s->regions.lock);
+        pthread_mutex_unlock(&s->vmm.lock);
+        pthread_mutex_unlock(&s->client.lock);
+}
+
+/* The child has no shim thread (mover, evictors, reaper, samplers, trace
+ * writer) and must not speak for the parent: each part forgets what was
+ * the parent's, and the child connects on its own if it allocates. */
 static void atfork_child(void) {
+        struct kvt_shim *s = kvt_shim();
+
+        pthread_mutex_init(&s->client.lock, NULL);
+        pthread_mutex_init(&s->vmm.lock, NULL);
+        pthread_mutex_init(&s->regions.lock, NULL);
+        pthread_mutex_init(&s->heat.write_lock, NULL);
+        pthread_rwlock_init(&s->heat.table_lock, NULL);
+        pthread_mutex_init(&s->deferred.lock, NULL);
         client_atfork_child();
         regions_atfork_child();
         standalone_atfork_child();
@@ -70,7 +114,7 @@ __attribute__((constructor)) static void shim_load(void) {
                 .has_work = has_work,
                 .forget_registration = forget_registration,
         };
-        pthread_atfork(NULL, NULL, atfork_child);
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
         log_debug("Loaded: socket %s, min size %llu, timeout %d ms%s.", shim->cfg.socket_path,
                   (unsigned long long)shim->rules.min_size, shim->cfg.timeout_ms,
                   shim->cfg.disabled ? ", disabled" : "");
@@ -128,7 +172,7 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
 
                 if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
                         total_bytes = 0;
-                /* The daemon books the host tier on this node; KVTIER_MOVER_HOST_NUMA=0
+                /* The daemon books the host tier on this node; KVTIER_DEBUG=host-numa=0
                  * leaves it to the kernel, so the node is not known. */
                 if (!kvt_shim()->cfg.host_numa ||
                     rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, r.device) != cudaSuccess)

@@ -8,7 +8,7 @@
  * gets the read end of a pipe whose write end only this process holds
  * (--lifeline-fd): it exits when the engine does, however the engine ends.
  * It reads the system kvtierd.conf as the service would (built-in defaults
- * without one), with KVTIER_VRAM_BUDGET as its [gpu] vram_budget and the
+ * without one), with KVTIER_STANDALONE=BYTES as its [gpu] vram_budget and the
  * shim's log level as its own; it logs to the engine's stderr.
  */
 #include "config.h"

@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * The trace recorder (KVTIER_TRACE=path): every access the heat sampler
+ * The trace recorder (KVTIER_DEBUG=trace=PATH): every access the heat sampler
  * counts, written as text for kvtier-sim (tools/) by a background thread.
  *
  *   kvtier-trace 1                                  first line

@@ -76,7 +76,8 @@ static void usage(FILE *f) {
                 "      --protect-min=N       demand's shortest protection, ticks\n"
                 "      --protect-max=N       demand's longest protection, ticks\n"
                 "      --active-ticks=N      demand: ticks a region counts in use after an access\n"
-                "  -h, --help                this text\n\n"
+                "  -h, --help                this text\n"
+                "      --version             show the version\n\n"
                 "Exit status: 0 success, 1 bad trace or failure, 2 usage error.\n");
 }
 
@@ -228,6 +229,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"protect-max", required_argument, NULL, 'x'},
                 {"active-ticks", required_argument, NULL, 'a'},
                 {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, 'v'},
                 {0},
         };
         int c;
@@ -248,6 +250,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
         while ((c = getopt_long(argc, argv, "b:p:t:h", opts, NULL)) >= 0) {
                 if (c == 'h') {
                         usage(stdout);
+                        exit(0);
+                }
+                if (c == 'v') {
+                        printf("kvtier-sim %s\n", PACKAGE_VERSION);
                         exit(0);
                 }
                 if (c == '?' || parse_option(o, c, optarg) < 0) {

@@ -3,11 +3,13 @@
  * kvtierctl: shows and steers kvtierd.
  *
  * Exit status: 0 success; 1 the daemon could not be reached or answered with
- * an error; 2 usage error.
+ * an error (not for metrics, which says kvtier_up 0 and exits 0), or metrics
+ * --output could not replace its file; 2 usage error.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -31,14 +34,17 @@ static const char *arg_socket;
 static bool arg_json;
 static unsigned arg_interval_ms = 1000; /* top: refresh period */
 static unsigned arg_iterations;         /* top: 0 = until interrupted */
+static const char *arg_output;          /* metrics: the file to replace, or NULL for stdout */
 
 static void help(void) {
         printf("Usage: kvtierctl [OPTIONS] COMMAND\n\n"
                "Commands:\n"
                "  status            budgets, clients, regions and tiers\n"
                "  top               status, refreshed every second until interrupted\n"
-               "  metrics           Prometheus text format (node_exporter textfile collector)\n"
-               "  set policy NAME   switch the placement policy live (lru, heat, window, hybrid)\n"
+               "  metrics           Prometheus text format (node_exporter textfile collector);\n"
+               "                    with kvtierd down, kvtier_up 0 alone, and exit status 0\n"
+               "  config            the configuration kvtierd runs with (--json: with help, ranges)\n"
+               "  set policy NAME   switch the placement policy live (demand, lru, heat, window, hybrid)\n"
                "  set policy.KEY VALUE\n"
                "                    any [policy] key: hysteresis_ticks, heat_half_life_ticks,\n"
                "                    window, prefetch, prefetch_depth, max_migration_rate\n"
@@ -52,9 +58,12 @@ static void help(void) {
                "  -j, --json        print JSON instead of a table\n"
                "  -d, --delay SECS  top: refresh period (0.1..3600, default 1)\n"
                "  -n, --iterations N top: stop after N refreshes\n"
+               "  -o, --output FILE metrics: replace FILE atomically (a temporary file beside it,\n"
+               "                    renamed over it) instead of printing, as kvtier-metrics.service does\n"
                "  -h, --help        show this help\n"
                "      --version     show the version\n\n"
-               "Exit status: 0 success, 1 daemon unreachable or failed, 2 usage error.\n",
+               "Exit status: 0 success, 1 daemon unreachable or failed (metrics: only when --output\n"
+               "failed; kvtierd down is kvtier_up 0 and status 0), 2 usage error.\n",
                KVT_RUNSTATEDIR "/kvtier/kvtierd.sock");
 }
 
@@ -76,7 +85,10 @@ static int ctl_connect(const char *path) {
         return fd;
 }
 
-/* Sends a control request and collects the JSON text of its reply. */
+/* Sends a control request and collects the JSON text of its reply: the
+ * reply's status, and in *ret (when not NULL) the document if it came and
+ * parses, whatever the status (a refusal's reason comes as {"error": ...}).
+ * A success without a document is -EBADMSG when one was asked for. */
 static int ctl_request(int fd, uint16_t type, const void *payload, size_t len_payload,
                        struct json_object **ret) {
         struct kvt_msg *m = malloc(sizeof(*m));
@@ -84,6 +96,8 @@ static int ctl_request(int fd, uint16_t type, const void *payload, size_t len_pa
         size_t len = 0;
         int r;
 
+        if (ret)
+                *ret = NULL;
         if (!m)
                 return -ENOMEM;
         r = kvt_msg_send(fd, type, 1, payload, len_payload);
@@ -109,11 +123,10 @@ static int ctl_request(int fd, uint16_t type, const void *payload, size_t len_pa
                 len += m->hdr.length;
                 text[len] = '\0';
         }
-        if (r == 0 && ret) {
-                *ret = text ? json_tokener_parse(text) : NULL;
-                if (!*ret)
-                        r = -EBADMSG;
-        }
+        if (ret && text)
+                *ret = json_tokener_parse(text);
+        if (r == 0 && ret && !*ret)
+                r = -EBADMSG;
         free(text);
         free(m);
         return r;
@@ -169,11 +182,11 @@ static void print_gpus(struct json_object *st) {
                         continue;
                 printf("GPU %" PRId64 " demand: %s held back (read in place), %s stale in VRAM, protection %" PRId64
                        " ms; %" PRId64 " uses seen in host memory, %" PRId64 " refaults, %" PRId64
-                       " probes (%" PRId64 " back, %" PRId64 " cold), %" PRId64 " chunks re-armed; sampler %" PRId64
-                       " ms in the shim\n",
+                       " probes (%" PRId64 " back, %" PRId64 " cold, window %" PRId64 " ms), %" PRId64
+                       " chunks re-armed; sampler %" PRId64 " ms in the shim\n",
                        jint(g, "device"), B(b[0], d, "held_bytes"), B(b[1], d, "stale_bytes"), jint(d, "protect_ms"),
                        jint(d, "demand_faults"), jint(d, "refaults"), jint(d, "probes"), jint(d, "probes_back"),
-                       jint(d, "probes_expired"), jint(d, "rearmed_chunks"), jint(d, "rearm_ms") + jint(d, "probe_ms"));
+                       jint(d, "probes_expired"), jint(d, "probe_window_ms"), jint(d, "rearmed_chunks"), jint(d, "rearm_ms") + jint(d, "probe_ms"));
         }
 }
 
@@ -405,8 +418,81 @@ static int cmd_status(int fd) {
         return show(fd, arg_json ? OUT_JSON : OUT_TABLE);
 }
 
+/* Writes the metrics (of the status st, or kvtier_up 0 when NULL) to
+ * arg_output atomically: into a temporary file beside it, flushed to disk,
+ * mode 0644 (node_exporter runs as another user), then renamed over it, so
+ * that a reader sees the old file or the new one whole, never a part.  The
+ * temporary name does not end in .prom: the textfile collector skips it.
+ * On failure the old file stays and the temporary one is removed.
+ * Returns 0 or 1 (reported). */
+static int write_metrics_file(struct json_object *st) {
+        size_t len = strlen(arg_output) + 16;
+        char *tmp = malloc(len);
+        const char *step = "create";
+        FILE *f = NULL;
+        int fd, r = 0;
+
+        if (!tmp) {
+                fprintf(stderr, "kvtierctl: %s: %s\n", arg_output, strerror(ENOMEM));
+                return 1;
+        }
+        snprintf(tmp, len, "%s.tmp.XXXXXX", arg_output);
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0 || !(f = fdopen(fd, "w"))) {
+                r = -errno;
+                if (fd >= 0) {
+                        close(fd);
+                        unlink(tmp);
+                }
+        } else {
+                if (st)
+                        metrics_print(f, st);
+                else
+                        metrics_print_down(f);
+                if (fflush(f) != 0 || ferror(f)) {
+                        step = "write";
+                        r = errno ? -errno : -EIO;
+                } else if (fsync(fileno(f)) < 0) {
+                        step = "sync";
+                        r = -errno;
+                } else if (fchmod(fileno(f), 0644) < 0) {
+                        step = "chmod";
+                        r = -errno;
+                }
+                if (fclose(f) != 0 && r == 0) {
+                        step = "write";
+                        r = errno ? -errno : -EIO;
+                }
+                if (r == 0 && rename(tmp, arg_output) < 0) {
+                        step = "rename";
+                        r = -errno;
+                }
+                if (r < 0)
+                        unlink(tmp);
+        }
+        if (r < 0)
+                fprintf(stderr, "kvtierctl: failed to %s %s (for %s): %s; %s left as it was\n", step, tmp,
+                        arg_output, strerror(-r), arg_output);
+        free(tmp);
+        return r < 0 ? 1 : 0;
+}
+
 static int cmd_metrics(int fd) {
-        return show(fd, OUT_METRICS);
+        struct json_object *st = NULL;
+        int r;
+
+        if (!arg_output)
+                return show(fd, OUT_METRICS);
+        r = ctl_request(fd, KVT_MSG_CTL_STATUS, NULL, 0, &st);
+        if (r < 0) {
+                /* a daemon that fails to answer is down for a scrape too */
+                fprintf(stderr, "kvtierctl: status request failed: %s\n", strerror(-r));
+                json_object_put(st);
+                st = NULL;
+        }
+        r = write_metrics_file(st);
+        json_object_put(st);
+        return r;
 }
 
 /* Redraws the status until interrupted (or --iterations).  One connection
@@ -431,14 +517,6 @@ static int cmd_top(int fd) {
         return 0;
 }
 
-static const struct {
-        const char *name;
-        int (*run)(int fd);
-} commands[] = {
-        { "status", cmd_status },
-        { "top", cmd_top },
-        { "metrics", cmd_metrics },
-};
 /* Builds "key=value" from the words after "set"; returns 0 or -EINVAL (usage). */
 static int set_text(int n, char **w, char *buf, size_t len) {
         int k;
@@ -454,31 +532,97 @@ static int set_text(int n, char **w, char *buf, size_t len) {
         return 0;
 }
 
-static int cmd_set(int fd, const char *text) {
-        int r = ctl_request(fd, KVT_MSG_CTL_SET, text, strlen(text) + 1, NULL);
+/* The reason a refused request came with ({"error": REASON}), or NULL;
+ * its control characters escaped for the terminal. */
+static const char *reply_error(struct json_object *reply) {
+        static char buf[2048]; /* a reason can quote a 1 KiB request; jstr()'s 256 bytes are for names */
+        struct json_object *v;
 
-        switch (r) {
-        case 0:
+        if (!reply || !json_object_object_get_ex(reply, "error", &v) ||
+            !json_object_is_type(v, json_type_string))
+                return NULL;
+        return kvt_escape_controls(json_object_get_string(v), buf, sizeof(buf));
+}
+
+static int cmd_set(int fd, const char *text) {
+        struct json_object *reply = NULL;
+        int r = ctl_request(fd, KVT_MSG_CTL_SET, text, strlen(text) + 1, &reply);
+        const char *why = reply_error(reply);
+
+        if (r == 0 || r == -EBADMSG) { /* done: a success says nothing more */
+                json_object_put(reply);
                 return 0;
-        case -EPERM:
+        }
+        if (why)
+                fprintf(stderr, "kvtierctl: set %s: %s\n", text, why);
+        else if (r == -EPERM) /* a kvtierd from before the reasons */
                 fprintf(stderr,
                         "kvtierctl: set %s: permission denied (changes need root or the admin group, "
                         "[daemon] admin_group)\n",
                         text);
-                break;
-        case -ENOENT:
+        else if (r == -ENOENT)
                 fprintf(stderr, "kvtierctl: set %s: unknown key (try --help)\n", text);
-                break;
-        case -EINVAL:
-        case -ERANGE:
-                fprintf(stderr, "kvtierctl: set %s: invalid value (kvtierd's log says why; see kvtierd.conf keys)\n",
-                        text);
-                break;
-        default:
+        else if (r == -EINVAL || r == -ERANGE)
+                fprintf(stderr, "kvtierctl: set %s: invalid value\n", text);
+        else
                 fprintf(stderr, "kvtierctl: set %s failed: %s\n", text, strerror(-r));
-        }
+        json_object_put(reply);
         return 1;
 }
+
+/* The configuration in effect: an INI file, each section once, a key that
+ * differs from its default followed by that default as a comment. */
+static void print_config(struct json_object *cfg) {
+        struct json_object *entries = jarr(cfg, "config");
+        char section[256] = "";
+
+        for (size_t i = 0; entries && i < json_object_array_length(entries); i++) {
+                struct json_object *e = json_object_array_get_idx(entries, i), *def = NULL;
+                const char *sec = jstr(e, "section"), *key = jstr(e, "key"), *value = jstr(e, "value");
+                char line[600];
+
+                if (strcmp(sec, section) != 0) {
+                        printf("%s[%s]\n", section[0] ? "\n" : "", sec);
+                        snprintf(section, sizeof(section), "%s", sec);
+                }
+                snprintf(line, sizeof(line), "%s = %s", key, value);
+                if (json_object_object_get_ex(e, "default", &def) && def &&
+                    strcmp(jstr(e, "default"), value) != 0)
+                        printf("%-48s # default %s\n", line, jstr(e, "default"));
+                else
+                        printf("%s\n", line);
+        }
+}
+
+static int cmd_config(int fd) {
+        struct json_object *cfg = NULL;
+        int r = ctl_request(fd, KVT_MSG_CTL_CONFIG, NULL, 0, &cfg);
+
+        if (r < 0) {
+                fprintf(stderr, "kvtierctl: config request failed: %s\n",
+                        r == -ECONNRESET ? "kvtierd closed the connection (a kvtierd of another version?)"
+                                         : strerror(-r));
+                json_object_put(cfg);
+                return 1;
+        }
+        if (arg_json)
+                printf("%s\n", json_object_to_json_string_ext(cfg, JSON_C_TO_STRING_PRETTY |
+                                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+        else
+                print_config(cfg);
+        json_object_put(cfg);
+        return 0;
+}
+
+static const struct {
+        const char *name;
+        int (*run)(int fd);
+} commands[] = {
+        { "status", cmd_status },
+        { "top", cmd_top },
+        { "metrics", cmd_metrics },
+        { "config", cmd_config },
+};
 
 int main(int argc, char **argv) {
         static const struct option opts[] = {
@@ -486,6 +630,7 @@ int main(int argc, char **argv) {
                 { "json", no_argument, NULL, 'j' },
                 { "delay", required_argument, NULL, 'd' },
                 { "iterations", required_argument, NULL, 'n' },
+                { "output", required_argument, NULL, 'o' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {},
@@ -500,7 +645,7 @@ int main(int argc, char **argv) {
         arg_socket = getenv("KVTIER_SOCKET");
         if (!arg_socket || !*arg_socket)
                 arg_socket = KVT_RUNSTATEDIR "/kvtier/kvtierd.sock";
-        while ((c = getopt_long(argc, argv, "s:jd:n:h", opts, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "s:jd:n:o:h", opts, NULL)) >= 0)
                 switch (c) {
                 case 's':
                         arg_socket = optarg;
@@ -522,6 +667,13 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "kvtierctl: invalid --iterations '%s' (a positive count)\n", optarg);
                                 return EXIT_USAGE;
                         }
+                        break;
+                case 'o':
+                        if (!*optarg) {
+                                fprintf(stderr, "kvtierctl: --output needs a file name\n");
+                                return EXIT_USAGE;
+                        }
+                        arg_output = optarg;
                         break;
                 case 'h':
                         help();
@@ -545,6 +697,9 @@ int main(int argc, char **argv) {
         } else if (!run) {
                 fprintf(stderr, "kvtierctl: unknown command '%s' (try --help)\n", cmd);
                 return EXIT_USAGE;
+        } else if (arg_output && run != cmd_metrics) {
+                fprintf(stderr, "kvtierctl: --output is for metrics only\n");
+                return EXIT_USAGE;
         } else if (optind + 1 < argc) {
                 /* getopt_long permutes, so options after the command are already parsed. */
                 fprintf(stderr, "kvtierctl: unexpected argument '%s'\n", argv[optind + 1]);
@@ -555,6 +710,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "kvtierctl: cannot connect to kvtierd at %s: %s\n", arg_socket, strerror(-fd));
                 /* metrics: a scrape of a daemon that is down says so, and succeeds */
                 if (!*set && run == cmd_metrics) {
+                        if (arg_output)
+                                return write_metrics_file(NULL);
                         metrics_print_down(stdout);
                         return 0;
                 }

@@ -61,6 +61,112 @@ static void gpu_gauge(FILE *f, struct json_object *gpus, const char *name, const
         }
 }
 
+static struct json_object *object(struct json_object *o, const char *key) {
+        struct json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_object) ? v : NULL;
+}
+
+/* One counter or gauge per GPU for a key of the GPU's "demand" object
+ * (scale: a factor for the value, 1e-3 for milliseconds as seconds). */
+static void demand_metric(FILE *f, struct json_object *gpus, const char *name, const char *type,
+                          const char *key, double scale, const char *help) {
+        header(f, name, type, help);
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i), *d = object(g, "demand");
+
+                if (scale == 1)
+                        fprintf(f, "%s{gpu=\"%" PRId64 "\"} %" PRId64 "\n", name, num(g, "device"),
+                                num(d, key));
+                else
+                        fprintf(f, "%s{gpu=\"%" PRId64 "\"} %.3f\n", name, num(g, "device"),
+                                (double)num(d, key) * scale);
+        }
+}
+
+static uint64_t u64_at(struct json_object *a, size_t i) {
+        return (uint64_t)json_object_get_int64(json_object_array_get_idx(a, i));
+}
+
+/* The directions of the status's "moves" objects: key and label. */
+static const char *const directions[] = {"to_vram", "to_host"};
+
+/* kvtier_move_duration_seconds: a histogram per GPU and direction from the
+ * status's per-bucket counts (cumulated here, as the format wants). */
+static void print_move_histograms(FILE *f, struct json_object *gpus) {
+        header(f, "kvtier_move_duration_seconds", "histogram",
+               "Time a completed move order took in the shim, from the start of its run to its completion "
+               "(one observation per order; promotions to_vram, evictions to_host).");
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i), *moves = object(g, "moves");
+
+                for (size_t d = 0; d < sizeof(directions) / sizeof(directions[0]); d++) {
+                        struct json_object *h = object(moves, directions[d]);
+                        struct json_object *le = array(h, "le_ns"), *counts = array(h, "counts");
+                        size_t n = le ? json_object_array_length(le) : 0;
+                        uint64_t cum = 0;
+                        char labels[64];
+
+                        if (!counts || json_object_array_length(counts) != n + 1)
+                                continue; /* not a histogram this tool knows */
+                        snprintf(labels, sizeof(labels), "gpu=\"%" PRId64 "\",direction=\"%s\"",
+                                 num(g, "device"), directions[d]);
+                        for (size_t b = 0; b <= n; b++) {
+                                char le_text[32] = "+Inf";
+
+                                cum += u64_at(counts, b);
+                                if (b < n)
+                                        snprintf(le_text, sizeof(le_text), "%g",
+                                                 (double)u64_at(le, b) / 1e9);
+                                fprintf(f, "kvtier_move_duration_seconds_bucket{%s,le=\"%s\"} %" PRIu64 "\n",
+                                        labels, le_text, cum);
+                        }
+                        fprintf(f, "kvtier_move_duration_seconds_sum{%s} %.9f\n", labels,
+                                (double)num(h, "sum_ns") / 1e9);
+                        fprintf(f, "kvtier_move_duration_seconds_count{%s} %" PRIu64 "\n", labels, cum);
+                }
+        }
+        header(f, "kvtier_gpu_moved_bytes_total", "counter",
+               "Bytes that completed moves took to VRAM (to_vram) or out of it (to_host): rate() is the "
+               "link "
+               "throughput kvtier uses.");
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i), *moves = object(g, "moves");
+
+                for (size_t d = 0; d < sizeof(directions) / sizeof(directions[0]); d++)
+                        fprintf(f,
+                                "kvtier_gpu_moved_bytes_total{gpu=\"%" PRId64 "\",direction=\"%s\"} %" PRId64
+                                "\n",
+                                num(g, "device"), directions[d], num(object(moves, directions[d]), "bytes"));
+        }
+}
+
+/* What the GPU gave away about its use of evicted chunks, and what the
+ * demand policy did with it. */
+static void print_demand(FILE *f, struct json_object *gpus) {
+        demand_metric(f, gpus, "kvtier_gpu_evicted_chunk_faults_total", "counter", "demand_faults", 1,
+                      "First uses seen of chunks booked in host memory, unmapped, since they got there or were "
+                      "re-armed: GPU faults and remote maps the shim reports, kernel launches pointing into them "
+                      "(a mapped chunk's reads are not seen until a re-arm).");
+        demand_metric(f, gpus, "kvtier_gpu_refaults_total", "counter", "refaults", 1,
+                      "Of those, uses of chunks evicted within [policy] protect_min before: evictions that "
+                      "came back.");
+        demand_metric(f, gpus, "kvtier_gpu_evicted_chunks_total", "counter", "evicted_chunks", 1,
+                      "2 MiB chunks that completed evictions took out of VRAM.");
+        demand_metric(f, gpus, "kvtier_gpu_held_bytes", "gauge", "held_bytes", 1,
+                      "Bytes in host memory the GPU uses that the demand policy holds back from VRAM (read "
+                      "in place), "
+                      "as the last plan left them.");
+        demand_metric(f, gpus, "kvtier_gpu_stale_bytes", "gauge", "stale_bytes", 1,
+                      "Bytes in VRAM nothing used for a protection period, as the last plan left them.");
+        demand_metric(f, gpus, "kvtier_gpu_protect_seconds", "gauge", "protect_ms", 1e-3,
+                      "The thrash guard's protection: how long a use keeps a chunk where it is.");
+        demand_metric(f, gpus, "kvtier_gpu_probes_total", "counter", "probes", 1,
+                      "Chunks in VRAM probed (one 4 KiB page sent out to see whether it is used).");
+        demand_metric(f, gpus, "kvtier_gpu_rearmed_chunks_total", "counter", "rearmed_chunks", 1,
+                      "Host chunks re-armed (one 4 KiB page unmapped so that the next use shows).");
+}
+
 static void print_gpus(FILE *f, struct json_object *gpus) {
         gpu_gauge(f, gpus, "kvtier_gpu_budget_bytes", "budget_bytes", "VRAM budget of the GPU for captured chunks.");
         gpu_gauge(f, gpus, "kvtier_gpu_charged_bytes", "charged_bytes",
@@ -75,6 +181,8 @@ static void print_gpus(FILE *f, struct json_object *gpus) {
                         fprintf(f, "kvtier_gpu_tier_bytes{gpu=\"%" PRId64 "\",tier=\"%s\"} %" PRId64 "\n",
                                 num(g, "device"), tiers[t].tier, num(g, tiers[t].key));
         }
+        print_move_histograms(f, gpus);
+        print_demand(f, gpus);
 }
 
 /* One gauge per host NUMA node for a key of the node objects; nodes whose
@@ -135,6 +243,36 @@ static void print_migrations(FILE *f, struct json_object *mig) {
         fprintf(f, "kvtier_migrated_bytes_total{direction=\"to_host\"} %" PRId64 "\n", num(mig, "bytes_to_host"));
 }
 
+/* What the connection limits did ([daemon] keys). */
+static void print_connections(FILE *f, struct json_object *c) {
+        static const struct {
+                const char *key, *reason;
+        } closed[] = {
+                {"hello_timeouts", "hello_timeout"},
+                {"dropped_queue", "send_queue_max"},
+                {"dropped_stalled", "send_timeout"},
+                {"dropped_orders", "max_order_timeouts"},
+        };
+
+        header(f, "kvtier_connections", "gauge",
+               "Connections open to kvtierd, shims and kvtierctl together.");
+        fprintf(f, "kvtier_connections %" PRId64 "\n", num(c, "open"));
+        header(f, "kvtier_connections_refused_total", "counter",
+               "Connections refused at accept: over max_connections, the reserve or the per-uid limit.");
+        fprintf(f, "kvtier_connections_refused_total %" PRId64 "\n", num(c, "refused"));
+        header(f, "kvtier_connections_closed_total", "counter",
+               "Connections kvtierd closed, by the limit that closed them.");
+        for (size_t i = 0; i < sizeof(closed) / sizeof(closed[0]); i++)
+                fprintf(f, "kvtier_connections_closed_total{reason=\"%s\"} %" PRId64 "\n", closed[i].reason,
+                        num(c, closed[i].key));
+        header(f, "kvtier_regions_refused_total", "counter",
+               "Captured regions refused registration by a [daemon] quota.");
+        fprintf(f, "kvtier_regions_refused_total %" PRId64 "\n", num(c, "regions_refused"));
+        header(f, "kvtier_order_timeouts_total", "counter",
+               "Orders taken back for want of an answer within [daemon] order_timeout_ms.");
+        fprintf(f, "kvtier_order_timeouts_total %" PRId64 "\n", num(c, "order_timeouts"));
+}
+
 /* The SSD tier: per client bytes spilled, counters of all clients. */
 static void print_ssd(FILE *f, struct json_object *ssd) {
         static const struct {
@@ -177,6 +315,8 @@ void metrics_print(FILE *f, struct json_object *st) {
         print_clients(f, array(st, "clients"));
         if (json_object_object_get_ex(st, "migrations", &mig))
                 print_migrations(f, mig);
-        if (json_object_object_get_ex(st, "ssd", &mig) && mig)
-                print_ssd(f, mig);
+        if (object(st, "connections"))
+                print_connections(f, object(st, "connections"));
+        if (object(st, "ssd"))
+                print_ssd(f, object(st, "ssd"));
 }

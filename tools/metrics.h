@@ -8,7 +8,8 @@
  * Prometheus text exposition (format 0.0.4) of kvtierd's status document,
  * for node_exporter's textfile collector or any scraper that runs
  * `kvtierctl metrics`.  Metric names are stable; labels: gpu, tier,
- * client, pid, name, direction, result.
+ * client, pid, name, direction, result, node, reason, le.  The move
+ * histograms' buckets come from the status document (daemon/move-latency.h).
  */
 void metrics_print(FILE *f, struct json_object *status);
 

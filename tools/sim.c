@@ -40,6 +40,7 @@ struct sim {
         size_t sig_head, n_sig, cap_sig;
         struct policy_guard guard;
         struct policy_prober prober;
+        struct policy_probe_timing probe_timing; /* as the daemon's per GPU */
         uint64_t back_tick, expired_tick; /* probes resolved in the tick under way, for the prober */
         uint32_t protect_ticks;       /* the guard's choice for the tick under way */
         uint64_t evicted_tick, refaulted_tick; /* seen in the tick under way, for the guard */
@@ -185,6 +186,7 @@ static bool probe_back(struct sim *s, uint32_t reg, uint32_t i) {
         if (!(c->flags & POLICY_CHUNK_PROBE))
                 return false;
         c->flags &= (uint8_t)~POLICY_PROBE_BITS;
+        policy_probe_timing_note(&s->probe_timing, s->now - c->last_move);
         if (s->now - c->last_move > s->pp->protect_min_ticks)
                 return true;
         s->res->probes_back++;
@@ -218,6 +220,10 @@ static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
                 policy_chunk_use(c, s->now, s->pp->heat_half_life_ticks);
         else
                 policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
+        /* a late return of an expired probe, as the registry's probe_late() */
+        if ((c->flags & POLICY_CHUNK_COLD) && c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
+            c->last_move && s->now - c->last_move <= 2 * s->pp->protect_min_ticks)
+                policy_probe_timing_note(&s->probe_timing, s->now - c->last_move);
         c->flags &= (uint8_t)~POLICY_CHUNK_COLD;
         if (c->tier == POLICY_TIER_VRAM) {
                 (void)probe_back(s, reg, i);
@@ -338,9 +344,11 @@ static int tick(struct sim *s, uint64_t at_ns) {
         if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
                 /* probes only while demands wait for room and the prober
                  * says so, as the daemon's planner */
+                uint32_t min = s->pp->protect_min_ticks / 8 > 2 ? s->pp->protect_min_ticks / 8 : 2;
+                uint32_t window = policy_probe_window(&s->probe_timing, min, s->pp->protect_min_ticks);
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
-                                                  .probe_ticks = s->pp->protect_min_ticks / 2 ? s->pp->protect_min_ticks / 2 : 1,
-                                                  .probe_window = s->pp->protect_min_ticks,
+                                                  .probe_ticks = window / 2 ? window / 2 : 1,
+                                                  .probe_window = window,
                                                   .rearm_max = s->pp->sample_chunks,
                                                   .probe_max = held && probe_now ? s->pp->probe_cohorts : 0};
 

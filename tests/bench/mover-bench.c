@@ -24,7 +24,7 @@
  * eviction after the GPU wrote all of them ("dirty"); a last row sends
  * 2 MiB orders in batches of 64, as the mover reads them off its socket,
  * to show coalescing.  Pinned memcpy H2D and D2H in calls of the same length
- * are the reference.  KVTIER_MOVER_HOST_NUMA comes from the environment, as
+ * are the reference.  KVTIER_DEBUG=host-numa=0 comes from the environment, as
  * in the shim; the mover's shape (streams, evictor threads) is fixed
  * (shim/pipeline.h).  Builds against the fake
  * CUDA here (CI runs --check-only) and real CUDA with nvcc.
@@ -844,7 +844,7 @@ static int setup(struct bench *b, uint64_t size) {
         struct shim_config env;
 
         env_defaults(&env);
-        env_parse(&env); /* the shim's table: KVTIER_MOVER_HOST_NUMA */
+        env_parse(&env); /* the shim's table: KVTIER_DEBUG=host-numa */
         kvt_log_setup("mover-bench", level < 0 ? KVT_LOG_INFO : level);
         if (!real_cudart())
                 return -ENOSYS;

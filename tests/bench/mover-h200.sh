@@ -3,14 +3,14 @@
 #   bash .carry-mover/mover-h200.sh      (carry [".carry-mover"], built by
 #                                         tests/bench/package-mover.sh)
 # KVT_ONLY="0 1" runs only those steps; KVT_MOVER_CONFIGS lists the mover
-# settings to compare in step 1 (numa1, numa0: KVTIER_MOVER_HOST_NUMA; default:
+# settings to compare in step 1 (numa1, numa0: KVTIER_DEBUG=host-numa; default:
 # the built-in defaults only).
 # KVT_KV_VARIANTS lists step 2's kvtier runs as NAME=CONF, CONF being extra
 # kvtierd.conf text, a [section] first, \n for new lines, no spaces (default
 # "defaults= ahead64= ahead64ov=[policy]\noverlap=1G nohint"; a NAME starting
 # with nohint runs without --hint, one starting with aheadN with --hint-ahead N
 # (16 without N: ahead=); CONF may end in +VAR=VALUE items, the shim's
-# environment: ahead16nonuma=+KVTIER_MOVER_HOST_NUMA=0);
+# environment: ahead16nonuma=+KVTIER_DEBUG=host-numa=0);
 # KVT_KV_INTER=1 repeats step 2 on the interleaved layout.
 # (0) mover-bench-cuda --explore: raw advice/prefetch sequences, timed.
 # (1) mover-bench-cuda: an 8 GiB managed region up and down through the
@@ -52,9 +52,9 @@ fi
 
 if want 1 && [ -n "${KVT_MOVER_CONFIGS:-}" ]; then
 echo "== 1. mover microbenchmark, configs: $KVT_MOVER_CONFIGS"
-for cfg in $KVT_MOVER_CONFIGS; do # numa1, numa0: KVTIER_MOVER_HOST_NUMA=1 or 0
+for cfg in $KVT_MOVER_CONFIGS; do # numa1, numa0: KVTIER_DEBUG=host-numa=1 or 0
         numa=${cfg##*numa}
-        KVTIER_MOVER_HOST_NUMA=$numa "$C/mover-bench-cuda" --size 8G --runs 2M,64M,1G \
+        KVTIER_DEBUG=host-numa=$numa "$C/mover-bench-cuda" --size 8G --runs 2M,64M,1G \
                 2>&1 | tee "$OUT/mover-$cfg.txt"
         res "mover $cfg: exit (0 = no lost write)" "${PIPESTATUS[0]}"
 done
@@ -62,7 +62,7 @@ elif want 1; then
 echo "== 1. mover microbenchmark"
 "$C/mover-bench-cuda" --size 8G 2>&1 | tee "$OUT/mover-default.txt"
 res "mover default: exit (0 = no lost write)" "${PIPESTATUS[0]}"
-KVTIER_MOVER_HOST_NUMA=0 "$C/mover-bench-cuda" --size 4G --runs 64M,1G 2>&1 | tee "$OUT/mover-nonuma.txt"
+KVTIER_DEBUG=host-numa=0 "$C/mover-bench-cuda" --size 4G --runs 64M,1G 2>&1 | tee "$OUT/mover-nonuma.txt"
 res "mover host_numa=0: exit" "${PIPESTATUS[0]}"
 fi
 

@@ -43,9 +43,15 @@ start_daemon() {
         echo "-- kvtierd, budget $1" >>"$RET/kvtierd.log"
         "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$RET/kvtierd.log" 2>&1 &
         DPID=$!
-        for _ in $(seq 400); do
+        # Up to 60 s: a first start on a freshly booted machine has been seen
+        # to take longer than the 20 s this waited before.
+        local t0=$SECONDS
+        for _ in $(seq 1200); do
                 kill -0 "$DPID" 2>/dev/null || break
-                [ "$("$CTL" -s "$SOCK" status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null)" = "$DPID" ] && return 0
+                if [ "$("$CTL" -s "$SOCK" status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null)" = "$DPID" ]; then
+                        [ $((SECONDS - t0)) -lt 5 ] || echo "kvtierd took $((SECONDS - t0)) s to answer" | tee -a "$RET/kvtierd.log"
+                        return 0
+                fi
                 sleep 0.05
         done
         echo "kvtierd did not start"; tail "$RET/kvtierd.log"; stop_daemon; return 1

@@ -7,7 +7,7 @@
 #  2. CUPTI records per kind and attributed to captured chunks, and the
 #     daemon fed by them under a 2G budget (the test engine, pages unmapped
 #     so that its reads fault), polled with kvtierctl;
-#  3. a real PyTorch decode recorded with KVTIER_TRACE.
+#  3. a real PyTorch decode recorded with KVTIER_DEBUG=trace.
 # Managed memory in use stays under 10 GiB (the card has ~140).
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
@@ -48,7 +48,7 @@ FB="4 7"
 shim KVTIER_HEAT=launch "$C/fault-bench" $FB >"$OUT/fb-launch.txt" 2>&1
 for d in 100:100 10:100 2:1000 1:1000; do
         shim KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=${d%:*} KVTIER_CUPTI_PERIOD_MS=${d#*:} \
-                KVTIER_HEAT_STATS=$OUT/fb-cupti-${d%:*}.json "$C/fault-bench" $FB >"$OUT/fb-cupti-${d%:*}.txt" 2>&1
+                KVTIER_DEBUG=heat-stats=$OUT/fb-cupti-${d%:*}.json "$C/fault-bench" $FB >"$OUT/fb-cupti-${d%:*}.txt" 2>&1
 done
 "$C/fault-bench" $FB >"$OUT/fb-plain2.txt" 2>&1
 cat "$OUT"/fb-*.txt
@@ -86,7 +86,7 @@ for v in off:"KVTIER_HEAT=off" launch:"KVTIER_HEAT=launch" cupti:"KVTIER_HEAT=cu
          faults100:"KVTIER_HEAT=cupti KVTIER_CUPTI_DUTY=100 --unmap" off2:"KVTIER_HEAT=off"; do
         name=${v%%:*}; set -- ${v#*:}; envs=(); args=()
         for x in "$@"; do case $x in --*) args+=("$x") ;; *) envs+=("$x") ;; esac; done
-        shim "${envs[@]}" KVTIER_HEAT_STATS=$OUT/eng-$name.json "$C/kv-engine-cuda" $EARGS "${args[@]}" >"$OUT/eng-$name.txt" 2>&1 &
+        shim "${envs[@]}" KVTIER_DEBUG=heat-stats=$OUT/eng-$name.json "$C/kv-engine-cuda" $EARGS "${args[@]}" >"$OUT/eng-$name.txt" 2>&1 &
         epid=$!; poll $epid "$OUT/eng-$name.poll"; wait $epid; rc=$?
         tail -n 4 "$OUT/eng-$name.txt"
         last=$(tail -n 3 "$OUT/eng-$name.poll" | head -n 1)
@@ -100,13 +100,13 @@ fi
 
 if want 3; then
 TB=${KVT_TORCH_BUDGET:-1G} # under the caches' 512 MiB, e.g. 128M, to see which chunks the daemon keeps
-echo "== 3. PyTorch decode with KVTIER_TRACE, budget $TB"
+echo "== 3. PyTorch decode with KVTIER_DEBUG=trace, budget $TB"
 start_daemon "$TB" || exit 1
 python3 "$C/torch_decode.py" >"$OUT/torch-plain.txt" 2>&1
-shim KVTIER_HEAT=launch,cupti KVTIER_TRACE=$OUT/torch-decode.trace KVTIER_HEAT_STATS=$OUT/torch.json \
+shim KVTIER_HEAT=launch,cupti KVTIER_DEBUG=trace=$OUT/torch-decode.trace,heat-stats=$OUT/torch.json \
         python3 "$C/torch_decode.py" >"$OUT/torch-shim.txt" 2>&1 &
 epid=$!; poll $epid "$OUT/torch-shim.poll"; wait $epid
-shim KVTIER_HEAT=launch,unmap KVTIER_CUPTI_DUTY=10 KVTIER_TRACE=$OUT/torch-unmap.trace KVTIER_HEAT_STATS=$OUT/torch-unmap.json \
+shim KVTIER_HEAT=launch,unmap KVTIER_CUPTI_DUTY=10 KVTIER_DEBUG=trace=$OUT/torch-unmap.trace,heat-stats=$OUT/torch-unmap.json \
         python3 "$C/torch_decode.py" >"$OUT/torch-unmap.txt" 2>&1
 stop_daemon
 tail -n 2 "$OUT"/torch-*.txt
@@ -121,7 +121,7 @@ if want 4; then
 echo "== 4. launch heat from the real-CUDA test engine (CUDA 13 nvcc stubs), budget 2G"
 start_daemon 2G || exit 1
 for v in launch off; do
-        shim KVTIER_HEAT=$v KVTIER_HEAT_STATS=$OUT/eng4-$v.json "$C/kv-engine-cuda" --regions 8 --region-size 1G \
+        shim KVTIER_HEAT=$v KVTIER_DEBUG=heat-stats=$OUT/eng4-$v.json "$C/kv-engine-cuda" --regions 8 --region-size 1G \
                 --window 1G --steps 48 --step-ms 60 >"$OUT/eng4-$v.txt" 2>&1 &
         epid=$!; poll $epid "$OUT/eng4-$v.poll"; wait $epid; rc=$?
         ms=$(awk '/steps took/ { print $(NF-1) }' "$OUT/eng4-$v.txt")

@@ -24,7 +24,7 @@ for pol in ${KVT_DIAG_POLICIES:-hybrid lru}; do
         dpid=$!
         for _ in $(seq 100); do "$CTL" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
         env LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=notice \
-                KVTIER_HEAT_STATS="$RET/heat-$pol.json" KVTIER_TRACE="$RET/trace-$pol.txt" \
+                KVTIER_DEBUG="heat-stats=$RET/heat-$pol.json,trace=$RET/trace-$pol.txt" \
                 timeout 150 $P --pool torch --hint >"$RET/kv-$pol.txt" 2>&1 &
         epid=$!
         : >"$RET/timeline-$pol.jsonl"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A small decode loop in plain PyTorch, for recording a kvtier trace
-(KVTIER_TRACE) on a real GPU: per layer one K and one V cache tensor
+(KVTIER_DEBUG=trace) on a real GPU: per layer one K and one V cache tensor
 [1, heads, max_seq, head_dim] in bf16 (each large enough to be captured),
 then --steps decode steps that append one position to every layer's cache
 and attend over what is filled (scaled_dot_product_attention).  The shim's

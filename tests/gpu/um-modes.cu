@@ -251,15 +251,24 @@ int main(int argc, char **argv) {
                         continue;
                 }
                 t = now_ms();
-                if (base == "host-kern" || base == "host-ce" || base == "host-rearm" || base == "pop-host") {
+                if (base == "host-kern" || base == "host-ce" || base == "host-rearm" || base == "pop-host" ||
+                    base == "fresh-ab" || base == "pop-host-ab") {
+                        // fresh-ab: a capture past the grant mapped by advice before its
+                        // first touch; pop-host-ab: populated on the host, then mapped
+                        // by advice, then written by a kernel.
                         CK(cudaMemAdvise(buf, bytes, cudaMemAdviseSetPreferredLocation, host));
-                        if (base == "pop-host") { // populate on the host first, then the copy engine writes
+                        if (base == "pop-host" || base == "pop-host-ab") { // populate on the host first
                                 CK(cudaMemPrefetchAsync(buf, bytes, host, 0, s));
                                 CK(cudaStreamSynchronize(s));
                                 report(m.c_str(), "populate", now_ms() - t, bytes);
                                 t = now_ms();
                         }
-                        if (base == "host-kern")
+                        if (base == "fresh-ab" || base == "pop-host-ab") {
+                                CK(cudaMemAdvise(buf, bytes, cudaMemAdviseSetAccessedBy, gpu));
+                                report(m.c_str(), "map", now_ms() - t, bytes);
+                                t = now_ms();
+                        }
+                        if (base == "host-kern" || base == "fresh-ab" || base == "pop-host-ab")
                                 k_write<<<1024, 256, 0, s>>>(buf, words, 3);
                         else
                                 CK(cudaMemcpyAsync(buf, src, bytes, cudaMemcpyDeviceToDevice, s));

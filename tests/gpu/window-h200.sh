@@ -79,7 +79,7 @@ for v in "${variants[@]}"; do
                 continue
         fi
         env $envs LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=notice \
-                KVTIER_HEAT_STATS="$OUT/heat-$name.json" \
+                KVTIER_DEBUG=heat-stats="$OUT/heat-$name.json" \
                 $DEC --kvtierctl "$CTL -s $SOCK status --json" >"$OUT/$name.txt" 2>&1
         rc=$?
         "$CTL" -s "$SOCK" status >"$OUT/status-$name.txt" 2>&1

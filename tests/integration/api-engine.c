@@ -27,6 +27,12 @@
  * until FILE exists, so a test can look at kvtierctl meanwhile.
  * --fork: fork() before any CUDA call; parent and child each run the
  * engine, and the parent exits with the child's failure if it failed.
+ * --fork-storm N (with --threads): while the threads allocate and free,
+ * the main thread forks N children, one at a time; each calls into the
+ * shim (cudaMemGetInfo, cudaFree of a region the parent captured, a large
+ * cudaMalloc, which fails in a child of an initialized CUDA) and exits.  A
+ * child that does not exit within 5 s (a lock held at the fork) or dies of
+ * a signal fails the run.
  *
  * Exit status: 0 data intact; 1 data mismatch; 2 usage; 3 a CUDA call failed.
  */
@@ -34,6 +40,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +74,8 @@ static unsigned arg_regions = 2, arg_threads, arg_iterations = 10;
 static size_t arg_size = 64u << 20;
 static const char *arg_hold;
 static bool arg_fork;
+static unsigned arg_fork_storm;
+static volatile int storm_over;
 
 /* Driver entry points as the mode reaches them. */
 static alloc_fn drv_alloc;
@@ -256,6 +265,65 @@ static uint64_t pass(unsigned seed, cudaStream_t s, bool hold_first) {
 
 static int run(uint64_t *ret_bad);
 
+/* One child of the storm: what it does, then how it ended (0: exited 0
+ * within 5 s). */
+static int storm_child(void *parents) {
+        pid_t pid = fork();
+        int st = 0;
+
+        if (pid < 0)
+                return -1;
+        if (pid == 0) {
+                size_t fr, tot;
+                void *p = NULL;
+
+                (void)cudaMemGetInfo(&fr, &tot);
+                (void)cudaFree(parents);
+                (void)cudaMalloc(&p, arg_size);
+                _exit(0);
+        }
+        for (int i = 0; i < 500; i++) {
+                if (waitpid(pid, &st, WNOHANG) == pid)
+                        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+                sleep_ms(10);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        fprintf(stderr, "api-engine: a forked child hung\n");
+        return -1;
+}
+
+static void *storm_thread(void *arg) {
+        (void)arg;
+        while (!storm_over) {
+                void *p = alloc(arg_size, NULL);
+                dealloc(p, NULL);
+        }
+        return NULL;
+}
+
+static int run_fork_storm(void) {
+        pthread_t t[64];
+        unsigned failed = 0;
+        void *parents;
+
+        if (!arg_threads || arg_threads > 64)
+                return EXIT_USAGE;
+        CHECK_CUDA(cudaSetDevice(0));
+        parents = alloc(arg_size, NULL);
+        for (unsigned i = 0; i < arg_threads; i++)
+                if (pthread_create(&t[i], NULL, storm_thread, NULL) != 0)
+                        return EXIT_CUDA;
+        for (unsigned i = 0; i < arg_fork_storm; i++)
+                failed += storm_child(parents) < 0;
+        storm_over = 1;
+        for (unsigned i = 0; i < arg_threads; i++)
+                pthread_join(t[i], NULL);
+        dealloc(parents, NULL);
+        printf("api-engine: fork storm, %u children, %u failed\n", arg_fork_storm, failed);
+        return failed ? EXIT_MISMATCH : 0;
+}
+
 static void *thread_main(void *arg) {
         unsigned id = (unsigned)(uintptr_t)arg;
         cudaStream_t s = NULL;
@@ -275,7 +343,8 @@ int main(int argc, char **argv) {
                 { "mode", required_argument, NULL, 'm' },    { "regions", required_argument, NULL, 'r' },
                 { "size", required_argument, NULL, 's' },    { "hold", required_argument, NULL, 'H' },
                 { "threads", required_argument, NULL, 't' }, { "iterations", required_argument, NULL, 'i' },
-                { "fork", no_argument, NULL, 'f' },          {},
+                { "fork", no_argument, NULL, 'f' },          { "fork-storm", required_argument, NULL, 'S' },
+                {},
         };
         uint64_t bad = 0;
         int c;
@@ -295,10 +364,13 @@ int main(int argc, char **argv) {
                 case 't': arg_threads = (unsigned)atoi(optarg); break;
                 case 'i': arg_iterations = (unsigned)atoi(optarg); break;
                 case 'f': arg_fork = true; break;
+                case 'S': arg_fork_storm = (unsigned)atoi(optarg); break;
                 default: return EXIT_USAGE;
                 }
         if (arg_regions == 0 || arg_regions > 64)
                 return EXIT_USAGE;
+        if (arg_fork_storm)
+                return run_fork_storm();
         if (arg_fork) {
                 pid_t child = fork();
                 int st;

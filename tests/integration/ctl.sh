@@ -20,10 +20,11 @@ status_json >"$TMP/status.json"
 check "metrics exits 0" [ $rc -eq 0 ]
 check "every sample line is NAME{LABELS} VALUE" \
         bash -c "! grep -v '^#' '$TMP/metrics.txt' | grep -Ev '^[a-z_]+(\{([a-z_]+=\"([^\"\\\\]|\\\\.)*\",?)*\})? [0-9.e+-]+$'"
-check "every metric has HELP and TYPE before its samples" awk '
+check "every metric has HELP and TYPE before its samples (a histogram's series by its name)" awk '
         /^# HELP / { help[$3] = 1; next }
-        /^# TYPE / { type[$3] = 1; next }
-        { n = $1; sub(/\{.*/, "", n); if (!help[n] || !type[n]) { print "no HELP/TYPE: " n; bad = 1 } }
+        /^# TYPE / { type[$3] = $4; next }
+        { n = $1; sub(/\{.*/, "", n); b = n; sub(/_(bucket|sum|count)$/, "", b); if (type[b] == "histogram") n = b
+          if (!help[n] || !type[n]) { print "no HELP/TYPE: " n; bad = 1 } }
         END { exit bad }' "$TMP/metrics.txt"
 metric() { awk -v k="$1" '$1 == k { print $2 }' "$TMP/metrics.txt"; }
 check "budget matches the status JSON" \

@@ -55,7 +55,7 @@ check_gt "cuLaunchKernel through cuGetProcAddress heat: the window is in VRAM at
 # must resolve the real function, not itself (it recursed until the stack
 # overflowed, and a real PyTorch-free engine hung on the H200).
 env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=16M KVTIER_HEAT=launch \
-        KVTIER_HEAT_STATS="$TMP/local.heat" timeout 30 "$top_builddir/tests/integration/local-driver" \
+        KVTIER_DEBUG=heat-stats="$TMP/local.heat" timeout 30 "$top_builddir/tests/integration/local-driver" \
         >"$TMP/local.out" 2>&1; rc=$?
 check "launch through a RTLD_LOCAL driver's cuGetProcAddress: exits 0" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "exit $rc: $(cat "$TMP/local.out")"
@@ -113,7 +113,7 @@ check "kvtierd stops for a run with its defaults" stop_daemon
 write_config 64M
 check "kvtierd starts with its defaults" start_daemon
 ARGS="${ARGS/--step-ms 15/--step-ms 60}"
-hot=$(ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/cupti.heat" POLL_MAX=1 run_polled cupti 1)
+hot=$(ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_DEBUG=heat-stats=$TMP/cupti.heat" POLL_MAX=1 run_polled cupti 1)
 ARGS="${ARGS/--step-ms 60/--step-ms 15}"
 check "cupti: pattern intact" grep -q "mismatched words 0" "$TMP/cupti.out"
 cs() { jq -s "last | .$1" "$TMP/cupti.heat"; }
@@ -140,11 +140,11 @@ check "kvtierd starts again with lru" start_daemon
 
 # Under a CUPTI tool (injected through CUDA_INJECTION64_PATH) kvtier keeps
 # out; CUPTI merely loaded by the application does not stop it.
-ENGINE_ENV="LD_PRELOAD=${PRELOAD// /:}:$FAKES/libcupti.so.13 KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/loaded.heat" \
+ENGINE_ENV="LD_PRELOAD=${PRELOAD// /:}:$FAKES/libcupti.so.13 KVTIER_HEAT=cupti KVTIER_DEBUG=heat-stats=$TMP/loaded.heat" \
         run_engine loaded $ARGS
 check "CUPTI loaded by the application: kvtier still samples" \
         [ "$(jq -s 'last | .cupti_loaded' "$TMP/loaded.heat")" = true ]
-ENGINE_ENV="CUDA_INJECTION64_PATH=/nonexistent/tool.so KVTIER_HEAT=cupti KVTIER_LOG=info KVTIER_HEAT_STATS=$TMP/busy.heat" \
+ENGINE_ENV="CUDA_INJECTION64_PATH=/nonexistent/tool.so KVTIER_HEAT=cupti KVTIER_LOG=info KVTIER_DEBUG=heat-stats=$TMP/busy.heat" \
         run_engine busy $ARGS; rc=$?
 check "CUPTI tool injected: engine exits 0" [ $rc -eq 0 ]
 check "CUPTI tool injected: kvtier does not take CUPTI over" \
@@ -157,11 +157,11 @@ check "and says so" grep -q "CUPTI is in use by a tool" "$TMP/busy.out"
 # Evicted to host-mapped, they are read over the link unseen: only the
 # first touch of chunks that started in host memory faults.
 WRAP="--regions 4 --region-size 64M --window 16M --steps 200 --step-ms 4"
-ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/ev-mapped.heat" run_engine ev-mapped $WRAP
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_DEBUG=heat-stats=$TMP/ev-mapped.heat" run_engine ev-mapped $WRAP
 check "evict_to host-mapped: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-mapped.out"
 check "kvtierctl set policy.evict_to host" "$KVTIERCTL" -s "$SOCK" set policy.evict_to host
 check "status shows it" [ "$(status_json | jq -r '.policy_params.evict_to // empty')" = host ]
-ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_HEAT_STATS=$TMP/ev-host.heat" run_engine ev-host $WRAP
+ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_DEBUG=heat-stats=$TMP/ev-host.heat" run_engine ev-host $WRAP
 check "evict_to host: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-host.out"
 faults_mapped=$(jq -s 'map(.gpu_fault_attributed) | max' "$TMP/ev-mapped.heat")
 check_le "evicted host-mapped: at most a fault a chunk (a first touch; in VRAM too, where it populates)" \
@@ -175,7 +175,7 @@ check "kvtierctl set policy.evict_to host-mapped" "$KVTIERCTL" -s "$SOCK" set po
 check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/kvtierd.log")" -eq 0 ]
 
 # The trace recorder: format, order, bounds.
-ENGINE_ENV="KVTIER_HEAT=launch KVTIER_TRACE=$TMP/engine.trace" run_engine traced $ARGS; rc=$?
+ENGINE_ENV="KVTIER_HEAT=launch KVTIER_DEBUG=trace=$TMP/engine.trace" run_engine traced $ARGS; rc=$?
 check "traced run exits 0" [ $rc -eq 0 ]
 check "trace starts with its magic line" [ "$(head -1 "$TMP/engine.trace")" = "kvtier-trace 1" ]
 # trace_ok FILE MIN_A MIN_F: the kvtier-trace 1 format, R before A, chunks in

@@ -51,9 +51,9 @@ check_gt "prefetches to the host named the node" "$(stat_of numa numa_location_c
 check "the mover's threads bound to the node's CPUs, or why not said" \
         grep -Eq "The mover's threads (run on|stay unbound, not on) NUMA node 1's CPUs" "$TMP/numa.out"
 
-bench nonuma FAKECUDA_NUMA_NODES=2 KVTIER_MOVER_HOST_NUMA=0; rc=$?
-check "KVTIER_MOVER_HOST_NUMA=0: check exits 0" [ $rc -eq 0 ]
-check "KVTIER_MOVER_HOST_NUMA=0: no NUMA location named" [ "$(stat_of nonuma numa_location_calls)" -eq 0 ]
+bench nonuma FAKECUDA_NUMA_NODES=2 KVTIER_DEBUG=host-numa=0; rc=$?
+check "KVTIER_DEBUG=host-numa=0: check exits 0" [ $rc -eq 0 ]
+check "KVTIER_DEBUG=host-numa=0: no NUMA location named" [ "$(stat_of nonuma numa_location_calls)" -eq 0 ]
 
 # A node CUDA refuses (here: one the fake does not have) falls back to
 # plain host memory instead of failing every eviction.

@@ -17,15 +17,34 @@ check "set policy lru exits 0" [ $rc -eq 0 ]
 check "status shows policy lru" [ "$(jqs .policy)" = lru ]
 check "lru has no window" [ "$(jqs .policy_params.window_bytes)" = 0 ]
 
+# kvtierctl config: the table in effect, each section once, the file's values and the live ones.
+cfg() { "$KVTIERCTL" -s "$SOCK" config --json | jq -r ".config[] | select(.section == \"$1\" and .key == \"$2\") | .value"; }
+"$KVTIERCTL" -s "$SOCK" config >"$TMP/config.txt"; rc=$?
+check "config exits 0" [ $rc -eq 0 ]
+check "config prints each section once" rc_and $rc [ "$(grep '^\[' "$TMP/config.txt" | sort | uniq -d | wc -l)" -eq 0 ]
+check "config shows [daemon] tick_ms from the file, and its default" grep -qE '^tick_ms = 20 +# default 10$' "$TMP/config.txt"
+check "config --json: [policy] hysteresis_ticks = 6" [ "$(cfg policy hysteresis_ticks)" = 6 ]
+check "config --json: [gpu] vram_budget = 64M" [ "$(cfg gpu vram_budget)" = 64M ]
+check "config --json: every entry has help" [ "$("$KVTIERCTL" -s "$SOCK" config --json | jq '[.config[] | select(.help == "")] | length')" = 0 ]
+check "config --json: the live policy is lru" [ "$(cfg policy name)" = lru ]
+
+# A refused set says why, from the daemon: the reason comes in the reply.
 "$KVTIERCTL" -s "$SOCK" set policy magic >"$TMP/set.out" 2>&1; rc=$?
-bad_value() { [ $rc -eq 1 ] && grep -q "invalid value" "$TMP/set.out"; }
-check "set policy magic exits 1 with a clear error" bad_value
+bad_value() { [ $rc -eq 1 ] && grep -qx "kvtierctl: set policy=magic: invalid \[policy\] name = magic: expected one of demand, lru, heat, window, hybrid" "$TMP/set.out"; }
+check "set policy magic exits 1 with the daemon's reason" bad_value
+[ $rc -eq 1 ] || diag "$(cat "$TMP/set.out")"
 check "a bad policy leaves the old one" [ "$(jqs .policy)" = lru ]
-check "the daemon's log says why" grep -q "kvtierctl set: invalid \[policy\] name = magic" "$TMP/kvtierd.log"
+check "the daemon's log says why" grep -q "kvtierctl set \"policy=magic\" from pid [0-9]* (uid 0) refused: invalid \[policy\] name = magic" "$TMP/kvtierd.log"
+"$KVTIERCTL" -s "$SOCK" set policy.window 17T >"$TMP/set.out" 2>&1; rc=$?
+check "set policy.window 17T exits 1 naming the range" \
+        rc_and $((rc != 1)) grep -qx "kvtierctl: set policy.window=17T: \[policy\] window = 17T is out of range 0..16T" "$TMP/set.out"
+"$KVTIERCTL" -s "$SOCK" set policy.windwo 1G >"$TMP/set.out" 2>&1; rc=$?
+check "a misspelt policy key exits 1 with a suggestion" \
+        rc_and $((rc != 1)) grep -q "unknown key \[policy\] windwo (did you mean window?)" "$TMP/set.out"
 
 "$KVTIERCTL" -s "$SOCK" set frobnicate 1 >"$TMP/set.out" 2>&1; rc=$?
-unknown() { [ $rc -eq 1 ] && grep -q "unknown key" "$TMP/set.out"; }
-check "an unknown key exits 1" unknown
+unknown() { [ $rc -eq 1 ] && grep -q "unknown key frobnicate (keys: policy, policy.KEY, vram_budget\[.GPU\], host_budget.NODE)" "$TMP/set.out"; }
+check "an unknown key exits 1, listing the keys" unknown
 "$KVTIERCTL" -s "$SOCK" set policy >/dev/null 2>&1; rc=$?
 check "set without a value is a usage error" [ $rc -eq 2 ]
 
@@ -45,20 +64,23 @@ check "a bad policy.overlap exits 1, overlap unchanged" \
 "$KVTIERCTL" -s "$SOCK" set vram_budget 0 32M; rc=$?
 check "set vram_budget 0 32M exits 0" [ $rc -eq 0 ]
 check "GPU 0 budget is 32M" [ "$(gpu0 budget_bytes)" = $((32 << 20)) ]
-"$KVTIERCTL" -s "$SOCK" set vram_budget 64 1G >/dev/null 2>&1; rc=$?
-check "a GPU out of range exits 1" [ $rc -eq 1 ]
+"$KVTIERCTL" -s "$SOCK" set vram_budget 64 1G >"$TMP/set.out" 2>&1; rc=$?
+check "a GPU out of range exits 1, saying so" rc_and $((rc != 1)) grep -q "GPU index must be 0..63" "$TMP/set.out"
 
 # Only root may change things: a peer with another uid is refused.
 chmod 755 "$TMP" && chmod 666 "$SOCK"
 if setpriv --reuid=65534 --regid=65534 --clear-groups "$KVTIERCTL" -s "$SOCK" status >/dev/null 2>&1; then
         setpriv --reuid=65534 --regid=65534 --clear-groups "$KVTIERCTL" -s "$SOCK" set policy window \
                 >"$TMP/set.out" 2>&1; rc=$?
-        denied() { [ $rc -eq 1 ] && grep -q "permission denied" "$TMP/set.out"; }
-        check "a non-root set is refused" denied
+        denied() { [ $rc -eq 1 ] && grep -q "permission denied: uid 65534 is not root" "$TMP/set.out"; }
+        check "a non-root set is refused, with the daemon's reason" denied
         check "policy unchanged after the refusal" [ "$(jqs .policy)" = hybrid ]
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$KVTIERCTL" -s "$SOCK" config >"$TMP/config.out" 2>&1; rc=$?
+        check "config is read-only, open to a non-root peer as status is" rc_and $rc grep -q '^name = hybrid' "$TMP/config.out"
 else
         ok "# SKIP a non-root set is refused (cannot run kvtierctl as nobody here)"
         ok "# SKIP policy unchanged after the refusal"
+        ok "# SKIP config open to a non-root peer"
 fi
 
 # Under load: start at 64M with heat fed by the engine's hints, switch the

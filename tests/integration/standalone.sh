@@ -1,7 +1,7 @@
 #!/bin/bash
 # KVTIER_STANDALONE=1: no service.  The shim starts a kvtierd of the engine's
 # own as a child (shim/standalone.c) and connects to it as to any daemon; the
-# daemon takes KVTIER_VRAM_BUDGET as its budget and ends with the engine.
+# daemon takes KVTIER_STANDALONE=BYTES as its budget and ends with the engine.
 . "$(dirname "$0")/lib.sh"
 ARGS="--regions 4 --region-size 64M --window 32M --steps 40 --step-ms 15 --hint"
 BUDGET=$((64 << 20))
@@ -34,7 +34,7 @@ wait_started() {
 
 # The engine runs in the background, so that the daemon can be seen at work;
 # fd 7 is open in the engine without close-on-exec, and must not reach it.
-ENGINE_ENV="$SA_ENV KVTIER_VRAM_BUDGET=64M" \
+ENGINE_ENV="$SA_ENV KVTIER_STANDALONE=64M" \
         run_engine standalone $ARGS --steps 100 --max-vram $BUDGET 7>"$TMP/engine-fd7" &
 engine=$!
 wait_started standalone
@@ -53,7 +53,7 @@ check "standalone: kvtierctl reaches the private daemon, which has the engine as
 check "standalone: the daemon is a child of the engine" [ "$(proc_field "$dpid" 4)" = "$client_pid" ]
 check "standalone: the daemon runs in a process group of its own" \
         [ "$(proc_field "$dpid" 5)" != "$(proc_field "$client_pid" 5)" ]
-check "standalone: KVTIER_VRAM_BUDGET is the daemon's budget" \
+check "standalone: KVTIER_STANDALONE=BYTES is the daemon's budget" \
         [ "$(echo "$status" | jq '.gpus[0].budget_bytes')" -eq $BUDGET ]
 private_dir() { [ "$(stat -c %a "$(dirname "$dsock")")" = 700 ] && [ "$(dirname "$(dirname "$dsock")")" = "$XDG" ]; }
 check "standalone: the daemon's socket is in a private directory of mode 0700 under XDG_RUNTIME_DIR" private_dir
@@ -80,7 +80,7 @@ ENGINE_ENV="KVTIER_SOCKET=$TMP/none.sock" run_engine reference $ARGS; rc=$?
 check "without standalone and no daemon: nothing captured (the reference)" rc_and $rc captured reference 0
 
 # An engine that is killed gets no exit handler: the lifeline still ends the daemon.
-ENGINE_ENV="$SA_ENV KVTIER_VRAM_BUDGET=64M" run_engine killed $ARGS --steps 1000 &
+ENGINE_ENV="$SA_ENV KVTIER_STANDALONE=64M" run_engine killed $ARGS --steps 1000 &
 engine=$!
 wait_started killed
 dpid=$(daemon_pid killed)
@@ -89,7 +89,7 @@ wait $engine 2>/dev/null
 check "engine SIGKILLed: its daemon exits" gone "$dpid"
 check "engine SIGKILLed: the private directory is removed" no_private_dirs
 
-ENGINE="$top_builddir/tests/integration/api-engine" ENGINE_ENV="$SA_ENV KVTIER_VRAM_BUDGET=64M" \
+ENGINE="$top_builddir/tests/integration/api-engine" ENGINE_ENV="$SA_ENV KVTIER_STANDALONE=64M" \
         run_engine standalone-driver --mode procaddr --regions 2 --size 64M; rc=$?
 check "standalone, driver API through cuGetProcAddress: engine exits 0, data intact" rc_and $rc intact standalone-driver
 check "standalone, driver API: both regions captured" captured standalone-driver 2
@@ -101,20 +101,26 @@ check "fork: engine exits 0, pattern intact" rc_and $rc intact forked
 check "fork: one daemon started" [ "$(grep -c 'Started kvtierd' "$TMP/forked.out")" -eq 1 ]
 check "fork: it exits with the parent" gone "$(daemon_pid forked)"
 
-ENGINE_ENV="$SA_ENV KVTIER_VRAM_BUDGET=lots" run_engine bad-budget $ARGS; rc=$?
-check "a bad KVTIER_VRAM_BUDGET warns" grep -q "Invalid KVTIER_VRAM_BUDGET=lots" "$TMP/bad-budget.out"
-check "a bad KVTIER_VRAM_BUDGET: engine exits 0, pattern intact" rc_and $rc intact bad-budget
+ENGINE_ENV="$SA_ENV KVTIER_STANDALONE=lots" run_engine bad-budget $ARGS; rc=$?
+check "a bad KVTIER_STANDALONE=BYTES warns" grep -q "Invalid KVTIER_STANDALONE=lots" "$TMP/bad-budget.out"
+check "a bad KVTIER_STANDALONE=BYTES: engine exits 0, pattern intact" rc_and $rc intact bad-budget
+check "a bad KVTIER_STANDALONE: no daemon of its own started (the value stays at 0)" \
+        bash -c '! grep -q "Started kvtierd" "$1"' _ "$TMP/bad-budget.out"
+
+# KVTIER_STANDALONE=1: the daemon's own configured budget, not a leftover.
+ENGINE_ENV="$SA_ENV" run_engine own-budget $ARGS; rc=$?
 own_budget() {
-        captured bad-budget 4 && grep -q "^kvtierd: GPU 0: VRAM budget" "$TMP/bad-budget.out" &&
-                ! grep -q "VRAM budget 64.0M" "$TMP/bad-budget.out"
+        captured own-budget 4 && grep -q "^kvtierd: GPU 0: VRAM budget" "$TMP/own-budget.out" &&
+                ! grep -q "VRAM budget 64.0M" "$TMP/own-budget.out"
 }
-check "a bad KVTIER_VRAM_BUDGET: all four regions tiered by the daemon, on its own budget" own_budget
+check "KVTIER_STANDALONE=1: engine exits 0, pattern intact" rc_and $rc intact own-budget
+check "KVTIER_STANDALONE=1: all four regions tiered by the daemon, on its own budget" own_budget
 
 # A daemon that refuses to start (a budget over [gpu] vram_budget's range):
 # its error on the engine's stderr, one warning of the shim's, nothing
 # captured, and no wait for the start-up timeout.
 start=$(date +%s%N)
-ENGINE_ENV="$SA_ENV KVTIER_VRAM_BUDGET=20T" run_engine refused $ARGS --steps 4; rc=$?
+ENGINE_ENV="$SA_ENV KVTIER_STANDALONE=20T" run_engine refused $ARGS --steps 4; rc=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 check "daemon refuses to start: engine exits 0, pattern intact" rc_and $rc intact refused
 check "daemon refuses to start: nothing captured" captured refused 0

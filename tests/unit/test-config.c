@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -329,6 +332,137 @@ static void test_print(void) {
         conf_free(c);
 }
 
+/* conf_print() into a string (free()). */
+static char *print_str(const struct conf *c) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        conf_print(c, f);
+        fclose(f);
+        return buf;
+}
+
+/* Lines of text that are exactly line. */
+static int count_lines(const char *text, const char *line) {
+        size_t n = strlen(line);
+        int k = 0;
+
+        for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+                if (strncmp(p, line, n) == 0 && (p[n] == '\n' || p[n] == '\0'))
+                        k++;
+        return k;
+}
+
+/* Every section once, the configured [gpu.N], [numa.N] and [client.NAME]
+ * among them, and what is printed reads back strictly as the same table. */
+static void test_print_sections(void) {
+        static const char *const sections[] = {"[daemon]",      "[gpu]",         "[gpu.1]",  "[gpu.3]",
+                                               "[policy]",      "[host]",        "[numa.0]", "[capture]",
+                                               "[client.vllm]", "[client.batch]"};
+        struct conf *c = NULL, *again = NULL;
+        char *text, *text2;
+        FILE *f;
+
+        TAP_EQ_INT(load("[gpu.3]\nvram_budget = 4G\n[gpu.1]\nvram_budget = 12G\n[client.vllm]\nuid = 0\n"
+                        "priority = 3\n[numa.0]\nhost_budget = 1G\n[client.batch]\ngid = 0\nquota = 1G\n"
+                        "[policy]\nname = lru\n",
+                        &c),
+                   0, "print once: load");
+        text = print_str(c);
+        for (size_t i = 0; i < ELEMENTSOF(sections); i++)
+                TAP_EQ_INT(count_lines(text, sections[i]), 1, "print once: %s printed once", sections[i]);
+        TAP_OK(strstr(text, "[gpu.1]\n# Override") && strstr(text, "vram_budget = 12G\n"),
+               "print once: [gpu.1] 12G");
+        TAP_OK(strstr(text, "[client.batch]\n") && strstr(text, "quota = 1G\n"),
+               "print once: [client.batch] quota");
+        for (const char *p = text; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != '\0'))
+                if (strcspn(p, "\n") > 200) {
+                        TAP_OK(false, "print once: a line longer than inih's 200 bytes: %.40s...", p);
+                        break;
+                }
+        /* what is printed is a config file: strictly valid, the same table */
+        f = fopen(path, "we");
+        fputs(text, f);
+        fclose(f);
+        TAP_EQ_INT(conf_new(&again), 0, "print once: conf_new");
+        conf_set_strict(again, true);
+        TAP_EQ_INT(conf_load(again, path, true), 0, "print once: the print reads back strictly");
+        text2 = print_str(again);
+        TAP_EQ_STR(text2, text, "print once: and prints the same");
+        free(text);
+        free(text2);
+        conf_free(c);
+        conf_free(again);
+}
+
+/* Unknown sections and keys: warned of and skipped by the daemon, errors
+ * when strict; a directory or an unreadable file is an error either way;
+ * conf_set_reason() says why a value is refused. */
+static void test_strict(void) {
+        static const char *const unknown[] = {
+                "[deamon]\nsocket = /tmp/x.sock\n", "[daemon]\nfrobnicate = 1\n",
+                "[policy]\nnmae = lru\n",           "[gpu.1]\nbudget = 1G\n",
+                "[client.a]\nuid = 0\nprio = 1\n",  "[numa]\nhost_budget = 1G\n",
+        };
+        char dir[] = "/tmp/test-config-dir-XXXXXX", reason[256] = "";
+        struct conf *c = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(unknown); i++) {
+                TAP_EQ_INT(load(unknown[i], &c), 0, "strict: unknown name %zu only warns by default", i);
+                c = conf_free(c);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(unknown); i++) {
+                FILE *f = fopen(path, "we");
+
+                fputs(unknown[i], f);
+                fclose(f);
+                TAP_EQ_INT(conf_new(&c), 0, "strict: conf_new");
+                conf_set_strict(c, true);
+                TAP_EQ_INT(conf_load(c, path, true), -EINVAL, "strict: unknown name %zu is an error", i);
+                c = conf_free(c);
+        }
+        TAP_EQ_INT(load("[deamon]\nsocket = /tmp/x.sock\n", &c), 0, "strict: [deamon] loads by default");
+        TAP_EQ_STR(conf_socket(c), KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
+                   "strict: and its keys are not taken");
+        c = conf_free(c);
+        TAP_OK(!conf_section_known("deamon") && conf_section_known("daemon") &&
+                       conf_section_known("gpu.7") && conf_section_known("client.x") &&
+                       !conf_section_known("numa"),
+               "strict: known sections");
+
+        TAP_OK(mkdtemp(dir) != NULL, "strict: a directory");
+        TAP_EQ_INT(conf_new(&c), 0, "strict: conf_new");
+        TAP_EQ_INT(conf_load(c, dir, true), -EISDIR, "strict: a directory given is an error");
+        TAP_EQ_INT(conf_load(c, dir, false), -EISDIR, "strict: a directory as the default file too");
+        rmdir(dir);
+        if (geteuid() != 0) {
+                chmod(path, 0);
+                TAP_EQ_INT(conf_load(c, path, true), -EACCES, "strict: an unreadable file is an error");
+                chmod(path, 0600);
+        } else
+                TAP_OK(true, "# SKIP strict: an unreadable file (root reads any file)");
+
+        TAP_EQ_INT(conf_set_reason(c, "gpu", "vram_budget", "17T", reason, sizeof(reason)), -ERANGE,
+                   "reason: out of range");
+        TAP_EQ_STR(reason, "[gpu] vram_budget = 17T is out of range 0..16T",
+                   "reason: names the range in bytes");
+        TAP_EQ_INT(conf_set_reason(c, "policy", "name", "magic", reason, sizeof(reason)), -EINVAL,
+                   "reason: bad name");
+        TAP_EQ_STR(reason,
+                   "invalid [policy] name = magic: expected one of demand, lru, heat, window, hybrid",
+                   "reason: lists the policies");
+        TAP_EQ_INT(conf_set_reason(c, "policy", "windwo", "1G", reason, sizeof(reason)), -ENOENT,
+                   "reason: unknown key");
+        TAP_EQ_STR(reason, "unknown key [policy] windwo (did you mean window?)", "reason: suggests the key");
+        TAP_EQ_INT(conf_set_reason(c, "deamon", "tick_ms", "5", reason, sizeof(reason)), -ENOENT,
+                   "reason: unknown section");
+        TAP_EQ_STR(reason, "unknown section [deamon] (did you mean [daemon]?)",
+                   "reason: suggests the section");
+        TAP_EQ_INT(conf_tick_ms(c), 10, "reason: nothing set by the refusals");
+        conf_free(c);
+}
+
 int main(void) {
         int fd = mkstemp(path);
 
@@ -345,6 +479,8 @@ int main(void) {
         test_print();
         test_demand_params();
         test_numa();
+        test_print_sections();
+        test_strict();
         unlink(path);
         return tap_done();
 }

@@ -306,6 +306,68 @@ static void test_quiet_window(void) {
         rig_down(&x);
 }
 
+/* The probe window is learnt from how long probes took to come back: the
+ * 90th percentile of the last 32 returns, three times over, within
+ * [protect_min / 8, protect_min]; late returns of expired probes count. */
+static void test_probe_window(void) {
+        struct policy_probe_timing t = {0};
+        struct rig x;
+        const struct gpu_stats *g;
+        struct region *a;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        TAP_EQ_INT(policy_probe_window(&t, 2, 20), 20, "window: nothing known, the longest");
+        for (int i = 0; i < 7; i++)
+                policy_probe_timing_note(&t, 2);
+        TAP_EQ_INT(policy_probe_window(&t, 2, 20), 20, "window: seven returns are not enough");
+        policy_probe_timing_note(&t, 2);
+        TAP_EQ_INT(policy_probe_window(&t, 2, 20), 6, "window: eight returns in 2 ticks: 6");
+        TAP_EQ_INT(policy_probe_window(&t, 8, 20), 8, "window: never below the shortest");
+        t = (struct policy_probe_timing){0};
+        for (int i = 0; i < 29; i++)
+                policy_probe_timing_note(&t, 4);
+        for (int i = 0; i < 3; i++)
+                policy_probe_timing_note(&t, 100);
+        TAP_EQ_INT(policy_probe_window(&t, 2, 20), 12, "window: three slow returns of 32 do not count");
+        policy_probe_timing_note(&t, 100); /* the ring drops a quick one */
+        TAP_EQ_INT(policy_probe_window(&t, 2, 20), 20, "window: four do, up to the longest");
+        for (int i = 0; i < 32; i++)
+                policy_probe_timing_note(&t, 3);
+        TAP_EQ_INT(policy_probe_window(&t, 2, 20), 9, "window: only the last 32 returns count");
+
+        /* The registry notes each return's delay; the planner's window follows. */
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 16, KVT_TIER_VRAM);
+        TAP_EQ_INT(registry_probe_new(x.r, a, 0, 8, &o), 0, "window: probe chunks 0..7");
+        registry_probe_mark(x.r, a, 0, 8);
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "window: probed");
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 8; i++)
+                registry_chunk_touch(x.r, a, i, 1); /* each back a tick later */
+        TAP_EQ_U64(g->probe_timing.n, 8, "window: eight returns noted");
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "window: the planner ticks");
+        TAP_EQ_INT(g->probe_window_ticks, 3, "window: returns a tick after their probes: a window of 3 ticks, not protect_min's 20");
+        TAP_EQ_INT(registry_probe_new(x.r, a, 8, 2, &o), 0, "window: probe chunks 8, 9");
+        registry_probe_mark(x.r, a, 8, 2);
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "window: probed");
+        registry_probe_expired(x.r, a, 8);
+        registry_probe_expired(x.r, a, 9);
+        for (int i = 0; i < 15; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 8, 1);
+        TAP_EQ_U64(g->probe_timing.n, 9, "window: a late return (15 ticks after its probe) is noted");
+        for (int i = 0; i < 40; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 9, 1);
+        TAP_EQ_U64(g->probe_timing.n, 9, "window: a use 55 ticks on (past twice protect_min) is a new use, not noted");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_grants();
@@ -313,5 +375,6 @@ int main(void) {
         test_demands();
         test_probe_expired();
         test_quiet_window();
+        test_probe_window();
         return tap_done();
 }

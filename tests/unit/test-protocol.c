@@ -207,6 +207,11 @@ static void test_ctl_set(int a, int b) {
         n = build(buf, KVT_MSG_CTL_SET, long_text, sizeof(long_text));
         TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "CTL_SET longer than KVT_CTL_SET_MAX");
         TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_CTL_SET), "CTL_SET", "CTL_SET has a name");
+        n = build(buf, KVT_MSG_CTL_CONFIG, "", 0);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "CTL_CONFIG without a payload");
+        n = build(buf, KVT_MSG_CTL_CONFIG, "x", 1);
+        TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "CTL_CONFIG with a payload");
+        TAP_EQ_STR(kvt_msg_type_name(KVT_MSG_CTL_CONFIG), "CTL_CONFIG", "CTL_CONFIG has a name");
 }
 
 /* API family lists ([capture] apis), both ways. */

@@ -1,0 +1,199 @@
+#!/bin/bash
+# kvtierctl metrics beyond ctl.sh: the text is strictly valid (prom-lint, and
+# promtool where it is installed) with kvtierd up and down; the move-latency
+# histograms, bytes moved and faults on evicted chunks agree with the status
+# and only grow; --output replaces its file atomically and keeps the old one
+# when it cannot; the kvtier-metrics units run that; the Grafana dashboard in
+# contrib/ names only metrics that kvtierctl metrics emits.
+. "$(dirname "$0")/lib.sh"
+
+LINT="$top_builddir/tests/integration/prom-lint"
+DASHBOARD="$top_srcdir/contrib/grafana/kvtier.json"
+
+# The lint can fail: each broken text below is refused, a good one passes.
+H='# HELP h A histogram.\n# TYPE h histogram\n'
+G='# HELP g A gauge.\n# TYPE g gauge\n'
+bad=(
+        'g 1\n'                                                                  # no HELP, TYPE
+        '# HELP c_total C.\n# TYPE c_total counter\nc_total -1\n'                # a counter below 0
+        '# HELP c C.\n# TYPE c counter\nc 1\n'                                    # a counter not _total
+        "$G"'g{x="1"} 1\ng{x="1"} 2\n'                                            # a series twice
+        "$G"'g{x="a\\q"} 1\n'                                                     # a bad escape
+        "$G"'g 1x\n'                                                              # a bad value
+        "$G"'g{x="1",x="2"} 1\n'                                                  # a label twice
+        "$G"'\ng 1\n'                                                             # a blank line
+        "$G"'# TYPE g gauge\ng 1\n'                                               # TYPE twice
+        "$G"'# HELP k K.\n# TYPE k gauge\ng 1\nk 1\ng{x="2"} 1\n'                 # samples apart
+        "$H"'h_bucket{le="1"} 2\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n'     # not cumulative
+        "$H"'h_bucket{le="1"} 1\nh_sum 1\nh_count 1\n'                            # no +Inf
+        "$H"'h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 3\n'     # _count is not +Inf
+        "$H"'h_bucket{le="2"} 1\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n' # le falling
+        "$H"'h 1\n'                                                               # a plain sample
+)
+refused=0
+for i in "${!bad[@]}"; do
+        if printf '%b' "${bad[$i]}" | "$LINT" 2>/dev/null; then diag "prom-lint passed broken text $i"; else refused=$((refused + 1)); fi
+done
+check "prom-lint refuses each of ${#bad[@]} broken texts" [ $refused -eq ${#bad[@]} ]
+check "prom-lint passes a good histogram" \
+        bash -c "printf '%b' '$H''h_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1.5\nh_count 2\n' | '$LINT'"
+
+jqe() { jq -e "$@" >/dev/null; }
+promcheck() { # FILE: promtool check metrics, where promtool is installed (Debian: prometheus)
+        promtool check metrics <"$1" >"$TMP/promtool.out" 2>&1 || { diag "$(cat "$TMP/promtool.out")"; return 1; }
+}
+
+write_config 32M "[capture]" "min_size = 16M" "[policy]" "name = lru"
+check "kvtierd starts" start_daemon
+run_engine first --regions 4 --region-size 32M --window 16M --steps 40 --step-ms 10
+check "an engine with four times the budget runs" [ $? -eq 0 ]
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/m1.txt"; rc=$?
+status_json >"$TMP/s1.json"
+check "metrics exits 0" [ $rc -eq 0 ]
+check "metrics pass the strict format check" "$LINT" <"$TMP/m1.txt"
+if command -v promtool >/dev/null; then
+        check "promtool check metrics is clean with kvtierd up" promcheck "$TMP/m1.txt"
+else
+        ok "# SKIP promtool check metrics (promtool not installed; prom-lint ran)"
+fi
+
+m() { awk -v k="$2" '$1 == k { print $2 }' "$1"; } # FILE SERIES: its value
+js() { jq -r "$1" "$TMP/s1.json"; }
+for dir in to_vram to_host; do
+        count=$(m "$TMP/m1.txt" "kvtier_move_duration_seconds_count{gpu=\"0\",direction=\"$dir\"}")
+        check_gt "moves $dir were observed in the histogram" "${count:-0}" 0
+        check "the $dir histogram counts the status's completed move orders" \
+                [ "$count" = "$(js ".gpus[0].moves.$dir.orders")" ]
+        check "the $dir histogram's +Inf bucket is its count" \
+                [ "$(m "$TMP/m1.txt" "kvtier_move_duration_seconds_bucket{gpu=\"0\",direction=\"$dir\",le=\"+Inf\"}")" = "$count" ]
+        check "the $dir histogram's sum is in seconds, above 0" \
+                awk -v s="$(m "$TMP/m1.txt" "kvtier_move_duration_seconds_sum{gpu=\"0\",direction=\"$dir\"}")" \
+                'BEGIN { exit !(s > 0 && s < 60) }'
+        check "the 50 us bucket is the first" \
+                grep -q "^kvtier_move_duration_seconds_bucket{gpu=\"0\",direction=\"$dir\",le=\"5e-05\"} " "$TMP/m1.txt"
+done
+key=(to_vram bytes_to_vram to_host bytes_to_host)
+for i in 0 2; do
+        bytes=$(m "$TMP/m1.txt" "kvtier_gpu_moved_bytes_total{gpu=\"0\",direction=\"${key[$i]}\"}")
+        check_gt "bytes moved ${key[$i]} counted" "${bytes:-0}" 0
+        check "bytes moved ${key[$i]} on the one GPU = all GPUs' (migrations.${key[$((i + 1))]})" \
+                [ "$bytes" = "$(js ".migrations.${key[$((i + 1))]}")" ]
+done
+faults=$(m "$TMP/m1.txt" 'kvtier_gpu_evicted_chunk_faults_total{gpu="0"}')
+check_gt "faults on evicted chunks counted (the engine reads what was evicted)" "${faults:-0}" 0
+check "faults on evicted chunks = the status's demand_faults" [ "$faults" = "$(js '.gpus[0].demand.demand_faults')" ]
+check "evicted chunks counted" [ "$(m "$TMP/m1.txt" 'kvtier_gpu_evicted_chunks_total{gpu="0"}')" = "$(js '.gpus[0].demand.evicted_chunks')" ]
+
+# Counters only grow: a second engine adds to them.
+run_engine second --regions 4 --region-size 32M --window 16M --steps 20 --step-ms 10
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/m2.txt"
+grew() { # SERIES
+        awk -v a="$(m "$TMP/m1.txt" "$1")" -v b="$(m "$TMP/m2.txt" "$1")" 'BEGIN { exit !(b > a) }'
+}
+check "bytes moved to VRAM grew with the second engine" grew 'kvtier_gpu_moved_bytes_total{gpu="0",direction="to_vram"}'
+check "the to_vram histogram's count grew" grew 'kvtier_move_duration_seconds_count{gpu="0",direction="to_vram"}'
+check "no counter went down" bash -c "join <(grep '_total[{ ]' '$TMP/m1.txt' | grep -v '^#' | sort) \
+        <(grep '_total[{ ]' '$TMP/m2.txt' | grep -v '^#' | sort) | awk '\$3 < \$2 { print; bad = 1 } END { exit bad }'"
+
+# --output: a temporary file beside the target, renamed over it.
+dir="$TMP/textfile"
+mkdir -p "$dir"
+F="$dir/kvtier.prom"
+"$KVTIERCTL" -s "$SOCK" metrics --output "$F"; rc=$?
+check "metrics --output exits 0" [ $rc -eq 0 ]
+check "the file passes the strict format check" "$LINT" <"$F"
+check "the file is mode 0644 (node_exporter reads it as another user)" [ "$(stat -c %a "$F")" = 644 ]
+check "no temporary file is left" [ "$(ls -A "$dir")" = kvtier.prom ]
+cp "$F" "$TMP/before.prom"
+exec 3<"$F"
+ino=$(stat -c %i "$F")
+"$KVTIERCTL" -s "$SOCK" metrics -o "$F"
+check "a rewrite is a new file renamed over the old (inode changed)" [ "$(stat -c %i "$F")" != "$ino" ]
+check "a reader that had the old file open still reads it whole" cmp -s - "$TMP/before.prom" <&3
+exec 3<&-
+# A reader racing a writer never sees part of a file.
+( for _ in $(seq 40); do "$KVTIERCTL" -s "$SOCK" metrics -o "$F" || echo fail >>"$TMP/writer.err"; done ) &
+writer=$!
+reads=0 torn=0
+while kill -0 $writer 2>/dev/null; do
+        cat "$F" >"$TMP/read.prom" 2>/dev/null || { torn=$((torn + 1)); continue; }
+        reads=$((reads + 1))
+        "$LINT" <"$TMP/read.prom" 2>/dev/null && grep -q '^kvtier_up 1$' "$TMP/read.prom" || torn=$((torn + 1))
+done
+wait $writer
+check "a reader racing 40 rewrites read $reads whole files, none torn" rc_and $torn [ ! -e "$TMP/writer.err" ]
+check "no temporary file is left after them" [ "$(ls -A "$dir")" = kvtier.prom ]
+# A write that fails (the file size limit) keeps the old file and cleans up.
+cp "$F" "$TMP/before.prom"
+( trap '' XFSZ; ulimit -f 1; "$KVTIERCTL" -s "$SOCK" metrics -o "$F" ) 2>"$TMP/fail.err"; rc=$?
+check "a write that fails exits 1" [ $rc -eq 1 ]
+check "and says the old file was left as it was" grep -q "left as it was" "$TMP/fail.err"
+check "the old file is intact" cmp -s "$F" "$TMP/before.prom"
+check "no temporary file is left after the failure" [ "$(ls -A "$dir")" = kvtier.prom ]
+"$KVTIERCTL" -s "$SOCK" metrics -o "$TMP/no-such-dir/kvtier.prom" 2>"$TMP/fail.err"; rc=$?
+check "--output into a missing directory exits 1 naming it" rc_and $((rc != 1)) grep -q "no-such-dir" "$TMP/fail.err"
+"$KVTIERCTL" -s "$SOCK" status -o "$F" >/dev/null 2>&1; rc=$?
+check "--output with another command is a usage error" [ $rc -eq 2 ]
+
+# The units: kvtier-metrics.timer runs kvtier-metrics.service, whose command
+# line is run here as systemd would run it (the build's kvtierctl, the file
+# from its Environment= replaced).
+units="$top_builddir/systemd"
+svc="$units/kvtier-metrics.service"
+timer="$top_srcdir/systemd/kvtier-metrics.timer"
+check "kvtier-metrics.service runs kvtierctl metrics --output by absolute path" \
+        grep -q '^ExecStart=/[^ ]*/bin/kvtierctl metrics --output=${KVTIER_METRICS_FILE}$' "$svc"
+check "kvtier-metrics.service writes node_exporter's textfile directory by default" \
+        grep -q '^Environment=KVTIER_METRICS_FILE=/var/lib/prometheus/node-exporter/kvtier.prom$' "$svc"
+check "kvtier-metrics.timer repeats" grep -q '^OnUnitActiveSec=' "$timer"
+check "no placeholder left in kvtier-metrics.service" bash -c "! grep -q '@[a-z]*@' '$svc'"
+cmd=$(sed -n 's/^ExecStart=//p' "$svc")
+cmd=${cmd/#*\/kvtierctl/$KVTIERCTL}
+cmd=${cmd//\$\{KVTIER_METRICS_FILE\}/$dir/unit.prom}
+KVTIER_SOCKET="$SOCK" $cmd; rc=$?
+check "the unit's command line writes the file" rc_and $rc "$LINT" <"$dir/unit.prom"
+if command -v systemd-analyze >/dev/null; then
+        sed "s|^ExecStart=[^ ]*|ExecStart=$KVTIERCTL|" "$svc" >"$TMP/kvtier-metrics.service"
+        cp "$timer" "$TMP/kvtier-metrics.timer"
+        check "systemd-analyze verify accepts the metrics units" \
+                bash -c "cd '$TMP' && systemd-analyze verify --man=no ./kvtier-metrics.service ./kvtier-metrics.timer >'$TMP/verify.out' 2>&1; ! grep -qi 'unknown\|invalid\|failed to parse\|error' '$TMP/verify.out'"
+else
+        ok "# SKIP systemd-analyze verify (not installed)"
+fi
+
+# The dashboard names only metrics that kvtierctl metrics emits (their
+# families, as prom-lint lists them; a histogram's series by its suffixes).
+"$LINT" --names <"$TMP/m1.txt" >"$TMP/names.txt"
+unknown_metrics() { # DASHBOARD: prints the metric names it uses that kvtierctl does not emit
+        jq -r '.. | objects | (.expr?, .query?.query?, .definition?) | strings' "$1" |
+                grep -o 'kvtier_[a-z0-9_]*' | sort -u | while read -r n; do
+                        base=$(sed -E 's/_(bucket|sum|count)$//' <<<"$n")
+                        grep -qx "$n" "$TMP/names.txt" ||
+                                { [ "$base" != "$n" ] && grep -qx "$base" "$TMP/names.txt" &&
+                                  grep -q "^# TYPE $base histogram$" "$TMP/m1.txt"; } || echo "$n"
+                done
+}
+check "the dashboard is valid JSON" jqe '.panels | length > 0' "$DASHBOARD"
+unknown=$(unknown_metrics "$DASHBOARD")
+check "the dashboard names only metrics kvtierctl metrics emits" [ -z "$unknown" ]
+[ -z "$unknown" ] || diag "unknown: $unknown"
+check_gt "the dashboard uses that many of them" "$(jq -r '.. | objects | .expr? | strings' "$DASHBOARD" |
+        grep -o 'kvtier_[a-z0-9_]*' | sed -E 's/_(bucket|sum|count)$//' | sort -u | wc -l)" 15
+check "every panel target has a kvtier expression" \
+        jqe '[.panels[] | select(.type != "row") | .targets[] | .expr | test("kvtier_")] | all' "$DASHBOARD"
+jq '.panels[1].targets[0].expr = "rate(kvtier_no_such_metric_total[5m])"' "$DASHBOARD" >"$TMP/bad-dashboard.json"
+check "the check finds a metric that does not exist" [ "$(unknown_metrics "$TMP/bad-dashboard.json")" = kvtier_no_such_metric_total ]
+
+check "kvtierd stops" stop_daemon
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/down.txt" 2>/dev/null; rc=$?
+check "metrics with kvtierd down exits 0" [ $rc -eq 0 ]
+check "and passes the strict format check" "$LINT" <"$TMP/down.txt"
+if command -v promtool >/dev/null; then
+        check "promtool check metrics is clean with kvtierd down" promcheck "$TMP/down.txt"
+else
+        ok "# SKIP promtool check metrics with kvtierd down (promtool not installed)"
+fi
+"$KVTIERCTL" -s "$SOCK" metrics -o "$F" 2>/dev/null; rc=$?
+check "metrics --output with kvtierd down exits 0 and writes kvtier_up 0" rc_and $rc grep -qx 'kvtier_up 0' "$F"
+check "that file passes the strict format check too" "$LINT" <"$F"
+done_testing
