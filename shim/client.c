@@ -420,6 +420,7 @@ void client_lost(int fd, int err) {
 void client_atfork_child(void) {
         struct shim_client *c = &kvt_shim()->client;
 
+        pthread_mutex_init(&c->lock, NULL);
         pthread_cond_init(&c->conn_changed, NULL);
         c->mover_running = false;
         if (c->conn_fd >= 0)

@@ -31,6 +31,7 @@ struct deferred_entry {
 void deferred_atfork_child(void) {
         struct shim_deferred *d = &kvt_shim()->deferred;
 
+        pthread_mutex_init(&d->lock, NULL);
         pthread_cond_init(&d->wake, NULL);
         d->head = d->tail = NULL;
         d->reaper_running = false;

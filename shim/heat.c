@@ -313,8 +313,16 @@ int heat_table_fd(struct kvt_heat_table *ret) {
 void heat_atfork_child(void) {
         struct shim_heat *h = &kvt_shim()->heat;
 
+        pthread_rwlock_init(&h->table_lock, NULL);
+        pthread_mutex_init(&h->write_lock, NULL);
         /* The mapping is shared with the parent: the child must never count
-         * into it.  It starts a table of its own if it captures. */
+         * into it.  It starts a table of its own if it captures, in arrays
+         * of its own (the parent's may have been mid-realloc: left, not
+         * freed). */
+        h->entries = NULL;
+        h->cap_entries = 0;
+        h->extents = NULL;
+        h->cap_extents = 0;
         h->n_entries = 0;
         h->span_lo = UINTPTR_MAX;
         h->span_hi = 0;

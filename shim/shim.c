@@ -40,53 +40,39 @@ static void forget_registration(void) {
 
 /* Fork handling, registered once, here.  The child of fork() has one
  * thread: a lock another thread held at the fork would stay held, and the
- * table it guarded could be half-updated.  So the prepare handler takes
- * every lock the child's handlers reset, in the shim's lock order (client,
- * then the tables it calls into: vmm, regions, heat; the reaper's queue
- * last), the parent's handler drops them, and the child's initialises them
- * afresh (it cannot unlock them: a rwlock knows its writer by thread id,
- * which the child's thread does not share) and then resets each part.
- * None of these is held across a CUDA call.  The
- * announce lock is: it orders announcements (a capture's cudaMallocManaged
- * and ADD, the mover's registration pass) and may be held while the
- * runtime waits on the driver, so taking it before fork() could deadlock
- * against the driver's own fork handling.  It guards no table; the child
- * re-initialises it with the registrations it resets.  A fork() thus waits
- * for a send in progress (at most KVTIER_TIMEOUT_MS). */
+ * table it guarded could be half-updated.
+ *   The tables the child keeps (its regions, and the VMM ranges) are
+ * guarded by leaf locks, never held across a CUDA call, a send or another
+ * lock: the prepare handler takes them, the parent's handler and the
+ * child's drop them (the forking thread holds them on both sides).
+ *   Everything else the child starts afresh (the connection and grants,
+ * the heat table, the reaper's queue, CUPTI, the trace, the announce
+ * order): its locks are initialised anew and its state reset, whatever a
+ * thread of the parent was doing under them.  Those locks cannot be taken
+ * before fork(): the client's and the announce lock are held across CUDA
+ * calls (cudaMemGetInfo in a HELLO, a capture's cudaMallocManaged), and a
+ * CUDA library's own prepare handler, run before this one, may hold what
+ * such a call waits for (ThreadSanitizer found that cycle with the fake
+ * CUDA's handler). */
 static void atfork_prepare(void) {
         struct kvt_shim *s = kvt_shim();
 
-        pthread_mutex_lock(&s->client.lock);
         pthread_mutex_lock(&s->vmm.lock);
         pthread_mutex_lock(&s->regions.lock);
-        pthread_mutex_lock(&s->heat.write_lock);
-        pthread_rwlock_wrlock(&s->heat.table_lock);
-        pthread_mutex_lock(&s->deferred.lock);
 }
 
 static void atfork_parent(void) {
         struct kvt_shim *s = kvt_shim();
 
-        pthread_mutex_unlock(&s->deferred.lock);
-        pthread_rwlock_unlock(&s->heat.table_lock);
-        pthread_mutex_unlock(&s->heat.write_lock);
         pthread_mutex_unlock(&s->regions.lock);
         pthread_mutex_unlock(&s->vmm.lock);
-        pthread_mutex_unlock(&s->client.lock);
 }
 
 /* The child has no shim thread (mover, evictors, reaper, samplers, trace
  * writer) and must not speak for the parent: each part forgets what was
  * the parent's, and the child connects on its own if it allocates. */
 static void atfork_child(void) {
-        struct kvt_shim *s = kvt_shim();
-
-        pthread_mutex_init(&s->client.lock, NULL);
-        pthread_mutex_init(&s->vmm.lock, NULL);
-        pthread_mutex_init(&s->regions.lock, NULL);
-        pthread_mutex_init(&s->heat.write_lock, NULL);
-        pthread_rwlock_init(&s->heat.table_lock, NULL);
-        pthread_mutex_init(&s->deferred.lock, NULL);
+        atfork_parent();
         client_atfork_child();
         regions_atfork_child();
         standalone_atfork_child();

@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -75,7 +76,7 @@ static size_t arg_size = 64u << 20;
 static const char *arg_hold;
 static bool arg_fork;
 static unsigned arg_fork_storm;
-static volatile int storm_over;
+static atomic_bool storm_over;
 
 /* Driver entry points as the mode reaches them. */
 static alloc_fn drv_alloc;
@@ -295,7 +296,7 @@ static int storm_child(void *parents) {
 
 static void *storm_thread(void *arg) {
         (void)arg;
-        while (!storm_over) {
+        while (!atomic_load(&storm_over)) {
                 void *p = alloc(arg_size, NULL);
                 dealloc(p, NULL);
         }
@@ -316,7 +317,7 @@ static int run_fork_storm(void) {
                         return EXIT_CUDA;
         for (unsigned i = 0; i < arg_fork_storm; i++)
                 failed += storm_child(parents) < 0;
-        storm_over = 1;
+        atomic_store(&storm_over, true);
         for (unsigned i = 0; i < arg_threads; i++)
                 pthread_join(t[i], NULL);
         dealloc(parents, NULL);

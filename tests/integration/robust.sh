@@ -51,9 +51,10 @@ check "fork: parent and child are different pids" \
         [ "$(jq '[.clients[] | select(.name == "api-engine") | .pid] | unique | length' "$TMP/forked.json")" -eq 2 ]
 
 # fork() while other threads capture and free: the fork handlers take the
-# shim's table locks first, so no child starts with a lock held or a table
-# half-updated (before, each part re-initialised its lock in the child, and
-# the VMM table's lock not at all).  Every child exits within 5 s.
+# locks of the tables the child keeps (regions, VMM ranges) and start the
+# rest afresh, so no child starts with a lock held or a table half-updated
+# (before, the VMM table's lock was not reset at all).  Every child exits
+# within 5 s.
 ENGINE_ENV="KVTIER_MIN_SIZE=2M" run_engine storm --mode runtime --size 4M --threads 3 --fork-storm 60; rc=$?
 check "fork storm: 60 children forked mid-capture, each exits 0 within 5 s, none hung" rc_and $rc \
         grep -q "fork storm, 60 children, 0 failed" "$TMP/storm.out"
