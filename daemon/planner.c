@@ -414,7 +414,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         held = plan.held_chunks;
         policy_plan_clear(&plan);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
-                uint32_t window = policy_probe_window(&g->probe_timing, MAX(pp.protect_min_ticks / 8, 2u),
+                uint32_t window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
                                                       pp.protect_min_ticks);
 
                 registry_gpu_sampled(r, g->device, window);

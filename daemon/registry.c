@@ -860,18 +860,6 @@ static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         return back;
 }
 
-/* A use of a chunk in VRAM that an expired probe had found cold (its
- * last_move is still the probe's tick): the window was too short for it,
- * and the delay counts among the returns.  One used again after more than
- * twice the longest window is a new use, not a late return. */
-static void probe_late(struct registry *r, struct region *reg, const struct policy_chunk *ch) {
-        uint32_t delay = r->tick - ch->last_move;
-
-        if ((ch->flags & CHUNK_COLD) && ch->tier == KVT_TIER_VRAM && ch->pending == KVT_TIER_NONE && ch->last_move &&
-            delay <= 2 * conf_protect_min_ticks(r->conf))
-                policy_probe_timing_note(&r->gpus[reg->device].probe_timing, delay);
-}
-
 /* How long after a mapped eviction (tier HOST_MAPPED) a use seen of its
  * chunks is taken for the eviction's own mapping: SetAccessedBy makes the
  * driver map each chunk, and CUPTI reports those remote maps as it reports
@@ -902,7 +890,7 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
         else
                 policy_chunk_touch(ch, r->tick, n, conf_heat_half_life_ticks(r->conf));
-        probe_late(r, reg, ch);
+        policy_probe_late(&g->probe_timing, ch, r->tick, conf_protect_min_ticks(r->conf));
         ch->flags &= (uint8_t)~CHUNK_COLD; /* used: whatever a probe said */
         reg->last_active = r->tick;
         /* A probe's page faulted: the chunk in VRAM is in use. */

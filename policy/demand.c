@@ -45,6 +45,13 @@ void policy_probe_timing_note(struct policy_probe_timing *t, uint32_t delay_tick
                 t->n++;
 }
 
+void policy_probe_late(struct policy_probe_timing *t, const struct policy_chunk *c, uint32_t now,
+                       uint32_t protect_min_ticks) {
+        if ((c->flags & POLICY_CHUNK_COLD) && c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
+            c->last_move && now - c->last_move <= 2 * protect_min_ticks)
+                policy_probe_timing_note(t, now - c->last_move);
+}
+
 static int cmp_u32(const void *a, const void *b) {
         uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 

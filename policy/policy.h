@@ -350,8 +350,19 @@ struct policy_probe_timing {
         uint32_t n, next;
 };
 
+/* The shortest window for a protect_min of p ticks: an eighth of it, 2 ticks
+ * at the least; the longest is protect_min itself. */
+#define POLICY_PROBE_WINDOW_MIN(p) ((p) / 8 > 2u ? (p) / 8 : 2u)
+
 /* Notes one return's delay (ticks from the probe to its chunk's use). */
 void policy_probe_timing_note(struct policy_probe_timing *t, uint32_t delay_ticks);
+
+/* A use at now of chunk c, which an expired probe had found cold (in VRAM,
+ * nothing pending, its last_move still the probe's tick): the window was
+ * too short for it, and the delay is noted as a return's.  A use more than
+ * twice protect_min_ticks after the probe is a new use, not noted. */
+void policy_probe_late(struct policy_probe_timing *t, const struct policy_chunk *c, uint32_t now,
+                       uint32_t protect_min_ticks);
 
 /* The window for probes ordered now; probes wait half of it unseen. */
 uint32_t policy_probe_window(const struct policy_probe_timing *t, uint32_t min_ticks, uint32_t max_ticks);

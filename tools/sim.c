@@ -220,10 +220,7 @@ static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
                 policy_chunk_use(c, s->now, s->pp->heat_half_life_ticks);
         else
                 policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
-        /* a late return of an expired probe, as the registry's probe_late() */
-        if ((c->flags & POLICY_CHUNK_COLD) && c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
-            c->last_move && s->now - c->last_move <= 2 * s->pp->protect_min_ticks)
-                policy_probe_timing_note(&s->probe_timing, s->now - c->last_move);
+        policy_probe_late(&s->probe_timing, c, s->now, s->pp->protect_min_ticks); /* as the registry */
         c->flags &= (uint8_t)~POLICY_CHUNK_COLD;
         if (c->tier == POLICY_TIER_VRAM) {
                 (void)probe_back(s, reg, i);
@@ -344,8 +341,8 @@ static int tick(struct sim *s, uint64_t at_ns) {
         if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
                 /* probes only while demands wait for room and the prober
                  * says so, as the daemon's planner */
-                uint32_t min = s->pp->protect_min_ticks / 8 > 2 ? s->pp->protect_min_ticks / 8 : 2;
-                uint32_t window = policy_probe_window(&s->probe_timing, min, s->pp->protect_min_ticks);
+                uint32_t pm = s->pp->protect_min_ticks;
+                uint32_t window = policy_probe_window(&s->probe_timing, POLICY_PROBE_WINDOW_MIN(pm), pm);
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
                                                   .probe_ticks = window / 2 ? window / 2 : 1,
                                                   .probe_window = window,
