@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 7u
+#define KVT_PROTO_VERSION 8u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -236,6 +236,14 @@ enum kvt_hint_kind {
         KVT_HINT_PINNED = 3,    /* keep it in VRAM: never evicted until DONE */
         KVT_HINT_WILL_NEED = 4, /* about to be used: promote it as if hot */
         KVT_HINT_DONE = 5,      /* finished with it: cold and unpinned */
+        /* The shim's own, never kvtier_hint()'s: the SSD tier (kvtier_spill)
+         * released the range's whole chunks (its contents are on disk: the
+         * books charge it nowhere and nothing moves it), or a restore put
+         * them back, in VRAM under the client's grant or in host memory
+         * unmapped (as a capture starts). */
+        KVT_HINT_SPILLED = 6,
+        KVT_HINT_RESTORED_VRAM = 7,
+        KVT_HINT_RESTORED_HOST = 8,
         _KVT_HINT_MAX,
 };
 

@@ -24,6 +24,7 @@ struct order {
 #define CHUNK_PROBE_BITS POLICY_PROBE_BITS
 #define CHUNK_OWN_MAP    POLICY_CHUNK_OWN_MAP
 #define CHUNK_COLD       POLICY_CHUNK_COLD
+#define CHUNK_SPILLED    POLICY_CHUNK_SPILLED
 
 struct region {
         struct client *client;
@@ -238,6 +239,32 @@ static void gpu_charge_start(struct gpu_stats *g, uint64_t n_chunks) {
 static void gpu_uncharge(struct gpu_stats *g, uint64_t n_chunks) {
         assert(g->charged_bytes >= n_chunks * KVT_CHUNK_BYTES);
         g->charged_bytes -= n_chunks * KVT_CHUNK_BYTES;
+}
+
+/* Books chunk ch of reg at tier (no order in flight on it), with its
+ * node's and the tier counts; charges and uncharges nothing: the caller
+ * does, by chunk_charged() before and after. */
+static void chunk_retier(struct registry *r, struct region *reg, struct policy_chunk *ch, uint32_t tier) {
+        struct gpu_stats *g = &r->gpus[reg->device];
+
+        chunk_book(r, ch, false);
+        reg->tier_chunks[ch->tier]--;
+        g->tier_chunks[ch->tier]--;
+        ch->tier = (uint8_t)tier;
+        ch->pending = KVT_TIER_NONE;
+        ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP | CHUNK_PROBE_BITS | CHUNK_COLD);
+        if (tier_is_host(tier))
+                ch->node = g->host_node >= 0 ? (uint8_t)g->host_node : POLICY_NODE_NONE;
+        ch->last_move = r->tick;
+        reg->tier_chunks[ch->tier]++;
+        g->tier_chunks[ch->tier]++;
+        chunk_book(r, ch, true);
+}
+
+/* Takes back one VRAM chunk's charge from its GPU and client. */
+static void chunk_uncharge(struct registry *r, struct region *reg) {
+        gpu_uncharge(&r->gpus[reg->device], 1);
+        reg->client->charged[reg->device]--;
 }
 
 /* Resolves a percentage budget once a device total is known (agreed by
@@ -816,6 +843,52 @@ void registry_client_free(struct registry *r, struct client *c) {
         free(c);
 }
 
+/* Chunk ch's memory was released to the SSD tier: booked nowhere from now
+ * on (at once, or when the order in flight on it ends: order_apply()). */
+static void chunk_spilled(struct registry *r, struct region *reg, struct policy_chunk *ch) {
+        ch->flags |= CHUNK_SPILLED;
+        if (ch->pending != KVT_TIER_NONE)
+                return;
+        if (chunk_charged(ch))
+                chunk_uncharge(r, reg);
+        chunk_retier(r, reg, ch, KVT_TIER_NONE);
+}
+
+/* Spilled chunk ch was restored to tier: VRAM while the client's grant
+ * covers it (the shim took it from the same grant; past it the chunk is
+ * booked unplaced, as a capture past its grant is), else host memory,
+ * unmapped.  Either way it is about to be used: its restore counts as a
+ * use. */
+static void chunk_restored(struct registry *r, struct region *reg, struct policy_chunk *ch, uint32_t tier) {
+        struct client *c = reg->client;
+        struct gpu_stats *g = &r->gpus[reg->device];
+
+        if (!(ch->flags & CHUNK_SPILLED) || ch->pending != KVT_TIER_NONE)
+                return; /* not released, or a duplicate: the books stand */
+        ch->flags &= (uint8_t)~CHUNK_SPILLED;
+        if (tier == KVT_TIER_VRAM) {
+                if (c->vram_started[reg->device] + KVT_CHUNK_BYTES <= c->grant_cap[reg->device]) {
+                        c->vram_started[reg->device] += KVT_CHUNK_BYTES;
+                        gpu_charge_start(g, 1);
+                        c->charged[reg->device]++;
+                } else
+                        tier = KVT_TIER_NONE;
+        }
+        chunk_retier(r, reg, ch, tier);
+        policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
+}
+
+static void spill_state(struct registry *r, struct region *reg, const struct kvt_hint *hint) {
+        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
+                if (hint->kind == KVT_HINT_SPILLED)
+                        chunk_spilled(r, reg, &reg->chunks[i]);
+                else
+                        chunk_restored(r, reg, &reg->chunks[i],
+                                       hint->kind == KVT_HINT_RESTORED_VRAM ? KVT_TIER_VRAM : KVT_TIER_HOST);
+        }
+        reg->last_active = r->tick;
+}
+
 int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *hint) {
         struct region *reg = client_find_region(c, hint->region_id);
         bool hot = hint->kind == KVT_HINT_HOT || hint->kind == KVT_HINT_WILL_NEED ||
@@ -825,6 +898,10 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
                 return client_forget_refused(c, hint->region_id, false) ? 0 : -ENOENT;
         if ((uint64_t)hint->first_chunk + hint->n_chunks > reg->n_chunks)
                 return -ERANGE;
+        if (hint->kind >= KVT_HINT_SPILLED) {
+                spill_state(r, reg, hint);
+                return 0;
+        }
         for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
                 struct policy_chunk *ch = &reg->chunks[i];
 
@@ -1099,6 +1176,9 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 }
                 ch->pending = KVT_TIER_NONE;
                 chunk_book(r, ch, true);
+                /* spilled while its order was in flight: released since */
+                if (ch->flags & CHUNK_SPILLED)
+                        chunk_retier(r, reg, ch, KVT_TIER_NONE);
                 uncharge += was && !chunk_charged(ch);
         }
         gpu_uncharge(g, uncharge);
@@ -1183,16 +1263,8 @@ static void order_take_back(struct registry *r, const struct order *o) {
 
                 uncharge += chunk_charged(ch);
                 g->evicting_chunks -= chunk_evicting(ch);
-                chunk_book(r, ch, false);
-                reg->tier_chunks[ch->tier]--;
-                g->tier_chunks[ch->tier]--;
-                ch->tier = KVT_TIER_NONE;
-                ch->pending = KVT_TIER_NONE;
-                ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP | CHUNK_PROBE_BITS);
-                ch->last_move = r->tick;
-                reg->tier_chunks[KVT_TIER_NONE]++;
-                g->tier_chunks[KVT_TIER_NONE]++;
-                chunk_book(r, ch, true); /* books nothing: NONE holds no host memory kvtier knows of */
+                /* books nothing: NONE holds no host memory kvtier knows of */
+                chunk_retier(r, reg, ch, KVT_TIER_NONE);
         }
         gpu_uncharge(g, uncharge);
         reg->client->charged[reg->device] -= uncharge;

@@ -93,11 +93,14 @@ static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
 /* The region's chunks by tier, run-length coded in chunk order: "V16 M240
  * -256" is 16 chunks in VRAM, 240 host-mapped, then 256 never placed (V, M,
  * H for VRAM, host-mapped, host; R for host memory the GPU mapped at a use
- * and reads in place: held back from VRAM; '-' none), so that a reader can
+ * and reads in place: held back from VRAM; S for chunks released to the SSD
+ * tier, holding nothing; '-' none), so that a reader can
  * see where in a region the daemon keeps what.  A chunk with an order in
  * flight is in lower case ('_' for '-').  NULL when out of memory;
  * *truncated when cut short. */
 static char map_letter(const struct policy_chunk *c, const char *letter) {
+        if (c->flags & POLICY_CHUNK_SPILLED)
+                return 'S';
         if (c->tier == KVT_TIER_HOST && (c->flags & POLICY_CHUNK_MAPPED))
                 return 'R';
         return c->tier < _KVT_TIER_MAX ? letter[c->tier] : '?';

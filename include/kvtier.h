@@ -101,14 +101,19 @@ int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle);
  * spill left it and the spill in place (state SPILLED, last_error set):
  * check kvtier_restore_wait() or kvtier_query() before trusting the data.
  * A restore already in flight (a readahead) or done is not repeated; stream
- * is ordered after it all the same.  Returns 0, -ENOENT, -errno. */
+ * is ordered after it all the same.  A released range comes back where a
+ * new allocation would start: in VRAM while the daemon's grant to this
+ * process has room, else in host memory, from where kvtier promotes it when
+ * it is used.  Returns 0, -ENOENT, -errno. */
 int kvtier_restore(uint64_t handle, void *stream);
 
 /* Waits for the restore of handle to end; returns its outcome: 0 or -errno. */
 int kvtier_restore_wait(uint64_t handle);
 
 /* Forgets a spill (after its restore, or instead of it): frees its blocks
- * on disk.  Waits for a restore in flight.  Returns 0 or -ENOENT. */
+ * on disk.  Waits for a restore in flight.  Dropped instead of restored, the
+ * range is the engine's again with indeterminate contents (write it before
+ * reading it).  Returns 0 or -ENOENT. */
 int kvtier_drop(uint64_t handle);
 
 /* Fills *ret with what is known of handle.  Returns 0 or -ENOENT. */

@@ -49,8 +49,10 @@ struct rank_env {
 static uint16_t chunk_state(const struct rank_env *e, const struct policy_chunk *c) {
         bool vram = c->tier == POLICY_TIER_VRAM, pinned = c->flags & POLICY_CHUNK_PINNED;
         bool frozen = !pinned && c->last_move && e->now - c->last_move < e->hysteresis_ticks;
+        /* a spilled chunk is held as an order in flight is: nothing moves it */
+        bool held = c->pending != 0 || (c->flags & POLICY_CHUNK_SPILLED);
 
-        return (uint16_t)(vram * (PLAN_IN_VRAM | PLAN_CHARGED) | (c->pending != 0) * PLAN_PENDING |
+        return (uint16_t)(vram * (PLAN_IN_VRAM | PLAN_CHARGED) | held * PLAN_PENDING |
                           (c->pending == POLICY_TIER_VRAM) * PLAN_CHARGED | pinned * PLAN_PINNED |
                           frozen * PLAN_FROZEN);
 }

@@ -103,6 +103,10 @@ enum policy_tier {
  * uses seen just after it are the driver's own remote maps (the daemon's
  * quiet window).  Cleared by the chunk's next move. */
 #define POLICY_CHUNK_OWN_MAP 0x20u
+/* The chunk's memory was released to the SSD tier (kvtier_spill): it holds
+ * nothing, counts against no budget and is never moved or sampled until the
+ * shim says it was restored. */
+#define POLICY_CHUNK_SPILLED 0x40u
 
 /* policy_chunk.node of a chunk whose host NUMA node is not known. */
 #define POLICY_NODE_NONE 0xffu

@@ -84,6 +84,7 @@ static int tell_standing(int fd, uint32_t id) {
         } kinds[] = {
                 {REGION_STANDING_HOT, KVT_HINT_HOT},
                 {REGION_STANDING_PINNED, KVT_HINT_PINNED},
+                {REGION_STANDING_SPILLED, KVT_HINT_SPILLED},
         };
         uint8_t *bits;
         uint32_t n, sent = 0;

@@ -233,7 +233,9 @@ static cudaError_t run_poll(struct pipeline *p, struct run *r) {
 
 /* Checks run r against its region, pins the region and finds r's bytes.
  * Returns 0, -EINVAL (no such tier), -ENOENT (the region was freed since
- * the daemon planned) or -ERANGE (chunks outside it). */
+ * the daemon planned, or chunks of the run were spilled to the SSD tier:
+ * their memory is not kvtier's to move, a cancellation as well) or -ERANGE
+ * (chunks outside it). */
 static int run_pin(struct run *r) {
         struct shim_region reg;
         uint64_t first = r->orders[0].first_chunk, n = 0;
@@ -242,7 +244,7 @@ static int run_pin(struct run *r) {
                 n += r->orders[i].n_chunks;
         if (r->tier != KVT_TIER_VRAM && r->tier != KVT_TIER_HOST_MAPPED && r->tier != KVT_TIER_HOST)
                 return -EINVAL;
-        if (regions_acquire(r->region_id, &reg) < 0)
+        if (n > UINT32_MAX || regions_acquire(r->region_id, (uint32_t)first, (uint32_t)n, &reg) < 0)
                 return -ENOENT;
         if (n == 0 || first + n > reg.span_bytes >> KVT_CHUNK_SHIFT || reg.device < 0 ||
             reg.device >= KVT_MAX_GPUS) {

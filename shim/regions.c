@@ -19,6 +19,7 @@
 struct region_slot {
         struct shim_region r;
         unsigned busy;     /* orders running on it */
+        unsigned draining; /* spills waiting for busy to drop to 0 */
         uint8_t *standing; /* REGION_STANDING_* per chunk; NULL until the first HOT or PINNED */
 };
 
@@ -128,18 +129,31 @@ int regions_lookup(const void *ptr, struct shim_region *ret) {
         return s ? 0 : -ENOENT;
 }
 
-int regions_acquire(uint32_t id, struct shim_region *ret) {
+static bool slot_spilled(const struct region_slot *s, uint32_t first, uint32_t n) {
+        uint32_t chunks = (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT);
+
+        for (uint32_t i = first; s->standing && i < first + n && i < chunks; i++)
+                if (s->standing[i] & REGION_STANDING_SPILLED)
+                        return true;
+        return false;
+}
+
+int regions_acquire(uint32_t id, uint32_t first, uint32_t n, struct shim_region *ret) {
         struct shim_regions *t = &kvt_shim()->regions;
         struct region_slot *s;
+        int r = -ENOENT;
 
         pthread_mutex_lock(&t->lock);
         s = find_id(id);
-        if (s) {
+        if (s && (s->draining || slot_spilled(s, first, n)))
+                r = -EBUSY;
+        else if (s) {
                 s->busy++;
                 *ret = s->r;
+                r = 0;
         }
         pthread_mutex_unlock(&t->lock);
-        return s ? 0 : -ENOENT;
+        return r;
 }
 
 int regions_acquire_unregistered(uint32_t after_id, struct shim_region *ret) {
@@ -199,6 +213,42 @@ int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, str
         }
         for (uint32_t i = first; s->standing && i < first + n; i++)
                 s->standing[i] = (uint8_t)((s->standing[i] & ~clear) | set);
+        *ret = s->r;
+out:
+        pthread_mutex_unlock(&t->lock);
+        return r;
+}
+
+int regions_mark_spilled(const void *ptr, uint32_t first, uint32_t n, bool spilled, struct shim_region *ret) {
+        struct shim_regions *t = &kvt_shim()->regions;
+        struct region_slot *s;
+        uint32_t chunks;
+        int r = 0;
+
+        pthread_mutex_lock(&t->lock);
+        s = find_containing((uintptr_t)ptr);
+        chunks = s ? (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT) : 0;
+        if (!s || first > chunks || n > chunks - first) {
+                r = s ? -EINVAL : -ENOENT;
+                goto out;
+        }
+        if (spilled && !s->standing && !(s->standing = calloc(chunks, 1))) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (uint32_t i = first; s->standing && i < first + n; i++)
+                s->standing[i] = (uint8_t)(spilled ? s->standing[i] | REGION_STANDING_SPILLED
+                                                   : s->standing[i] & ~REGION_STANDING_SPILLED);
+        if (spilled) {
+                uintptr_t base = s->r.base;
+
+                s->draining++;
+                while (s->busy) {
+                        pthread_cond_wait(&t->idle, &t->lock);
+                        s = find_containing(base); /* the array may have moved */
+                }
+                s->draining--;
+        }
         *ret = s->r;
 out:
         pthread_mutex_unlock(&t->lock);
@@ -274,5 +324,6 @@ void regions_atfork_child(void) {
                 t->slots[i].r.registered = false;
                 t->slots[i].r.inherited = true; /* the child never speaks for them */
                 t->slots[i].busy = 0;           /* the parent's mover did not come along */
+                t->slots[i].draining = 0;       /* nor its spilling threads */
         }
 }

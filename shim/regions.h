@@ -31,9 +31,11 @@ int regions_take(const void *ptr, struct shim_region *ret);
 /* Finds the region containing ptr and copies it to *ret.  Returns 0 or -ENOENT. */
 int regions_lookup(const void *ptr, struct shim_region *ret);
 
-/* Pins region id against removal while an order runs on it and copies it to
- * *ret.  Pair with regions_release().  Returns 0 or -ENOENT. */
-int regions_acquire(uint32_t id, struct shim_region *ret);
+/* Pins region id against removal while an order on its chunks [first,
+ * first + n) runs, and copies it to *ret.  Pair with regions_release().
+ * Returns 0, -ENOENT, or -EBUSY when any of those chunks is spilled
+ * (REGION_STANDING_SPILLED) or a spill waits to mark some of the region's. */
+int regions_acquire(uint32_t id, uint32_t first, uint32_t n, struct shim_region *ret);
 void regions_release(uint32_t id);
 
 struct kvt_region_add;
@@ -47,6 +49,9 @@ void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
  * region later (after a restart or an outage) is told them again. */
 #define REGION_STANDING_HOT    0x1u
 #define REGION_STANDING_PINNED 0x2u
+/* The chunk's memory is released to the SSD tier (shim/ssd.c): no order
+ * may run on it until it is restored. */
+#define REGION_STANDING_SPILLED 0x4u
 
 /* Applies a kvtier_hint() kind to chunks [first, first + n) of the region
  * containing ptr: HOT and PINNED set their standing bit, COLD clears HOT,
@@ -54,6 +59,14 @@ void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
  * (so that its registered flag says whether the daemon must be told now).
  * Returns 0, -ENOENT, -EINVAL (range) or -ENOMEM. */
 int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, struct shim_region *ret);
+
+/* Marks chunks [first, first + n) of the region containing ptr spilled
+ * (spilled: their memory is about to be released) or back (not spilled).
+ * Marking waits until no order runs on the region, refusing new ones
+ * meanwhile, so that none runs on those chunks while their memory is
+ * discarded and refilled.  Copies the region to *ret.  Returns 0, -ENOENT,
+ * -EINVAL (range) or -ENOMEM. */
+int regions_mark_spilled(const void *ptr, uint32_t first, uint32_t n, bool spilled, struct shim_region *ret);
 
 /* A malloc'd copy of region id's standing bits (*ret_chunks of them), or
  * *ret = NULL when it has none.  Returns 0, -ENOENT or -ENOMEM. */

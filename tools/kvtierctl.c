@@ -267,10 +267,11 @@ static bool jbool(struct json_object *o, const char *key) {
 /* The region's chunk map ("V16 H240 -256", see daemon/status.c) drawn in
  * MAP_CELLS cells, each a slice of the region in address order: '#' all of
  * it in VRAM, '+' some, 'r' none but some read in place from host memory
- * (held back), '.' none; "-" when the map is missing or cut short. */
+ * (held back), 's' none but some spilled to the SSD tier, '.' none; "-"
+ * when the map is missing or cut short. */
 static void map_bar(struct json_object *r, char bar[MAP_CELLS + 1]) {
         uint64_t n = (uint64_t)jint(r, "size_bytes") / KVT_CHUNK_BYTES, at = 0;
-        uint64_t vram[MAP_CELLS] = {0}, all[MAP_CELLS] = {0}, read[MAP_CELLS] = {0};
+        uint64_t vram[MAP_CELLS] = {0}, all[MAP_CELLS] = {0}, read[MAP_CELLS] = {0}, spilled[MAP_CELLS] = {0};
         const char *m = jstr(r, "chunk_map");
 
         strcpy(bar, "-");
@@ -289,6 +290,7 @@ static void map_bar(struct json_object *r, char bar[MAP_CELLS + 1]) {
                         all[cell]++;
                         vram[cell] += tier == 'V' || tier == 'v';
                         read[cell] += tier == 'R' || tier == 'r';
+                        spilled[cell] += tier == 'S' || tier == 's';
                 }
                 at += len;
                 m = end;
@@ -298,7 +300,12 @@ static void map_bar(struct json_object *r, char bar[MAP_CELLS + 1]) {
         if (at != n)
                 return;
         for (unsigned c = 0; c < MAP_CELLS; c++)
-                bar[c] = !all[c] ? ' ' : vram[c] == all[c] ? '#' : vram[c] ? '+' : read[c] ? 'r' : '.';
+                bar[c] = !all[c]              ? ' '
+                       : vram[c] == all[c]    ? '#'
+                       : vram[c]              ? '+'
+                       : read[c]              ? 'r'
+                       : spilled[c]           ? 's'
+                                              : '.';
         bar[MAP_CELLS] = '\0';
 }
 

@@ -19,6 +19,13 @@
  *   ssd-engine hang               spills 64 MiB ranges until killed, printing
  *                                 "spilling N" before each
  *   ssd-engine absent RC          kvtier_try_spill must return RC
+ *   ssd-engine books DIR [MIB]    one 32 MiB captured range (after MIB of
+ *                                 another, filled first), filled by the GPU,
+ *                                 spilled, restored; after each step it makes
+ *                                 DIR/STEP (filled, spilled, restored) and waits
+ *                                 for DIR/STEP.go, so that the test can read the
+ *                                 daemon's books; prints the range's bytes in
+ *                                 VRAM after each
  *
  * Prints one line per finding; exit status: 0 as expected, 1 wrong data or
  * outcome, 2 usage, 3 a CUDA call failed.
@@ -29,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cuda-abi.h"
@@ -299,6 +307,58 @@ static int hang(void) {
         }
 }
 
+/* Makes dir/step and waits (20 s at most) for dir/step.go. */
+static int step_wait(const char *dir, const char *step, const void *ptr, size_t len) {
+        char path[4096];
+        uint64_t vram = 0;
+        struct stat st;
+        FILE *f;
+
+        (void)fakecuda_resident_bytes(ptr, len, 0, &vram);
+        printf("%s: %" PRIu64 " bytes in VRAM\n", step, vram);
+        snprintf(path, sizeof(path), "%s/%s", dir, step);
+        if (!(f = fopen(path, "w")))
+                return -errno;
+        fclose(f);
+        snprintf(path, sizeof(path), "%s/%s.go", dir, step);
+        for (int i = 0; i < 400 && stat(path, &st) < 0; i++)
+                usleep(50000);
+        return stat(path, &st);
+}
+
+static int books(const char *dir, size_t filler_mib) {
+        struct range x = {.len = 32 * MIB, .device = true};
+        cudaStream_t st;
+        char *filler;
+        int r;
+
+        if (filler_mib && (cudaMalloc((void **)&filler, filler_mib * MIB) != cudaSuccess ||
+                           fakecuda_kernel_fill(filler, filler_mib * MIB, 9) != 0))
+                return 3;
+        if (cudaMalloc((void **)&x.ptr, x.len) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess ||
+            fakecuda_kernel_fill(x.ptr, x.len, 5) != 0 || snapshot(&x) < 0)
+                return 3;
+        if (step_wait(dir, "filled", x.ptr, x.len) < 0)
+                return 1;
+        if ((r = kvtier_try_spill(x.ptr, x.len, &x.handle)) < 0) {
+                printf("spill: %d\n", r);
+                return 1;
+        }
+        if (step_wait(dir, "spilled", x.ptr, x.len) < 0)
+                return 1;
+        if ((r = kvtier_try_restore(x.handle, st)) < 0 || (r = kvtier_try_restore_wait(x.handle)) < 0 ||
+            cudaStreamSynchronize(st) != cudaSuccess) {
+                printf("restore: %d\n", r);
+                return 1;
+        }
+        if (compare(&x, 0, NULL) != 0) {
+                printf("restore: wrong words\n");
+                return 1;
+        }
+        kvtier_try_drop(x.handle);
+        return step_wait(dir, "restored", x.ptr, x.len) < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
         setvbuf(stdout, NULL, _IOLBF, 0);
         if (argc == 4 && strcmp(argv[1], "roundtrip") == 0)
@@ -311,6 +371,8 @@ int main(int argc, char **argv) {
                 return quota(strtoull(argv[2], NULL, 0), atoi(argv[3]));
         if (argc == 2 && strcmp(argv[1], "hang") == 0)
                 return hang();
+        if ((argc == 3 || argc == 4) && strcmp(argv[1], "books") == 0)
+                return books(argv[2], argc == 4 ? strtoull(argv[3], NULL, 0) : 0);
         if (argc == 3 && strcmp(argv[1], "absent") == 0) {
                 uint64_t h;
                 char b[4096] = {0};
@@ -321,6 +383,6 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr,
                 "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
-                "absent RC\n");
+                "absent RC | books DIR [MIB]\n");
         return 2;
 }

@@ -61,6 +61,46 @@ check "O_DIRECT refused: round trips through buffered I/O" [ $rc -eq 0 ]
 check "O_DIRECT refused: status says buffered (direct false)" [ "$(status_json | jq -r '.ssd.direct')" = false ]
 check "O_DIRECT refused: kvtierd says so once" [ "$(grep -c "refuses O_DIRECT" "$TMP/kvtierd.log")" -eq 1 ]
 
+# --- the daemon's books: a released range is charged nowhere and moved by
+# nobody until restored; restored within the grant it is back in VRAM
+# step_books STEP: waits for the books engine to reach STEP; prints its
+# region's chunk map (the last region: a filler comes first) and GPU 0's
+# charged bytes as the daemon books them
+step_books() {
+        for _ in $(seq 400); do [ -e "$steps/$1" ] && break; sleep 0.05; done
+        sleep 0.2 # the engine's HINT reaches the daemon in order, but on its own socket
+        status_json | jq -r '"\(.clients[0].regions[-1].chunk_map) \(.gpus[0].charged_bytes)"'
+        touch "$steps/$1.go"
+}
+# books NAME [FILLER_MIB]: the engine's steps, into $filled, $spilled, $restored
+books() {
+        steps="$TMP/steps-$1"; mkdir -p "$steps"
+        env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=4M "$SSD_ENGINE" books "$steps" ${2:-} \
+                >"$TMP/$1.out" 2>&1 &
+        local pid=$!
+        filled=$(step_books filled); spilled=$(step_books spilled); restored=$(step_books restored)
+        wait $pid; rc=$?
+        check "$1: the engine's spill and restore come back, every word" [ $rc -eq 0 ]
+        [ $rc -eq 0 ] || diag "$(cat "$TMP/$1.out")"
+}
+# (a long hysteresis: nothing the daemon plans moves the chunks meanwhile)
+restart_with "" "block_size = 1M" "[policy]" "hysteresis_ticks = 100000"
+books books
+check "books: filled, its 16 chunks are in VRAM, charged ($filled)" [ "$filled" = "V16 $((32 << 20))" ]
+check "books: spilled, they are booked as released, charged nowhere ($spilled)" [ "$spilled" = "S16 0" ]
+check "books: spilled, the range holds no VRAM" grep -q '^spilled: 0 bytes in VRAM' "$TMP/books.out"
+check "books: restored within the grant, they are in VRAM again, charged ($restored)" \
+        [ "$restored" = "V16 $((32 << 20))" ]
+check "books: restored, the range was prefetched to VRAM before its copy" \
+        grep -q "^restored: $((32 << 20)) bytes in VRAM" "$TMP/books.out"
+restart_with "" "block_size = 1M" "[policy]" "hysteresis_ticks = 100000"
+books books-full 64
+check "books, budget full: the range started in host memory ($filled)" [ "$filled" = "H16 $((64 << 20))" ]
+check "books, budget full: spilled, booked as released ($spilled)" [ "$spilled" = "S16 $((64 << 20))" ]
+check "books, budget full: restored to host memory, unmapped, no VRAM charged ($restored)" \
+        [ "$restored" = "H16 $((64 << 20))" ]
+check "books, budget full: the restored range holds no VRAM" grep -q '^restored: 0 bytes in VRAM' "$TMP/books-full.out"
+
 # --- faults under the I/O: each with its outcome, never wrong data
 # (a 40 MiB range in 1 MiB blocks: reads and writes 1..32 are its first
 # 32 MiB piece, 33..40 the second)

@@ -3,7 +3,8 @@
  * The daemon's books for the demand policy, through its registry and
  * planner: captures that start in VRAM under a GRANT and the caps the
  * planner grants; uses of chunks in host memory (demands, the GPU's
- * mapping, refaults); probes and the cohorts they refresh; re-arm orders.
+ * mapping, refaults); probes and the cohorts they refresh; re-arm orders;
+ * ranges released to the SSD tier and restored.
  */
 #include "config.h"
 
@@ -368,6 +369,79 @@ static void test_probe_window(void) {
         rig_down(&x);
 }
 
+
+static void spill_hint(struct rig *x, uint32_t region, uint32_t first, uint32_t n, uint32_t kind) {
+        struct kvt_hint h = {.region_id = region, .first_chunk = first, .n_chunks = n, .kind = kind};
+
+        if (registry_hint(x->r, x->cl, &h) < 0)
+                abort();
+}
+
+/* Chunks released to the SSD tier are booked nowhere and never moved; an
+ * order in flight at the release ends unplaced; a restore books them in
+ * VRAM as far as the grant reaches, else in host memory, unmapped. */
+static void test_spilled(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        const struct policy_chunk *c;
+        struct region *a, *b;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        b = add(&x, 2, 8, KVT_TIER_HOST);
+        c = region_chunks(a);
+        TAP_EQ_INT(registry_order_new(x.r, a, 6, 2, KVT_TIER_HOST, -1, &o), 0, "spill: an eviction in flight");
+        spill_hint(&x, 1, 2, 6, KVT_HINT_SPILLED);
+        TAP_OK(c[2].tier == KVT_TIER_NONE && c[5].tier == KVT_TIER_NONE && (c[2].flags & POLICY_CHUNK_SPILLED),
+               "spill: released chunks are booked unplaced, spilled");
+        TAP_EQ_U64(g->charged_bytes, 4 * CHUNK, "spill: their VRAM is charged no more (the two in flight still are)");
+        TAP_OK(c[6].pending == KVT_TIER_HOST && c[6].tier == KVT_TIER_VRAM, "spill: the order in flight stands");
+        done.order_id = o.order_id;
+        done.status = -ENOENT; /* the shim refused it: the chunks were spilled */
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "spill: the shim cancels the order");
+        TAP_OK(c[6].tier == KVT_TIER_NONE && c[7].tier == KVT_TIER_NONE && c[7].pending == KVT_TIER_NONE,
+               "spill: its chunks end unplaced");
+        TAP_EQ_U64(g->charged_bytes, 2 * CHUNK, "spill: charged no more");
+        TAP_EQ_U64(region_tier_chunks(a, KVT_TIER_NONE), 6, "spill: the tier counts agree");
+
+        /* the planner moves none of them, however used */
+        for (int i = 0; i < 3; i++) {
+                registry_advance_tick(x.r);
+                for (uint32_t k = 2; k < 8; k++)
+                        registry_chunk_touch(x.r, a, k, 1);
+        }
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "spill: the planner ticks");
+        {
+                bool moved = false;
+
+                for (size_t i = 0; i < n_sent; i++)
+                        moved |= sent[i].region_id == 1 && sent[i].first_chunk + sent[i].n_chunks > 2;
+                TAP_OK(!moved, "spill: no order for spilled chunks, however used");
+        }
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+
+        /* restored: VRAM as far as the grant goes (16 chunks granted, 8 + 6
+         * started), the rest unplaced; host memory when the shim had no grant */
+        client_set_grant_cap(x.cl, 0, client_vram_started(x.cl, 0) + 2 * CHUNK);
+        spill_hint(&x, 1, 2, 4, KVT_HINT_RESTORED_VRAM);
+        TAP_OK(c[2].tier == KVT_TIER_VRAM && c[3].tier == KVT_TIER_VRAM && c[4].tier == KVT_TIER_NONE,
+               "restore: in VRAM within the grant, unplaced past it");
+        TAP_OK(!(c[2].flags & POLICY_CHUNK_SPILLED) && !(c[4].flags & POLICY_CHUNK_SPILLED), "restore: no longer spilled");
+        TAP_EQ_U64(c[2].last_use, registry_tick(x.r), "restore: counts as a use");
+        spill_hint(&x, 1, 6, 2, KVT_HINT_RESTORED_HOST);
+        TAP_OK(c[6].tier == KVT_TIER_HOST && !(c[6].flags & CHUNK_MAPPED), "restore: host memory, unmapped");
+        spill_hint(&x, 1, 2, 2, KVT_HINT_RESTORED_HOST);
+        TAP_OK(c[2].tier == KVT_TIER_VRAM, "restore: a duplicate changes nothing");
+        spill_hint(&x, 2, 0, 8, KVT_HINT_SPILLED);
+        TAP_EQ_U64(region_tier_chunks(b, KVT_TIER_NONE), 8, "spill: host chunks are released too");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_grants();
@@ -376,5 +450,6 @@ int main(void) {
         test_probe_expired();
         test_quiet_window();
         test_probe_window();
+        test_spilled();
         return tap_done();
 }
