@@ -18,6 +18,10 @@
 #   long_context.py: 16 layers, 32K context, 64 new tokens, budget 1G (KV
 #     2 GiB): DynamicCache or StaticCache all-VRAM, kvtier, no pressure; HF's
 #     offloaded cache
+#   two engines under one kvtierd and one 4 GiB budget: paged_kv.py with an
+#     8 GiB pool and a 1 GiB hot set (4 sessions) each; [client.hi] (uid 0,
+#     priority 7) and [client.lo] (gid 4242, priority 0, quota 1G): hi all
+#     VRAM, hi alone under the daemon, and hi while lo runs
 # Results: one JSON line a run in $OUT/results.jsonl; a table last
 # (suite-report.py).  Never more managed memory than ~20 GiB at once.
 set -u
@@ -38,6 +42,8 @@ echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee
 # left from an earlier run would serve with another budget.
 start_daemon() {
         printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
+        # KVT_DAEMON_EXTRA: more sections (the two-engine runs' [client.*])
+        [ -n "${KVT_DAEMON_EXTRA:-}" ] && printf '%b\n' "$KVT_DAEMON_EXTRA" >>"$T/kvtierd.conf"
         # KVT_POLICY_EXTRA: [policy] lines for a comparison of settings (never in a defaults run)
         [ -n "${KVT_POLICY_EXTRA:-}" ] && printf '[policy]\n%b\n' "$KVT_POLICY_EXTRA" >>"$T/kvtierd.conf"
         echo "-- kvtierd, budget $1" >>"$RET/kvtierd.log"
@@ -94,6 +100,75 @@ EOF
         tail -n 1 "$R" | cut -c1-240
 }
 
+# The two-engine runs: hi and lo, each an 8 GiB pool with 4 hot sessions.
+TWO="python3 $C/paged_kv.py --sessions 32 --layers 8 --batch 4 --hot 4 --warmup-turns 1 --bound-budget 4G"
+TWO_CONF='[client.lo]\ngid = 4242\npriority = 0\nquota = 1G\n[client.hi]\nuid = 0\npriority = 7'
+
+# vram_peaks FILE: every 0.5 s until killed, the VRAM each client section
+# holds (status), the most seen so far written to FILE as JSON.
+vram_peaks() {
+        python3 - "$CTL" "$SOCK" "$1" <<'EOF'
+import json, subprocess, sys, time
+ctl, sock, path = sys.argv[1:4]
+peak = {}
+while True:
+    try:
+        st = json.loads(subprocess.run([ctl, "-s", sock, "status", "--json"], capture_output=True,
+                                       timeout=5).stdout)
+        for c in st.get("clients", []):
+            k = c.get("section") or "none"
+            peak[k] = max(peak.get(k, 0), c.get("vram_bytes", 0))
+        with open(path, "w") as f:
+            json.dump(peak, f)
+    except Exception:
+        pass
+    time.sleep(0.5)
+EOF
+}
+
+# run_pair: lo (gid 4242, so [client.lo]) started first with more turns
+# than hi, hi started once lo's measured turns started; both lines appended,
+# with the most VRAM each section held while they ran.
+run_pair() {
+        local t0 lo_pid hi_rc lo_rc poll peaks=$T/peaks.json
+        echo "== two-pair" | tee -a "$RET/runs.log"
+        KVT_DAEMON_EXTRA=$TWO_CONF start_daemon 4G || return
+        t0=$(date +%s.%N)
+        vram_peaks "$peaks" &
+        poll=$!
+        LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK python3 -c \
+                'import os, sys; os.setgroups([]); os.setgid(4242); os.execvp(sys.argv[1], sys.argv[1:])' \
+                $TWO --turns 16 --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
+        lo_pid=$!
+        for _ in $(seq 1200); do grep -q "measured turns start" "$T/lo.err" 2>/dev/null && break; sleep 0.1; done
+        LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK $TWO --turns 4 >"$T/hi.out" 2>>"$RET/runs.log"
+        hi_rc=$?
+        grep -q "measured turns end" "$T/lo.err" && echo "lo's measured turns ended before hi's" | tee -a "$RET/runs.log"
+        wait $lo_pid
+        lo_rc=$?
+        kill $poll 2>/dev/null
+        "$CTL" -s "$SOCK" status >>"$RET/status-two-pair.txt" 2>&1
+        stop_daemon
+        cat "$T/lo.err" >>"$RET/runs.log"
+        python3 - "$hi_rc" "$lo_rc" "$t0" "$(tail -n 1 "$T/hi.out")" "$(tail -n 1 "$T/lo.out")" "$peaks" >>"$R" <<'EOF'
+import json, sys, time
+hi_rc, lo_rc, t0 = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+hi, lo, peaks = sys.argv[4:7]
+try:
+    pk = json.load(open(peaks))
+except Exception:
+    pk = {}
+for tag, rc, line, sec in (("two-pair-hi", hi_rc, hi, "hi"), ("two-pair-lo", lo_rc, lo, "lo")):
+    try:
+        d = json.loads(line)
+    except ValueError:
+        d = {"error": line[-300:]}
+    d.update(tag=tag, rc=rc, wall_s=round(time.time() - t0, 1), vram_peak_bytes=pk.get(sec), peaks=pk)
+    print(json.dumps(d))
+EOF
+        tail -n 2 "$R" | cut -c1-240
+}
+
 PAGED="python3 $C/paged_kv.py --sessions 64 --layers 8 --batch 4 --turns 4 --warmup-turns 1 --bound-budget 4G"
 LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16"
 
@@ -130,6 +205,12 @@ runtag() {
                 kvtier) run "$tag" 1G $LONG --cache "$2" $lg ;;
                 hfoffload) run "$tag" - $LONG --cache offloaded $lg ;;
                 nopress) run "$tag" 100G $LONG --cache "$2" $lg ;;
+                esac ;;
+        two)
+                case "$2" in
+                vram) run "$tag" - $TWO --turns 4 ;;
+                alone) KVT_DAEMON_EXTRA=$TWO_CONF run "$tag" 4G $TWO --turns 4 ;;
+                pair) run_pair ;;
                 esac ;;
         *) echo "unknown run $tag" ;;
         esac

@@ -58,6 +58,18 @@ def main():
                     line += f"  {r['decode_ms_per_token'] / b:5.2f}x the bound ({b:.1f} ms)"
                 line += "  ids equal" if r["ids_sha"] == ref["ids_sha"] else f"  IDS DIFFER {r['ids_head']}"
             out.append(line)
+        elif tag.startswith("two"):
+            ref, alone = runs.get("two-vram"), runs.get("two-alone")
+            line = f"{tag:34s} {r['step_ms']:8.2f} ms/step"
+            if ref and ref is not r:
+                line += f"  {ref['step_ms'] / r['step_ms']:6.3f} of all-VRAM"
+            if alone and tag == "two-pair-hi":
+                line += f"  {alone['step_ms'] / r['step_ms']:6.3f} of hi alone"
+            if r.get("vram_peak_bytes") is not None:
+                line += f"  VRAM peak {r['vram_peak_bytes'] / 2**30:.2f} GiB"
+            if ref and ref is not r and tag != "two-pair-lo":
+                line += "  pool ok" if r["pool_sum"] == ref["pool_sum"] else "  POOL DIFFERS"
+            out.append(line)
         else:
             out.append(f"{tag:34s} {json.dumps(r)[:160]}")
     print("\n".join(out))
