@@ -175,7 +175,9 @@ LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16"
 # runtag TAG: one run by its name:
 #   paged-LAYOUT-hN-WHAT: LAYOUT contiguous, interleaved or onepool; N
 #     sessions drawn (64 = all); WHAT vram, zerocopy, kvtier, offload, nopress,
-#     hint (kvtier with the engine's hints a turn ahead: --hint --hint-ahead 64)
+#     hint (kvtier with the engine's hints a turn ahead: --hint --hint-ahead 64),
+#     kvtierwarm (kvtier measured after 12 warm-up turns, not 1; vramwarm its
+#     all-VRAM reference)
 #   long-CACHE-vram, long-CACHE-vram2 (a second all-VRAM run: does the
 #     reference repeat itself?), long-CACHE-kvtier, long-CACHE-nopress (CACHE
 #     dynamic, static), long-dynamic-hfoffload; each saves its logits, which
@@ -194,6 +196,10 @@ runtag() {
                 vram) run "$tag" - $PAGED $lay $h ;;
                 zerocopy) run "$tag" - $PAGED $lay $h --pool zerocopy ;;
                 kvtier) run "$tag" 4G $PAGED $lay $h ;;
+                # the same measured after 12 warm-up turns instead of 1: how far
+                # the defaults get once they have seen the workload for a while
+                kvtierwarm) run "$tag" 4G $PAGED $lay $h --warmup-turns 12 ;;
+                vramwarm) run "$tag" - $PAGED $lay $h --warmup-turns 12 ;;
                 offload) run "$tag" - $PAGED $lay $h --pool offload --offload-slots 16 ;;
                 nopress) run "$tag" 100G $PAGED $lay $h ;;
                 hint) run "$tag" 4G $PAGED $lay $h --hint --hint-ahead 64 ;;

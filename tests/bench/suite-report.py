@@ -22,7 +22,8 @@ def load(path):
 def paged_ref(runs, tag):
     """The all-VRAM run of a paged run: paged-LAYOUT-hN-vram."""
     parts = tag.split("-")
-    return runs.get("-".join(parts[:3] + ["vram"]))
+    warm = parts[3:] == ["kvtierwarm"]  # measured after more warm-up turns: its own reference
+    return runs.get("-".join(parts[:3] + ["vramwarm" if warm else "vram"]))
 
 
 def main():
