@@ -130,6 +130,16 @@ check "kvtierctl status gives them" grep -q "^GPU 0 demand: .* $avoided eviction
 check "no counter went down with it" bash -c "join <(grep '_total[{ ]' '$TMP/m2.txt' | grep -v '^#' | sort) \
         <(grep '_total[{ ]' '$TMP/m3.txt' | grep -v '^#' | sort) | awk '\$3 < \$2 { print; bad = 1 } END { exit bad }'"
 check "those metrics pass the strict format check" "$LINT" <"$TMP/m3.txt"
+# kvtierctl(1) lists them (man/metrics-list renders metrics.c's HELP lines).
+if command -v groff >/dev/null; then
+        "$LINT" --names <"$TMP/m3.txt" | sort -u >"$TMP/families.txt"
+        LC_ALL=C.UTF-8 groff -man -rLL=300n -Tutf8 -P-cbou "$top_builddir/man/kvtierctl.1" 2>/dev/null |
+                sed -n 's/^       \(kvtier_[a-z0-9_]*\) ([a-z]*)$/\1/p' | sort -u >"$TMP/man-metrics.txt"
+        check "kvtierctl(1) lists every metric kvtierctl metrics writes, and no other" \
+                diff -u "$TMP/families.txt" "$TMP/man-metrics.txt"
+else
+        ok "# SKIP kvtierctl(1)'s metrics (groff not installed)"
+fi
 
 # --output: a temporary file beside the target, renamed over it.
 dir="$TMP/textfile"
