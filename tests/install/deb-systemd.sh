@@ -231,6 +231,8 @@ check "kvtierctl status after it shows migrations" grep -q '^Migrations: [1-9]' 
 check "kvtierctl metrics says kvtier_up 1" bash -c "nsenter -t $sd -a kvtierctl metrics | grep -qx 'kvtier_up 1'"
 inside systemctl status --no-pager kvtierd.service >"$work/service.txt" 2>&1
 check "systemctl status kvtierd.service: active (running)" grep -q 'Active: active (running)' "$work/service.txt"
+same_daemon() { [ "$(inside systemctl show -P MainPID kvtierd.service)" = "$mainpid" ] && [ "$(inside systemctl show -P NRestarts kvtierd.service)" = 0 ]; }
+check "the same kvtierd served it all (MainPID $mainpid, no restart)" same_daemon
 check "journalctl -u kvtierd has the daemon's log" bash -c "nsenter -t $sd -a journalctl -u kvtierd.service --no-pager | grep -q 'kvtierd\['"
 
 inside systemctl stop kvtierd.socket kvtierd.service; rc=$?
