@@ -411,6 +411,12 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                 }
         }
         registry_gpu_planned(r, g->device, in.protect_ticks, plan.held_chunks, plan.stale_chunks);
+        /* The demands this plan held back, where the budget, not the rate
+         * limit, kept them out. */
+        registry_gpu_judge_demands(r, g->device, in.protect_ticks,
+                                   ret >= 0 && pp.kind == POLICY_DEMAND &&
+                                           (in.max_move_chunks == UINT64_MAX ||
+                                            plan.evict_chunks + plan.promote_chunks < in.max_move_chunks));
         held = plan.held_chunks;
         policy_plan_clear(&plan);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {

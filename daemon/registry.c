@@ -101,6 +101,13 @@ struct registry {
         bool node_present[KVT_MAX_NODES];
         const struct topology *topo; /* NULL: no MemTotal known, so no "N%" host budgets */
         struct migration_stats migrations;
+        /* Demands seen since the last plan judged them
+         * (registry_gpu_judge_demands()): at most one per chunk. */
+        struct demand_seen {
+                struct region *reg;
+                uint32_t chunk;
+        } *demands;
+        size_t n_demands, cap_demands;
 };
 
 static bool chunk_charged(const struct policy_chunk *ch) {
@@ -446,6 +453,7 @@ struct registry *registry_free(struct registry *r) {
                 return NULL;
         while (r->clients)
                 registry_client_free(r, r->clients);
+        free(r->demands);
         free(r);
         return NULL;
 }
@@ -785,8 +793,13 @@ static void region_forget_orders(struct registry *r, struct region *reg) {
 static void region_release(struct registry *r, struct region *reg) {
         struct gpu_stats *g = &r->gpus[reg->device];
         uint64_t charged = 0;
+        size_t j = 0;
 
         region_forget_orders(r, reg);
+        for (size_t i = 0; i < r->n_demands; i++)
+                if (r->demands[i].reg != reg)
+                        r->demands[j++] = r->demands[i];
+        r->n_demands = j;
         for (uint32_t i = 0; i < reg->n_chunks; i++) {
                 charged += chunk_charged(&reg->chunks[i]);
                 g->evicting_chunks -= chunk_evicting(&reg->chunks[i]);
@@ -952,6 +965,26 @@ static bool touch_is_own_mapping(const struct registry *r, const struct policy_c
         return (ch->flags & CHUNK_OWN_MAP) && ch->last_move && r->tick - ch->last_move <= MAX(quiet, 1u);
 }
 
+/* Notes a demand for registry_gpu_judge_demands().  A demand sets
+ * CHUNK_MAPPED, which only a move or a re-arm clears, so that a chunk is
+ * rarely in the list twice; past r->n_chunks entries (plans that did not
+ * run) it stops growing. */
+static void demand_note(struct registry *r, struct region *reg, uint32_t chunk) {
+        if (r->n_demands >= r->n_chunks)
+                return;
+        if (r->n_demands == r->cap_demands) {
+                size_t cap = r->cap_demands ? r->cap_demands * 2 : 64;
+                struct demand_seen *a;
+
+                a = realloc(r->demands, cap * sizeof(*a));
+                if (!a)
+                        return; /* a demand not judged: the counter misses it */
+                r->demands = a;
+                r->cap_demands = cap;
+        }
+        r->demands[r->n_demands++] = (struct demand_seen){.reg = reg, .chunk = chunk};
+}
+
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
         struct gpu_stats *g = &r->gpus[reg->device];
         struct policy_chunk *ch;
@@ -963,6 +996,7 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 g->own_maps_ignored++;
                 return;
         }
+        g->uses_seen[ch->tier < _KVT_TIER_MAX ? ch->tier : KVT_TIER_NONE]++;
         if (conf_policy_demand(r->conf))
                 policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
         else
@@ -985,6 +1019,33 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
         g->demand_faults++;
         if (ch->last_move && r->tick - ch->last_move <= conf_protect_min_ticks(r->conf))
                 g->refaults++;
+        demand_note(r, reg, chunk);
+}
+
+void registry_gpu_judge_demands(struct registry *r, int device, uint32_t protect_ticks, bool judge) {
+        struct gpu_stats *g;
+        size_t j = 0;
+
+        if (device < 0 || device >= KVT_MAX_GPUS)
+                return;
+        g = &r->gpus[device];
+        for (size_t i = 0; i < r->n_demands; i++) {
+                const struct demand_seen *d = &r->demands[i];
+                const struct policy_chunk *ch;
+
+                if (d->reg->device != device) {
+                        r->demands[j++] = *d;
+                        continue;
+                }
+                ch = &d->reg->chunks[d->chunk];
+                if (judge && !region_untiered(d->reg) && ch->tier == KVT_TIER_HOST && ch->pending == KVT_TIER_NONE &&
+                    !(ch->flags & CHUNK_PINNED) &&
+                    policy_demand_fresh_outside(ch, r->tick > ch->last_use ? r->tick - ch->last_use : 0,
+                                                protect_ticks) &&
+                    g->charged_bytes + KVT_CHUNK_BYTES > g->budget_bytes)
+                        g->evictions_avoided++;
+        }
+        r->n_demands = j;
 }
 
 void registry_probe_mark(struct registry *r, struct region *reg, uint32_t first, uint32_t n) {

@@ -74,6 +74,16 @@ struct gpu_stats {
         uint64_t evicted_chunks; /* evictions completed, probes not counted */
         uint64_t rearmed_chunks; /* re-arms completed */
         uint64_t own_maps_ignored; /* uses seen during or just after a mapped eviction: its own mapping */
+        /* Chunk uses seen (registry_chunk_touch(): one per chunk and tick it
+         * was seen used in, its own mappings not counted), by the chunk's
+         * confirmed tier then: [KVT_TIER_VRAM] over the sum is the VRAM hit
+         * rate of what the daemon sees. */
+        uint64_t uses_seen[_KVT_TIER_MAX];
+        /* demand: demands (first uses seen in host memory) that the plan after
+         * them held back while the VRAM budget was full and no rate limit cut
+         * the plan: each a promotion, and the eviction of a chunk in use it
+         * would have taken, that the thrash guard avoided. */
+        uint64_t evictions_avoided;
         uint64_t rearm_ns;       /* their time in the shim, queue included */
         uint64_t probe_ns;       /* probes' time in the shim, queue included: with rearm_ns, the sampler's cost */
         uint64_t probes;         /* probes ordered, those that came back (their cohort in use) */
@@ -134,6 +144,14 @@ void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_
 
 void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,
                           uint64_t stale_chunks);
+
+/* After a plan of GPU device was issued: judges the demands seen since the
+ * last (registry_chunk_touch()) and forgets them.  With judge (the demand
+ * policy planned, no rate limit cut the plan), each chunk still in host
+ * memory with no promotion ordered, fresh by the protection given
+ * (policy_demand_fresh_outside()), not pinned, while the budget has no
+ * room for one more chunk, counts in gpu_stats.evictions_avoided. */
+void registry_gpu_judge_demands(struct registry *r, int device, uint32_t protect_ticks, bool judge);
 
 /* Re-reads a GPU's budget from the config (after a live change) and marks
  * the GPU present.  Chunks charged over a lowered budget stay charged until

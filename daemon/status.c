@@ -35,6 +35,7 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object_object_add(o, "grantable_bytes", json_u64(g->grantable_bytes));
         json_object_object_add(o, "demand_faults", json_u64(g->demand_faults));
         json_object_object_add(o, "refaults", json_u64(g->refaults));
+        json_object_object_add(o, "evictions_avoided", json_u64(g->evictions_avoided));
         json_object_object_add(o, "evicted_chunks", json_u64(g->evicted_chunks));
         json_object_object_add(o, "rearmed_chunks", json_u64(g->rearmed_chunks));
         json_object_object_add(o, "own_maps_ignored", json_u64(g->own_maps_ignored));
@@ -65,6 +66,27 @@ static json_object *moves_json(const struct move_latency *h, uint64_t bytes) {
         return o;
 }
 
+/* The chunk uses seen (gpu_stats.uses_seen) by the tier their chunk was in:
+ * "vram", "host_mapped", "host", "none". */
+static json_object *uses_json(const struct gpu_stats *g) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "vram", json_u64(g->uses_seen[KVT_TIER_VRAM]));
+        json_object_object_add(o, "host_mapped", json_u64(g->uses_seen[KVT_TIER_HOST_MAPPED]));
+        json_object_object_add(o, "host", json_u64(g->uses_seen[KVT_TIER_HOST]));
+        json_object_object_add(o, "none", json_u64(g->uses_seen[KVT_TIER_NONE]));
+        return o;
+}
+
+/* Of those, the share in VRAM since the start; null before any. */
+static json_object *hit_rate_json(const struct gpu_stats *g) {
+        uint64_t all = 0;
+
+        for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
+                all += g->uses_seen[t];
+        return all ? json_object_new_double((double)g->uses_seen[KVT_TIER_VRAM] / (double)all) : NULL;
+}
+
 static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object *o = json_object_new_object(), *moves;
 
@@ -76,6 +98,8 @@ static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object_object_add(o, "evicting_bytes", json_u64(g->evicting_chunks * KVT_CHUNK_BYTES));
         add_tiers(o, g->tier_chunks);
         json_object_object_add(o, "inflight_orders", json_u64(g->inflight_orders));
+        json_object_object_add(o, "chunk_uses", uses_json(g));
+        json_object_object_add(o, "vram_hit_rate", hit_rate_json(g));
         json_object_object_add(o, "demand", demand_json(g, tick_ms));
         moves = json_object_new_object();
         json_object_object_add(moves, "to_vram",

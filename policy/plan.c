@@ -98,8 +98,7 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
          * twice is heat above one touch's at the last use (heat is kept as
          * of last_use, and a single touch is POLICY_HEAT_ONE then; its heat
          * class would not do: two touches apart decay below class 2). */
-        bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD)
-                             : age < e->protect_ticks && (c->last_move != 0 || c->heat > POLICY_HEAT_ONE);
+        bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD) : policy_demand_fresh_outside(c, age, e->protect_ticks);
 
         *ret_age = age;
         return fresh * 4u + charged * 2u + active;

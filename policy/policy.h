@@ -403,6 +403,15 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
 /* Heat: one access = POLICY_HEAT_ONE; halves every half_life ticks. */
 #define POLICY_HEAT_ONE 256u
 
+/* demand: whether chunk c, not charged to VRAM, is fresh age ticks after
+ * its last use: used within the protection and, for a chunk that never was
+ * in VRAM, seen used twice (policy_plan() ranks such chunks above those in
+ * VRAM that are not fresh, and promotes them as far as the budget lets
+ * it; the daemon counts the ones it held back by the same rule). */
+static inline bool policy_demand_fresh_outside(const struct policy_chunk *c, uint32_t age, uint32_t protect_ticks) {
+        return age < protect_ticks && (c->last_move != 0 || c->heat > POLICY_HEAT_ONE);
+}
+
 /* The chunk's heat at tick now (decayed from last_use). */
 uint32_t policy_heat_at(const struct policy_chunk *c, uint32_t now, uint32_t half_life_ticks);
 

@@ -176,16 +176,30 @@ static void print_gpus(struct json_object *st) {
                        B(b[4], g, "host_mapped_bytes"), B(b[5], g, "host_bytes"), jint(g, "inflight_orders"));
         }
         for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i), *u = NULL, *rate = NULL;
+
+                if (!json_object_object_get_ex(g, "chunk_uses", &u) || !u ||
+                    !json_object_object_get_ex(g, "vram_hit_rate", &rate) || !rate)
+                        continue;
+                printf("GPU %" PRId64 " VRAM hit rate: %.1f%% of %" PRId64 " chunk uses seen (%" PRId64
+                       " in VRAM, %" PRId64 " host-mapped, %" PRId64 " host, %" PRId64 " never placed)\n",
+                       jint(g, "device"), 100.0 * json_object_get_double(rate),
+                       jint(u, "vram") + jint(u, "host_mapped") + jint(u, "host") + jint(u, "none"), jint(u, "vram"),
+                       jint(u, "host_mapped"), jint(u, "host"), jint(u, "none"));
+        }
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
                 struct json_object *g = json_object_array_get_idx(gpus, i), *d = NULL;
 
                 if (!json_object_object_get_ex(g, "demand", &d) || !d || !jint(d, "demand_faults"))
                         continue;
                 printf("GPU %" PRId64 " demand: %s held back (read in place), %s stale in VRAM, protection %" PRId64
                        " ms; %" PRId64 " uses seen in host memory, %" PRId64 " refaults, %" PRId64
+                       " evictions avoided, %" PRId64
                        " probes (%" PRId64 " back, %" PRId64 " cold, window %" PRId64 " ms), %" PRId64
                        " chunks re-armed; sampler %" PRId64 " ms in the shim\n",
                        jint(g, "device"), B(b[0], d, "held_bytes"), B(b[1], d, "stale_bytes"), jint(d, "protect_ms"),
-                       jint(d, "demand_faults"), jint(d, "refaults"), jint(d, "probes"), jint(d, "probes_back"),
+                       jint(d, "demand_faults"), jint(d, "refaults"), jint(d, "evictions_avoided"), jint(d, "probes"),
+                       jint(d, "probes_back"),
                        jint(d, "probes_expired"), jint(d, "probe_window_ms"), jint(d, "rearmed_chunks"), jint(d, "rearm_ms") + jint(d, "probe_ms"));
         }
 }

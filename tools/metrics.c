@@ -141,6 +141,33 @@ static void print_move_histograms(FILE *f, struct json_object *gpus) {
         }
 }
 
+/* The chunk uses kvtierd saw, by the tier their chunk was in, and the
+ * share in VRAM. */
+static void print_uses(FILE *f, struct json_object *gpus) {
+        header(f, "kvtier_gpu_chunk_uses_total", "counter",
+               "Chunk uses kvtierd saw (one per 2 MiB chunk and tick it was seen used in: kernel launches "
+               "pointing into it, GPU faults and remote maps the shim reports, probes that came back), by the "
+               "tier the chunk was in; reads of host memory the GPU has mapped are not seen until a re-arm. "
+               "The VRAM hit rate over a window: rate of tier=\"vram\" over the rate of all.");
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i), *u = object(g, "chunk_uses");
+
+                for (size_t t = 0; t < sizeof(tiers) / sizeof(tiers[0]); t++)
+                        fprintf(f, "kvtier_gpu_chunk_uses_total{gpu=\"%" PRId64 "\",tier=\"%s\"} %" PRId64 "\n",
+                                num(g, "device"), tiers[t].tier, num(u, tiers[t].tier));
+        }
+        header(f, "kvtier_gpu_vram_hit_ratio", "gauge",
+               "Of the chunk uses kvtierd saw since it started, the share whose chunk was in VRAM (GPUs with "
+               "uses seen).");
+        for (size_t i = 0; gpus && i < json_object_array_length(gpus); i++) {
+                struct json_object *g = json_object_array_get_idx(gpus, i), *v = NULL;
+
+                if (json_object_object_get_ex(g, "vram_hit_rate", &v) && v)
+                        fprintf(f, "kvtier_gpu_vram_hit_ratio{gpu=\"%" PRId64 "\"} %.6f\n", num(g, "device"),
+                                json_object_get_double(v));
+        }
+}
+
 /* What the GPU gave away about its use of evicted chunks, and what the
  * demand policy did with it. */
 static void print_demand(FILE *f, struct json_object *gpus) {
@@ -151,6 +178,10 @@ static void print_demand(FILE *f, struct json_object *gpus) {
         demand_metric(f, gpus, "kvtier_gpu_refaults_total", "counter", "refaults", 1,
                       "Of those, uses of chunks evicted within [policy] protect_min before: evictions that "
                       "came back.");
+        demand_metric(f, gpus, "kvtier_gpu_evictions_avoided_total", "counter", "evictions_avoided", 1,
+                      "Demands (first uses seen of chunks in host memory) that the demand policy's thrash guard "
+                      "held back while the VRAM budget was full (not the rate limit): each a promotion, and "
+                      "the eviction of a chunk in use it would have taken, avoided; the chunk is read in place.");
         demand_metric(f, gpus, "kvtier_gpu_evicted_chunks_total", "counter", "evicted_chunks", 1,
                       "2 MiB chunks that completed evictions took out of VRAM.");
         demand_metric(f, gpus, "kvtier_gpu_held_bytes", "gauge", "held_bytes", 1,
@@ -182,6 +213,7 @@ static void print_gpus(FILE *f, struct json_object *gpus) {
                                 num(g, "device"), tiers[t].tier, num(g, tiers[t].key));
         }
         print_move_histograms(f, gpus);
+        print_uses(f, gpus);
         print_demand(f, gpus);
 }
 

@@ -6,7 +6,8 @@
 # machine is changed outside the chroot (its /proc is mounted in a mount
 # namespace of its own).  No systemd runs in a chroot: units are checked
 # as files and by systemctl's offline view, kvtierd is started by hand as
-# the unit would (user kvtier).
+# the unit would (user kvtier).  tests/install/deb-systemd.sh boots systemd
+# in such a root and runs the units themselves (CI runs it).
 #   tests/install/deb-chroot.sh DEBDIR [CHROOT]
 set -euo pipefail
 debs=$(cd "$1" && pwd)

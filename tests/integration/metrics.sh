@@ -1,8 +1,9 @@
 #!/bin/bash
 # kvtierctl metrics beyond ctl.sh: the text is strictly valid (prom-lint, and
 # promtool where it is installed) with kvtierd up and down; the move-latency
-# histograms, bytes moved and faults on evicted chunks agree with the status
-# and only grow; --output replaces its file atomically and keeps the old one
+# histograms, bytes moved, faults on evicted chunks, the chunk uses by tier
+# (the VRAM hit rate) and the evictions the thrash guard avoided agree with
+# the status and only grow; --output replaces its file atomically and keeps the old one
 # when it cannot; the kvtier-metrics units run that; the Grafana dashboard in
 # contrib/ names only metrics that kvtierctl metrics emits.
 . "$(dirname "$0")/lib.sh"
@@ -84,6 +85,23 @@ check_gt "faults on evicted chunks counted (the engine reads what was evicted)" 
 check "faults on evicted chunks = the status's demand_faults" [ "$faults" = "$(js '.gpus[0].demand.demand_faults')" ]
 check "evicted chunks counted" [ "$(m "$TMP/m1.txt" 'kvtier_gpu_evicted_chunks_total{gpu="0"}')" = "$(js '.gpus[0].demand.evicted_chunks')" ]
 
+# The VRAM hit rate: the chunk uses seen, by the tier their chunk was in.
+# Four times the budget, read evenly: some uses in VRAM, most not.
+uses() { m "$TMP/m1.txt" "kvtier_gpu_chunk_uses_total{gpu=\"0\",tier=\"$1\"}"; }
+check_gt "chunk uses seen in VRAM" "$(uses vram)" 0
+check_gt "chunk uses seen in host memory" "$(uses host)" 0
+for t in vram host_mapped host none; do
+        check "chunk uses in $t = the status's chunk_uses.$t" [ "$(uses $t)" = "$(js ".gpus[0].chunk_uses.$t")" ]
+done
+check "kvtier_gpu_vram_hit_ratio = uses in VRAM over all uses (and the status's vram_hit_rate)" \
+        awk -v r="$(m "$TMP/m1.txt" 'kvtier_gpu_vram_hit_ratio{gpu="0"}')" -v s="$(js '.gpus[0].vram_hit_rate')" \
+        -v v="$(uses vram)" -v a="$(( $(uses vram) + $(uses host_mapped) + $(uses host) + $(uses none) ))" \
+        'BEGIN { exit !(r > 0 && r < 1 && (r - v / a) ^ 2 < 1e-10 && (r - s) ^ 2 < 1e-10) }'
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/s1.txt"
+check "kvtierctl status gives the hit rate" \
+        grep -q "^GPU 0 VRAM hit rate: [0-9.]*% of $(( $(uses vram) + $(uses host_mapped) + $(uses host) + $(uses none) )) chunk uses seen ($(uses vram) in VRAM, " "$TMP/s1.txt"
+check "lru has no thrash guard: no eviction avoided" [ "$(m "$TMP/m1.txt" 'kvtier_gpu_evictions_avoided_total{gpu="0"}')" = 0 ]
+
 # Counters only grow: a second engine adds to them.
 run_engine second --regions 4 --region-size 32M --window 16M --steps 20 --step-ms 10
 "$KVTIERCTL" -s "$SOCK" metrics >"$TMP/m2.txt"
@@ -94,6 +112,34 @@ check "bytes moved to VRAM grew with the second engine" grew 'kvtier_gpu_moved_b
 check "the to_vram histogram's count grew" grew 'kvtier_move_duration_seconds_count{gpu="0",direction="to_vram"}'
 check "no counter went down" bash -c "join <(grep '_total[{ ]' '$TMP/m1.txt' | grep -v '^#' | sort) \
         <(grep '_total[{ ]' '$TMP/m2.txt' | grep -v '^#' | sort) | awk '\$3 < \$2 { print; bad = 1 } END { exit bad }'"
+
+# The demand policy's thrash guard: a working set past the budget is read
+# in place rather than promoted over the chunks in use; each demand it held
+# back while the budget was full is an eviction avoided.
+"$KVTIERCTL" -s "$SOCK" set policy demand >/dev/null
+run_engine guard --regions 4 --region-size 32M --window 16M --steps 40 --step-ms 10
+check "an engine under the demand policy runs" [ $? -eq 0 ]
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/m3.txt"
+status_json >"$TMP/s3.json"
+avoided=$(m "$TMP/m3.txt" 'kvtier_gpu_evictions_avoided_total{gpu="0"}')
+check_gt "demand: evictions avoided by the thrash guard" "${avoided:-0}" 0
+check "demand: the status's evictions_avoided" [ "$avoided" = "$(jq '.gpus[0].demand.evictions_avoided' "$TMP/s3.json")" ]
+check_le "demand: at most one per demand seen" "$avoided" "$(jq '.gpus[0].demand.demand_faults' "$TMP/s3.json")"
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/s3.txt"
+check "kvtierctl status gives them" grep -q "^GPU 0 demand: .* $avoided evictions avoided, " "$TMP/s3.txt"
+check "no counter went down with it" bash -c "join <(grep '_total[{ ]' '$TMP/m2.txt' | grep -v '^#' | sort) \
+        <(grep '_total[{ ]' '$TMP/m3.txt' | grep -v '^#' | sort) | awk '\$3 < \$2 { print; bad = 1 } END { exit bad }'"
+check "those metrics pass the strict format check" "$LINT" <"$TMP/m3.txt"
+# kvtierctl(1) lists them (man/metrics-list renders metrics.c's HELP lines).
+if command -v groff >/dev/null; then
+        "$LINT" --names <"$TMP/m3.txt" | sort -u >"$TMP/families.txt"
+        LC_ALL=C.UTF-8 groff -man -rLL=300n -Tutf8 -P-cbou "$top_builddir/man/kvtierctl.1" 2>/dev/null |
+                sed -n 's/^       \(kvtier_[a-z0-9_]*\) ([a-z]*)$/\1/p' | sort -u >"$TMP/man-metrics.txt"
+        check "kvtierctl(1) lists every metric kvtierctl metrics writes, and no other" \
+                diff -u "$TMP/families.txt" "$TMP/man-metrics.txt"
+else
+        ok "# SKIP kvtierctl(1)'s metrics (groff not installed)"
+fi
 
 # --output: a temporary file beside the target, renamed over it.
 dir="$TMP/textfile"

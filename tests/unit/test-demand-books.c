@@ -4,7 +4,8 @@
  * planner: captures that start in VRAM under a GRANT and the caps the
  * planner grants; uses of chunks in host memory (demands, the GPU's
  * mapping, refaults); probes and the cohorts they refresh; re-arm orders;
- * ranges released to the SSD tier and restored.
+ * the uses seen by tier and the evictions the thrash guard avoided; ranges
+ * released to the SSD tier and restored.
  */
 #include "config.h"
 
@@ -369,6 +370,79 @@ static void test_probe_window(void) {
         rig_down(&x);
 }
 
+static void evict(struct rig *x, struct region *reg, uint32_t first, uint32_t n) {
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        if (registry_order_new(x->r, reg, first, n, KVT_TIER_HOST, -1, &o) < 0)
+                abort();
+        done.order_id = o.order_id;
+        if (registry_order_done(x->r, x->cl, &done) < 0)
+                abort();
+}
+
+/* The uses seen, by the tier of their chunk (the VRAM hit rate); and the
+ * demands the thrash guard held back while the budget was full: the
+ * evictions it avoided.  A demand promoted, one the plan would not have
+ * promoted anyway (a first touch), and one of a region freed before the
+ * plan do not count. */
+static void test_hits_and_avoided(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        const struct policy_chunk *c;
+        struct region *a, *b;
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 16, KVT_TIER_VRAM);
+        c = region_chunks(a);
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 4; i++)
+                registry_chunk_touch(x.r, a, i, 3);
+        TAP_EQ_U64(g->uses_seen[KVT_TIER_VRAM], 4, "hits: a use per chunk and tick, however many accesses");
+        evict(&x, a, 0, 3);
+        client_set_grant_cap(x.cl, 0, 19 * CHUNK);
+        b = add(&x, 2, 3, KVT_TIER_VRAM); /* the budget full again */
+        TAP_EQ_U64(g->charged_bytes, 16 * CHUNK, "avoided: the budget is full");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1);
+        registry_chunk_touch(x.r, a, 5, 1);
+        TAP_EQ_U64(g->uses_seen[KVT_TIER_HOST], 1, "hits: a use of a chunk in host memory is a miss");
+        TAP_EQ_U64(g->uses_seen[KVT_TIER_VRAM], 5, "hits: one in VRAM a hit");
+        TAP_EQ_U64(g->demand_faults, 1, "avoided: the evicted chunk's use is a demand");
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "avoided: plan");
+        TAP_OK(c[0].tier == KVT_TIER_HOST && c[0].pending == KVT_TIER_NONE && n_sent == 0,
+               "avoided: the demand is held back (VRAM holds chunks in use), nothing evicted");
+        TAP_EQ_U64(g->held_chunks, 3, "avoided: the plan held the three evicted chunks (used lately)");
+        TAP_EQ_U64(g->evictions_avoided, 1, "avoided: one eviction avoided");
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "avoided: plan again");
+        TAP_EQ_U64(g->evictions_avoided, 1, "avoided: a demand counts once, however long it is held");
+
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r); /* chunk 0 no longer fresh */
+        evict(&x, b, 0, 1);                 /* room for one */
+        registry_chunk_touch(x.r, a, 1, 1);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "promoted: plan with room");
+        TAP_OK(c[1].pending == KVT_TIER_VRAM, "promoted: the demand goes to VRAM");
+        TAP_EQ_U64(g->evictions_avoided, 1, "promoted: no eviction avoided");
+
+        b = add(&x, 3, 2, KVT_TIER_HOST);
+        registry_chunk_touch(x.r, b, 0, 1);
+        TAP_EQ_U64(g->demand_faults, 3, "first touch: a demand");
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "first touch: plan, the budget full");
+        TAP_OK(region_chunks(b)[0].pending == KVT_TIER_NONE, "first touch: not promoted (seen once)");
+        TAP_EQ_U64(g->evictions_avoided, 1, "first touch: no eviction avoided: none was due");
+
+        registry_chunk_touch(x.r, a, 2, 1);
+        TAP_EQ_U64(g->demand_faults, 4, "freed: a demand");
+        TAP_EQ_INT(registry_region_del(x.r, x.cl, 1), 0, "freed: its region freed before the plan");
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "freed: plan");
+        TAP_EQ_U64(g->evictions_avoided, 1, "freed: not counted");
+        rig_down(&x);
+}
 
 static void spill_hint(struct rig *x, uint32_t region, uint32_t first, uint32_t n, uint32_t kind) {
         struct kvt_hint h = {.region_id = region, .first_chunk = first, .n_chunks = n, .kind = kind};
@@ -444,6 +518,7 @@ static void test_spilled(void) {
 
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
+        test_hits_and_avoided();
         test_grants();
         test_planner_grants();
         test_demands();
