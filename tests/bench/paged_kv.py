@@ -680,6 +680,7 @@ def main():
             if off:
                 off.start_turn(slots)
             if ssd:
+                mark("turn %d starts" % turn_no)
                 ssd.start_turn(slots)
             for j in range(a.turn):
                 if hint and a.hint_ahead and j == a.turn - a.hint_ahead:
