@@ -156,7 +156,8 @@ def main():
     if not kv.ssd_available():
         sys.exit("kv_compress: runs under libkvtier.so (LD_PRELOAD) with a kvtierd that has an [ssd] section")
 
-    cfg, model, ids = long_context.build(a.layers, a.context, 0, a.seed, device=a.device)
+    # new=64: the config (max_position_embeddings) of long_context.py's default run
+    cfg, model, ids = long_context.build(a.layers, a.context, 64, a.seed, device=a.device)
     t0 = time.perf_counter()
     with torch.no_grad():
         try:
