@@ -41,6 +41,22 @@ def sync():
     torch.cuda.current_stream().synchronize()
 
 
+def build(layers, context, new, seed, device="cuda"):
+    """The model and the prompt: (config, model, ids [1, context]).  Also
+    tests/bench/kv_compress.py's."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=layers,
+                      num_attention_heads=16, num_key_value_heads=8,
+                      max_position_embeddings=context + new + 64)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    g = torch.Generator(device="cpu").manual_seed(seed + 1)
+    ids = torch.randint(0, cfg.vocab_size, (1, context), generator=g).to(device)
+    return cfg, model, ids
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", choices=["dynamic", "static", "offloaded"], default="static")
@@ -51,16 +67,7 @@ def main():
     ap.add_argument("--logits", help="save the full generate's logits here (torch.save)")
     a = ap.parse_args()
 
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=a.layers,
-                      num_attention_heads=16, num_key_value_heads=8,
-                      max_position_embeddings=a.context + a.new + 64)
-    torch.manual_seed(a.seed)
-    with torch.device("cuda"):
-        model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
-    g = torch.Generator(device="cpu").manual_seed(a.seed + 1)
-    ids = torch.randint(0, cfg.vocab_size, (1, a.context), generator=g).cuda()
+    cfg, model, ids = build(a.layers, a.context, a.new, a.seed)
     kv_bytes = 2 * a.layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * \
         (a.context + a.new) * 2
 

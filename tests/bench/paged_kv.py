@@ -16,7 +16,10 @@ zerocopy (pinned host memory read by the GPU over PCIe), offload (the
 engine's own CPU offload of whole sessions, BENCHMARKS.md's reference: the
 pool in pinned host memory, a VRAM cache of --offload-slots sessions, a
 quarter of the pool by default, swapped LRU at turn starts on the compute
-stream; see class Offload).
+stream; see class Offload), ssd (the pool as torch, under libkvtier.so with
+a kvtierd whose configuration has an [ssd] section: the engine spills every
+session outside the current turn to kvtier's SSD tier and restores it when a
+turn picks it; see class SsdTier).
 --layout: contiguous (a session's blocks adjacent) or interleaved (blocks
 dealt out round-robin over sessions: every 2 MiB chunk holds blocks of many).
 --hot N: turns draw from N sessions only (the hot set), spread over the pool.
@@ -26,6 +29,13 @@ ends, as an engine that knows its scheduler would; only under libkvtier.so.
 --hint-ahead N: the next turn's new sessions are hinted HOT N steps before
 the turn ends, as an engine that knows its queue of waiting requests can
 (vLLM's scheduler knows them; LMCache-style loaders start early).
+--ssd-readahead N: with --pool ssd, the next turn's new sessions get
+kvtier.readahead N steps before the turn ends (the schedule is drawn ahead,
+as for --hint-ahead), so that their restores overlap the steps.  A turn
+hides them when turn x step time >= the bytes it brings in over the restore
+bandwidth: batch 4 of 256 MiB sessions bring in ~3.5 sessions (~0.9 GiB) a
+turn, 0.45 s at 2 GB/s, ~375 steps of 1.2 ms (all-VRAM on an H200): use
+turns of 512 steps or more and N up to --turn.
 --device cpu: everything on the CPU, small sizes: a check of the logic (pool
 sums equal across pools) on a machine without a GPU, not a measurement.
 
@@ -36,12 +46,16 @@ checksum of every K/V pool after the run (seeded data and deterministic
 writes: equal across pools and runs unless some KV byte was lost; offload
 writes its cache back to the host pool first).  --pool offload adds
 swaps_in and swaps_out: sessions copied in and written back during the
-measured turns.  Phase marks (wall-clock time.time()) go to stderr, to
-line up with a kvtierctl timeline.
+measured turns; --pool ssd adds the ssd_* fields (SsdTier.report() and
+main(): sessions spilled and restored in the measured turns, the compute
+stream's wait for restores, the initial spills and the final restores).
+Phase marks (wall-clock time.time()) go to stderr, to line up with a
+kvtierctl timeline.
 """
 import argparse
 import ctypes
 import json
+import os
 import random
 import re
 import sys
@@ -261,8 +275,150 @@ class Offload:
         sync()
 
 
+def import_kvtier():
+    """The kvtier package: beside this script (a carry directory) or python/ of the tree."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (here, os.path.join(here, "..", "..", "python")):
+        if os.path.isfile(os.path.join(d, "kvtier", "__init__.py")):
+            sys.path.insert(0, d)
+            break
+    import kvtier
+    return kvtier
+
+
+class SsdTier:
+    """--pool ssd: the engine keeps only the current turn's sessions in memory
+    and the others on kvtier's SSD tier, through the python package.  Each
+    session is 2 * layers ranges (its blocks in each layer's K and V pool,
+    adjacent: the contiguous layout only), one spill each.
+
+    - At the start, every session outside turn 0 is spilled.
+    - A turn's start restores its sessions that are spilled, ordered on the
+      compute stream (kvtier.restore(h, stream): the steps that follow wait
+      for the data on the GPU, the CPU does not); two CUDA events around the
+      restores time how long the stream waited for them.
+    - readahead(): the next turn's new sessions, kvtier.readahead, some steps
+      before the turn ends (--ssd-readahead).
+    - A turn's end waits for the compute stream (its steps wrote the sessions;
+      kvtier.spill copies on a stream of its own), checks and drops the
+      handles its start restored, and spills the sessions that leave (not in
+      the next turn).  kvtier.spill returns once the data is on disk: the
+      engine's thread waits for it.
+    - finish(): every session still spilled comes back (readahead, then
+      restore_wait), so that pool_checksum sees the whole pool.
+    On the CPU (--device cpu, a logic check) host memory has no stream to
+    order a restore on: each is waited for (restore_wait) at once; and a
+    spilled range is overwritten (as a GPU range's released chunks lose their
+    data), so that pool_sum checks what the restores brought back."""
+
+    def __init__(self, kvtier, pools, tables, bps):
+        for s, t in enumerate(tables):
+            if t != list(range(t[0], t[0] + bps)):
+                raise ValueError("--pool ssd needs each session's blocks adjacent (--layout contiguous)")
+        self.kv, self.pools, self.tables, self.bps = kvtier, pools, tables, bps
+        self.spilled = {}   # session -> its handles (on SSD, or coming back by readahead)
+        self.ahead = set()  # sessions whose readahead was issued
+        self.restored = []  # handles restored at this turn's start, dropped at its end
+        self.waits = []     # (event, event) around each measured turn start's restores
+        self.measuring = False
+        self.st = dict(sessions_spilled=0, sessions_restored=0, ranges_restored=0, ranges_ready=0,
+                       spill_s=0.0, wait_cpu_s=0.0, unordered=0)
+
+    def rows(self, s):
+        b0 = self.tables[s][0]
+        for kv in self.pools:
+            for t in kv:
+                yield t[b0:b0 + self.bps]
+
+    def spill(self, s):
+        t0 = time.perf_counter()
+        self.spilled[s] = [self.kv.spill(r) for r in self.rows(s)]
+        if DEVICE == "cpu":  # host memory keeps its pages: lose them as released GPU chunks are lost
+            for r in self.rows(s):
+                r.fill_(-1.5)
+        if self.measuring:
+            self.st["sessions_spilled"] += 1
+            self.st["spill_s"] += time.perf_counter() - t0
+
+    def start_turn(self, slots):
+        need = [s for s in slots if s in self.spilled]
+        if not need:
+            return
+        stream = torch.cuda.current_stream() if DEVICE == "cuda" else None
+        if stream is not None:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(stream)
+        t0 = time.perf_counter()
+        for s in need:
+            hs = self.spilled.pop(s)
+            self.ahead.discard(s)
+            for h in hs:
+                if self.measuring and self.kv.query(h).state == self.kv.RESTORED:
+                    self.st["ranges_ready"] += 1
+                try:
+                    self.kv.restore(h, stream)
+                except self.kv.KvtierError as e:
+                    if e.errno != 22:  # EINVAL: not ordered on the stream; waited for below
+                        raise
+                    self.st["unordered"] += 1
+                    self.kv.restore_wait(h)
+                if stream is None:
+                    self.kv.restore_wait(h)
+            self.restored.extend(hs)
+            if self.measuring:
+                self.st["sessions_restored"] += 1
+                self.st["ranges_restored"] += len(hs)
+        if stream is not None:
+            e1.record(stream)
+            if self.measuring:
+                self.waits.append((e0, e1))
+        elif self.measuring:
+            self.st["wait_cpu_s"] += time.perf_counter() - t0
+
+    def readahead(self, sessions):
+        for s in sorted(sessions):
+            if s in self.spilled and s not in self.ahead:
+                for h in self.spilled[s]:
+                    self.kv.readahead(h)
+                self.ahead.add(s)
+
+    def _drop_restored(self):
+        for h in self.restored:
+            self.kv.restore_wait(h)  # raises its error: never go on with wrong data
+            self.kv.drop(h)
+        self.restored = []
+
+    def end_turn(self, leaving):
+        sync()
+        self._drop_restored()
+        for s in leaving:
+            self.spill(s)
+
+    def finish(self):
+        """Every spilled session back in the pool; returns (seconds, bytes)."""
+        sync()
+        self._drop_restored()
+        t0 = time.perf_counter()
+        hs = [h for s in sorted(self.spilled) for h in self.spilled[s]]
+        nbytes = sum(self.kv.query(h).size_bytes for h in hs)
+        for h in hs:
+            self.kv.readahead(h)
+        for h in hs:
+            self.kv.restore_wait(h)
+            self.kv.drop(h)
+        self.spilled.clear()
+        sync()
+        return time.perf_counter() - t0, nbytes
+
+    def report(self):
+        st = dict(self.st)
+        wait_ms = sum(e0.elapsed_time(e1) for e0, e1 in self.waits) if self.waits else st["wait_cpu_s"] * 1e3
+        del st["wait_cpu_s"]
+        return {"ssd_" + k: v for k, v in st.items()} | {"ssd_restore_wait_ms": wait_ms}
+
+
 def alloc_pool(kind, shape, dtype):
-    if kind == "torch":
+    if kind in ("torch", "ssd"):
         return torch.empty(shape, dtype=dtype, device=DEVICE)
     if kind == "offload":  # filled from the GPU like the others: the same bytes
         return torch.empty(shape, dtype=dtype, pin_memory=DEVICE == "cuda")
@@ -343,7 +499,9 @@ def mark(what):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pool", choices=["torch", "managed", "zerocopy", "offload"], default="torch")
+    ap.add_argument("--pool", choices=["torch", "managed", "zerocopy", "offload", "ssd"], default="torch",
+                    help="ssd: as torch, sessions outside the turn spilled to kvtier's SSD tier (under libkvtier.so, "
+                    "a kvtierd with [ssd]; --layout contiguous)")
     ap.add_argument("--offload-slots", type=int,
                     help="--pool offload: sessions the VRAM cache holds (default: a quarter of --sessions)")
     ap.add_argument("--layout", choices=["contiguous", "interleaved"], default="contiguous")
@@ -367,6 +525,10 @@ def main():
     ap.add_argument("--hint-ahead", type=int, default=0, metavar="STEPS",
                     help="with --hint: hint the next turn's new sessions HOT this many steps before the turn "
                     "ends, as an engine that knows its queue of waiting requests can")
+    ap.add_argument("--ssd-readahead", type=int, default=0, metavar="STEPS",
+                    help="with --pool ssd: kvtier.readahead the next turn's new sessions this many steps before the "
+                    "turn ends (at most --turn; a turn hides the restores when turn x step time >= its new sessions' "
+                    "bytes over the restore bandwidth: ~375 steps of 1.2 ms for 0.9 GiB at 2 GB/s)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--step-log", help="diagnosis: wait for every step and write its wall time (ms) to this "
                     "file, one line per step: turn, step, ms, end time (changes what it measures)")
@@ -374,12 +536,17 @@ def main():
                     help="report the bound of BENCHMARKS.md for a VRAM budget of BYTES (2G ...): "
                     "see bound() (costs nothing on the GPU)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                    help="cpu: a smoke test of the logic on a machine without a GPU (--pool torch or offload)")
+                    help="cpu: a smoke test of the logic on a machine without a GPU (--pool torch, offload, or ssd "
+                    "under the shim)")
     a = ap.parse_args()
     global DEVICE
     DEVICE = a.device
-    if DEVICE == "cpu" and (a.pool not in ("torch", "offload") or a.hint):
-        ap.error("--device cpu takes --pool torch or offload, and no --hint")
+    if DEVICE == "cpu" and (a.pool not in ("torch", "offload", "ssd") or a.hint):
+        ap.error("--device cpu takes --pool torch, offload or ssd, and no --hint")
+    if a.pool == "ssd" and (a.hint or a.layout != "contiguous"):
+        ap.error("--pool ssd: --layout contiguous (a session's blocks adjacent in each pool) and no --hint")
+    if a.ssd_readahead and (a.pool != "ssd" or not 0 < a.ssd_readahead <= a.turn):
+        ap.error("--ssd-readahead: with --pool ssd, from 1 to --turn steps")
     if a.pool == "offload" and a.hint:
         ap.error("--pool offload is the engine's own offload: no kvtier to hint")
     if a.offload_slots is None:
@@ -423,6 +590,13 @@ def main():
         off = Offload(pools, tables, a.offload_slots, a.blocks_per_session)
         mark("offload cache allocated")
 
+    ssd = None
+    if a.pool == "ssd":
+        kvtier = import_kvtier()
+        if not kvtier.ssd_available():
+            sys.exit("paged_kv: --pool ssd runs under libkvtier.so (LD_PRELOAD) with a kvtierd that has an [ssd] section")
+        ssd = SsdTier(kvtier, pools, tables, a.blocks_per_session)
+
     hint = None
     if a.hint:
         hint = ctypes.CDLL(None).kvtier_hint
@@ -461,6 +635,13 @@ def main():
     # are sent, as an engine would)
     turn_sets = draw_schedule(draw, a.batch, a.warmup_turns + a.turns)
     slots = list(turn_sets[0])
+    if ssd:
+        t_spill = time.perf_counter()
+        cold = [s for s in range(a.sessions) if s not in slots]
+        for s in cold:
+            ssd.spill(s)
+        t_spill = time.perf_counter() - t_spill
+        mark("sessions outside turn 0 spilled")
     if hint:
         for s in slots:
             hint_session(s, HINT_HOT)
@@ -498,10 +679,15 @@ def main():
         for _ in range(n):
             if off:
                 off.start_turn(slots)
+            if ssd:
+                mark("turn %d starts" % turn_no)
+                ssd.start_turn(slots)
             for j in range(a.turn):
                 if hint and a.hint_ahead and j == a.turn - a.hint_ahead:
                     for s in set(turn_sets[turn_no + 1]) - set(slots):
                         hint_session(s, HINT_HOT)
+                if ssd and a.ssd_readahead and j == a.turn - a.ssd_readahead:
+                    ssd.readahead(set(turn_sets[turn_no + 1]) - set(slots))
                 t0 = time.perf_counter()
                 step()
                 if log:
@@ -510,6 +696,8 @@ def main():
             if off:
                 off.end_turn(slots)
             turn_no += 1
+            if ssd:  # the sessions that leave, spilled once the steps that wrote them are done
+                ssd.end_turn([s for s in slots if s not in turn_sets[turn_no]])
             # every slot ends its turn; the next sessions come by Zipf
             for i in range(a.batch):
                 old, s = slots[i], turn_sets[turn_no][i]
@@ -524,16 +712,29 @@ def main():
     sync()
     mark("measured turns start")
     swaps0 = (off.swaps_in, off.swaps_out) if off else (0, 0)
+    if ssd:
+        ssd.measuring = True
     t0 = time.perf_counter()
     run_turns(a.turns)
     sync()
     dt = time.perf_counter() - t0
+    if ssd:
+        ssd.measuring = False
     mark("measured turns end")
     extra = {}
     if off:
         extra.update(offload_slots=a.offload_slots, swaps_in=off.swaps_in - swaps0[0],
                      swaps_out=off.swaps_out - swaps0[1])
         off.flush()
+    if ssd:
+        session_bytes = a.blocks_per_session * block_bytes * 2 * a.layers
+        extra.update(ssd.report(), ssd_readahead=a.ssd_readahead, ssd_session_bytes=session_bytes,
+                     ssd_ranges_per_session=2 * a.layers, ssd_initial_sessions=len(cold),
+                     ssd_initial_spill_s=t_spill,
+                     ssd_initial_spill_gbps=len(cold) * session_bytes / max(t_spill, 1e-9) / 1e9)
+        t_fin, nbytes = ssd.finish()
+        mark("every session restored")
+        extra.update(ssd_final_restore_s=t_fin, ssd_final_restore_gbps=nbytes / max(t_fin, 1e-9) / 1e9)
     pool_sum = pool_checksum(pools)
     steps = a.turns * a.turn
     if a.bound_budget is not None:
