@@ -19,7 +19,7 @@
 #     2 GiB): DynamicCache or StaticCache all-VRAM, kvtier, no pressure; HF's
 #     offloaded cache
 #   two engines under one kvtierd and one 4 GiB budget: paged_kv.py with an
-#     8 GiB pool and a 1 GiB hot set (4 sessions) each; [client.hi] (uid 0,
+#     8 GiB pool and a 1.5 GiB hot set (6 sessions) each; [client.hi] (uid 0,
 #     priority 7) and [client.lo] (gid 4242, priority 0, quota 1G): hi all
 #     VRAM, hi alone under the daemon, and hi while lo runs
 # Results: one JSON line a run in $OUT/results.jsonl; a table last
@@ -60,7 +60,11 @@ start_daemon() {
                 fi
                 sleep 0.05
         done
-        echo "kvtierd did not start"; tail "$RET/kvtierd.log"; stop_daemon; return 1
+        # what status said last, to the log that comes back (seen twice: a
+        # daemon that logged "Listening" and was still taken for not started)
+        { echo "kvtierd did not answer status in $((SECONDS - t0)) s (alive: $(kill -0 "$DPID" 2>/dev/null && echo yes || echo no)):"
+          "$CTL" -s "$SOCK" status --json 2>&1 | head -c 600; echo; ls -la "$SOCK" 2>&1; } | tee -a "$RET/kvtierd.log"
+        stop_daemon; return 1
 }
 stop_daemon() { kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
 
@@ -75,7 +79,8 @@ run() {
                 "$@" >"$T/out" 2>>"$RET/runs.log"
                 rc=$?
         else
-                start_daemon "$budget" || return
+                # once more after a failed start (see start_daemon)
+                start_daemon "$budget" || start_daemon "$budget" || return
                 (while sleep 2; do "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1; done) &
                 local poll=$!
                 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK "$@" >"$T/out" 2>>"$RET/runs.log"
@@ -100,8 +105,8 @@ EOF
         tail -n 1 "$R" | cut -c1-240
 }
 
-# The two-engine runs: hi and lo, each an 8 GiB pool with 4 hot sessions.
-TWO="python3 $C/paged_kv.py --sessions 32 --layers 8 --batch 4 --hot 4 --warmup-turns 1 --bound-budget 4G"
+# The two-engine runs: hi and lo, each an 8 GiB pool with 6 hot sessions.
+TWO="python3 $C/paged_kv.py --sessions 32 --layers 8 --batch 4 --hot 6 --warmup-turns 1 --bound-budget 4G"
 TWO_CONF='[client.lo]\ngid = 4242\npriority = 0\nquota = 1G\n[client.hi]\nuid = 0\npriority = 7'
 
 # vram_peaks FILE: every 0.5 s until killed, the VRAM each client section
