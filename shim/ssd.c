@@ -602,6 +602,9 @@ static int copy_back_locked(struct shim_ssd *s, const struct ssd_handle *h, uint
 static int restore_locked(struct shim_ssd *s, struct ssd_handle *h) {
         uint64_t n_pieces = (h->len + s->piece_bytes - 1) / s->piece_bytes;
         struct kvt_ssd_io io = piece_io(s, h->id, 0, h->len);
+        /* where its time goes, for the debug log: placing, waiting for the
+         * daemon's reads, copying */
+        uint64_t t0 = now_ns(), t_place, t_wait = 0, t_copy = 0, t;
         uint32_t seq;
         int r;
 
@@ -609,13 +612,16 @@ static int restore_locked(struct shim_ssd *s, struct ssd_handle *h) {
                 return KVTIER_ESTALE;
         if (h->released && (r = place_locked(s, h)) < 0)
                 return r;
+        t_place = now_ns() - t0;
         if ((r = send_io_locked(s, KVT_MSG_SSD_READ, &io, &seq)) < 0)
                 return KVTIER_ESTALE;
         for (uint64_t k = 0; k < n_pieces; k++) {
                 struct kvt_ssd_io cur = piece_io(s, h->id, k, h->len), next;
                 bool sent = false;
 
+                t = now_ns();
                 r = wait_io_locked(s, seq);
+                t_wait += now_ns() - t;
                 if (r < 0)
                         return r == -ECONNRESET ? KVTIER_ESTALE : r;
                 if (k + 1 < n_pieces && s->halves == 2) {
@@ -624,7 +630,9 @@ static int restore_locked(struct shim_ssd *s, struct ssd_handle *h) {
                                 return KVTIER_ESTALE;
                         sent = true;
                 }
+                t = now_ns();
                 r = copy_back_locked(s, h, cur.offset, s->staging + cur.staging_offset, cur.len);
+                t_copy += now_ns() - t;
                 if (r < 0) {
                         if (sent) /* its answer must be taken off the connection */
                                 (void)wait_io_locked(s, seq);
@@ -636,6 +644,10 @@ static int restore_locked(struct shim_ssd *s, struct ssd_handle *h) {
                                 return KVTIER_ESTALE;
                 }
         }
+        log_debug("Restored SSD spill %llu, %zu bytes, in %.1f ms: placing %.1f, waiting for reads %.1f, "
+                  "copying %.1f.",
+                  (unsigned long long)h->id, h->len, (double)(now_ns() - t0) / 1e6, (double)t_place / 1e6,
+                  (double)t_wait / 1e6, (double)t_copy / 1e6);
         return 0;
 }
 

@@ -45,7 +45,7 @@ run() { # NAME [INI LINES...]
         for _ in $(seq 100); do "$C/bin/kvtierctl" -s "$SOCK" status >/dev/null 2>&1 && break; sleep 0.05; done
         echo "== $name: $*"
         env LD_LIBRARY_PATH="$cuda_lib:$C/lib" LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=64M \
-                KVTIER_LOG=info "$C/ssd-bench-cuda" "$dir" "$bytes" "$session" "$reps" 2>&1 | tee "$RET/$name.txt"
+                KVTIER_LOG=debug "$C/ssd-bench-cuda" "$dir" "$bytes" "$session" "$reps" 2>&1 | tee "$RET/$name.txt"
         echo "exit ${PIPESTATUS[0]}"
         "$C/bin/kvtierctl" -s "$SOCK" status | sed -n '/^SSD tier/,$p' | tee -a "$RET/$name.txt"
         kill -TERM $dpid; wait $dpid
