@@ -270,6 +270,11 @@ struct kvt_ctl_end {
 #define KVT_SSD_MAX_STAGING   (1ull << 32) /* 4 GiB */
 #define KVT_SSD_MAX_SPILL     KVT_MAX_REGION_BYTES
 
+/* A session's token: 128 random bits the daemon gives it in SSD_WELCOME. */
+#define KVT_SSD_TOKEN_BYTES 16
+/* Handles are 1 .. KVT_SSD_MAX_HANDLE: far from wrapping when counted up. */
+#define KVT_SSD_MAX_HANDLE (1ull << 62)
+
 struct kvt_ssd_hello {
         uint32_t proto_version;
         uint32_t reserved;
