@@ -64,6 +64,7 @@ check "kvtierd starts again" start_daemon
 check "the new daemon keeps the spills for the client" [ "$(kept)" -eq 1 ]
 check "and says so" grep_log "Kept $N SSD spills ($(bytes_of term) bytes) of pid $KEEP_PID"
 check "status counts the kept bytes" [ "$(status_json | jq '.ssd.kept[0].bytes')" -eq "$(bytes_of term)" ]
+check "kvtierctl status shows them" eval '"$KVTIERCTL" -s "$SOCK" status | grep -q "^kept over a restart for pid $KEEP_PID (uid $(id -u)): $N spills"'
 env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=4M "$SSD_ENGINE" quota \
         $(((256 << 20) - $(bytes_of term) + 4096)) -122 >"$TMP/quota.out" 2>&1
 check "kept spills count against the uid's quota (max_per_uid)" [ $? -eq 0 ]
