@@ -41,6 +41,7 @@ static const struct {
         { KVT_MSG_SSD_READ, "SSD_READ", sizeof(struct kvt_ssd_io) },
         { KVT_MSG_SSD_DROP, "SSD_DROP", sizeof(struct kvt_ssd_drop) },
         { KVT_MSG_SSD_REPLY, "SSD_REPLY", sizeof(struct kvt_ssd_reply) },
+        { KVT_MSG_SSD_WELCOME, "SSD_WELCOME", sizeof(struct kvt_ssd_welcome) },
 };
 
 size_t kvt_msg_payload_size(uint16_t type, int *ret_known) {
@@ -191,9 +192,17 @@ static int payload_check(const struct kvt_msg *m) {
                 return 0;
         case KVT_MSG_SSD_HELLO:
                 if (m->u.ssd_hello.staging_bytes == 0 || m->u.ssd_hello.staging_bytes % KVT_SSD_ALIGN ||
-                    m->u.ssd_hello.staging_bytes > KVT_SSD_MAX_STAGING)
+                    m->u.ssd_hello.staging_bytes > KVT_SSD_MAX_STAGING || m->u.ssd_hello.next_handle == 0 ||
+                    m->u.ssd_hello.next_handle > KVT_SSD_MAX_HANDLE)
                         return -EBADMSG;
                 return 0;
+        case KVT_MSG_SSD_WELCOME: {
+                const struct kvt_ssd_welcome *w = &m->u.ssd_welcome;
+                if (w->status > 0 || w->reattached > 1 || w->block_bytes % KVT_SSD_ALIGN ||
+                    w->block_bytes > KVT_SSD_MAX_STAGING || (w->status == 0 && w->block_bytes == 0))
+                        return -EBADMSG;
+                return 0;
+        }
         case KVT_MSG_SSD_OPEN:
                 return m->u.ssd_open.size_bytes == 0 || m->u.ssd_open.size_bytes > KVT_SSD_MAX_SPILL ? -EBADMSG
                                                                                                     : 0;

@@ -58,7 +58,8 @@ enum kvt_msg_type {
         KVT_MSG_WELCOME = 0x0201, /* struct kvt_welcome */
         KVT_MSG_ORDER = 0x0202,   /* struct kvt_order */
         KVT_MSG_GRANT = 0x0203,   /* struct kvt_grant */
-        KVT_MSG_SSD_REPLY = 0x0210, /* struct kvt_ssd_reply: the answer to each SSD_* request */
+        KVT_MSG_SSD_REPLY = 0x0210,   /* struct kvt_ssd_reply: the answer to each SSD_* request */
+        KVT_MSG_SSD_WELCOME = 0x0211, /* struct kvt_ssd_welcome: the answer to SSD_HELLO */
 
         /* control -> daemon */
         KVT_MSG_CTL_STATUS = 0x0301, /* no payload; reply: CTL_DATA (the status document), CTL_END */
@@ -278,12 +279,34 @@ struct kvt_ctl_end {
 #define KVT_SSD_MAX_STAGING   (1ull << 32) /* 4 GiB */
 #define KVT_SSD_MAX_SPILL     KVT_MAX_REGION_BYTES
 
+/* A session's token: 128 random bits the daemon gives it in SSD_WELCOME. */
+#define KVT_SSD_TOKEN_BYTES 16
+/* Handles are 1 .. KVT_SSD_MAX_HANDLE: far from wrapping when counted up. */
+#define KVT_SSD_MAX_HANDLE (1ull << 62)
+
 struct kvt_ssd_hello {
         uint32_t proto_version;
         uint32_t reserved;
         uint64_t staging_bytes; /* the memfd's size, a multiple of KVT_SSD_ALIGN, at most KVT_SSD_MAX_STAGING */
+        /* The token an earlier daemon gave this process, to take its spills
+         * back after a restart (the daemon also checks the peer's uid and
+         * pid); all zero: a new session. */
+        uint8_t token[KVT_SSD_TOKEN_BYTES];
+        /* The least handle the session may give (1 .. KVT_SSD_MAX_HANDLE):
+         * one above every handle the client holds, so that one process never
+         * gets a handle twice. */
+        uint64_t next_handle;
 };
-_Static_assert(sizeof(struct kvt_ssd_hello) == 16, "SSD_HELLO is 16 bytes on the wire, without padding");
+_Static_assert(sizeof(struct kvt_ssd_hello) == 40, "SSD_HELLO is 40 bytes on the wire, without padding");
+
+struct kvt_ssd_welcome {
+        int32_t status;       /* 0, or -ENOSYS (no SSD tier: [ssd] dir unusable) */
+        uint32_t reattached;  /* 1: the token's spills are this session's again; 0: a new session */
+        uint64_t block_bytes; /* the session's block: every I/O but a spill's last is a multiple of it */
+        uint8_t token[KVT_SSD_TOKEN_BYTES]; /* the session's, for the next SSD_HELLO */
+        uint64_t spills;      /* spills re-attached */
+};
+_Static_assert(sizeof(struct kvt_ssd_welcome) == 40, "SSD_WELCOME is 40 bytes on the wire, without padding");
 
 struct kvt_ssd_open {
         uint64_t size_bytes; /* 1 .. KVT_SSD_MAX_SPILL */
@@ -306,8 +329,9 @@ struct kvt_ssd_drop {
 /* status: 0, or -errno: -ENOSPC (the disk), -EDQUOT ([ssd] quotas), -EBADMSG
  * (a block failed its checksum or did not decompress), -ENODATA (a short
  * read), -EIO (an I/O error that retries did not cure), -ENOENT (no such
- * spill), -EINVAL (a range outside the spill or the staging buffer),
- * -ENOSYS (no SSD tier: [ssd] dir unusable). */
+ * spill: in a re-attached session, one whose index record did not survive),
+ * -EINVAL (a range outside the spill or the staging buffer), -ENOSYS (no SSD
+ * tier: [ssd] dir unusable). */
 struct kvt_ssd_reply {
         int32_t status;
         uint32_t retries;    /* transient errors retried for this request */
@@ -337,6 +361,7 @@ struct kvt_msg {
                 struct kvt_ssd_io ssd_io;
                 struct kvt_ssd_drop ssd_drop;
                 struct kvt_ssd_reply ssd_reply;
+                struct kvt_ssd_welcome ssd_welcome;
                 char text[KVT_MSG_MAX_BYTES - sizeof(struct kvt_msg_hdr)];
         } u;
 };

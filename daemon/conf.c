@@ -259,9 +259,14 @@ static const struct conf_key conf_table[] = {
          "hugepages, else 4 KiB pages",
          offsetof(struct conf, ssd.hugepages)},
         {"ssd", "dir", CONF_PATH, 0, 0, "/var/lib/kvtier/ssd",
-         "Directory of the SSD tier's files (one per client, unlinked: nothing of a client outlives it); "
-         "created 0700 if missing.  Clients never see it; kvtierd.service's StateDirectory=kvtier",
+         "Directory of the SSD tier's files (a data file and an index per client, 0600): deleted when the "
+         "client ends, kept over a restart of kvtierd for the client to take back; created 0700 if missing.  "
+         "Clients never see it; kvtierd.service's StateDirectory=kvtier",
          offsetof(struct conf, ssd.dir)},
+        {"ssd", "reattach_grace", CONF_UINT, 1, 86400, "120",
+         "Seconds a restarted kvtierd keeps the spills of a client that is still running (those of one that "
+         "ended are deleted at start) for it to reconnect and take them back; then they are deleted",
+         offsetof(struct conf, ssd.reattach_grace_s)},
         {"ssd", "max_per_uid", CONF_BYTES, 0, 1024 * 1024 * TIB, "256G",
          "Bytes one user's processes may hold spilled together (kvtier_spill past it fails with EDQUOT); "
          "0 = the SSD tier is off",

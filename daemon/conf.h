@@ -168,6 +168,7 @@ struct conf_ssd {
         unsigned compress;          /* enum conf_compress */
         unsigned compress_level;
         unsigned hugepages;         /* [host] hugepages: 2 MiB pages to reserve on the GPU's node */
+        unsigned reattach_grace_s;  /* how long a restarted daemon keeps a live client's spills for it */
 };
 void conf_ssd(const struct conf *c, struct conf_ssd *ret);
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -147,4 +148,38 @@ struct conf_peer identity_conf_peer(const struct identity *id) {
                                   .groups = id->groups,
                                   .n_groups = id->n_groups,
                                   .unit = id->unit[0] ? id->unit : NULL};
+}
+
+int identity_stat_start_time(const char *text, uint64_t *ret) {
+        const char *p = strrchr(text, ')');
+        char *end;
+
+        if (!p)
+                return -EINVAL;
+        /* after ")": state (field 3), then fields 4 .. 21 before starttime */
+        for (int field = 2; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EINVAL;
+        }
+        errno = 0;
+        *ret = strtoull(p + 1, &end, 10);
+        return errno || end == p + 1 || (*end != ' ' && *end != '\n' && *end) ? -EINVAL : 0;
+}
+
+int identity_pid_start_time(const char *proc_root, pid_t pid, uint64_t *ret) {
+        char path[256], text[1024];
+        ssize_t n;
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        n = read(fd, text, sizeof(text) - 1);
+        close(fd);
+        if (n < 0)
+                return errno == ESRCH ? -ESRCH : -errno; /* it ended between open and read */
+        text[n] = '\0';
+        return identity_stat_start_time(text, ret);
 }

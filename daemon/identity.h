@@ -43,3 +43,13 @@ struct conf_peer identity_conf_peer(const struct identity *id);
  * what they give).  Returns 0 and the name in buf, or -ENXIO (no unit),
  * -ENAMETOOLONG. */
 int identity_cgroup_unit(const char *text, char *buf, size_t size);
+
+/* The start time of a process from its /proc/PID/stat text: field 22, in
+ * clock ticks after boot (the comm field may hold spaces and parentheses:
+ * fields count from the last ')').  With the pid it names one process for
+ * good: a pid reused later has another.  Returns 0 or -EINVAL. */
+int identity_stat_start_time(const char *text, uint64_t *ret);
+
+/* The start time of pid, read from proc_root/PID/stat.  Returns 0,
+ * -ESRCH (no such process) or -EINVAL / -errno (unreadable). */
+int identity_pid_start_time(const char *proc_root, pid_t pid, uint64_t *ret);

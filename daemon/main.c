@@ -55,6 +55,7 @@ struct daemon {
         sd_event *event;
         sd_event_source *tick;
         sd_event_source *lifeline;
+        sd_event_source *ssd_grace; /* the end of the kept SSD spills' [ssd] reattach_grace */
         struct status_info info;
         struct topology topology;
         uint64_t last_plan_ns; /* CLOCK_MONOTONIC */
@@ -373,6 +374,41 @@ static int watch_lifeline(struct daemon *d, int fd) {
         return 0;
 }
 
+/* The grace of SSD spills kept for their clients ended: those not taken
+ * back go. */
+static int on_ssd_grace(sd_event_source *es, uint64_t usec, void *userdata) {
+        struct daemon *d = userdata;
+        uint64_t next = ssd_store_expire(d->ssd, now_ns());
+
+        if (next) {
+                (void)sd_event_source_set_time(es, next / 1000);
+                (void)sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
+        }
+        return 0;
+}
+
+/* Opens the SSD store (its sweep reads /proc where the server does) and
+ * arms the timer of the spills it kept at start, if any.  Returns 0 or
+ * -errno (logged). */
+static int ssd_setup(struct daemon *d) {
+        uint64_t next;
+        int r = ssd_store_new(d->conf, server_proc_root(d->server), &d->ssd);
+
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the SSD store: %s", strerror(-r));
+        server_set_ssd_store(d->server, d->ssd);
+        d->info.ssd_json = ssd_store_json;
+        d->info.ssd = d->ssd;
+        next = ssd_store_expire(d->ssd, now_ns());
+        if (!next)
+                return 0;
+        r = sd_event_add_time(d->event, &d->ssd_grace, CLOCK_MONOTONIC, next / 1000, 100000, on_ssd_grace,
+                              d);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the SSD grace timer: %s", strerror(-r));
+        return 0;
+}
+
 /* Sets up the event loop, signals, tick and socket.  Returns 0 or -errno (logged). */
 static int daemon_setup(struct daemon *d, const struct options *o) {
         sigset_t mask;
@@ -414,14 +450,11 @@ static int daemon_setup(struct daemon *d, const struct options *o) {
                 return r;
         d->info.socket = server_socket_path(d->server);
         d->info.connections = server_connection_stats(d->server);
-        r = ssd_store_new(d->conf, &d->ssd);
-        if (r < 0)
-                return log_error_errno(r, "Failed to allocate the SSD store: %s", strerror(-r));
-        server_set_ssd_store(d->server, d->ssd);
-        d->info.ssd_json = ssd_store_json;
-        d->info.ssd = d->ssd;
         if (getenv("KVTIER_PROC_ROOT") && *getenv("KVTIER_PROC_ROOT"))
                 server_set_proc_root(d->server, getenv("KVTIER_PROC_ROOT"));
+        r = ssd_setup(d);
+        if (r < 0)
+                return r;
         server_set_demand_handler(d->server, on_demand, d);
         r = watch_lifeline(d, o->lifeline_fd);
         if (r < 0)
@@ -437,6 +470,8 @@ static int daemon_setup(struct daemon *d, const struct options *o) {
 static void daemon_done(struct daemon *d) {
         sd_event_source_disable_unref(d->lifeline);
         sd_event_source_disable_unref(d->tick);
+        sd_event_source_disable_unref(d->ssd_grace);
+        ssd_store_stop(d->ssd); /* the peers' SSD files stay for the next kvtierd */
         server_free(d->server); /* before the registry: peers release their clients */
         ssd_store_free(d->ssd); /* after the server: its peers end their SSD sessions */
         planner_free(d->planner);

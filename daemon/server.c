@@ -1118,6 +1118,10 @@ void server_set_proc_root(struct server *s, const char *root) {
         s->proc_root = root;
 }
 
+const char *server_proc_root(const struct server *s) {
+        return s->proc_root;
+}
+
 const char *server_socket_path(const struct server *s) {
         return s->listen.path;
 }

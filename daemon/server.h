@@ -39,6 +39,8 @@ const struct connection_stats *server_connection_stats(const struct server *s);
 /* Reads peers' /proc/PID/cgroup under root instead of /proc (it must
  * outlive the server).  Before the event loop runs. */
 void server_set_proc_root(struct server *s, const char *root);
+/* Where /proc is read ("/proc" unless set). */
+const char *server_proc_root(const struct server *s);
 
 /* Serves SSD_HELLO connections with store (ssd.h; it must outlive the
  * server).  Before the event loop runs; without it they are refused. */

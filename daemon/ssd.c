@@ -13,36 +13,23 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "identity.h"
 #include "log.h"
 #include "ssd-block.h"
+#include "ssd-book.h"
 #include "ssd-io.h"
+#include "ssd-keep.h"
 #include "ssd.h"
 #include "util.h"
-
-/* The file grows by fallocate() in steps of this: 256 MiB, one session's KV
- * at a time (the H200 bench's unit), few calls per GiB. */
-#define FILE_RESERVE_STEP (256ull << 20)
 
 /* Spills one client may hold at once, whatever their size: the daemon's
  * memory for them (48 bytes and one block's 32 each) is bounded by this and
  * the byte quotas together. */
 #define SSD_MAX_SPILLS_PER_CLIENT 65536
-
-/* One spill: its blocks, in order. */
-struct spill {
-        uint64_t handle;
-        uint64_t size_bytes;
-        uint32_t n_blocks;
-        struct ssd_block *blocks;
-};
-
-/* A free run of the session's file. */
-struct extent {
-        uint64_t offset, len;
-};
 
 /* What a session did, for status; under the store's lock. */
 struct ssd_stats {
@@ -60,14 +47,17 @@ struct ssd_uid {
 struct ssd_store {
         struct conf_ssd cfg;
         int dir_fd; /* -1: the tier is off */
+        char proc_root[256];
         pthread_mutex_t lock;
         struct ssd_session *sessions;
+        struct ssd_keep *keep; /* books an earlier kvtierd left, for their clients */
         struct ssd_uid *uids;
         size_t n_uids;
         struct ssd_stats gone; /* of sessions that ended */
         unsigned next_id;
-        int direct; /* -1 unknown yet, 0 buffered (the filesystem refused O_DIRECT), 1 O_DIRECT */
-        int uring;  /* -1 unknown yet, 0 pread/pwrite, 1 io_uring */
+        int direct;    /* -1 unknown yet, 0 buffered (the filesystem refused O_DIRECT), 1 O_DIRECT */
+        int uring;     /* -1 unknown yet, 0 pread/pwrite, 1 io_uring */
+        bool stopping; /* ssd_store_stop(): sessions ended from here on keep their files */
         atomic_flag warned_buffered, warned_uring;
 };
 
@@ -80,25 +70,45 @@ struct ssd_session {
         int sock, stop_fd, done_fd;
         void *staging;
         uint64_t staging_bytes;
-        int file_fd;            /* -1 until the first spill */
-        uint64_t file_end;      /* bytes of the file in use or free below */
-        uint64_t file_reserved; /* bytes fallocate()d */
-        struct extent *free_ext;
-        size_t n_free, cap_free;
-        struct spill *spills;
-        size_t n_spills, cap_spills;
-        uint64_t next_handle;
+        struct ssd_book *book; /* NULL when the tier is off */
+        uint64_t block_bytes;  /* the book's */
+        bool reattached;       /* the book is one an earlier kvtierd kept */
+        bool has_files;        /* for status, under the store's lock */
+        bool client_left;      /* the thread ended for the client, not for a stop: the files go */
         struct ssd_io *io;
         struct ssd_io_op *ops;
         void **bounce; /* queue_depth buffers of block_bytes' compress bound, for zstd */
         size_t n_bounce, bounce_bytes;
         struct ssd_stats st;
         bool warned_retry;
-        bool ending; /* the file is closed next: no holes punched */
         pthread_t thread;
         bool thread_started;
         struct kvt_msg msg;
 };
+
+/* ------------------------------------------------------------ quotas per uid */
+
+static struct ssd_uid *uid_get_locked(struct ssd_store *s, uint32_t uid) {
+        struct ssd_uid *a;
+
+        for (size_t i = 0; i < s->n_uids; i++)
+                if (s->uids[i].uid == uid)
+                        return &s->uids[i];
+        a = realloc(s->uids, (s->n_uids + 1) * sizeof(*a));
+        if (!a)
+                return NULL;
+        s->uids = a;
+        a[s->n_uids] = (struct ssd_uid){.uid = uid};
+        return &a[s->n_uids++];
+}
+
+/* The kept books' part of the quota books (ssd-keep.h). */
+static void uid_count_locked(void *ctx, uint32_t uid, int64_t bytes) {
+        struct ssd_uid *u = uid_get_locked(ctx, uid);
+
+        if (u)
+                u->bytes += (uint64_t)bytes;
+}
 
 /* ------------------------------------------------------------ the store */
 
@@ -120,13 +130,30 @@ static int dir_open(const char *path) {
         return fd < 0 ? -errno : fd;
 }
 
-int ssd_store_new(const struct conf *conf, struct ssd_store **ret) {
-        struct ssd_store *s = calloc(1, sizeof(*s));
+static void store_open_dir(struct ssd_store *s) {
+        int fd = dir_open(s->cfg.dir);
         struct stat st;
+
+        if (fd < 0)
+                log_warning("Failed to open [ssd] dir %s: %s; the SSD tier is off, ignoring.", s->cfg.dir,
+                            strerror(-fd));
+        else if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0022)) {
+                log_warning(
+                        "[ssd] dir %s is not kvtierd's own or is writable by others; the SSD tier is off, "
+                        "ignoring.",
+                        s->cfg.dir);
+                close(fd);
+        } else
+                s->dir_fd = fd;
+}
+
+int ssd_store_new(const struct conf *conf, const char *proc_root, struct ssd_store **ret) {
+        struct ssd_store *s = calloc(1, sizeof(*s));
 
         if (!s)
                 return -ENOMEM;
         conf_ssd(conf, &s->cfg);
+        snprintf(s->proc_root, sizeof(s->proc_root), "%s", proc_root);
         pthread_mutex_init(&s->lock, NULL);
         s->direct = s->uring = -1;
         s->dir_fd = -1;
@@ -135,28 +162,42 @@ int ssd_store_new(const struct conf *conf, struct ssd_store **ret) {
         (void)ssd_faults_from_env();
         if (s->cfg.per_uid_bytes == 0)
                 log_info("SSD tier off ([ssd] max_per_uid = 0).");
-        else {
-                int fd = dir_open(s->cfg.dir);
-
-                if (fd < 0)
-                        log_warning("Failed to open [ssd] dir %s: %s; the SSD tier is off, ignoring.",
-                                    s->cfg.dir, strerror(-fd));
-                else if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0022)) {
-                        log_warning(
-                                "[ssd] dir %s is not kvtierd's own or is writable by others; the SSD tier "
-                                "is off, ignoring.",
-                                s->cfg.dir);
-                        close(fd);
-                } else
-                        s->dir_fd = fd;
+        else
+                store_open_dir(s);
+        if (ssd_keep_new(s->cfg.reattach_grace_s, uid_count_locked, s, &s->keep) < 0) {
+                ssd_store_free(s);
+                return -ENOMEM;
+        }
+        if (s->dir_fd >= 0) {
+                pthread_mutex_lock(&s->lock);
+                ssd_keep_sweep(s->keep, s->dir_fd, s->cfg.dir, s->proc_root, now_ns());
+                pthread_mutex_unlock(&s->lock);
         }
         *ret = s;
         return 0;
 }
 
+void ssd_store_stop(struct ssd_store *s) {
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->lock);
+        s->stopping = true;
+        pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t ssd_store_expire(struct ssd_store *s, uint64_t now) {
+        uint64_t next;
+
+        pthread_mutex_lock(&s->lock);
+        next = ssd_keep_expire(s->keep, now);
+        pthread_mutex_unlock(&s->lock);
+        return next;
+}
+
 struct ssd_store *ssd_store_free(struct ssd_store *s) {
         if (!s)
                 return NULL;
+        ssd_keep_free(s->keep);
         if (s->dir_fd >= 0)
                 close(s->dir_fd);
         free(s->uids);
@@ -165,19 +206,7 @@ struct ssd_store *ssd_store_free(struct ssd_store *s) {
         return NULL;
 }
 
-static struct ssd_uid *uid_get_locked(struct ssd_store *s, uint32_t uid) {
-        struct ssd_uid *a;
-
-        for (size_t i = 0; i < s->n_uids; i++)
-                if (s->uids[i].uid == uid)
-                        return &s->uids[i];
-        a = realloc(s->uids, (s->n_uids + 1) * sizeof(*a));
-        if (!a)
-                return NULL;
-        s->uids = a;
-        a[s->n_uids] = (struct ssd_uid){.uid = uid};
-        return &a[s->n_uids++];
-}
+/* ------------------------------------------------------------ status */
 
 static void stats_add(struct ssd_stats *to, const struct ssd_stats *from) {
         to->spills += from->spills;
@@ -238,7 +267,8 @@ void *ssd_store_json(const void *store) {
 
                 json_object_object_add(c, "pid", json_object_new_int64(ss->pid));
                 json_object_object_add(c, "uid", json_object_new_int64(ss->uid));
-                json_object_object_add(c, "files", json_object_new_int64(ss->file_fd >= 0));
+                json_object_object_add(c, "files", json_object_new_int64(ss->has_files));
+                json_object_object_add(c, "reattached", json_object_new_boolean(ss->reattached));
                 json_object_object_add(c, "live_spills", json_object_new_int64((int64_t)ss->st.live_spills));
                 json_object_object_add(c, "bytes", json_object_new_int64((int64_t)ss->st.live_bytes));
                 json_object_object_add(c, "stored_bytes",
@@ -246,140 +276,92 @@ void *ssd_store_json(const void *store) {
                 json_object_array_add(clients, stats_json(&ss->st, c));
                 stats_add(&all, &ss->st);
         }
+        json_object_object_add(o, "reattach_grace_s", json_object_new_int64(s->cfg.reattach_grace_s));
+        json_object_object_add(o, "kept", ssd_keep_json(s->keep, now_ns()));
         pthread_mutex_unlock(&s->lock);
         json_object_object_add(o, "clients", clients);
         json_object_object_add(o, "totals", stats_json(&all, json_object_new_object()));
         return o;
 }
 
-/* ------------------------------------------------------------ a session's file */
+/* ------------------------------------------------------------ a session's files */
 
-/* Opens the session's file, unlinked from the start: O_TMPFILE where the
- * filesystem has it, else a name removed at once.  O_DIRECT where the
- * filesystem takes it (tmpfs, in CI, does not). */
-static int file_open(struct ssd_session *ss) {
+/* Makes the session's files at its first spill. */
+static int files_open(struct ssd_session *ss) {
         struct ssd_store *s = ss->store;
-        char name[64];
-        int fd = -1, direct;
+        bool direct = false;
+        int r = ssd_book_open_files(ss->book, &direct);
 
-        for (direct = 1; direct >= 0 && fd < 0; direct--) {
-                int flags = O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0);
-
-                if (direct && ssd_faults_refuse_direct()) {
-                        errno = EINVAL;
-                        continue;
-                }
-                fd = openat(s->dir_fd, ".", O_TMPFILE | flags, 0600);
-                if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == ENOENT)) {
-                        snprintf(name, sizeof(name), "client-%u-%d", ss->id, (int)ss->pid);
-                        fd = openat(s->dir_fd, name, O_CREAT | O_EXCL | flags, 0600);
-                        if (fd >= 0)
-                                (void)unlinkat(s->dir_fd, name, 0);
-                }
-                if (fd < 0 && errno != EINVAL)
-                        return -errno;
-                if (fd >= 0) {
-                        pthread_mutex_lock(&s->lock);
-                        s->direct = direct;
-                        pthread_mutex_unlock(&s->lock);
-                        if (!direct && !atomic_flag_test_and_set(&s->warned_buffered))
-                                log_notice("[ssd] dir %s refuses O_DIRECT: the SSD tier's I/O is buffered.",
-                                           s->cfg.dir);
-                }
-        }
-        if (fd < 0)
-                return -errno;
-        ss->file_fd = fd;
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&s->lock);
+        s->direct = direct;
+        ss->has_files = true;
+        pthread_mutex_unlock(&s->lock);
+        if (!direct && !atomic_flag_test_and_set(&s->warned_buffered))
+                log_notice("[ssd] dir %s refuses O_DIRECT: the SSD tier's I/O is buffered.", s->cfg.dir);
         return 0;
-}
-
-/* Takes len bytes (KVT_SSD_ALIGN aligned) of the file: first fit among the
- * free runs, else at its end. */
-static int file_alloc(struct ssd_session *ss, uint64_t len, uint64_t *ret) {
-        for (size_t i = 0; i < ss->n_free; i++)
-                if (ss->free_ext[i].len >= len) {
-                        *ret = ss->free_ext[i].offset;
-                        ss->free_ext[i].offset += len;
-                        ss->free_ext[i].len -= len;
-                        if (ss->free_ext[i].len == 0)
-                                ss->free_ext[i] = ss->free_ext[--ss->n_free];
-                        return 0;
-                }
-        if (ss->file_end + len > (1ull << 60))
-                return -EFBIG;
-        if (ss->file_end + len > ss->file_reserved) {
-                /* Ahead of the writes, in steps: O_DIRECT writes within the
-                 * file's size are not serialized as extending ones are, and a
-                 * full disk shows here, before anything is written. */
-                uint64_t want = MAX(ss->file_end + len, ss->file_reserved + FILE_RESERVE_STEP);
-
-                if (fallocate(ss->file_fd, 0, (off_t)ss->file_reserved, (off_t)(want - ss->file_reserved)) ==
-                    0)
-                        ss->file_reserved = want;
-                else if (errno == ENOSPC)
-                        return -ENOSPC;
-                /* else (EOPNOTSUPP ...): the writes extend the file */
-        }
-        *ret = ss->file_end;
-        ss->file_end += len;
-        return 0;
-}
-
-/* Gives a run back, its disk space too (a hole).  Runs are not merged: a
- * run at the end shrinks the file's end instead. */
-static void file_release(struct ssd_session *ss, uint64_t offset, uint64_t len) {
-        if (len == 0)
-                return;
-        (void)fallocate(ss->file_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)len);
-        if (offset + len == ss->file_end) {
-                ss->file_end = offset;
-                return;
-        }
-        if (ss->n_free == ss->cap_free) {
-                size_t cap = ss->cap_free ? ss->cap_free * 2 : 64;
-                struct extent *a = realloc(ss->free_ext, cap * sizeof(*a));
-
-                if (!a)
-                        return; /* the run is lost to this session's file, which dies with it */
-                ss->free_ext = a;
-                ss->cap_free = cap;
-        }
-        ss->free_ext[ss->n_free++] = (struct extent){offset, len};
-}
-
-static void block_release(struct ssd_session *ss, struct ssd_block *b) {
-        if (b->stored_bytes && !ss->ending)
-                file_release(ss, b->file_offset, ssd_block_disk_bytes(b->stored_bytes));
-        if (b->stored_bytes) {
-                pthread_mutex_lock(&ss->store->lock);
-                ss->st.stored_bytes -= b->stored_bytes;
-                pthread_mutex_unlock(&ss->store->lock);
-        }
-        b->stored_bytes = 0;
 }
 
 /* ------------------------------------------------------------ requests */
 
-static struct spill *spill_find(struct ssd_session *ss, uint64_t handle) {
-        for (size_t i = 0; i < ss->n_spills; i++)
-                if (ss->spills[i].handle == handle)
-                        return &ss->spills[i];
-        return NULL;
+/* Takes size_bytes of the session's and its uid's quotas.  Returns 0,
+ * -EDQUOT (logged) or -ENOMEM. */
+static int quota_take(struct ssd_session *ss, uint64_t size_bytes) {
+        struct ssd_store *s = ss->store;
+        uint64_t client_max = s->cfg.per_client_bytes ? s->cfg.per_client_bytes : s->cfg.per_uid_bytes;
+        bool over_client;
+        struct ssd_uid *u;
+        int r;
+
+        pthread_mutex_lock(&s->lock);
+        u = uid_get_locked(s, ss->uid);
+        over_client = ss->st.live_bytes + size_bytes > client_max;
+        if (!u)
+                r = -ENOMEM;
+        else if (over_client || u->bytes + size_bytes > s->cfg.per_uid_bytes) {
+                ss->st.refused++;
+                r = -EDQUOT;
+        } else {
+                u->bytes += size_bytes;
+                ss->st.live_bytes += size_bytes;
+                ss->st.live_spills++;
+                r = 0;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r == -EDQUOT)
+                log_info("Client pid %d (uid %u): a spill of %llu bytes is over [ssd] %s, refused.",
+                         (int)ss->pid, (unsigned)ss->uid, (unsigned long long)size_bytes,
+                         over_client ? "max_per_client" : "max_per_uid");
+        return r;
+}
+
+/* Gives back what quota_take() took (a spill forgotten), and its stored bytes. */
+static void quota_give(struct ssd_session *ss, uint64_t size_bytes, uint64_t stored_bytes) {
+        struct ssd_store *s = ss->store;
+        struct ssd_uid *u;
+
+        pthread_mutex_lock(&s->lock);
+        u = uid_get_locked(s, ss->uid);
+        if (u)
+                u->bytes -= size_bytes;
+        ss->st.live_bytes -= size_bytes;
+        ss->st.live_spills--;
+        ss->st.stored_bytes -= stored_bytes;
+        pthread_mutex_unlock(&s->lock);
 }
 
 static int on_open(struct ssd_session *ss, const struct kvt_ssd_open *o, struct kvt_ssd_reply *rep) {
         struct ssd_store *s = ss->store;
-        uint64_t client_max = s->cfg.per_client_bytes ? s->cfg.per_client_bytes : s->cfg.per_uid_bytes;
-        struct ssd_uid *u;
-        struct spill sp;
+        struct ssd_spill *sp;
         int r;
 
-        if (ss->file_fd < 0 && (r = file_open(ss)) < 0) {
+        if (!ssd_book_has_files(ss->book) && (r = files_open(ss)) < 0) {
                 log_error("Failed to create an SSD file in %s for client pid %d: %s", s->cfg.dir,
                           (int)ss->pid, strerror(-r));
                 return r;
         }
-        if (ss->n_spills >= SSD_MAX_SPILLS_PER_CLIENT) {
+        if (ssd_book_n_spills(ss->book) >= SSD_MAX_SPILLS_PER_CLIENT) {
                 pthread_mutex_lock(&s->lock);
                 ss->st.refused++;
                 pthread_mutex_unlock(&s->lock);
@@ -387,77 +369,30 @@ static int on_open(struct ssd_session *ss, const struct kvt_ssd_open *o, struct 
                          (unsigned)ss->uid, SSD_MAX_SPILLS_PER_CLIENT);
                 return -EDQUOT;
         }
-        if (ss->n_spills == ss->cap_spills) {
-                size_t cap = ss->cap_spills ? ss->cap_spills * 2 : 16;
-                struct spill *a = realloc(ss->spills, cap * sizeof(*a));
-
-                if (!a)
-                        return -ENOMEM;
-                ss->spills = a;
-                ss->cap_spills = cap;
-        }
-        sp = (struct spill){
-                .handle = ++ss->next_handle,
-                .size_bytes = o->size_bytes,
-                .n_blocks = (uint32_t)((o->size_bytes + s->cfg.block_bytes - 1) / s->cfg.block_bytes)};
-        pthread_mutex_lock(&s->lock);
-        u = uid_get_locked(s, ss->uid);
-        if (!u)
-                r = -ENOMEM;
-        else if (ss->st.live_bytes + o->size_bytes > client_max ||
-                 u->bytes + o->size_bytes > s->cfg.per_uid_bytes) {
-                ss->st.refused++;
-                r = -EDQUOT;
-        } else {
-                u->bytes += o->size_bytes;
-                ss->st.live_bytes += o->size_bytes;
-                ss->st.live_spills++;
-                r = 0;
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (r == -EDQUOT)
-                log_info("Client pid %d (uid %u): a spill of %llu bytes is over [ssd] %s, refused.",
-                         (int)ss->pid, (unsigned)ss->uid, (unsigned long long)o->size_bytes,
-                         ss->st.live_bytes + o->size_bytes > client_max ? "max_per_client" : "max_per_uid");
+        r = quota_take(ss, o->size_bytes);
         if (r < 0)
                 return r;
-        sp.blocks = calloc(sp.n_blocks, sizeof(*sp.blocks));
-        if (!sp.blocks) {
-                pthread_mutex_lock(&s->lock);
-                u->bytes -= o->size_bytes;
-                ss->st.live_bytes -= o->size_bytes;
-                ss->st.live_spills--;
-                pthread_mutex_unlock(&s->lock);
-                return -ENOMEM;
+        r = ssd_book_spill_add(ss->book, o->size_bytes, &sp);
+        if (r < 0) {
+                quota_give(ss, o->size_bytes, 0);
+                return r;
         }
-        ss->spills[ss->n_spills++] = sp;
-        rep->handle = sp.handle;
+        rep->handle = sp->handle;
         return 0;
 }
 
-static void spill_forget(struct ssd_session *ss, struct spill *sp) {
-        struct ssd_store *s = ss->store;
-        struct ssd_uid *u;
+static void spill_forget(struct ssd_session *ss, struct ssd_spill *sp) {
+        uint64_t size = sp->size_bytes;
 
-        for (uint32_t i = 0; i < sp->n_blocks; i++)
-                block_release(ss, &sp->blocks[i]);
-        free(sp->blocks);
-        pthread_mutex_lock(&s->lock);
-        u = uid_get_locked(s, ss->uid);
-        if (u)
-                u->bytes -= sp->size_bytes;
-        ss->st.live_bytes -= sp->size_bytes;
-        ss->st.live_spills--;
-        pthread_mutex_unlock(&s->lock);
-        *sp = ss->spills[--ss->n_spills];
+        quota_give(ss, size, ssd_book_spill_forget(ss->book, sp));
 }
 
 /* Checks an I/O request against its spill and the staging buffer: the
  * blocks [first, first + n) and where they are in staging. */
-static int io_range(struct ssd_session *ss, const struct kvt_ssd_io *io, struct spill **ret_sp,
+static int io_range(struct ssd_session *ss, const struct kvt_ssd_io *io, struct ssd_spill **ret_sp,
                     uint32_t *ret_first, uint32_t *ret_n) {
-        uint64_t bs = ss->store->cfg.block_bytes, end = io->offset + io->len;
-        struct spill *sp = spill_find(ss, io->handle);
+        uint64_t bs = ss->block_bytes, end = io->offset + io->len;
+        struct ssd_spill *sp = ssd_book_spill_find(ss->book, io->handle);
 
         if (!sp)
                 return -ENOENT;
@@ -482,8 +417,7 @@ static int bounce_ready(struct ssd_session *ss) {
 
         if (ss->bounce)
                 return 0;
-        ss->bounce_bytes =
-                ssd_block_disk_bytes((uint32_t)ssd_block_compress_bound(ss->store->cfg.block_bytes));
+        ss->bounce_bytes = ssd_block_disk_bytes((uint32_t)ssd_block_compress_bound(ss->block_bytes));
         qd = (unsigned)MIN((uint64_t)qd, MAX(1, SSD_BOUNCE_MAX_BYTES / ss->bounce_bytes));
         ss->bounce = calloc(qd, sizeof(void *));
         if (!ss->bounce)
@@ -517,7 +451,7 @@ static void note_io(struct ssd_session *ss, const struct ssd_io_op *ops, size_t 
 /* One I/O request's blocks, for the hooks around each block's I/O. */
 struct io_job {
         struct ssd_session *ss;
-        struct spill *sp;
+        struct ssd_spill *sp;
         uint32_t first; /* block index of op 0 */
         char *staging;  /* where op 0's raw bytes are; op i uses bounce buffer i (zstd) */
 };
@@ -528,15 +462,15 @@ static int write_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
         struct ssd_session *ss = job->ss;
         const struct conf_ssd *cfg = &ss->store->cfg;
         struct ssd_block *b = &job->sp->blocks[job->first + i];
-        uint64_t off = (uint64_t)(job->first + i) * cfg->block_bytes;
-        char *raw = job->staging + (uint64_t)i * cfg->block_bytes;
+        uint64_t off = (uint64_t)(job->first + i) * ss->block_bytes;
+        char *raw = job->staging + (uint64_t)i * ss->block_bytes;
         void *buf = raw;
         long c;
         int r;
 
         if (b->stored_bytes)
                 return -EEXIST; /* written once; a spill is not rewritten */
-        b->raw_bytes = (uint32_t)MIN(cfg->block_bytes, job->sp->size_bytes - off);
+        b->raw_bytes = (uint32_t)MIN(ss->block_bytes, job->sp->size_bytes - off);
         b->hash = ssd_block_hash(raw, b->raw_bytes);
         b->flags = 0;
         if (cfg->compress == CONF_COMPRESS_ZSTD &&
@@ -547,11 +481,10 @@ static int write_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
                 memset((char *)buf + c, 0, ssd_block_disk_bytes((uint32_t)c) - (uint64_t)c);
         } else
                 c = b->raw_bytes;
-        r = file_alloc(ss, ssd_block_disk_bytes((uint32_t)c), &b->file_offset);
+        r = ssd_book_block_place(ss->book, b, (uint32_t)c);
         if (r < 0)
                 return r;
-        b->stored_bytes = (uint32_t)c;
-        *op = (struct ssd_io_op){.fd = ss->file_fd,
+        *op = (struct ssd_io_op){.fd = ssd_book_data_fd(ss->book),
                                  .write = true,
                                  .buf = buf,
                                  .len = ssd_block_disk_bytes(b->stored_bytes),
@@ -565,11 +498,11 @@ static int read_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
         struct io_job *job = ctx;
         struct ssd_session *ss = job->ss;
         const struct ssd_block *b = &job->sp->blocks[job->first + i];
-        char *to = job->staging + (uint64_t)i * ss->store->cfg.block_bytes;
+        char *to = job->staging + (uint64_t)i * ss->block_bytes;
 
         if (!b->stored_bytes)
                 return -ENODATA; /* never written: there is nothing to restore */
-        *op = (struct ssd_io_op){.fd = ss->file_fd,
+        *op = (struct ssd_io_op){.fd = ssd_book_data_fd(ss->book),
                                  .buf = (b->flags & SSD_BLOCK_ZSTD) ? ss->bounce[i] : to,
                                  .len = ssd_block_disk_bytes(b->stored_bytes),
                                  .offset = b->file_offset};
@@ -581,7 +514,7 @@ static int read_complete(void *ctx, size_t i, struct ssd_io_op *op) {
         struct io_job *job = ctx;
         struct ssd_session *ss = job->ss;
         const struct ssd_block *b = &job->sp->blocks[job->first + i];
-        char *to = job->staging + (uint64_t)i * ss->store->cfg.block_bytes;
+        char *to = job->staging + (uint64_t)i * ss->block_bytes;
         int r = ssd_block_decode(b, op->buf, op->len, to, b->raw_bytes);
 
         if (r < 0) {
@@ -589,17 +522,18 @@ static int read_complete(void *ctx, size_t i, struct ssd_io_op *op) {
                 if (r == -EBADMSG)
                         ss->st.checksum_failures++;
                 pthread_mutex_unlock(&ss->store->lock);
-                log_warning("Client pid %d: SSD block %u of spill %llu failed its check: %s; the restore fails.",
-                            (int)ss->pid, job->first + (uint32_t)i, (unsigned long long)job->sp->handle,
-                            r == -EBADMSG ? "checksum or frame mismatch" : strerror(-r));
+                log_warning(
+                        "Client pid %d: SSD block %u of spill %llu failed its check: %s; the restore fails.",
+                        (int)ss->pid, job->first + (uint32_t)i, (unsigned long long)job->sp->handle,
+                        r == -EBADMSG ? "checksum or frame mismatch" : strerror(-r));
         }
         return r;
 }
 
 /* Runs n blocks from first on, their raw bytes at staging, in batches of
  * the bounce buffers where any is compressed (zstd), else at once. */
-static int run_blocks(struct ssd_session *ss, struct spill *sp, uint32_t first, uint32_t n, char *staging, bool write,
-                      unsigned *ret_retries) {
+static int run_blocks(struct ssd_session *ss, struct ssd_spill *sp, uint32_t first, uint32_t n,
+                      char *staging, bool write, unsigned *ret_retries) {
         bool zstd = ss->store->cfg.compress == CONF_COMPRESS_ZSTD;
         struct io_job job = {.ss = ss, .sp = sp};
         struct ssd_io_hooks hooks = {.prepare = write ? write_prepare : read_prepare,
@@ -619,7 +553,7 @@ static int run_blocks(struct ssd_session *ss, struct spill *sp, uint32_t first, 
                 uint32_t k = MIN(batch, n - done);
 
                 job.first = first + done;
-                job.staging = staging + (uint64_t)done * ss->store->cfg.block_bytes;
+                job.staging = staging + (uint64_t)done * ss->block_bytes;
                 r = ssd_io_run(ss->io, ss->ops + done, k, &hooks);
                 note_io(ss, ss->ops + done, k, r);
                 for (uint32_t j = 0; j < k; j++)
@@ -629,31 +563,33 @@ static int run_blocks(struct ssd_session *ss, struct spill *sp, uint32_t first, 
 }
 
 /* Writes n blocks from first on from src (staging). */
-static int do_write(struct ssd_session *ss, struct spill *sp, uint32_t first, uint32_t n, char *src,
+static int do_write(struct ssd_session *ss, struct ssd_spill *sp, uint32_t first, uint32_t n, char *src,
                     unsigned *ret_retries) {
         int r = run_blocks(ss, sp, first, n, src, true, ret_retries);
         uint64_t stored = 0;
 
+        if (r == 0) /* the spill's index record, once this completes it */
+                r = ssd_book_spill_written(ss->book, sp, n);
         for (uint32_t j = 0; j < n; j++)
-                stored += sp->blocks[first + j].stored_bytes;
+                if (r < 0) /* none of this request's blocks counts as written */
+                        (void)ssd_book_block_unwrite(ss->book, &sp->blocks[first + j]);
+                else
+                        stored += sp->blocks[first + j].stored_bytes;
         pthread_mutex_lock(&ss->store->lock);
         ss->st.stored_bytes += stored;
         pthread_mutex_unlock(&ss->store->lock);
-        if (r < 0) /* none of this request's blocks counts as written */
-                for (uint32_t j = 0; j < n; j++)
-                        block_release(ss, &sp->blocks[first + j]);
         return r;
 }
 
 /* Reads n blocks from first on into dst (staging), each checked. */
-static int do_read(struct ssd_session *ss, struct spill *sp, uint32_t first, uint32_t n, char *dst,
+static int do_read(struct ssd_session *ss, struct ssd_spill *sp, uint32_t first, uint32_t n, char *dst,
                    unsigned *ret_retries) {
         return run_blocks(ss, sp, first, n, dst, false, ret_retries);
 }
 
 static int on_io(struct ssd_session *ss, bool write, const struct kvt_ssd_io *io,
                  struct kvt_ssd_reply *rep) {
-        struct spill *sp;
+        struct ssd_spill *sp;
         uint32_t first, n;
         uint64_t t0 = now_ns(), dt;
         int r;
@@ -686,7 +622,7 @@ static int on_io(struct ssd_session *ss, bool write, const struct kvt_ssd_io *io
 
 /* Serves one request; returns the reply's status, or -EPROTO to end the session. */
 static int session_serve(struct ssd_session *ss, const struct kvt_msg *m, struct kvt_ssd_reply *rep) {
-        struct spill *sp;
+        struct ssd_spill *sp;
 
         if (ss->store->dir_fd < 0)
                 return m->hdr.type >= KVT_MSG_SSD_OPEN && m->hdr.type <= KVT_MSG_SSD_DROP ? -ENOSYS
@@ -700,7 +636,7 @@ static int session_serve(struct ssd_session *ss, const struct kvt_msg *m, struct
                 return on_io(ss, false, &m->u.ssd_io, rep);
         case KVT_MSG_SSD_DROP:
                 rep->handle = m->u.ssd_drop.handle;
-                sp = spill_find(ss, m->u.ssd_drop.handle);
+                sp = ssd_book_spill_find(ss->book, m->u.ssd_drop.handle);
                 if (!sp)
                         return -ENOENT;
                 spill_forget(ss, sp);
@@ -733,12 +669,13 @@ static int session_recv(struct ssd_session *ss) {
         }
 }
 
-/* The reply goes out at once: the client waits for it and sends nothing
+/* A message goes out at once: the client waits for it and sends nothing
  * before, so the socket has room unless the peer misbehaves; then it is
  * dropped. */
-static int session_reply(struct ssd_session *ss, uint32_t seq, const struct kvt_ssd_reply *rep) {
+static int session_send(struct ssd_session *ss, uint16_t type, uint32_t seq, const void *payload,
+                        size_t len) {
         for (int i = 0; i < 100; i++) {
-                int r = kvt_msg_send(ss->sock, KVT_MSG_SSD_REPLY, seq, rep, sizeof(*rep));
+                int r = kvt_msg_send(ss->sock, type, seq, payload, len);
                 struct pollfd p = {.fd = ss->sock, .events = POLLOUT};
 
                 if (r != -EAGAIN)
@@ -748,16 +685,28 @@ static int session_reply(struct ssd_session *ss, uint32_t seq, const struct kvt_
         return -ETIMEDOUT;
 }
 
+/* The HELLO's answer: the session's token, whether it re-attached spills
+ * kept over a restart, and its block size, which every I/O but a spill's
+ * last must be a multiple of. */
+static int session_welcome(struct ssd_session *ss) {
+        struct kvt_ssd_welcome w = {.status = ss->book ? 0 : -ENOSYS,
+                                    .reattached = ss->reattached,
+                                    .block_bytes = ss->block_bytes};
+
+        if (ss->book) {
+                memcpy(w.token, ssd_book_owner(ss->book)->token, sizeof(w.token));
+                w.spills = ss->reattached ? ssd_book_n_spills(ss->book) : 0;
+        }
+        return session_send(ss, KVT_MSG_SSD_WELCOME, 0, &w, sizeof(w));
+}
+
 static void *session_thread(void *arg) {
         struct ssd_session *ss = arg;
-        struct kvt_ssd_reply rep = {.bytes = ss->store->cfg.block_bytes,
-                                    .status = ss->store->dir_fd < 0 ? -ENOSYS : 0};
+        struct kvt_ssd_reply rep;
         uint64_t one = 1;
         int r;
 
-        /* The HELLO's answer: bytes = the block size, which every I/O but a
-         * spill's last must be a multiple of. */
-        r = session_reply(ss, 0, &rep);
+        r = session_welcome(ss);
         while (r >= 0) {
                 uint64_t t0;
 
@@ -770,13 +719,15 @@ static void *session_thread(void *arg) {
                 if (rep.status == -EPROTO) {
                         log_warning("Disconnecting SSD client pid %d (uid %u): unexpected %s.", (int)ss->pid,
                                     (unsigned)ss->uid, kvt_msg_type_name(ss->msg.hdr.type));
+                        r = -EPROTO;
                         break;
                 }
                 rep.elapsed_ns = now_ns() - t0;
-                r = session_reply(ss, ss->msg.hdr.seq, &rep);
+                r = session_send(ss, KVT_MSG_SSD_REPLY, ss->msg.hdr.seq, &rep, sizeof(rep));
         }
-        if (r != -ECONNRESET && r != -ECANCELED && r < 0 && r != -EPROTO)
+        if (r != -ECONNRESET && r != -ECANCELED && r != -EPROTO)
                 log_info("SSD client pid %d: connection ended: %s.", (int)ss->pid, strerror(-r));
+        ss->client_left = r != -ECANCELED; /* read after the join */
         (void)write(ss->done_fd, &one, sizeof(one));
         return NULL;
 }
@@ -802,6 +753,59 @@ static int staging_map(struct ssd_session *ss, int fd, uint64_t bytes) {
         return 0;
 }
 
+/* The session's book: the one kept for the token of h, where the peer is
+ * its owner (re-attached: its handles stay valid), else a new one with a
+ * new token.  Returns 0 or -errno. */
+static int session_book(struct ssd_session *ss, const struct kvt_ssd_hello *h) {
+        struct ssd_store *s = ss->store;
+        struct ssd_owner o = {.uid = ss->uid, .pid = ss->pid};
+
+        ss->block_bytes = s->cfg.block_bytes;
+        if (s->dir_fd < 0)
+                return 0; /* no tier: no book, requests answer -ENOSYS */
+        pthread_mutex_lock(&s->lock);
+        ss->book = ssd_keep_take(s->keep, ss->pid, ss->uid, h->token);
+        pthread_mutex_unlock(&s->lock);
+        ss->reattached = ss->book != NULL;
+        if (ss->reattached)
+                log_info("SSD client pid %d (uid %u) re-attached %zu spills (%llu bytes) "
+                         "kept over a restart.",
+                         (int)ss->pid, (unsigned)ss->uid, ssd_book_n_spills(ss->book),
+                         (unsigned long long)ssd_book_live_bytes(ss->book));
+        else {
+                int r;
+
+                (void)identity_pid_start_time(s->proc_root, ss->pid, &o.start_time);
+                if (getrandom(o.token, sizeof(o.token), 0) != (ssize_t)sizeof(o.token))
+                        return -errno;
+                r = ssd_book_new(s->dir_fd, &o, (uint32_t)s->cfg.block_bytes, &ss->book);
+                if (r < 0)
+                        return r;
+        }
+        ss->block_bytes = ssd_book_block_bytes(ss->book);
+        ssd_book_raise_next_handle(ss->book, h->next_handle);
+        return 0;
+}
+
+/* Adds the session to the store's; a re-attached one with its spills'
+ * bytes (counted against its uid already, since the sweep). */
+static void session_register(struct ssd_session *ss, bool uring) {
+        struct ssd_store *s = ss->store;
+
+        pthread_mutex_lock(&s->lock);
+        s->uring = uring;
+        ss->id = ++s->next_id;
+        ss->next = s->sessions;
+        s->sessions = ss;
+        if (ss->reattached) {
+                ss->st.live_spills = ssd_book_n_spills(ss->book);
+                ss->st.live_bytes = ssd_book_live_bytes(ss->book);
+                ss->st.stored_bytes = ssd_book_stored_bytes(ss->book);
+                ss->has_files = ssd_book_has_files(ss->book);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
 int ssd_session_new(struct ssd_store *s, pid_t pid, uint32_t uid, int sock, int staging_fd,
                     const struct kvt_ssd_hello *h, struct ssd_session **ret) {
         struct ssd_session *ss = calloc(1, sizeof(*ss));
@@ -813,7 +817,7 @@ int ssd_session_new(struct ssd_store *s, pid_t pid, uint32_t uid, int sock, int 
                 return -ENOMEM;
         }
         *ss = (struct ssd_session){
-                .store = s, .pid = pid, .uid = uid, .file_fd = -1, .sock = -1, .stop_fd = -1, .done_fd = -1};
+                .store = s, .pid = pid, .uid = uid, .sock = -1, .stop_fd = -1, .done_fd = -1};
         r = staging_map(ss, staging_fd, h->staging_bytes);
         close(staging_fd);
         if (r < 0)
@@ -825,23 +829,17 @@ int ssd_session_new(struct ssd_store *s, pid_t pid, uint32_t uid, int sock, int 
                 r = -errno;
                 goto fail;
         }
-        ss->ops = calloc(MAX(s->cfg.queue_depth, (unsigned)(h->staging_bytes / s->cfg.block_bytes + 1)),
-                         sizeof(*ss->ops));
-        if (!ss->ops) {
-                r = -ENOMEM;
+        r = session_book(ss, h);
+        if (r < 0)
                 goto fail;
-        }
-        r = ssd_io_new(s->cfg.queue_depth, &ss->io, &uring);
+        ss->ops = calloc(MAX(s->cfg.queue_depth, (unsigned)(h->staging_bytes / ss->block_bytes + 1)),
+                         sizeof(*ss->ops));
+        r = ss->ops ? ssd_io_new(s->cfg.queue_depth, &ss->io, &uring) : -ENOMEM;
         if (r < 0)
                 goto fail;
         if (!uring && !atomic_flag_test_and_set(&s->warned_uring))
                 log_warning("Failed to set up io_uring for the SSD tier; using pread/pwrite, ignoring.");
-        pthread_mutex_lock(&s->lock);
-        s->uring = uring;
-        ss->id = ++s->next_id;
-        ss->next = s->sessions;
-        s->sessions = ss;
-        pthread_mutex_unlock(&s->lock);
+        session_register(ss, uring);
         r = pthread_create(&ss->thread, NULL, session_thread, ss);
         if (r > 0) {
                 r = -r;
@@ -859,9 +857,32 @@ int ssd_session_done_fd(const struct ssd_session *ss) {
         return ss->done_fd;
 }
 
+/* Where the session's book goes as it ends (store lock held): kept for
+ * the next kvtierd when the daemon stops under it, back to the kept books
+ * when it never started, else deleted with its bytes given back.  Returns
+ * whether its files stay. */
+static bool session_book_end_locked(struct ssd_session *ss) {
+        struct ssd_store *s = ss->store;
+        struct ssd_uid *u;
+
+        if (!ss->book)
+                return false;
+        if (s->stopping && ss->thread_started && !ss->client_left)
+                return true;
+        if (!ss->thread_started && ss->reattached && ssd_keep_put(s->keep, ss->book, now_ns()) == 0) {
+                ss->book = NULL; /* still counted against its uid */
+                return true;
+        }
+        u = uid_get_locked(s, ss->uid);
+        if (u)
+                u->bytes -= ssd_book_live_bytes(ss->book);
+        return false;
+}
+
 void ssd_session_free(struct ssd_session *ss) {
         struct ssd_store *s;
         uint64_t one = 1;
+        bool keep;
 
         if (!ss)
                 return;
@@ -870,9 +891,6 @@ void ssd_session_free(struct ssd_session *ss) {
                 (void)write(ss->stop_fd, &one, sizeof(one));
                 pthread_join(ss->thread, NULL);
         }
-        ss->ending = true;
-        while (ss->n_spills)
-                spill_forget(ss, &ss->spills[ss->n_spills - 1]);
         pthread_mutex_lock(&s->lock);
         for (struct ssd_session **p = &s->sessions; *p; p = &(*p)->next)
                 if (*p == ss) {
@@ -880,16 +898,14 @@ void ssd_session_free(struct ssd_session *ss) {
                         break;
                 }
         stats_add(&s->gone, &ss->st);
+        keep = session_book_end_locked(ss);
         pthread_mutex_unlock(&s->lock);
-        if (ss->file_fd >= 0)
-                close(ss->file_fd); /* unlinked: its blocks are freed with it */
+        ssd_book_free(ss->book, !keep);
         for (size_t i = 0; i < ss->n_bounce; i++)
                 free(ss->bounce[i]);
         free(ss->bounce);
         ssd_io_free(ss->io);
         free(ss->ops);
-        free(ss->spills);
-        free(ss->free_ext);
         if (ss->staging)
                 munmap(ss->staging, ss->staging_bytes);
         if (ss->sock >= 0)

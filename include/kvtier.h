@@ -61,6 +61,14 @@ int kvtier_hint(const void *ptr, size_t len, int hint);
  *             kvtier_try_drop(h);
  *     }
  *
+ * Spills outlive a restart of kvtierd (an upgrade, a crash and systemd's
+ * Restart=): the daemon keeps a running process's spills on disk and gives
+ * them back, under the same handles, when the shim reconnects with the
+ * session's token from the same uid and pid.  They end with the process:
+ * a client that exits, or whose connection to kvtierd ends, has its spills
+ * deleted, and a restarted daemon deletes those of processes that ended
+ * while it was down, and those not taken back within [ssd] reattach_grace.
+ *
  * All return 0 or a negative errno.  The kvtier_try_* forms below resolve
  * the shim's symbols at run time (dlsym(RTLD_DEFAULT)) and return
  * KVTIER_ENOTAVAIL without the shim, so that an engine runs unchanged; the
@@ -70,7 +78,8 @@ int kvtier_hint(const void *ptr, size_t len, int hint);
 #define KVTIER_ENOTAVAIL  (-38)  /* -ENOSYS: no shim, or no SSD tier in the daemon */
 #define KVTIER_ECHECKSUM  (-74)  /* -EBADMSG: a block read back failed its checksum (or did not decompress) */
 #define KVTIER_ESHORT     (-61)  /* -ENODATA: a short read, or blocks that were never written */
-#define KVTIER_ESTALE     (-116) /* -ESTALE: the daemon that held the spill is gone (restart): data lost */
+#define KVTIER_ESTALE     (-116) /* -ESTALE: the spill did not survive a restart of kvtierd (not kept, not
+                                  * taken back in time, or its index record damaged): data lost */
 #define KVTIER_EQUOTA     (-122) /* -EDQUOT: over [ssd] max_per_client or max_per_uid, or 65536 spills held */
 
 enum kvtier_spill_state {
@@ -100,11 +109,13 @@ int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle);
  * restore that fails (checksum, short read, I/O) leaves the range as the
  * spill left it and the spill in place (state SPILLED, last_error set):
  * check kvtier_restore_wait() or kvtier_query() before trusting the data.
- * A restore already in flight (a readahead) or done is not repeated; stream
- * is ordered after it all the same.  A released range comes back where a
- * new allocation would start: in VRAM while the daemon's grant to this
- * process has room, else in host memory, from where kvtier promotes it when
- * it is used.  Returns 0, -ENOENT, -errno. */
+ * One that fails with -ENOTCONN (kvtierd away or restarting) may be retried
+ * later: the spill waits for the daemon.  A restore already in flight (a
+ * readahead) or done is not repeated; stream is ordered after it all the
+ * same.  A released range comes back where a new allocation would start: in
+ * VRAM while the daemon's grant to this process has room, else in host
+ * memory, from where kvtier promotes it when it is used.  Returns 0,
+ * -ENOENT, -errno. */
 int kvtier_restore(uint64_t handle, void *stream);
 
 /* Waits for the restore of handle to end; returns its outcome: 0 or -errno. */

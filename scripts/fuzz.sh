@@ -4,7 +4,7 @@
 # make check runs the same targets briefly with a stand-alone driver; a
 # crash file from either replays with: build/tests/fuzz/fuzz-X FILE
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      targets: protocol config daemon ssd
-# (ssd, one block's decoding, small and fast: half of SECONDS)
+# (ssd, one block's decoding and the spills' index, small and fast: half of SECONDS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}; shift || true
@@ -22,7 +22,7 @@ for t in $targets; do
         config) src=(tests/fuzz/fuzz-config.c daemon/conf.c policy/*.c $(pkg-config --libs inih)) ;;
         daemon) src=(tests/fuzz/fuzz-daemon.c daemon/conf.c daemon/registry.c daemon/planner.c daemon/workers.c
                      policy/*.c -pthread $(pkg-config --libs inih)) ;;
-        ssd) src=(tests/fuzz/fuzz-ssd.c daemon/ssd-block.c $(pkg-config --libs libxxhash libzstd)) ;;
+        ssd) src=(tests/fuzz/fuzz-ssd.c daemon/ssd-block.c daemon/ssd-journal.c $(pkg-config --libs libxxhash libzstd)) ;;
         *) echo "fuzz.sh: unknown target $t" >&2; exit 2 ;;
         esac
         clang "${flags[@]}" "${src[@]}" "${common[@]}" -o "$out/fuzz-$t"

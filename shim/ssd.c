@@ -12,6 +12,13 @@
  * the copy of one half overlaps the daemon's I/O on the other.  Restores run
  * on one worker thread, in the order asked; each is made stream-ordered by a
  * host function on the caller's stream that waits for it.
+ *
+ * A restarted kvtierd keeps this process's spills: before each request a
+ * connection the daemon closed is replaced by a new one whose SSD_HELLO
+ * carries the session's token, and the daemon, seeing the same uid and pid,
+ * gives the spills back under the same handles (SSD_WELCOME reattached).
+ * Only then do the handles of the old connection stay valid; otherwise
+ * (the daemon refused, or had none kept) they are stale: KVTIER_ESTALE.
  */
 
 #include <errno.h>
@@ -75,10 +82,15 @@ struct ssd_handle {
 
 struct shim_ssd {
         pid_t pid;
-        /* The connection and the staging buffer: one spill or restore at a time. */
+        /* The connection and the staging buffer: one spill or restore at a
+         * time.  Lock order: io_lock, then lock. */
         pthread_mutex_t io_lock;
         int fd;
-        unsigned gen; /* connections made so far */
+        unsigned gen;                       /* sessions so far (a re-attached one is the same session) */
+        uint8_t token[KVT_SSD_TOKEN_BYTES]; /* the session's, from SSD_WELCOME */
+        uint64_t max_handle;                /* the highest handle given to this process */
+        uint64_t *pending_drops;            /* of the session, not told yet: the daemon was away */
+        size_t n_pending, cap_pending;
         uint32_t seq;
         int staging_fd;
         char *staging;
@@ -130,6 +142,9 @@ static struct shim_ssd *ssd_get(void) {
                 s->staging = NULL;
                 s->handles = s->queue_head = s->queue_tail =
                         NULL; /* the parent's: leaked, not freed twice */
+                s->pending_drops = NULL;
+                s->n_pending = s->cap_pending = 0;
+                memset(s->token, 0, sizeof(s->token)); /* the parent's spills are not the child's */
                 s->worker_running = false;
                 memset(s->streams, 0, sizeof(s->streams));
                 s->gen++;
@@ -226,22 +241,27 @@ static void socket_path(struct sockaddr_un *sa) {
         memcpy(sa->sun_path, k->cfg.socket_path, sizeof(sa->sun_path));
 }
 
-/* Waits for the reply to seq.  Returns its status (0 or -errno) with *ret
- * filled, or -ETIMEDOUT / -ECONNRESET / -EBADMSG (the connection is then
- * closed by the caller). */
-static int reply_wait(struct shim_ssd *s, uint32_t seq, int timeout_ms, struct kvt_ssd_reply *ret) {
+/* Waits for the message of type and seq; its payload goes to ret (len
+ * bytes).  Returns 0, or -ETIMEDOUT / -ECONNRESET / -EBADMSG (the
+ * connection is then closed by the caller). */
+static int msg_wait(struct shim_ssd *s, uint16_t type, uint32_t seq, int timeout_ms, void *ret, size_t len) {
         struct kvt_msg *m = malloc(sizeof(*m));
         int r;
 
         if (!m)
                 return -ENOMEM;
         r = kvt_msg_recv_timeout(s->fd, m, timeout_ms);
-        if (r == 0 && (m->hdr.type != KVT_MSG_SSD_REPLY || m->hdr.seq != seq))
+        if (r == 0 && (m->hdr.type != type || m->hdr.seq != seq || m->hdr.length != len))
                 r = -EBADMSG;
         if (r == 0)
-                *ret = m->u.ssd_reply;
+                memcpy(ret, &m->u, len);
         free(m);
         return r;
+}
+
+/* Waits for the reply to seq, *ret filled.  Returns as msg_wait(). */
+static int reply_wait(struct shim_ssd *s, uint32_t seq, int timeout_ms, struct kvt_ssd_reply *ret) {
+        return msg_wait(s, KVT_MSG_SSD_REPLY, seq, timeout_ms, ret, sizeof(*ret));
 }
 
 static void disconnect_locked(struct shim_ssd *s) {
@@ -262,15 +282,72 @@ static int request_locked(struct shim_ssd *s, uint16_t type, const void *payload
                 if (r == 0)
                         return ret->status;
         }
-        log_warning("Lost the SSD connection to kvtierd: %s; its spills are gone.", strerror(-r));
+        log_warning("Lost the SSD connection to kvtierd: %s; reconnecting at the next request.",
+                    strerror(-r));
         disconnect_locked(s);
         return r == -ENOMEM ? r : -ECONNRESET;
 }
 
+/* Whether any handle of the session is held: then a new connection asks
+ * for its spills back.  io_lock held. */
+static bool holds_spills_locked(struct shim_ssd *s) {
+        bool any = false;
+
+        pthread_mutex_lock(&s->lock);
+        for (struct ssd_handle *h = s->handles; h && !any; h = h->next)
+                any = h->gen == s->gen;
+        pthread_mutex_unlock(&s->lock);
+        return any || s->n_pending > 0;
+}
+
+/* SSD_HELLO on the new connection s->fd, with the session's token where it
+ * holds spills; *ret gets the SSD_WELCOME.  Returns 0 or -errno. */
+static int hello_locked(struct shim_ssd *s, bool *ret_asked, struct kvt_ssd_welcome *ret) {
+        struct kvt_ssd_hello h = {.proto_version = KVT_PROTO_VERSION,
+                                  .staging_bytes = SSD_STAGING_BYTES,
+                                  .next_handle = s->max_handle + 1};
+        int r;
+
+        *ret_asked = holds_spills_locked(s);
+        if (*ret_asked)
+                memcpy(h.token, s->token, sizeof(h.token));
+        r = kvt_msg_send_fd(s->fd, KVT_MSG_SSD_HELLO, 0, &h, sizeof(h), s->staging_fd);
+        if (r == 0)
+                r = msg_wait(s, KVT_MSG_SSD_WELCOME, 0,
+                             MAX(kvt_shim()->cfg.timeout_ms, SSD_HELLO_TIMEOUT_MS), ret, sizeof(*ret));
+        if (r == 0)
+                r = ret->status;
+        if (r == 0 && ret->block_bytes > SSD_STAGING_BYTES)
+                r = -EBADMSG;
+        return r;
+}
+
+static int drop_locked(struct shim_ssd *s, uint64_t id, unsigned gen);
+
+/* The session goes on (re-attached: its handles and drops not told yet
+ * stand) or a new one starts (they are stale: forgotten). */
+static void session_locked(struct shim_ssd *s, bool reattached, uint64_t spills) {
+        uint64_t *pending = s->pending_drops;
+        size_t n = s->n_pending;
+
+        s->pending_drops = NULL;
+        s->n_pending = s->cap_pending = 0;
+        if (!reattached) {
+                s->gen++;
+                free(pending);
+                return;
+        }
+        log_info("kvtierd restarted: it gave back this process's %llu SSD spills.",
+                 (unsigned long long)spills);
+        for (size_t i = 0; i < n; i++)
+                (void)drop_locked(s, pending[i], s->gen);
+        free(pending);
+}
+
 static int connect_locked(struct shim_ssd *s) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        struct kvt_ssd_hello h = {.proto_version = KVT_PROTO_VERSION, .staging_bytes = SSD_STAGING_BYTES};
-        struct kvt_ssd_reply rep;
+        struct kvt_ssd_welcome w;
+        bool asked;
         int fd, r;
 
         if (s->fd >= 0)
@@ -287,26 +364,61 @@ static int connect_locked(struct shim_ssd *s) {
         }
         s->fd = fd;
         s->seq = 0;
-        r = kvt_msg_send_fd(fd, KVT_MSG_SSD_HELLO, 0, &h, sizeof(h), s->staging_fd);
-        if (r == 0)
-                r = reply_wait(s, 0, MAX(kvt_shim()->cfg.timeout_ms, SSD_HELLO_TIMEOUT_MS), &rep);
-        if (r == 0)
-                r = rep.status;
-        if (r == 0 && (rep.bytes == 0 || rep.bytes % KVT_SSD_ALIGN || rep.bytes > SSD_STAGING_BYTES))
-                r = -EBADMSG;
+        r = hello_locked(s, &asked, &w);
         if (r < 0) {
                 disconnect_locked(s);
                 return r == -ENOSYS ? KVTIER_ENOTAVAIL : r == -ETIMEDOUT || r == -ECONNRESET ? -ENOTCONN : r;
         }
-        s->block_bytes = rep.bytes;
-        s->piece_bytes = SSD_STAGING_BYTES / 2 / rep.bytes * rep.bytes;
+        memcpy(s->token, w.token, sizeof(s->token));
+        s->block_bytes = w.block_bytes;
+        s->piece_bytes = SSD_STAGING_BYTES / 2 / w.block_bytes * w.block_bytes;
         s->halves = 2;
         if (s->piece_bytes == 0) {
-                s->piece_bytes = SSD_STAGING_BYTES / rep.bytes * rep.bytes;
+                s->piece_bytes = SSD_STAGING_BYTES / w.block_bytes * w.block_bytes;
                 s->halves = 1;
         }
-        s->gen++;
-        return 0;
+        if (asked && !w.reattached)
+                log_warning("kvtierd restarted without this process's SSD spills: restoring them fails with "
+                            "KVTIER_ESTALE.");
+        session_locked(s, asked && w.reattached, w.spills);
+        return s->fd >= 0 ? 0 : -ENOTCONN; /* lost again while telling the drops */
+}
+
+/* Makes sure of a live connection before a request: one the daemon closed
+ * (it stopped or restarted; it sends nothing unasked, so anything to read
+ * is its end) is seen here, not by a request lost on it, and replaced.
+ * io_lock held.  Returns 0 or as connect_locked(). */
+static int ready_locked(struct shim_ssd *s) {
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+
+        if (s->fd >= 0 && poll(&p, 1, 0) > 0)
+                disconnect_locked(s);
+        return connect_locked(s);
+}
+
+/* Tells the daemon that spill id of session gen is dropped; one it cannot
+ * be told now (it is away) is told after it gives the session back.
+ * io_lock held.  Returns 0 or -errno. */
+static int drop_locked(struct shim_ssd *s, uint64_t id, unsigned gen) {
+        struct kvt_ssd_drop d = {.handle = id};
+        struct kvt_ssd_reply rep;
+        int r = gen == s->gen ? ready_locked(s) : -ESTALE;
+
+        if (r == 0 && gen == s->gen)
+                r = request_locked(s, KVT_MSG_SSD_DROP, &d, sizeof(d), &rep);
+        if ((r == -ENOTCONN || r == -ECONNRESET) && gen == s->gen) {
+                if (s->n_pending == s->cap_pending) {
+                        size_t cap = s->cap_pending ? s->cap_pending * 2 : 16;
+                        uint64_t *a = realloc(s->pending_drops, cap * sizeof(*a));
+
+                        if (!a)
+                                return -ENOMEM; /* the daemon frees it when this process ends */
+                        s->pending_drops = a;
+                        s->cap_pending = cap;
+                }
+                s->pending_drops[s->n_pending++] = id;
+        }
+        return r;
 }
 
 /* ------------------------------------------------------------ copies */
@@ -475,7 +587,7 @@ static int wait_io_locked(struct shim_ssd *s, uint32_t seq) {
 
         if (reply_wait(s, seq, SSD_IO_TIMEOUT_MS, &rep) == 0)
                 return rep.status;
-        log_warning("Lost the SSD connection to kvtierd; its spills are gone.");
+        log_warning("Lost the SSD connection to kvtierd; reconnecting at the next request.");
         disconnect_locked(s);
         return -ECONNRESET;
 }
@@ -544,12 +656,13 @@ KVT_EXPORT int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle) {
         *h = (struct ssd_handle){
                 .base = (uintptr_t)ptr, .len = len, .device = range_device(ptr), .state = KVTIER_SPILLED};
         pthread_mutex_lock(&s->io_lock);
-        r = connect_locked(s);
+        r = ready_locked(s);
         if (r == 0)
                 r = request_locked(s, KVT_MSG_SSD_OPEN, &o, sizeof(o), &rep);
         if (r == 0) {
                 h->id = rep.handle;
                 h->gen = s->gen;
+                s->max_handle = MAX(s->max_handle, h->id);
                 r = spill_locked(s, h->id, ptr, len, h->device);
                 if (r < 0 && s->fd >= 0) {
                         d.handle = h->id;
@@ -598,23 +711,31 @@ static int copy_back_locked(struct shim_ssd *s, const struct ssd_handle *h, uint
 
 /* Reads the spill back into its range: the daemon reads piece k+1 into
  * one half while piece k is copied from the other.  Only pieces the daemon
- * verified are copied.  io_lock held. */
+ * verified are copied.  A daemon that cannot be reached now, or is lost on
+ * the way, fails it with -ENOTCONN (the spill stays: a restarted daemon
+ * gives it back); one that started a new session without it, or no longer
+ * has it (its index record did not survive), with KVTIER_ESTALE.
+ * io_lock held. */
 static int restore_locked(struct shim_ssd *s, struct ssd_handle *h) {
-        uint64_t n_pieces = (h->len + s->piece_bytes - 1) / s->piece_bytes;
-        struct kvt_ssd_io io = piece_io(s, h->id, 0, h->len);
         /* where its time goes, for the debug log: placing, waiting for the
          * daemon's reads, copying */
         uint64_t t0 = now_ns(), t_place, t_wait = 0, t_copy = 0, t;
+        uint64_t n_pieces;
+        struct kvt_ssd_io io;
         uint32_t seq;
-        int r;
+        int r = ready_locked(s);
 
-        if (s->fd < 0 || h->gen != s->gen)
+        if (r < 0)
+                return r;
+        if (h->gen != s->gen)
                 return KVTIER_ESTALE;
         if (h->released && (r = place_locked(s, h)) < 0)
                 return r;
         t_place = now_ns() - t0;
-        if ((r = send_io_locked(s, KVT_MSG_SSD_READ, &io, &seq)) < 0)
-                return KVTIER_ESTALE;
+        n_pieces = (h->len + s->piece_bytes - 1) / s->piece_bytes;
+        io = piece_io(s, h->id, 0, h->len);
+        if (send_io_locked(s, KVT_MSG_SSD_READ, &io, &seq) < 0)
+                return -ENOTCONN;
         for (uint64_t k = 0; k < n_pieces; k++) {
                 struct kvt_ssd_io cur = piece_io(s, h->id, k, h->len), next;
                 bool sent = false;
@@ -623,11 +744,11 @@ static int restore_locked(struct shim_ssd *s, struct ssd_handle *h) {
                 r = wait_io_locked(s, seq);
                 t_wait += now_ns() - t;
                 if (r < 0)
-                        return r == -ECONNRESET ? KVTIER_ESTALE : r;
+                        return r == -ECONNRESET ? -ENOTCONN : r == -ENOENT ? KVTIER_ESTALE : r;
                 if (k + 1 < n_pieces && s->halves == 2) {
                         next = piece_io(s, h->id, k + 1, h->len);
                         if (send_io_locked(s, KVT_MSG_SSD_READ, &next, &seq) < 0)
-                                return KVTIER_ESTALE;
+                                return -ENOTCONN;
                         sent = true;
                 }
                 t = now_ns();
@@ -641,7 +762,7 @@ static int restore_locked(struct shim_ssd *s, struct ssd_handle *h) {
                 if (k + 1 < n_pieces && !sent) {
                         next = piece_io(s, h->id, k + 1, h->len);
                         if (send_io_locked(s, KVT_MSG_SSD_READ, &next, &seq) < 0)
-                                return KVTIER_ESTALE;
+                                return -ENOTCONN;
                 }
         }
         log_debug("Restored SSD spill %llu, %zu bytes, in %.1f ms: placing %.1f, waiting for reads %.1f, "
@@ -657,8 +778,6 @@ static void *restore_worker(void *arg) {
         pthread_mutex_lock(&s->lock);
         for (;;) {
                 struct ssd_handle *h = s->queue_head;
-                struct kvt_ssd_drop d;
-                struct kvt_ssd_reply rep;
                 int r;
 
                 if (!h) {
@@ -673,9 +792,7 @@ static void *restore_worker(void *arg) {
                 pthread_mutex_lock(&s->io_lock);
                 r = restore_locked(s, h);
                 if (r == 0) {
-                        /* the range has it back: the SSD copy goes */
-                        d.handle = h->id;
-                        (void)request_locked(s, KVT_MSG_SSD_DROP, &d, sizeof(d), &rep);
+                        (void)drop_locked(s, h->id, h->gen); /* the range has it back: the SSD copy goes */
                         if (h->released)
                                 restored_locked(h);
                 } else if (h->released && r != KVTIER_ESTALE)
@@ -793,8 +910,6 @@ KVT_EXPORT int kvtier_restore_wait(uint64_t handle) {
 KVT_EXPORT int kvtier_drop(uint64_t handle) {
         struct shim_ssd *s = ssd_get();
         struct ssd_handle *h, **p;
-        struct kvt_ssd_drop d = {.handle = handle};
-        struct kvt_ssd_reply rep;
 
         if (!s)
                 return -ENOENT;
@@ -812,8 +927,7 @@ KVT_EXPORT int kvtier_drop(uint64_t handle) {
         pthread_mutex_unlock(&s->lock);
         if (h->state == KVTIER_SPILLED) {
                 pthread_mutex_lock(&s->io_lock);
-                if (s->fd >= 0 && h->gen == s->gen)
-                        (void)request_locked(s, KVT_MSG_SSD_DROP, &d, sizeof(d), &rep);
+                (void)drop_locked(s, h->id, h->gen);
                 /* The range is the engine's again, its contents gone: placed
                  * as a capture starts, and movable. */
                 if (h->released && place_locked(s, h) == 0)

@@ -358,6 +358,20 @@ static void print_regions(struct json_object *st) {
         }
 }
 
+/* Spills a restarted kvtierd keeps for clients that have not reconnected yet. */
+static void print_ssd_kept(struct json_object *kept) {
+        char b[32];
+
+        for (size_t i = 0; kept && i < json_object_array_length(kept); i++) {
+                struct json_object *k = json_object_array_get_idx(kept, i);
+
+                printf("kept over a restart for pid %" PRId64 " (uid %" PRId64 "): %" PRId64
+                       " spills, %s, deleted in %.1f s unless it reconnects\n",
+                       jint(k, "pid"), jint(k, "uid"), jint(k, "live_spills"), B(b, k, "bytes"),
+                       (double)jint(k, "expires_in_ms") / 1000.0);
+        }
+}
+
 /* The SSD tier (issue 20): one line per client with spilled bytes. */
 static void print_ssd(struct json_object *st) {
         struct json_object *ssd = NULL, *clients, *t = NULL;
@@ -376,6 +390,7 @@ static void print_ssd(struct json_object *st) {
                jnull(ssd, "direct") ? "" : jbool(ssd, "direct") ? ", O_DIRECT" : ", buffered", jstr(ssd, "compress"),
                B(b[0], ssd, "block_bytes"), t ? jint(t, "spills") : 0, t ? jint(t, "restores") : 0,
                t ? jint(t, "checksum_failures") : 0, t ? jint(t, "retries") : 0);
+        print_ssd_kept(jarr(ssd, "kept"));
         clients = jarr(ssd, "clients");
         if (!clients || json_object_array_length(clients) == 0)
                 return;

@@ -49,7 +49,8 @@ class ShortReadError(KvtierError):
 
 
 class StaleError(KvtierError):
-    """The daemon that held the spill is gone (KVTIER_ESTALE): the data is lost."""
+    """The spill did not survive a restart of kvtierd (KVTIER_ESTALE): not kept, not taken back in
+    time, or its index record damaged. The data is lost."""
 
 
 class QuotaError(KvtierError):

@@ -21,7 +21,7 @@ static const uint16_t types[] = {
         KVT_MSG_HELLO, KVT_MSG_REGION_ADD, KVT_MSG_REGION_DEL, KVT_MSG_ORDER_DONE, KVT_MSG_HINT,
         KVT_MSG_DEVICE, KVT_MSG_WELCOME,   KVT_MSG_ORDER,      KVT_MSG_CTL_STATUS, KVT_MSG_CTL_DATA,
         KVT_MSG_CTL_END, KVT_MSG_CTL_CONFIG, KVT_MSG_SSD_HELLO, KVT_MSG_SSD_OPEN, KVT_MSG_SSD_WRITE,
-        KVT_MSG_SSD_READ, KVT_MSG_SSD_DROP, KVT_MSG_SSD_REPLY,
+        KVT_MSG_SSD_READ, KVT_MSG_SSD_DROP, KVT_MSG_SSD_REPLY, KVT_MSG_SSD_WELCOME,
 };
 
 static void check_accepted(const struct kvt_msg *m) {
@@ -53,8 +53,15 @@ static void check_accepted(const struct kvt_msg *m) {
                 break;
         case KVT_MSG_SSD_HELLO:
                 if (m->u.ssd_hello.staging_bytes == 0 || m->u.ssd_hello.staging_bytes % KVT_SSD_ALIGN ||
-                    m->u.ssd_hello.staging_bytes > KVT_SSD_MAX_STAGING)
+                    m->u.ssd_hello.staging_bytes > KVT_SSD_MAX_STAGING || m->u.ssd_hello.next_handle == 0 ||
+                    m->u.ssd_hello.next_handle > KVT_SSD_MAX_HANDLE)
                         fuzz_fail("accepted a bad SSD_HELLO");
+                break;
+        case KVT_MSG_SSD_WELCOME:
+                if (m->u.ssd_welcome.status > 0 || m->u.ssd_welcome.reattached > 1 ||
+                    m->u.ssd_welcome.block_bytes % KVT_SSD_ALIGN || m->u.ssd_welcome.block_bytes > KVT_SSD_MAX_STAGING ||
+                    (m->u.ssd_welcome.status == 0 && m->u.ssd_welcome.block_bytes == 0))
+                        fuzz_fail("accepted a bad SSD_WELCOME");
                 break;
         case KVT_MSG_SSD_WRITE:
         case KVT_MSG_SSD_READ:

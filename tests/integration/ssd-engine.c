@@ -26,22 +26,41 @@
  *                                 for DIR/STEP.go, so that the test can read the
  *                                 daemon's books; prints the range's bytes in
  *                                 VRAM after each
+ *   ssd-engine keep N SEED GO RC K   N random ranges (device and host)
+ *                                 spilled, "ready N ranges, B bytes" printed;
+ *                                 once the file GO exists (the test restarted
+ *                                 kvtierd meanwhile) all are restored: the
+ *                                 first N-K with every word right, the last K
+ *                                 must end in RC with every word either right
+ *                                 or as the spill left them
+ *   ssd-engine claim TOKEN HANDLE speaks the protocol itself: SSD_HELLO with
+ *                                 TOKEN (32 hex digits), then SSD_READ of
+ *                                 HANDLE; expects a new session and ENOENT
  *
  * Prints one line per finding; exit status: 0 as expected, 1 wrong data or
- * outcome, 2 usage, 3 a CUDA call failed.
+ * outcome, 2 usage, 3 a CUDA call (or, for claim, the socket) failed.
  */
+#include "config.h"
+
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda-abi.h"
 #include "fakecuda.h"
 #include "kvtier.h"
+#include "protocol.h"
+#include "util.h"
 
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
@@ -271,6 +290,122 @@ static int fault(bool device, int want, bool at_spill) {
         return 0;
 }
 
+/* Fills r (device: a piece of pool; host: malloc'd) for keep(). */
+static int keep_range(struct range *r, int i, char *pool, size_t *pool_off, size_t pool_bytes) {
+        r->len = 4096 + rng() % (8 * MIB);
+        r->device = i % 2 == 0 && *pool_off + r->len <= pool_bytes;
+        if (r->device) {
+                r->ptr = pool + *pool_off;
+                *pool_off += ALIGN_UP(r->len, 4096);
+        } else {
+                if (!(r->ptr = malloc(r->len)))
+                        return -ENOMEM;
+                fill_host(r);
+        }
+        return snapshot(r);
+}
+
+/* Waits (up to 300 s) for the file go to exist. */
+static bool wait_for(const char *go) {
+        for (int i = 0; i < 15000; i++) {
+                if (access(go, F_OK) == 0)
+                        return true;
+                nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+        }
+        return false;
+}
+
+/* Restores range i of n (the last k must end in want) and checks it. */
+static bool keep_check(struct range *r, int i, int n, int want, int k, cudaStream_t st) {
+        int expect = i >= n - k ? want : 0;
+        size_t wrong, other = 0;
+        int rc = kvtier_try_restore(r->handle, st);
+
+        if (rc == 0)
+                rc = kvtier_try_restore_wait(r->handle);
+        wrong = compare(r, r->device ? POISON : MARKER, &other);
+        printf("range %d (%zu bytes, %s): restore %d (want %d), %zu wrong words, %zu as the spill left "
+               "them\n",
+               i, r->len, r->device ? "device" : "host", rc, expect, wrong, other);
+        kvtier_try_drop(r->handle);
+        return rc == expect && wrong == 0;
+}
+
+static int keep(int n, uint64_t seed, const char *go, int want, int k) {
+        const size_t pool_bytes = 64 * MIB;
+        struct range *rs = calloc((size_t)n, sizeof(*rs));
+        size_t pool_off = 0, total = 0;
+        char *pool = NULL;
+        cudaStream_t st;
+        int bad = 0;
+
+        rng_state = seed | 1;
+        if (!rs || cudaMalloc((void **)&pool, pool_bytes) != cudaSuccess ||
+            cudaStreamCreate(&st) != cudaSuccess || fakecuda_kernel_fill(pool, pool_bytes, seed) != 0)
+                return 3;
+        for (int i = 0; i < n; i++) {
+                int r;
+
+                if (keep_range(&rs[i], i, pool, &pool_off, pool_bytes) < 0)
+                        return 3;
+                r = kvtier_try_spill(rs[i].ptr, rs[i].len, &rs[i].handle);
+                if (r < 0) {
+                        printf("spill %d (%zu bytes): %d\n", i, rs[i].len, r);
+                        return 1;
+                }
+                if (!rs[i].device)
+                        for (size_t j = 0; j + 8 <= rs[i].len; j += 8)
+                                memcpy(rs[i].ptr + j, &(uint64_t){MARKER}, 8);
+                total += rs[i].len;
+        }
+        printf("ready %d ranges, %zu bytes\n", n, total);
+        if (!wait_for(go))
+                return printf("no %s\n", go), 1;
+        for (int i = 0; i < n; i++)
+                bad += !keep_check(&rs[i], i, n, want, k, st);
+        printf("keep: %d ranges, %d bad\n", n, bad);
+        return bad ? 1 : 0;
+}
+
+/* A sealed staging memfd of bytes, as the shim makes it. */
+static int staging_fd(size_t bytes) {
+        int fd = memfd_create("ssd-engine-staging", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+        if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+                return -1;
+        return fd;
+}
+
+/* Another process asks for spills with token: it must get a new session
+ * and not the spill of handle. */
+static int claim(const char *token_hex, uint64_t handle) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct kvt_ssd_hello h = {
+                .proto_version = KVT_PROTO_VERSION, .staging_bytes = 4 * MIB, .next_handle = 1};
+        struct kvt_ssd_io io = {.handle = handle, .len = 4096};
+        static struct kvt_msg m;
+        const char *path = getenv("KVTIER_SOCKET");
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), sfd = staging_fd(4 * MIB);
+
+        for (size_t i = 0; i < KVT_SSD_TOKEN_BYTES && strlen(token_hex) == 2 * KVT_SSD_TOKEN_BYTES; i++)
+                sscanf(token_hex + 2 * i, "%2hhx", &h.token[i]);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path ? path : "");
+        if (fd < 0 || sfd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+            kvt_msg_send_fd(fd, KVT_MSG_SSD_HELLO, 0, &h, sizeof(h), sfd) < 0 ||
+            kvt_msg_recv_timeout(fd, &m, 5000) < 0 || m.hdr.type != KVT_MSG_SSD_WELCOME)
+                return printf("claim: no SSD_WELCOME\n"), 3;
+        printf("claim: welcome status %d, reattached %u, %llu spills\n", m.u.ssd_welcome.status,
+               m.u.ssd_welcome.reattached, (unsigned long long)m.u.ssd_welcome.spills);
+        if (m.u.ssd_welcome.reattached)
+                return 1;
+        if (kvt_msg_send(fd, KVT_MSG_SSD_READ, 1, &io, sizeof(io)) < 0 ||
+            kvt_msg_recv_timeout(fd, &m, 5000) < 0 || m.hdr.type != KVT_MSG_SSD_REPLY)
+                return printf("claim: no SSD_REPLY\n"), 3;
+        printf("claim: read of handle %llu: %d\n", (unsigned long long)handle, m.u.ssd_reply.status);
+        return m.u.ssd_reply.status == -ENOENT ? 0 : 1;
+}
+
 static int quota(size_t bytes, int want) {
         char *p = calloc(1, bytes);
         uint64_t h = 0;
@@ -373,6 +508,11 @@ int main(int argc, char **argv) {
                 return hang();
         if ((argc == 3 || argc == 4) && strcmp(argv[1], "books") == 0)
                 return books(argv[2], argc == 4 ? strtoull(argv[3], NULL, 0) : 0);
+        if (argc == 7 && strcmp(argv[1], "keep") == 0)
+                return keep(atoi(argv[2]), strtoull(argv[3], NULL, 0), argv[4], atoi(argv[5]),
+                            atoi(argv[6]));
+        if (argc == 4 && strcmp(argv[1], "claim") == 0)
+                return claim(argv[2], strtoull(argv[3], NULL, 0));
         if (argc == 3 && strcmp(argv[1], "absent") == 0) {
                 uint64_t h;
                 char b[4096] = {0};
@@ -383,6 +523,6 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr,
                 "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
-                "absent RC | books DIR [MIB]\n");
+                "absent RC | books DIR [MIB] | keep N SEED GO RC K | claim TOKEN HANDLE\n");
         return 2;
 }

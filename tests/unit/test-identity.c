@@ -38,6 +38,21 @@ int main(void) {
                 "new.service");
         unit_is("", -ENXIO, NULL);
 
+        {
+                /* fields 1 .. 21, then starttime 4242, then the rest; a comm with ") (" in it */
+                const char *stat = "77 (a) (b c) S 1 77 77 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 4242 "
+                                   "1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0\n";
+                uint64_t t = 0, t2 = 0;
+
+                TAP_EQ_INT(identity_stat_start_time(stat, &t), 0, "start time of a stat line");
+                TAP_EQ_INT((long long)t, 4242, "is field 22, counted from the last ')'");
+                TAP_EQ_INT(identity_stat_start_time("77 (a) S 1 77", &t), -EINVAL, "a cut stat line: EINVAL");
+                TAP_EQ_INT(identity_stat_start_time("no parenthesis", &t), -EINVAL, "no comm: EINVAL");
+                TAP_EQ_INT(identity_pid_start_time("/proc", getpid(), &t), 0, "our own start time");
+                TAP_EQ_INT(identity_pid_start_time("/proc", getpid(), &t2), 0, "read again");
+                TAP_OK(t > 0 && t == t2, "it is positive and stays the same");
+                TAP_EQ_INT(identity_pid_start_time("/proc", 0x3ffffff0, &t), -ESRCH, "no such pid: ESRCH");
+        }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) < 0)
                 return 99;
         TAP_EQ_INT(identity_from_socket(sv[0], true, "/proc", &id), 0, "identity of a socket pair");
