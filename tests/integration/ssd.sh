@@ -85,7 +85,8 @@ books() {
 }
 # in_tiers "MAP CHARGED" LETTERS N CHARGED: the map's runs are all of
 # LETTERS (host memory may show as H, or R once the GPU mapped a chunk at a
-# use) and N chunks in all, and CHARGED is as given
+# use; lower case while the sampler re-arms it) and N chunks in all, and
+# CHARGED is as given
 in_tiers() {
         local map=${1% *} charged=${1##* } n=0 run
         for run in $map; do
@@ -105,10 +106,10 @@ check "books: restored, the range was prefetched to VRAM before its copy" \
         grep -q "^restored: $((32 << 20)) bytes in VRAM" "$TMP/books.out"
 restart_with "" "block_size = 1M" "[policy]" "hysteresis_ticks = 100000"
 books books-full 64
-check "books, budget full: the range started in host memory ($filled)" in_tiers "$filled" HR 16 $((64 << 20))
+check "books, budget full: the range started in host memory ($filled)" in_tiers "$filled" HRhr 16 $((64 << 20))
 check "books, budget full: spilled, booked as released ($spilled)" [ "$spilled" = "S16 $((64 << 20))" ]
 check "books, budget full: restored to host memory, no VRAM charged ($restored)" \
-        in_tiers "$restored" HR 16 $((64 << 20))
+        in_tiers "$restored" HRhr 16 $((64 << 20))
 check "books, budget full: the restored range holds no VRAM" grep -q '^restored: 0 bytes in VRAM' "$TMP/books-full.out"
 
 # --- faults under the I/O: each with its outcome, never wrong data
