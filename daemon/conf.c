@@ -255,7 +255,7 @@ static const struct conf_key conf_table[] = {
         {"host", "hugepages", CONF_UINT, 0, 1u << 20, "0",
          "2 MiB hugepages kvtierd keeps in the pool of each host NUMA node (raised to at least this at start "
          "through nodeN/hugepages in sysfs, where kvtierd may write there) for shims' SSD staging buffers, "
-         "64 MiB (32 pages) each; 0 = none reserved: staging takes hugepages already free, else transparent "
+         "256 MiB (128 pages) each; 0 = none reserved: staging takes hugepages already free, else transparent "
          "hugepages, else 4 KiB pages",
          offsetof(struct conf, ssd.hugepages)},
         {"ssd", "dir", CONF_PATH, 0, 0, "/var/lib/kvtier/ssd",

@@ -6,7 +6,7 @@
 # KVT_CUDA_LIB (where libcudart.so.13 is; default from ldconfig).
 # Runs ssd-bench-cuda under the shim with a private kvtierd, three times:
 #   A  defaults (compress none), staging in whatever pages the host has free
-#   B  the same with 32 2 MiB hugepages reserved on node 0 for the staging
+#   B  the same with 128 2 MiB hugepages reserved on node 0 for the staging
 #      buffer (put back as they were afterwards), where sysfs lets us
 #   C  compress = zstd (random-looking words: the ratio says little; real KV
 #      is for later)
@@ -55,7 +55,7 @@ run A "queue_depth = 32" "block_size = 1M"
 hp=/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
 if [ -w "$hp" ]; then
         old=$(cat "$hp")
-        echo $((old + 32)) >"$hp"
+        echo $((old + 128)) >"$hp"
         echo "hugepages on node 0: $old -> $(cat "$hp")"
         run B "queue_depth = 32" "block_size = 1M"
         echo "$old" >"$hp"

@@ -50,7 +50,7 @@ check "round trips with compress = zstd" [ $rc -eq 0 ]
 
 restart_with "" "compress = zstd" "block_size = 64M"
 ssd_run rt64 roundtrip $((n_small / 2)) 0x64; rc=$?
-check "round trips in 64 MiB blocks (the staging buffer as one piece), zstd" [ $rc -eq 0 ]
+check "round trips in 64 MiB blocks (two a piece of the staging buffer), zstd" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "$(cat "$TMP/rt64.out")"
 
 # --- a filesystem that refuses O_DIRECT (tmpfs before Linux 6.6; here the
