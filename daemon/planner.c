@@ -269,6 +269,38 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
         return 1;
 }
 
+/* Where the sampler's lap goes on from: policy_sample() moves the cursor
+ * past what it picked, but a pick not issued (its client's socket full
+ * while the shim's mover is busy, or its chunks taken by an order
+ * meanwhile) was not sampled, and the next tick starts from the first such
+ * pick instead of skipping it for a whole lap. */
+struct lap {
+        const struct policy_input *in;
+        uint64_t from, total;
+        uint64_t missed; /* the first pick not issued, as a distance along the lap; UINT64_MAX: none */
+};
+
+static void lap_start(struct lap *l, const struct policy_input *in, uint64_t cursor) {
+        *l = (struct lap){.in = in, .missed = UINT64_MAX};
+        for (size_t k = 0; k < in->n_regions; k++)
+                l->total += in->regions[k].n_chunks;
+        l->from = l->total ? cursor % l->total : 0;
+}
+
+static void lap_missed(struct lap *l, size_t region, uint32_t chunk) {
+        uint64_t at = chunk, d;
+
+        for (size_t k = 0; k < region && k < l->in->n_regions; k++)
+                at += l->in->regions[k].n_chunks;
+        d = (at + l->total - l->from) % l->total;
+        l->missed = MIN(l->missed, d);
+}
+
+static void lap_end(const struct lap *l, uint64_t *cursor) {
+        if (l->missed != UINT64_MAX)
+                *cursor = (l->from + l->missed) % l->total;
+}
+
 /* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
  * Returns the orders issued, or -ENOMEM. */
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
@@ -288,8 +320,10 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .probe_max = held && d->probe_now ? pp->probe_cohorts : 0};
         struct policy_sample sm;
         struct kvt_order o;
+        struct lap lap;
         int ret, issued = 0;
 
+        lap_start(&lap, in, d->sample_cursor);
         ret = policy_sample(in, &sp, &d->sample_cursor, &sm);
         if (ret < 0)
                 return ret;
@@ -298,8 +332,10 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                 struct region *reg = p->regions[m->region];
 
                 if (!ops->client_ready(region_client(reg), userdata) ||
-                    registry_rearm_new(r, reg, m->first_chunk, m->n_chunks, &o) < 0)
+                    registry_rearm_new(r, reg, m->first_chunk, m->n_chunks, &o) < 0) {
+                        lap_missed(&lap, m->region, m->first_chunk);
                         continue;
+                }
                 log_debug("Order %llu: region %u chunks %u+%u re-armed.", (unsigned long long)o.order_id,
                           region_id(reg), m->first_chunk, m->n_chunks);
                 ops->send_order(region_client(reg), &o, userdata);
@@ -310,8 +346,10 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                 struct region *reg = p->regions[pr->region];
 
                 if (!ops->client_ready(region_client(reg), userdata) ||
-                    registry_probe_new(r, reg, pr->first, pr->n, &o) < 0)
+                    registry_probe_new(r, reg, pr->first, pr->n, &o) < 0) {
+                        lap_missed(&lap, pr->region, pr->first);
                         continue;
+                }
                 registry_probe_mark(r, reg, pr->first, pr->n);
                 log_debug("Order %llu: region %u chunks %u+%u probed.", (unsigned long long)o.order_id,
                           region_id(reg), pr->first, pr->n);
@@ -321,6 +359,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         for (size_t i = 0; i < sm.n_expired; i++)
                 registry_probe_expired(r, p->regions[sm.expired[i].region], sm.expired[i].chunk);
         policy_plan_clear(&sm.plan);
+        lap_end(&lap, &d->sample_cursor);
         return issued;
 }
 

@@ -516,6 +516,45 @@ static void test_spilled(void) {
         rig_down(&x);
 }
 
+static bool lap_ready = true;
+
+static bool lap_client_ready(struct client *c, void *userdata) {
+        (void)c, (void)userdata;
+        return lap_ready;
+}
+
+/* The sampler's lap does not pass picks it could not issue: a tick whose
+ * client could take no orders (its socket full) re-arms nothing, and the
+ * next starts where that one would have. */
+static void test_lap_resumes(void) {
+        const struct planner_ops lap_ops = {.client_ready = lap_client_ready, .send_order = sink_send,
+                                            .send_grant = grant_sink};
+        struct rig x;
+        struct region *a;
+
+        rig_up(&x);
+        if (conf_set(x.conf, "policy", "rearm_rate", "400", "test") < 0) /* 4 a tick */
+                abort();
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        add(&x, 1, 16, KVT_TIER_VRAM); /* the budget full, nothing to promote into */
+        a = add(&x, 2, 16, KVT_TIER_HOST);
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 16; i++)
+                registry_chunk_touch(x.r, a, i, 1); /* mapped at a fault, each */
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r); /* unseen past protect_min: re-arm candidates */
+        lap_ready = false;
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &lap_ops, NULL) >= 0, 1, "lap: a tick while the client takes nothing");
+        TAP_EQ_U64(n_sent, 0, "lap: nothing re-armed");
+        lap_ready = true;
+        registry_advance_tick(x.r);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &lap_ops, NULL) >= 0, 1, "lap: the next tick");
+        TAP_OK(n_sent >= 1 && (sent[0].flags & KVT_ORDER_REARM) && sent[0].region_id == 2 && sent[0].first_chunk == 0,
+               "lap: it re-arms from where the refused tick would have (chunk %u)", n_sent ? sent[0].first_chunk : 99);
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_hits_and_avoided();
@@ -526,5 +565,6 @@ int main(void) {
         test_quiet_window();
         test_probe_window();
         test_spilled();
+        test_lap_resumes();
         return tap_done();
 }
