@@ -782,6 +782,8 @@ static void *restore_worker(void *arg) {
         pthread_mutex_lock(&s->lock);
         for (;;) {
                 struct ssd_handle *h = s->queue_head;
+                uint64_t id;
+                unsigned gen;
                 int r;
 
                 if (!h) {
@@ -795,14 +797,17 @@ static void *restore_worker(void *arg) {
 
                 pthread_mutex_lock(&s->io_lock);
                 r = restore_locked(s, h);
-                if (r == 0) {
-                        (void)drop_locked(s, h->id, h->gen); /* the range has it back: the SSD copy goes */
-                        if (h->released)
-                                restored_locked(h);
-                } else if (h->released && r != KVTIER_ESTALE)
+                if (r == 0 && h->released)
+                        restored_locked(h);
+                else if (r < 0 && h->released && r != KVTIER_ESTALE)
                         (void)release_locked(s, h); /* part of it was written: as the spill left it */
-                pthread_mutex_unlock(&s->io_lock);
+                id = h->id;
+                gen = h->gen;
 
+                /* The range has it back: waiters go on now, and the SSD copy
+                 * goes after (the daemon frees its blocks meanwhile, which
+                 * restore_wait() need not wait for).  h may be dropped and
+                 * freed from here on. */
                 pthread_mutex_lock(&s->lock);
                 h->last_error = r;
                 h->state = r == 0 ? KVTIER_RESTORED : KVTIER_SPILLED;
@@ -810,6 +815,11 @@ static void *restore_worker(void *arg) {
                         log_warning("Failed to restore SSD spill %llu (%zu bytes): %s",
                                     (unsigned long long)h->id, h->len, strerror(-r));
                 pthread_cond_broadcast(&s->changed);
+                pthread_mutex_unlock(&s->lock);
+                if (r == 0)
+                        (void)drop_locked(s, id, gen);
+                pthread_mutex_unlock(&s->io_lock);
+                pthread_mutex_lock(&s->lock);
         }
         return NULL;
 }

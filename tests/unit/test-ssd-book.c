@@ -220,6 +220,35 @@ static void test_compaction(void) {
         ssd_book_free(b, true);
 }
 
+/* A dropped spill's blocks go back as one run where they were adjacent:
+ * four 256 KiB blocks freed between two spills hold a 1 MiB block after
+ * (freed a block at a time, they would not, and it went to the file's end). */
+static void test_runs(void) {
+        struct ssd_book *b = NULL;
+        struct ssd_spill *sp;
+        struct ssd_block blk = {0};
+        bool direct;
+        uint64_t h1;
+
+        if (ssd_book_new(dir_fd, &owner, 1 * MIB, &b) < 0 || ssd_book_open_files(b, &direct) < 0)
+                abort();
+        if (ssd_book_spill_add(b, 4 * MIB, &sp) < 0)
+                abort();
+        h1 = sp->handle;
+        for (uint32_t i = 0; i < 4; i++) { /* compressed to a quarter each */
+                sp->blocks[i].raw_bytes = MIB;
+                if (ssd_book_block_place(b, &sp->blocks[i], MIB / 4) < 0)
+                        abort();
+        }
+        TAP_OK(sp->blocks[3].file_offset == sp->blocks[0].file_offset + 3 * MIB / 4, "runs: four adjacent blocks");
+        TAP_OK(spill(b, 2 * MIB) != 0, "runs: a spill after them");
+        forget(b, h1);
+        TAP_EQ_INT(ssd_book_block_place(b, &blk, MIB), 0, "runs: a 1 MiB block placed");
+        TAP_EQ_U64(blk.file_offset, 0, "runs: where the four were, as one run");
+        (void)ssd_book_block_unwrite(b, &blk);
+        ssd_book_free(b, true);
+}
+
 int main(void) {
         char id[SSD_BOOK_ID_LEN + 1];
 
@@ -235,6 +264,7 @@ int main(void) {
         test_damage(true);
         test_damage(false);
         test_compaction();
+        test_runs();
         close(dir_fd);
         TAP_EQ_INT(rmdir(dir_path), 0, "nothing left in the directory");
         return tap_done();
