@@ -24,13 +24,16 @@ enum fault_kind {
         FAULT_WRITE_SHORT,
         FAULT_WRITE_ENOSPC,
         FAULT_DIRECT_REFUSED, /* not an I/O: opening with O_DIRECT fails with EINVAL */
+        FAULT_DROP_SLOW,      /* not an I/O: the N-th drop served waits DROP_SLOW_MS */
         _FAULT_MAX,
 };
 
 static const char *const fault_names[_FAULT_MAX] = {
-        "read-short", "read-eio",    "read-eagain", "read-flip",
-        "write-eio",  "write-eintr", "write-short", "write-enospc", "direct-refused",
+        "read-short", "read-eio",    "read-eagain", "read-flip",      "write-eio",
+        "write-eintr", "write-short", "write-enospc", "direct-refused", "drop-slow",
 };
+
+#define DROP_SLOW_MS 5000
 
 #define FAULTS_MAX 16
 static struct fault {
@@ -39,7 +42,7 @@ static struct fault {
         uint64_t times; /* attempts; UINT64_MAX: all */
 } faults[FAULTS_MAX];
 static size_t n_faults;
-static _Atomic uint64_t n_reads, n_writes; /* ops started, for the faults' N */
+static _Atomic uint64_t n_reads, n_writes, n_drops; /* ops started, for the faults' N */
 
 int ssd_faults_from_env(void) {
         const char *spec = getenv("KVTIER_SSD_FAULTS");
@@ -90,7 +93,7 @@ static const struct fault *fault_for(bool write, uint64_t nth, unsigned attempt)
                 const struct fault *f = &faults[i];
                 bool w = f->kind >= FAULT_WRITE_EIO;
 
-                if (f->kind == FAULT_DIRECT_REFUSED)
+                if (f->kind == FAULT_DIRECT_REFUSED || f->kind == FAULT_DROP_SLOW)
                         continue;
                 if (w == write && f->nth == nth && attempt < f->times)
                         return f;
@@ -120,7 +123,8 @@ static void fault_apply(const struct fault *f, struct ssd_io_op *op, int *res) {
                 *res = -ENOSPC;
                 break;
         case FAULT_DIRECT_REFUSED:
-                break;
+        case FAULT_DROP_SLOW:
+                break; /* not faults of a completion */
         case FAULT_READ_FLIP:
                 if (*res > 0)
                         ((unsigned char *)op->buf)[op->done + (uint64_t)*res / 2] ^= 0x40;
@@ -177,6 +181,14 @@ static void sleep_ms(unsigned ms) {
 
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                 ;
+}
+
+void ssd_faults_drop(void) {
+        uint64_t nth = atomic_fetch_add(&n_drops, 1) + 1;
+
+        for (size_t i = 0; i < n_faults; i++)
+                if (faults[i].kind == FAULT_DROP_SLOW && faults[i].nth == nth)
+                        sleep_ms(DROP_SLOW_MS);
 }
 
 /* Decides what a completion means for op: 1 done, 0 submit again (the rest,

@@ -15,8 +15,10 @@
  * of the process, counted from 1, and M attempts in a row from there
  * (default 1; "x*": every attempt).  KIND: read-short, read-eio, read-eagain,
  * read-flip (one byte of the data read flipped), write-eio, write-eintr,
- * write-short, write-enospc; and direct-refused@1: opening a file with
- * O_DIRECT fails with EINVAL, as on a filesystem without it.
+ * write-short, write-enospc; direct-refused@1: opening a file with
+ * O_DIRECT fails with EINVAL, as on a filesystem without it; and
+ * drop-slow@N: the N-th drop of a spill the process serves waits 5 s first,
+ * as a disk slow to free its blocks would.
  */
 
 #include <stdbool.h>
@@ -49,6 +51,10 @@ int ssd_faults_from_env(void);
 
 /* Whether KVTIER_SSD_FAULTS has direct-refused. */
 bool ssd_faults_refuse_direct(void);
+
+/* Before a drop of a spill is served: waits where KVTIER_SSD_FAULTS has
+ * drop-slow for this one. */
+void ssd_faults_drop(void);
 
 /* Creates an I/O context with queue_depth (1..4096) operations in flight.
  * Returns 0 or -errno; *ret_uring says whether io_uring is used. */

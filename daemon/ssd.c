@@ -635,6 +635,7 @@ static int session_serve(struct ssd_session *ss, const struct kvt_msg *m, struct
         case KVT_MSG_SSD_READ:
                 return on_io(ss, false, &m->u.ssd_io, rep);
         case KVT_MSG_SSD_DROP:
+                ssd_faults_drop();
                 rep->handle = m->u.ssd_drop.handle;
                 sp = ssd_book_spill_find(ss->book, m->u.ssd_drop.handle);
                 if (!sp)

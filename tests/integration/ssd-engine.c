@@ -19,6 +19,11 @@
  *   ssd-engine hang               spills 64 MiB ranges until killed, printing
  *                                 "spilling N" before each
  *   ssd-engine absent RC          kvtier_try_spill must return RC
+ *   ssd-engine early DIR          one 8 MiB captured range spilled and
+ *                                 restored; once kvtier_restore_wait() returns it
+ *                                 makes DIR/restored and waits for
+ *                                 DIR/restored.go (the test reads the daemon's
+ *                                 books meanwhile), then checks every word
  *   ssd-engine books DIR [MIB]    one 32 MiB captured range (after MIB of
  *                                 another, filled first), filled by the GPU,
  *                                 spilled, restored; after each step it makes
@@ -494,6 +499,24 @@ static int books(const char *dir, size_t filler_mib) {
         return step_wait(dir, "restored", x.ptr, x.len) < 0 ? 1 : 0;
 }
 
+static int early(const char *dir) {
+        struct range x = {.len = 8 * MIB, .device = true};
+        int r;
+
+        if (cudaMalloc((void **)&x.ptr, x.len) != cudaSuccess || fakecuda_kernel_fill(x.ptr, x.len, 6) != 0 ||
+            snapshot(&x) < 0)
+                return 3;
+        if ((r = kvtier_try_spill(x.ptr, x.len, &x.handle)) < 0 || (r = kvtier_try_restore(x.handle, NULL)) < 0 ||
+            (r = kvtier_try_restore_wait(x.handle)) < 0) {
+                printf("spill and restore: %d\n", r);
+                return 1;
+        }
+        if (step_wait(dir, "restored", x.ptr, x.len) < 0)
+                return 1;
+        kvtier_try_drop(x.handle);
+        return compare(&x, 0, NULL) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
         setvbuf(stdout, NULL, _IOLBF, 0);
         if (argc == 4 && strcmp(argv[1], "roundtrip") == 0)
@@ -506,6 +529,8 @@ int main(int argc, char **argv) {
                 return quota(strtoull(argv[2], NULL, 0), atoi(argv[3]));
         if (argc == 2 && strcmp(argv[1], "hang") == 0)
                 return hang();
+        if (argc == 3 && strcmp(argv[1], "early") == 0)
+                return early(argv[2]);
         if ((argc == 3 || argc == 4) && strcmp(argv[1], "books") == 0)
                 return books(argv[2], argc == 4 ? strtoull(argv[3], NULL, 0) : 0);
         if (argc == 7 && strcmp(argv[1], "keep") == 0)
@@ -523,6 +548,6 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr,
                 "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
-                "absent RC | books DIR [MIB] | keep N SEED GO RC K | claim TOKEN HANDLE\n");
+                "absent RC | early DIR | books DIR [MIB] | keep N SEED GO RC K | claim TOKEN HANDLE\n");
         return 2;
 }

@@ -112,6 +112,23 @@ check "books, budget full: restored to host memory, no VRAM charged ($restored)"
         in_tiers "$restored" HRhr 16 $((64 << 20))
 check "books, budget full: the restored range holds no VRAM" grep -q '^restored: 0 bytes in VRAM' "$TMP/books-full.out"
 
+# --- a restore's waiters go on before the SSD copy is dropped: with the
+# daemon's drop held 5 s, kvtier_restore_wait() has returned while the spill
+# is still on disk
+restart_with "drop-slow@1" "block_size = 1M"
+steps="$TMP/steps-early"; mkdir -p "$steps"
+env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=4M "$SSD_ENGINE" early "$steps" \
+        >"$TMP/early.out" 2>&1 &
+early_pid=$!
+for _ in $(seq 400); do [ -e "$steps/restored" ] && break; sleep 0.05; done
+held=$(status_json | jq '[.ssd.clients[].bytes] | add // 0')
+touch "$steps/restored.go"
+wait $early_pid; rc=$?
+check "early: restored, every word" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/early.out")"
+check "early: kvtier_restore_wait() returned before the daemon dropped the spill ($held bytes held)" \
+        [ "$held" -eq $((8 << 20)) ]
+
 # --- faults under the I/O: each with its outcome, never wrong data
 # (a 40 MiB range in 1 MiB blocks: reads and writes 1..32 are its first
 # 32 MiB piece, 33..40 the second)
