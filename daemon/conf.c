@@ -35,7 +35,7 @@ enum conf_type {
         CONF_GID,      /* a group name or number */
         CONF_UNIT,     /* a systemd unit name: NAME.service or NAME.scope */
         CONF_GROUP_NAME, /* a group name, looked up when used; "" for none */
-        CONF_COMPRESS,   /* "none" or "zstd" */
+        CONF_COMPRESS,   /* "none", "zstd" or "lz4" */
 };
 
 #define CONF_UNSET_ID ((uint32_t)-1)
@@ -101,6 +101,13 @@ struct conf_key {
 
 #define GIB (1ull << 30)
 #define TIB (1ull << 40)
+
+/* [ssd] compress values, by enum conf_compress. */
+static const char *const compress_names[] = {"none", "zstd", "lz4"};
+
+const char *conf_compress_name(unsigned compress) {
+        return compress < ELEMENTSOF(compress_names) ? compress_names[compress] : "?";
+}
 
 static const struct conf_key conf_table[] = {
         {"daemon", "socket", CONF_PATH, 0, 0, KVT_RUNSTATEDIR "/kvtier/kvtierd.sock",
@@ -282,10 +289,10 @@ static const struct conf_key conf_table[] = {
          "Unit of checksums (XXH3-64) and compression, rounded down to a multiple of 4 KiB",
          offsetof(struct conf, ssd.block_bytes)},
         {"ssd", "compress", CONF_COMPRESS, 0, 0, "none",
-         "Lossless compression of spilled blocks: none or zstd (a block that does not shrink is stored "
-         "as it is)",
+         "Lossless compression of spilled blocks: none, zstd (smaller) or lz4 (faster) (a block that does "
+         "not shrink is stored as it is)",
          offsetof(struct conf, ssd.compress)},
-        {"ssd", "compress_level", CONF_UINT, 1, 19, "1", "zstd level of compress = zstd",
+        {"ssd", "compress_level", CONF_UINT, 1, 19, "1", "zstd level of compress = zstd (lz4 has none)",
          offsetof(struct conf, ssd.compress_level)},
         {"client.NAME", "uid", CONF_UID, 0, 0, NULL,
          "Processes of this user (a name or a number) take this section (up to 16 sections, the first "
@@ -591,10 +598,12 @@ static int key_store(struct conf *c, void *base, const struct conf_key *k, int i
                 strcpy(p, v);
                 return 0;
         case CONF_COMPRESS:
-                if (strcmp(v, "none") != 0 && strcmp(v, "zstd") != 0)
-                        return -EINVAL;
-                *(unsigned *)p = strcmp(v, "zstd") == 0 ? CONF_COMPRESS_ZSTD : CONF_COMPRESS_NONE;
-                return 0;
+                for (unsigned n = 0; n < ELEMENTSOF(compress_names); n++)
+                        if (strcmp(v, compress_names[n]) == 0) {
+                                *(unsigned *)p = n;
+                                return 0;
+                        }
+                return -EINVAL;
         }
         return -EINVAL;
 }
@@ -630,7 +639,7 @@ static const char *type_hint(const struct conf_key *k) {
         case CONF_GROUP_NAME:
                 return "a group name shorter than 64 bytes";
         case CONF_COMPRESS:
-                return "none or zstd";
+                return "none, zstd or lz4";
         }
         return "?";
 }
@@ -970,7 +979,7 @@ static void key_format(const void *base, const struct conf_key *k, int index, ch
                 snprintf(buf, len, "%s", (const char *)p);
                 break;
         case CONF_COMPRESS:
-                snprintf(buf, len, "%s", *(const unsigned *)p == CONF_COMPRESS_ZSTD ? "zstd" : "none");
+                snprintf(buf, len, "%s", conf_compress_name(*(const unsigned *)p));
                 break;
         }
 }

@@ -158,7 +158,10 @@ void conf_quotas(const struct conf *c, struct conf_quotas *ret);
 uint64_t conf_client_max_registered(const struct conf *c, int section);
 
 /* The SSD tier ([ssd] keys, and [host] hugepages for its staging). */
-enum conf_compress { CONF_COMPRESS_NONE = 0, CONF_COMPRESS_ZSTD = 1 };
+enum conf_compress { CONF_COMPRESS_NONE = 0, CONF_COMPRESS_ZSTD = 1, CONF_COMPRESS_LZ4 = 2 };
+
+/* "none", "zstd", "lz4". */
+const char *conf_compress_name(unsigned compress);
 struct conf_ssd {
         char dir[108];              /* where the files live; created 0700 if missing */
         uint64_t per_uid_bytes;     /* 0: the SSD tier is off */

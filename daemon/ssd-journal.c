@@ -50,9 +50,9 @@ static bool block_valid(const struct ssd_block *b, uint64_t size_bytes, uint32_t
         uint64_t raw = MIN((uint64_t)bs, size_bytes - (uint64_t)i * bs);
 
         if (b->raw_bytes != raw || b->stored_bytes == 0 || b->reserved ||
-            (b->flags & ~(uint32_t)_SSD_BLOCK_FLAGS_ALL))
+            (b->flags & ~(uint32_t)_SSD_BLOCK_FLAGS_ALL) || (b->flags & SSD_BLOCK_CODECS) == SSD_BLOCK_CODECS)
                 return false;
-        if ((b->flags & SSD_BLOCK_ZSTD) ? b->stored_bytes >= b->raw_bytes : b->stored_bytes != b->raw_bytes)
+        if ((b->flags & SSD_BLOCK_CODECS) ? b->stored_bytes >= b->raw_bytes : b->stored_bytes != b->raw_bytes)
                 return false;
         return b->file_offset % KVT_SSD_ALIGN == 0 && b->file_offset < FILE_MAX_BYTES &&
                b->file_offset + ssd_block_disk_bytes(b->stored_bytes) <= FILE_MAX_BYTES;

@@ -258,7 +258,7 @@ void *ssd_store_json(const void *store) {
         json_object_object_add(o, "direct", s->direct < 0 ? NULL : json_object_new_boolean(s->direct));
         json_object_object_add(
                 o, "compress",
-                json_object_new_string(s->cfg.compress == CONF_COMPRESS_ZSTD ? "zstd" : "none"));
+                json_object_new_string(conf_compress_name(s->cfg.compress)));
         json_object_object_add(o, "block_bytes", json_object_new_int64((int64_t)s->cfg.block_bytes));
         json_object_object_add(o, "max_per_uid", json_object_new_int64((int64_t)s->cfg.per_uid_bytes));
         json_object_object_add(o, "max_per_client", json_object_new_int64((int64_t)s->cfg.per_client_bytes));
@@ -456,6 +456,11 @@ struct io_job {
         char *staging;  /* where op 0's raw bytes are; op i uses bounce buffer i (zstd) */
 };
 
+/* The block flag of an [ssd] compress setting other than none. */
+static uint32_t codec_flag(unsigned compress) {
+        return compress == CONF_COMPRESS_LZ4 ? SSD_BLOCK_LZ4 : SSD_BLOCK_ZSTD;
+}
+
 /* Before a block's write: its checksum, compression, place in the file. */
 static int write_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
         struct io_job *job = ctx;
@@ -473,11 +478,11 @@ static int write_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
         b->raw_bytes = (uint32_t)MIN(ss->block_bytes, job->sp->size_bytes - off);
         b->hash = ssd_block_hash(raw, b->raw_bytes);
         b->flags = 0;
-        if (cfg->compress == CONF_COMPRESS_ZSTD &&
-            (c = ssd_block_compress(raw, b->raw_bytes, ss->bounce[i], ss->bounce_bytes,
+        if (cfg->compress != CONF_COMPRESS_NONE &&
+            (c = ssd_block_compress(codec_flag(cfg->compress), raw, b->raw_bytes, ss->bounce[i], ss->bounce_bytes,
                                     (int)cfg->compress_level)) > 0) {
                 buf = ss->bounce[i];
-                b->flags = SSD_BLOCK_ZSTD;
+                b->flags = codec_flag(cfg->compress);
                 memset((char *)buf + c, 0, ssd_block_disk_bytes((uint32_t)c) - (uint64_t)c);
         } else
                 c = b->raw_bytes;
@@ -503,7 +508,7 @@ static int read_prepare(void *ctx, size_t i, struct ssd_io_op *op) {
         if (!b->stored_bytes)
                 return -ENODATA; /* never written: there is nothing to restore */
         *op = (struct ssd_io_op){.fd = ssd_book_data_fd(ss->book),
-                                 .buf = (b->flags & SSD_BLOCK_ZSTD) ? ss->bounce[i] : to,
+                                 .buf = (b->flags & SSD_BLOCK_CODECS) ? ss->bounce[i] : to,
                                  .len = ssd_block_disk_bytes(b->stored_bytes),
                                  .offset = b->file_offset};
         return 0;
@@ -534,7 +539,7 @@ static int read_complete(void *ctx, size_t i, struct ssd_io_op *op) {
  * the bounce buffers where any is compressed (zstd), else at once. */
 static int run_blocks(struct ssd_session *ss, struct ssd_spill *sp, uint32_t first, uint32_t n,
                       char *staging, bool write, unsigned *ret_retries) {
-        bool zstd = ss->store->cfg.compress == CONF_COMPRESS_ZSTD;
+        bool coded = ss->store->cfg.compress != CONF_COMPRESS_NONE;
         struct io_job job = {.ss = ss, .sp = sp};
         struct ssd_io_hooks hooks = {.prepare = write ? write_prepare : read_prepare,
                                      .complete = write ? NULL : read_complete,
@@ -543,8 +548,8 @@ static int run_blocks(struct ssd_session *ss, struct ssd_spill *sp, uint32_t fir
         int r = 0;
 
         for (uint32_t j = 0; !write && j < n; j++)
-                zstd |= (sp->blocks[first + j].flags & SSD_BLOCK_ZSTD) != 0;
-        if (zstd) {
+                coded |= (sp->blocks[first + j].flags & SSD_BLOCK_CODECS) != 0;
+        if (coded) {
                 if ((r = bounce_ready(ss)) < 0)
                         return r;
                 batch = (uint32_t)ss->n_bounce;

@@ -44,7 +44,7 @@ apt_get() {
         done
 }
 
-pkgs="build-essential autoconf automake libtool pkg-config libsystemd-dev libinih-dev libnuma-dev libjson-c-dev liburing-dev libxxhash-dev libzstd-dev jq valgrind$extra"
+pkgs="build-essential autoconf automake libtool pkg-config libsystemd-dev libinih-dev libnuma-dev libjson-c-dev liburing-dev libxxhash-dev libzstd-dev liblz4-dev jq valgrind$extra"
 # Installed means dpkg says "install ok installed"; dpkg-query prints
 # nothing for packages it has never heard of, and exits 1 for them.
 missing=

@@ -22,7 +22,7 @@ for t in $targets; do
         config) src=(tests/fuzz/fuzz-config.c daemon/conf.c policy/*.c $(pkg-config --libs inih)) ;;
         daemon) src=(tests/fuzz/fuzz-daemon.c daemon/conf.c daemon/registry.c daemon/planner.c daemon/workers.c
                      policy/*.c -pthread $(pkg-config --libs inih)) ;;
-        ssd) src=(tests/fuzz/fuzz-ssd.c daemon/ssd-block.c daemon/ssd-journal.c $(pkg-config --libs libxxhash libzstd)) ;;
+        ssd) src=(tests/fuzz/fuzz-ssd.c daemon/ssd-block.c daemon/ssd-journal.c $(pkg-config --libs libxxhash libzstd liblz4)) ;;
         *) echo "fuzz.sh: unknown target $t" >&2; exit 2 ;;
         esac
         clang "${flags[@]}" "${src[@]}" "${common[@]}" -o "$out/fuzz-$t"

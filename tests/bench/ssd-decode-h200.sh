@@ -11,6 +11,7 @@
 #                   spilled, restored at their turn, no readahead
 #   ssd-ra          the same with --ssd-readahead KVT_AHEAD (default a whole turn)
 #   compress        kv_compress.py (32K context, 16 layers), [ssd] compress = zstd, budget 100G
+#   compress-lz4    the same with compress = lz4
 #   offload         the engine's own CPU offload (host pool, VRAM cache of 8 sessions), no shim
 #   kvtier          kvtier's host tier with the defaults: --pool torch under the shim, budget KVT_BUDGET
 #   ssd-ra-nopress  ssd-ra with a 100G budget: kvtier's host tier never moves anything
@@ -150,12 +151,13 @@ run() {
 
 # The SSD rows and compression first: a run that overstays its limit leaves
 # less time to the references (offload, kvtier), never to them.
-for tag in ${KVT_RUNS:-vram ssd ssd-ra compress offload kvtier ssd-ra-nopress}; do
+for tag in ${KVT_RUNS:-vram ssd ssd-ra compress compress-lz4 offload kvtier ssd-ra-nopress}; do
         case "$tag" in
         vram) run vram 60 - -- $PAGED ;;
         ssd) run ssd 80 "$BUDGET" -- $PAGED --pool ssd ;;
         ssd-ra) run ssd-ra 80 "$BUDGET" -- $PAGED --pool ssd --ssd-readahead "$AHEAD" ;;
         compress) run compress 100 100G "compress = zstd" -- $COMPRESS --ctl "$CTL" --socket "$SOCK" ;;
+        compress-lz4) run compress-lz4 100 100G "compress = lz4" -- $COMPRESS --ctl "$CTL" --socket "$SOCK" ;;
         offload) run offload 60 - -- $PAGED --pool offload --offload-slots $OFFLOAD_SLOTS ;;
         kvtier) run kvtier 80 "$BUDGET" -- $PAGED ;;
         ssd-ra-nopress) run ssd-ra-nopress 80 100G -- $PAGED --pool ssd --ssd-readahead "$AHEAD" ;;

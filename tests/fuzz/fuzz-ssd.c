@@ -36,7 +36,7 @@
 
 static unsigned char out[OUT_CAP + CANARY];
 static unsigned char stored[OUT_CAP * 2];
-static unsigned long reached_zstd_ok, reached_raw_ok, reached_checksum;
+static unsigned long reached_zstd_ok, reached_lz4_ok, reached_raw_ok, reached_checksum;
 
 static uint32_t u32(const uint8_t *p) {
         uint32_t v;
@@ -201,13 +201,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
                 for (size_t i = 0; i < raw_len; i++)
                         raw[i] = data[9 + i % (size - 9)];
-                long c = raw_len ? ssd_block_compress(raw, raw_len, stored, sizeof(stored), 1) : -EFBIG;
+                uint32_t codec = data[8] & 0x80 ? SSD_BLOCK_LZ4 : SSD_BLOCK_ZSTD;
+                long c = raw_len ? ssd_block_compress(codec, raw, raw_len, stored, sizeof(stored), 1) : -EFBIG;
 
                 if (c > 0) {
                         b = (struct ssd_block){.hash = ssd_block_hash(raw, raw_len),
                                                .stored_bytes = (uint32_t)c,
                                                .raw_bytes = (uint32_t)raw_len,
-                                               .flags = SSD_BLOCK_ZSTD};
+                                               .flags = codec};
                         stored_len = (size_t)c;
                 } else {
                         memcpy(stored, raw, raw_len);
@@ -256,10 +257,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         fuzz_fail("accepted a block of %u raw bytes", b.raw_bytes);
                 if (ssd_block_hash(out, b.raw_bytes) != b.hash)
                         fuzz_fail("accepted output whose checksum is not the block's");
-                if (!(b.flags & SSD_BLOCK_ZSTD) && memcmp(out, stored, b.raw_bytes) != 0)
+                if (!(b.flags & SSD_BLOCK_CODECS) && memcmp(out, stored, b.raw_bytes) != 0)
                         fuzz_fail("a raw block decoded to other bytes than were stored");
+                if ((b.flags & SSD_BLOCK_CODECS) == SSD_BLOCK_CODECS)
+                        fuzz_fail("accepted a block with both codecs' flags");
                 if (b.flags & SSD_BLOCK_ZSTD)
                         reached_zstd_ok++;
+                else if (b.flags & SSD_BLOCK_LZ4)
+                        reached_lz4_ok++;
                 else
                         reached_raw_ok++;
         } else if (r == -EBADMSG)
@@ -272,7 +277,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 void fuzz_report(void) {
-        printf("# verified blocks: %lu zstd, %lu raw; rejected: %lu\n", reached_zstd_ok, reached_raw_ok,
-               reached_checksum);
+        printf("# verified blocks: %lu zstd, %lu lz4, %lu raw; rejected: %lu\n", reached_zstd_ok, reached_lz4_ok,
+               reached_raw_ok, reached_checksum);
         printf("# indexes parsed: %lu whole, %lu cut or flipped\n", reached_whole, reached_cut);
 }

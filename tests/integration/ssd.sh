@@ -48,6 +48,20 @@ ssd_run rtz roundtrip $n_small 0x2a; rc=$?
 check "round trips with compress = zstd" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "$(cat "$TMP/rtz.out")"
 
+restart_with "" "compress = lz4" "block_size = 256K"
+ssd_run rtl roundtrip $n_small 0x4c; rc=$?
+check "round trips with compress = lz4" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/rtl.out")"
+check "lz4: status names it" [ "$(status_json | jq -r .ssd.compress)" = lz4 ]
+# 64 MiB ranges of one byte repeated (ssd-engine hang): stored far smaller
+env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" "$SSD_ENGINE" hang >"$TMP/lz4hang.out" 2>&1 &
+hang_pid=$!
+for _ in $(seq 200); do grep -q "spilling 2" "$TMP/lz4hang.out" && break; sleep 0.05; done
+lz4=$(status_json | jq -r '.ssd.clients[0] | "\(.bytes) \(.stored_bytes)"')
+kill -KILL $hang_pid; wait $hang_pid 2>/dev/null
+check "lz4: a repeated byte is stored in under a tenth of its size ($lz4)" \
+        eval '[ "${lz4% *}" -ge $((128 << 20)) ] && [ "${lz4#* }" -lt $(( ${lz4% *} / 10 )) ]'
+
 restart_with "" "compress = zstd" "block_size = 64M"
 ssd_run rt64 roundtrip $((n_small / 2)) 0x64; rc=$?
 check "round trips in 64 MiB blocks (two a piece of the staging buffer), zstd" [ $rc -eq 0 ]
