@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "metrics.h"
@@ -34,6 +35,7 @@ int main(void) {
                 if (sscanf(line, "# TYPE %*s %31s", type) == 1)
                         printf("%s\t%s\t%s\n", name, type, help);
         }
+        free(text);
         json_object_put(st);
         return ferror(stdout) ? 1 : 0;
 }
