@@ -20,7 +20,7 @@ struct region_slot {
         struct shim_region r;
         unsigned busy;     /* orders running on it */
         unsigned draining; /* spills waiting for busy to drop to 0 */
-        uint8_t *standing; /* REGION_STANDING_* per chunk; NULL until the first HOT or PINNED */
+        uint8_t *standing; /* REGION_STANDING_* per chunk; NULL until the first HOT, PINNED or spill */
 };
 
 /* Index of the first slot with base > p. */
@@ -245,7 +245,12 @@ int regions_mark_spilled(const void *ptr, uint32_t first, uint32_t n, bool spill
                 s->draining++;
                 while (s->busy) {
                         pthread_cond_wait(&t->idle, &t->lock);
-                        s = find_containing(base); /* the array may have moved */
+                        /* the array may have moved; the region gone, freed by
+                         * another thread, its count went with it */
+                        if (!(s = find_containing(base))) {
+                                r = -ENOENT;
+                                goto out;
+                        }
                 }
                 s->draining--;
         }

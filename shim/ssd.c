@@ -533,7 +533,7 @@ static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
         uintptr_t lo, hi;
         cudaStream_t st;
 
-        if (!whole_chunks(h, &r, &lo, &hi))
+        if (!rt || !whole_chunks(h, &r, &lo, &hi))
                 return 0;
         h->to_host = !client_grant_take(h->device, hi - lo);
         if (!h->to_host)
