@@ -268,10 +268,16 @@ static void chunk_retier(struct registry *r, struct region *reg, struct policy_c
         chunk_book(r, ch, true);
 }
 
-/* Takes back one VRAM chunk's charge from its GPU and client. */
-static void chunk_uncharge(struct registry *r, struct region *reg) {
-        gpu_uncharge(&r->gpus[reg->device], 1);
-        reg->client->charged[reg->device]--;
+/* Charges n chunks of reg started in VRAM (a capture, a restore) to its
+ * GPU and client, or takes n chunks' charge back. */
+static void region_charge_start(struct registry *r, struct region *reg, uint64_t n) {
+        gpu_charge_start(&r->gpus[reg->device], n);
+        reg->client->charged[reg->device] += n;
+}
+
+static void region_uncharge(struct registry *r, struct region *reg, uint64_t n) {
+        gpu_uncharge(&r->gpus[reg->device], n);
+        reg->client->charged[reg->device] -= n;
 }
 
 /* Resolves a percentage budget once a device total is known (agreed by
@@ -581,14 +587,15 @@ static int client_region_slot(const struct client *c, const struct kvt_region_ad
         return 0;
 }
 
-/* Chunks of a region started in VRAM that the client's grant covers (and
- * takes from it); the rest it claimed is booked as unplaced: kvtier did not
- * grant it and cannot vouch for it (UVM decides). */
-static uint64_t region_grant_take(struct client *c, const struct region *reg) {
-        uint64_t cap = c->grant_cap[reg->device], used = c->vram_started[reg->device];
-        uint64_t room = cap > used ? (cap - used) / KVT_CHUNK_BYTES : 0, n = MIN(room, (uint64_t)reg->n_chunks);
+/* Of n chunks a client started in VRAM on device (a capture, a restore),
+ * those its grant covers (taken from it); the rest it claimed is booked as
+ * unplaced: kvtier did not grant it and cannot vouch for it (UVM decides). */
+static uint64_t grant_take(struct client *c, int device, uint64_t n) {
+        uint64_t cap = c->grant_cap[device], used = c->vram_started[device];
+        uint64_t room = cap > used ? (cap - used) / KVT_CHUNK_BYTES : 0;
 
-        c->vram_started[reg->device] += n * KVT_CHUNK_BYTES;
+        n = MIN(room, n);
+        c->vram_started[device] += n * KVT_CHUNK_BYTES;
         return n;
 }
 
@@ -596,7 +603,7 @@ static uint64_t region_grant_take(struct client *c, const struct region *reg) {
  * memory, unmapped, or untiered). */
 static void region_init_chunks(struct registry *r, struct region *reg, uint32_t tier) {
         struct gpu_stats *g = &r->gpus[reg->device];
-        uint64_t n_vram = tier == KVT_TIER_VRAM ? region_grant_take(reg->client, reg) : 0;
+        uint64_t n_vram = tier == KVT_TIER_VRAM ? grant_take(reg->client, reg->device, reg->n_chunks) : 0;
         /* Memory kvtier never moved is where the kernel put it: counted on the GPU's home node. */
         uint8_t node = g->host_node >= 0 ? (uint8_t)g->host_node : POLICY_NODE_NONE;
 
@@ -620,8 +627,7 @@ static void region_init_chunks(struct registry *r, struct region *reg, uint32_t 
         reg->tier_chunks[tier == KVT_TIER_VRAM ? KVT_TIER_NONE : tier] += reg->n_chunks - n_vram;
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
                 g->tier_chunks[t] += reg->tier_chunks[t];
-        gpu_charge_start(g, n_vram);
-        reg->client->charged[reg->device] += n_vram;
+        region_charge_start(r, reg, n_vram);
 }
 
 /* Remembers a refused region's id, so that the shim's REGION_DEL and HINTs
@@ -805,8 +811,7 @@ static void region_release(struct registry *r, struct region *reg) {
                 g->evicting_chunks -= chunk_evicting(&reg->chunks[i]);
                 chunk_book(r, &reg->chunks[i], false);
         }
-        gpu_uncharge(g, charged);
-        reg->client->charged[reg->device] -= charged;
+        region_uncharge(r, reg, charged);
         reg->client->registered_bytes -= reg->size_bytes;
         r->n_chunks -= reg->n_chunks;
         for (unsigned t = 0; t < _KVT_TIER_MAX; t++)
@@ -862,43 +867,51 @@ static void chunk_spilled(struct registry *r, struct region *reg, struct policy_
         ch->flags |= CHUNK_SPILLED;
         if (ch->pending != KVT_TIER_NONE)
                 return;
-        if (chunk_charged(ch))
-                chunk_uncharge(r, reg);
+        region_uncharge(r, reg, chunk_charged(ch));
         chunk_retier(r, reg, ch, KVT_TIER_NONE);
 }
 
-/* Spilled chunk ch was restored to tier: VRAM while the client's grant
- * covers it (the shim took it from the same grant; past it the chunk is
- * booked unplaced, as a capture past its grant is), else host memory,
- * unmapped.  Either way it is about to be used: its restore counts as a
- * use. */
-static void chunk_restored(struct registry *r, struct region *reg, struct policy_chunk *ch, uint32_t tier) {
-        struct client *c = reg->client;
-        struct gpu_stats *g = &r->gpus[reg->device];
+/* Whether chunk ch is one a restore gives back: released, no order on it
+ * (one that is not, or a duplicate, leaves the books as they stand). */
+static bool chunk_restorable(const struct policy_chunk *ch) {
+        return (ch->flags & CHUNK_SPILLED) && ch->pending == KVT_TIER_NONE;
+}
 
-        if (!(ch->flags & CHUNK_SPILLED) || ch->pending != KVT_TIER_NONE)
-                return; /* not released, or a duplicate: the books stand */
-        ch->flags &= (uint8_t)~CHUNK_SPILLED;
-        if (tier == KVT_TIER_VRAM) {
-                if (c->vram_started[reg->device] + KVT_CHUNK_BYTES <= c->grant_cap[reg->device]) {
-                        c->vram_started[reg->device] += KVT_CHUNK_BYTES;
-                        gpu_charge_start(g, 1);
-                        c->charged[reg->device]++;
+/* Spilled chunks [first, first + n) of reg were restored: to VRAM as far
+ * as the client's grant covers them (the shim took them from the same
+ * grant; past it they are booked unplaced, as a capture past its grant
+ * is), else to host memory, unmapped.  Either way they are about to be
+ * used: the restore counts as a use. */
+static void chunks_restored(struct registry *r, struct region *reg, uint32_t first, uint32_t n, bool vram) {
+        uint64_t want = 0, n_vram;
+
+        for (uint32_t i = first; vram && i < first + n; i++)
+                want += chunk_restorable(&reg->chunks[i]);
+        n_vram = vram ? grant_take(reg->client, reg->device, want) : 0;
+        region_charge_start(r, reg, n_vram);
+        for (uint32_t i = first; i < first + n; i++) {
+                struct policy_chunk *ch = &reg->chunks[i];
+
+                if (!chunk_restorable(ch))
+                        continue;
+                ch->flags &= (uint8_t)~CHUNK_SPILLED;
+                if (!vram)
+                        chunk_retier(r, reg, ch, KVT_TIER_HOST);
+                else if (n_vram > 0) {
+                        chunk_retier(r, reg, ch, KVT_TIER_VRAM);
+                        n_vram--;
                 } else
-                        tier = KVT_TIER_NONE;
+                        chunk_retier(r, reg, ch, KVT_TIER_NONE);
+                policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
         }
-        chunk_retier(r, reg, ch, tier);
-        policy_chunk_use(ch, r->tick, conf_heat_half_life_ticks(r->conf));
 }
 
 static void spill_state(struct registry *r, struct region *reg, const struct kvt_hint *hint) {
-        for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
-                if (hint->kind == KVT_HINT_SPILLED)
+        if (hint->kind == KVT_HINT_SPILLED)
+                for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++)
                         chunk_spilled(r, reg, &reg->chunks[i]);
-                else
-                        chunk_restored(r, reg, &reg->chunks[i],
-                                       hint->kind == KVT_HINT_RESTORED_VRAM ? KVT_TIER_VRAM : KVT_TIER_HOST);
-        }
+        else
+                chunks_restored(r, reg, hint->first_chunk, hint->n_chunks, hint->kind == KVT_HINT_RESTORED_VRAM);
         reg->last_active = r->tick;
 }
 
@@ -1242,8 +1255,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         chunk_retier(r, reg, ch, KVT_TIER_NONE);
                 uncharge += was && !chunk_charged(ch);
         }
-        gpu_uncharge(g, uncharge);
-        reg->client->charged[reg->device] -= uncharge;
+        region_uncharge(r, reg, uncharge);
         g->inflight_orders--;
         if (status == -ENOENT)
                 r->migrations.orders_cancelled++;
@@ -1327,8 +1339,7 @@ static void order_take_back(struct registry *r, const struct order *o) {
                 /* books nothing: NONE holds no host memory kvtier knows of */
                 chunk_retier(r, reg, ch, KVT_TIER_NONE);
         }
-        gpu_uncharge(g, uncharge);
-        reg->client->charged[reg->device] -= uncharge;
+        region_uncharge(r, reg, uncharge);
         g->inflight_orders--;
 }
 

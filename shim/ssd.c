@@ -382,8 +382,8 @@ static int connect_locked(struct shim_ssd *s) {
                 s->halves = 1;
         }
         if (asked && !w.reattached)
-                log_warning("kvtierd restarted without this process's SSD spills: restoring them fails with "
-                            "KVTIER_ESTALE.");
+                log_warning("kvtierd restarted without this process's SSD spills: they are lost, and "
+                            "restoring them fails with -ESTALE.");
         session_locked(s, asked && w.reattached, w.spills);
         return s->fd >= 0 ? 0 : -ENOTCONN; /* lost again while telling the drops */
 }
