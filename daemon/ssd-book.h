@@ -104,9 +104,9 @@ struct ssd_spill *ssd_book_spill_find(struct ssd_book *b, uint64_t handle);
  * Returns 0, -ENOSPC or -EFBIG. */
 int ssd_book_block_place(struct ssd_book *b, struct ssd_block *blk, uint32_t stored_bytes);
 
-/* Gives a block's place back (a write that failed): it counts as never
- * written.  Returns the bytes it had stored. */
-uint32_t ssd_book_block_unwrite(struct ssd_book *b, struct ssd_block *blk);
+/* Gives the places of blocks [0, n) back (a write that failed, a spill
+ * dropped): they count as never written.  Returns the bytes they stored. */
+uint64_t ssd_book_blocks_unwrite(struct ssd_book *b, struct ssd_block *blocks, uint32_t n);
 
 /* n more blocks of sp are written (each written once: a spill is not
  * rewritten); once all are, its record goes to the

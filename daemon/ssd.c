@@ -575,10 +575,10 @@ static int do_write(struct ssd_session *ss, struct ssd_spill *sp, uint32_t first
 
         if (r == 0) /* the spill's index record, once this completes it */
                 r = ssd_book_spill_written(ss->book, sp, n);
-        for (uint32_t j = 0; j < n; j++)
-                if (r < 0) /* none of this request's blocks counts as written */
-                        (void)ssd_book_block_unwrite(ss->book, &sp->blocks[first + j]);
-                else
+        if (r < 0) /* none of this request's blocks counts as written */
+                (void)ssd_book_blocks_unwrite(ss->book, &sp->blocks[first], n);
+        else
+                for (uint32_t j = 0; j < n; j++)
                         stored += sp->blocks[first + j].stored_bytes;
         pthread_mutex_lock(&ss->store->lock);
         ss->st.stored_bytes += stored;

@@ -125,7 +125,7 @@ static void test_reuse(struct ssd_book *b, uint64_t h1) {
 
                 TAP_EQ_INT(ssd_book_block_place(b, &blk, 4096), 0, "a block placed");
                 TAP_OK(blk.file_offset < 4 * MIB, "in the runs freed when loading");
-                (void)ssd_book_block_unwrite(b, &blk);
+                (void)ssd_book_blocks_unwrite(b, &blk, 1);
         }
         snprintf(id, sizeof(id), "%s", ssd_book_id(b));
         ssd_book_free(b, true);
@@ -245,7 +245,7 @@ static void test_runs(void) {
         forget(b, h1);
         TAP_EQ_INT(ssd_book_block_place(b, &blk, MIB), 0, "runs: a 1 MiB block placed");
         TAP_EQ_U64(blk.file_offset, 0, "runs: where the four were, as one run");
-        (void)ssd_book_block_unwrite(b, &blk);
+        (void)ssd_book_blocks_unwrite(b, &blk, 1);
         ssd_book_free(b, true);
 }
 
