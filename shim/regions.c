@@ -219,16 +219,18 @@ out:
         return r;
 }
 
-int regions_mark_spilled(const void *ptr, uint32_t first, uint32_t n, bool spilled, struct shim_region *ret) {
+int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_region *ret) {
         struct shim_regions *t = &kvt_shim()->regions;
         struct region_slot *s;
-        uint32_t chunks;
+        uint32_t chunks, first = 0, n = (uint32_t)(len >> KVT_CHUNK_SHIFT);
         int r = 0;
 
         pthread_mutex_lock(&t->lock);
         s = find_containing((uintptr_t)ptr);
         chunks = s ? (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT) : 0;
-        if (!s || first > chunks || n > chunks - first) {
+        if (s)
+                first = (uint32_t)(((uintptr_t)ptr - s->r.base) >> KVT_CHUNK_SHIFT);
+        if (!s || ((uintptr_t)ptr | len) & (KVT_CHUNK_BYTES - 1) || n > chunks - first) {
                 r = s ? -EINVAL : -ENOENT;
                 goto out;
         }

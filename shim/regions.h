@@ -60,13 +60,13 @@ void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
  * Returns 0, -ENOENT, -EINVAL (range) or -ENOMEM. */
 int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, struct shim_region *ret);
 
-/* Marks chunks [first, first + n) of the region containing ptr spilled
- * (spilled: their memory is about to be released) or back (not spilled).
- * Marking waits until no order runs on the region, refusing new ones
- * meanwhile, so that none runs on those chunks while their memory is
+/* Marks the whole chunks [ptr, ptr + len) (2 MiB aligned, in one region)
+ * spilled (spilled: their memory is about to be released) or back (not
+ * spilled).  Marking waits until no order runs on the region, refusing new
+ * ones meanwhile, so that none runs on those chunks while their memory is
  * discarded and refilled.  Copies the region to *ret.  Returns 0, -ENOENT,
  * -EINVAL (range) or -ENOMEM. */
-int regions_mark_spilled(const void *ptr, uint32_t first, uint32_t n, bool spilled, struct shim_region *ret);
+int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_region *ret);
 
 /* A malloc'd copy of region id's standing bits (*ret_chunks of them), or
  * *ret = NULL when it has none.  Returns 0, -ENOENT or -ENOMEM. */

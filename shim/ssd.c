@@ -462,15 +462,18 @@ static int copy_locked(struct shim_ssd *s, int dev, void *dst, const void *src, 
         return 0;
 }
 
-/* The whole 2 MiB chunks [*lo, *hi) of h's range, in region r; false when
- * there are none or the range is not memory kvtier made managed. */
-static bool whole_chunks(const struct ssd_handle *h, struct shim_region *r, uintptr_t *lo, uintptr_t *hi) {
+/* The whole 2 MiB chunks [*lo, *hi) of h's range; false when there are none. */
+static bool chunk_span(const struct ssd_handle *h, uintptr_t *lo, uintptr_t *hi) {
         *lo = (h->base + KVT_CHUNK_BYTES - 1) & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
         *hi = (h->base + h->len) & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
-        if (h->device < 0 || *hi <= *lo || regions_lookup((void *)h->base, r) < 0 ||
-            h->base + h->len > r->base + r->span_bytes)
-                return false;
-        return true;
+        return *hi > *lo;
+}
+
+/* chunk_span(), in region r; false as well where the range is not memory
+ * kvtier made managed. */
+static bool whole_chunks(const struct ssd_handle *h, struct shim_region *r, uintptr_t *lo, uintptr_t *hi) {
+        return h->device >= 0 && chunk_span(h, lo, hi) && regions_lookup((void *)h->base, r) == 0 &&
+               h->base + h->len <= r->base + r->span_bytes;
 }
 
 /* Tells the daemon what became of chunks [lo, hi) of region r (a
@@ -496,24 +499,21 @@ static bool release_locked(struct shim_ssd *s, struct ssd_handle *h) {
         const struct kvt_cudart *rt = real_cudart();
         struct shim_region r;
         uintptr_t lo, hi;
-        uint32_t first, n;
         void *ptr;
         size_t len;
         cudaStream_t st;
 
         if (!rt || !rt->cudaMemDiscardBatchAsync || !whole_chunks(h, &r, &lo, &hi))
                 return false; /* not memory kvtier made managed: it stays as it is */
-        first = (uint32_t)((lo - r.base) >> KVT_CHUNK_SHIFT);
-        n = (uint32_t)((hi - lo) >> KVT_CHUNK_SHIFT);
-        if (regions_mark_spilled((void *)lo, first, n, true, &r) < 0)
-                return false;
         ptr = (void *)lo;
         len = hi - lo;
+        if (regions_mark_spilled(ptr, len, true, &r) < 0)
+                return false;
         rt->cudaSetDevice(h->device);
         st = stream_of(s, h->device);
         if (!st || rt->cudaMemDiscardBatchAsync(&ptr, &len, 1, 0, st) != cudaSuccess ||
             rt->cudaStreamSynchronize(st) != cudaSuccess) {
-                (void)regions_mark_spilled((void *)lo, first, n, false, &r); /* its memory is as it was */
+                (void)regions_mark_spilled(ptr, len, false, &r); /* its memory is as it was */
                 return false;
         }
         tell_daemon(&r, lo, hi, KVT_HINT_SPILLED);
@@ -553,9 +553,7 @@ static void restored_locked(const struct ssd_handle *h) {
         struct shim_region r;
         uintptr_t lo, hi;
 
-        if (!whole_chunks(h, &r, &lo, &hi) ||
-            regions_mark_spilled((void *)lo, (uint32_t)((lo - r.base) >> KVT_CHUNK_SHIFT),
-                                 (uint32_t)((hi - lo) >> KVT_CHUNK_SHIFT), false, &r) < 0)
+        if (!whole_chunks(h, &r, &lo, &hi) || regions_mark_spilled((void *)lo, hi - lo, false, &r) < 0)
                 return;
         tell_daemon(&r, lo, hi, h->to_host ? KVT_HINT_RESTORED_HOST : KVT_HINT_RESTORED_VRAM);
 }
@@ -697,10 +695,10 @@ KVT_EXPORT int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle) {
 static int copy_back_locked(struct shim_ssd *s, const struct ssd_handle *h, uint64_t off, const char *src,
                             size_t n) {
         uintptr_t dst = h->base + off, end = dst + n, lo, hi, a, b;
-        struct shim_region r;
         int ret = 0;
 
-        if (!h->to_host || !whole_chunks(h, &r, &lo, &hi))
+        /* to_host: place_locked() found the whole chunks in a region of kvtier's */
+        if (!h->to_host || !chunk_span(h, &lo, &hi))
                 return copy_locked(s, h->device, (void *)dst, src, n);
         a = MAX(dst, MIN(lo, end));
         b = MAX(a, MIN(hi, end));
