@@ -15,7 +15,7 @@ carry_kvtier "$out"
 cc -O2 -std=gnu11 -Wall -Ishim -Iinclude -c tests/bench/ssd-bench.c -o "$out/ssd-bench.o"
 "$nvcc" -cudart shared "$out/ssd-bench.o" -o "$out/ssd-bench-cuda" -luring -ldl
 rm -f "$out/ssd-bench.o"
-cp tests/bench/ssd-h200.sh tests/bench/ssd-decode-h200.sh tests/bench/ssd-decode-report.py tests/bench/paged_kv.py \
+cp tests/bench/ssd-h200.sh tests/bench/bench-lib.sh tests/bench/ssd-decode-h200.sh tests/bench/ssd-decode-report.py tests/bench/paged_kv.py \
         tests/bench/long_context.py tests/bench/kv_compress.py "$out/"
 mkdir -p "$out/kvtier"
 cp python/kvtier/__init__.py "$out/kvtier/"

@@ -36,6 +36,7 @@ export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
 CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 R=$RET/results.jsonl
 : >"$R"
+. "$C/bench-lib.sh"
 PY=${KVT_PYTHON:-python3}
 BUDGET=${KVT_BUDGET:-4G}
 DIR=${KVT_SSD_DIR:-/var/tmp/kvtier-ssd-decode}
@@ -61,48 +62,18 @@ mkdir -p "$DIR" && chmod 700 "$DIR"
         df -hT "$DIR" | tail -1
 } | tee "$RET/env.txt"
 
-# start_daemon BUDGET [INI LINES...]: a kvtierd of its own for one run; it
-# must be the one answering (a daemon left from an earlier run would serve
-# with another configuration).
+# start_daemon BUDGET [INI LINES...]: a kvtierd of its own for one run,
+# its SSD directory emptied (bench-lib.sh).
 start_daemon() {
-        local budget=$1 t0=$SECONDS l
+        local budget=$1 l
         shift
         rm -rf "$DIR/ssd"
         { printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n[ssd]\ndir = %s\nmax_per_uid = 1T\n' "$SOCK" "$budget" "$DIR/ssd"
           for l in "$@"; do echo "$l"; done; } >"$T/kvtierd.conf"
         { echo "-- kvtierd, budget $budget $*"; cat "$T/kvtierd.conf"; } >>"$RET/kvtierd.log"
-        "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$RET/kvtierd.log" 2>&1 &
-        DPID=$!
-        # Up to 60 s: a first start on a freshly booted machine has been seen
-        # to take longer than 20 s (suite-h200.sh).
-        for _ in $(seq 1200); do
-                kill -0 "$DPID" 2>/dev/null || break
-                if [ "$("$CTL" -s "$SOCK" status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null)" = "$DPID" ]; then
-                        [ $((SECONDS - t0)) -lt 5 ] || echo "kvtierd took $((SECONDS - t0)) s to answer" | tee -a "$RET/kvtierd.log"
-                        return 0
-                fi
-                sleep 0.05
-        done
-        echo "kvtierd did not start"; tail "$RET/kvtierd.log"; stop_daemon; return 1
+        bench_start_daemon "$T/kvtierd.conf"
 }
-stop_daemon() { kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; rm -rf "$DIR/ssd"; }
-
-# record TAG RC T0 LINE: one line of results.jsonl.
-record() {
-        python3 - "$@" >>"$R" <<'EOF'
-import json, sys, time
-tag, rc, t0, line = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-try:
-    d = json.loads(line)
-    if not isinstance(d, dict):
-        raise ValueError
-except ValueError:
-    d = {"error": line[-300:] or "no output"}
-d.update(tag=tag, rc=rc, wall_s=round(time.time() - t0, 1))
-print(json.dumps(d))
-EOF
-        tail -n 1 "$R" | cut -c1-240
-}
+stop_daemon() { bench_stop_daemon; rm -rf "$DIR/ssd"; }
 
 # run TAG LIMIT_S BUDGET|- [INI LINE ...] -- CMD...: one workload, time-boxed;
 # with a budget under the shim with a private kvtierd (status polled every
@@ -118,14 +89,14 @@ run() {
         t0=$(date +%s.%N)
         if [ "$limit" -lt 20 ]; then
                 echo "skipped: ${left} s left of KVT_TOTAL_S" | tee -a "$RET/runs.log"
-                record "$tag" 125 "$t0" "skipped: out of time"
+                bench_record "$tag" 125 "$t0" "skipped: out of time"
                 return
         fi
         if [ "$budget" = - ]; then
                 timeout -k 5 "$limit" "$@" >"$T/out" 2>>"$RET/runs.log"
                 rc=$?
         else
-                start_daemon "$budget" ${ini[@]+"${ini[@]}"} || { record "$tag" 126 "$t0" "kvtierd did not start"; return; }
+                start_daemon "$budget" ${ini[@]+"${ini[@]}"} || { bench_record "$tag" 126 "$t0" "kvtierd did not start"; return; }
                 (while sleep 2; do "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1; done) &
                 local poll=$!
                 timeout -k 5 "$limit" env LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" "$@" >"$T/out" 2>>"$RET/runs.log"
@@ -146,7 +117,7 @@ run() {
         fi
         [ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "$tag: timed out after $limit s" | tee -a "$RET/runs.log"
         cat "$T/out" >>"$RET/runs.log"
-        record "$tag" "$rc" "$t0" "$(tail -n 1 "$T/out")"
+        bench_record "$tag" "$rc" "$t0" "$(tail -n 1 "$T/out")"
 }
 
 # The SSD rows and compression first: a run that overstays its limit leaves

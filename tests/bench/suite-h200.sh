@@ -33,13 +33,13 @@ export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
 CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
 R=$RET/results.jsonl
 : >"$R"
+. "$C/bench-lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$RET/gpu.txt"
 echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee -a "$RET/gpu.txt"
 
 # start_daemon BUDGET: a kvtierd of its own for one run, its configuration
-# the socket and the budget only.  It must be the one answering: a daemon
-# left from an earlier run would serve with another budget.
+# the socket and the budget only (bench-lib.sh).
 start_daemon() {
         printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
         # KVT_DAEMON_EXTRA: more sections (the two-engine runs' [client.*])
@@ -47,26 +47,8 @@ start_daemon() {
         # KVT_POLICY_EXTRA: [policy] lines for a comparison of settings (never in a defaults run)
         [ -n "${KVT_POLICY_EXTRA:-}" ] && printf '[policy]\n%b\n' "$KVT_POLICY_EXTRA" >>"$T/kvtierd.conf"
         echo "-- kvtierd, budget $1" >>"$RET/kvtierd.log"
-        "$C/bin/kvtierd" -c "$T/kvtierd.conf" >>"$RET/kvtierd.log" 2>&1 &
-        DPID=$!
-        # Up to 60 s: a first start on a freshly booted machine has been seen
-        # to take longer than the 20 s this waited before.
-        local t0=$SECONDS
-        for _ in $(seq 1200); do
-                kill -0 "$DPID" 2>/dev/null || break
-                if [ "$("$CTL" -s "$SOCK" status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null)" = "$DPID" ]; then
-                        [ $((SECONDS - t0)) -lt 5 ] || echo "kvtierd took $((SECONDS - t0)) s to answer" | tee -a "$RET/kvtierd.log"
-                        return 0
-                fi
-                sleep 0.05
-        done
-        # what status said last, to the log that comes back (seen twice: a
-        # daemon that logged "Listening" and was still taken for not started)
-        { echo "kvtierd did not answer status in $((SECONDS - t0)) s (alive: $(kill -0 "$DPID" 2>/dev/null && echo yes || echo no)):"
-          "$CTL" -s "$SOCK" status --json 2>&1 | head -c 600; echo; ls -la "$SOCK" 2>&1; } | tee -a "$RET/kvtierd.log"
-        stop_daemon; return 1
+        bench_start_daemon "$T/kvtierd.conf"
 }
-stop_daemon() { kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
 
 # run TAG BUDGET|- CMD...: one workload; with a budget under the shim and a
 # private kvtierd (status saved at the end).  Appends {"tag":..., result}.
@@ -79,8 +61,7 @@ run() {
                 "$@" >"$T/out" 2>>"$RET/runs.log"
                 rc=$?
         else
-                # once more after a failed start (see start_daemon)
-                start_daemon "$budget" || start_daemon "$budget" || return
+                start_daemon "$budget" || return
                 (while sleep 2; do "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1; done) &
                 local poll=$!
                 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK "$@" >"$T/out" 2>>"$RET/runs.log"
@@ -88,21 +69,10 @@ run() {
                 kill $poll 2>/dev/null
                 "$CTL" -s "$SOCK" status --json >"$RET/status-$tag.json" 2>/dev/null
                 "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1
-                stop_daemon
+                bench_stop_daemon
         fi
-        line=$(tail -n 1 "$T/out")
         cat "$T/out" >>"$RET/runs.log"
-        python3 - "$tag" "$rc" "$t0" "$line" >>"$R" <<'EOF'
-import json, sys, time
-tag, rc, t0, line = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-try:
-    d = json.loads(line)
-except ValueError:
-    d = {"error": line[-300:]}
-d.update(tag=tag, rc=rc, wall_s=round(time.time() - t0, 1))
-print(json.dumps(d))
-EOF
-        tail -n 1 "$R" | cut -c1-240
+        bench_record "$tag" "$rc" "$t0" "$(tail -n 1 "$T/out")"
 }
 
 # The two-engine runs: hi and lo, each an 8 GiB pool with 6 hot sessions.
@@ -153,25 +123,20 @@ run_pair() {
         lo_rc=$?
         kill $poll 2>/dev/null
         "$CTL" -s "$SOCK" status >>"$RET/status-two-pair.txt" 2>&1
-        stop_daemon
+        bench_stop_daemon
         cat "$T/lo.err" >>"$RET/runs.log"
-        python3 - "$hi_rc" "$lo_rc" "$t0" "$(tail -n 1 "$T/hi.out")" "$(tail -n 1 "$T/lo.out")" "$peaks" >>"$R" <<'EOF'
-import json, sys, time
-hi_rc, lo_rc, t0 = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-hi, lo, peaks = sys.argv[4:7]
+        for sec in hi lo; do
+                bench_record "two-pair-$sec" "$([ $sec = hi ] && echo $hi_rc || echo $lo_rc)" "$t0" \
+                        "$(tail -n 1 "$T/$sec.out")" "$(python3 - "$peaks" "$sec" <<'EOF'
+import json, sys
 try:
-    pk = json.load(open(peaks))
+    pk = json.load(open(sys.argv[1]))
 except Exception:
     pk = {}
-for tag, rc, line, sec in (("two-pair-hi", hi_rc, hi, "hi"), ("two-pair-lo", lo_rc, lo, "lo")):
-    try:
-        d = json.loads(line)
-    except ValueError:
-        d = {"error": line[-300:]}
-    d.update(tag=tag, rc=rc, wall_s=round(time.time() - t0, 1), vram_peak_bytes=pk.get(sec), peaks=pk)
-    print(json.dumps(d))
+print(json.dumps({"vram_peak_bytes": pk.get(sys.argv[2]), "peaks": pk}))
 EOF
-        tail -n 2 "$R" | cut -c1-240
+)"
+        done
 }
 
 PAGED="python3 $C/paged_kv.py --sessions 64 --layers 8 --batch 4 --turns 4 --warmup-turns 1 --bound-budget 4G"

@@ -1,0 +1,55 @@
+# shellcheck shell=bash
+# What the device benchmarks (suite-h200.sh, ssd-decode-h200.sh) share,
+# sourced from the carry folder: a private kvtierd per run, and one JSON line
+# per run in results.jsonl.  The caller sets C (the carry folder), CTL
+# (kvtierctl), SOCK, RET (what comes back) and R (results.jsonl).
+
+# bench_start_daemon CONF: kvtierd -c CONF in the background (DPID); 0 once
+# it is the one answering status (a daemon left from an earlier run would
+# serve with another configuration), tried once more after a start that did
+# not answer.  Up to 60 s each: a first start on a freshly booted machine
+# has been seen to take longer than 20 s.
+bench_start_daemon() {
+        local try t0
+        for try in 1 2; do
+                "$C/bin/kvtierd" -c "$1" >>"$RET/kvtierd.log" 2>&1 &
+                DPID=$!
+                t0=$SECONDS
+                for _ in $(seq 1200); do
+                        kill -0 "$DPID" 2>/dev/null || break
+                        if [ "$("$CTL" -s "$SOCK" status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null)" = "$DPID" ]; then
+                                [ $((SECONDS - t0)) -lt 5 ] || echo "kvtierd took $((SECONDS - t0)) s to answer" | tee -a "$RET/kvtierd.log"
+                                return 0
+                        fi
+                        sleep 0.05
+                done
+                # what status said last, to the log that comes back (seen: a
+                # daemon that logged "Listening" and was still taken for not started)
+                { echo "kvtierd did not answer status in $((SECONDS - t0)) s (try $try; alive: $(kill -0 "$DPID" 2>/dev/null && echo yes || echo no)):"
+                  "$CTL" -s "$SOCK" status --json 2>&1 | head -c 600; echo; ls -la "$SOCK" 2>&1; } | tee -a "$RET/kvtierd.log"
+                bench_stop_daemon
+        done
+        return 1
+}
+bench_stop_daemon() { kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
+
+# bench_record TAG RC T0 LINE [EXTRA]: appends to $R the run's JSON line
+# LINE (else {"error": its tail}), with its tag, exit status and wall time,
+# and the keys of the JSON object EXTRA.
+bench_record() {
+        python3 - "$@" >>"$R" <<'PYEOF'
+import json, sys, time
+tag, rc, t0, line = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+try:
+    d = json.loads(line)
+    if not isinstance(d, dict):
+        raise ValueError
+except ValueError:
+    d = {"error": line[-300:] or "no output"}
+d.update(tag=tag, rc=rc, wall_s=round(time.time() - t0, 1))
+if len(sys.argv) > 5:
+    d.update(json.loads(sys.argv[5]))
+print(json.dumps(d))
+PYEOF
+        tail -n 1 "$R" | cut -c1-240
+}
