@@ -82,7 +82,8 @@ TWO_CONF='[client.lo]\ngid = 4242\npriority = 0\nquota = 1G\n[client.hi]\nuid = 
 # vram_peaks FILE: every 0.5 s until killed, the VRAM each client section
 # holds (status), the most seen so far written to FILE as JSON.
 vram_peaks() {
-        python3 - "$CTL" "$SOCK" "$1" <<'EOF'
+        # exec: the background job's pid is the poller's own, so that kill stops it
+        exec python3 - "$CTL" "$SOCK" "$1" <<'EOF'
 import json, subprocess, sys, time
 ctl, sock, path = sys.argv[1:4]
 peak = {}
