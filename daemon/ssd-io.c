@@ -271,6 +271,37 @@ static int submit_one(struct ssd_io *io, struct ssd_io_op *op, size_t i) {
         return 0;
 }
 
+/* Prepares and submits ops from *next on while the queue has room and
+ * nothing failed (first == 0); each goes to the kernel as soon as it is
+ * prepared, so that what is in flight runs while the next is hashed or
+ * compressed.  With yield, stops early once something has finished, for
+ * it to be seen to before more are prepared.  Returns first, or the
+ * failure of a prepare. */
+static int fill(struct ssd_io *io, struct ssd_io_op *ops, size_t n, size_t *next, size_t *inflight,
+                const struct ssd_io_hooks *hooks, int first, bool yield) {
+        struct io_uring_cqe *cqe;
+
+        while (*next < n && !first && *inflight < io->depth) {
+                struct ssd_io_op *op = &ops[*next];
+                int r = hook_prepare(hooks, *next, op);
+
+                if (r == 0) {
+                        io->nth[*next] = atomic_fetch_add(op->write ? &n_writes : &n_reads, 1) + 1;
+                        r = submit_one(io, op, *next);
+                }
+                if (r < 0) {
+                        op->result = r;
+                        return r;
+                }
+                (*next)++;
+                (*inflight)++;
+                (void)io_uring_submit(&io->ring);
+                if (yield && io_uring_peek_cqe(&io->ring, &cqe) == 0)
+                        break;
+        }
+        return first;
+}
+
 int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n, const struct ssd_io_hooks *hooks) {
         size_t next = 0, inflight = 0;
         int first = 0, r;
@@ -297,25 +328,7 @@ int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n, const struct 
                 struct io_uring_cqe *cqe;
                 size_t i;
 
-                /* Each op goes to the kernel as soon as it is prepared, so that
-                 * what is in flight runs while the next is hashed or compressed. */
-                while (next < n && !first && inflight < io->depth) {
-                        r = hook_prepare(hooks, next, &ops[next]);
-                        if (r == 0) {
-                                io->nth[next] = atomic_fetch_add(ops[next].write ? &n_writes : &n_reads, 1) + 1;
-                                r = submit_one(io, &ops[next], next);
-                        }
-                        if (r < 0) {
-                                ops[next].result = r;
-                                first = r;
-                                break;
-                        }
-                        next++;
-                        inflight++;
-                        (void)io_uring_submit(&io->ring);
-                        if (io_uring_peek_cqe(&io->ring, &cqe) == 0)
-                                break; /* something finished: verify it before preparing more */
-                }
+                first = fill(io, ops, n, &next, &inflight, hooks, first, true);
                 if (inflight == 0)
                         break;
                 r = io_uring_submit_and_wait(&io->ring, 1);
@@ -335,8 +348,13 @@ int ssd_io_run(struct ssd_io *io, struct ssd_io_op *ops, size_t n, const struct 
                                 }
                                 r = -EBUSY;
                         }
-                        if (r > 0)
+                        if (r > 0 && hooks && hooks->complete) {
+                                /* The queue is topped up before op i is
+                                 * verified (a read's checksum), so that the
+                                 * disk is not left idle while it is. */
+                                first = fill(io, ops, n, &next, &inflight, hooks, first, false);
                                 r = hook_complete(hooks, i, &ops[i]);
+                        }
                         ops[i].result = r < 0 ? r : 0;
                         if (r < 0 && !first)
                                 first = r;
