@@ -7,6 +7,9 @@
  *
  *   raw-write / raw-read   O_DIRECT io_uring, 1 MiB blocks, 32 in flight, of
  *                          BYTES in a file in DIR (the daemon's [ssd] dir's disk)
+ *   raw-read-pieces        the same read as requests of RAW_PIECE, each run to
+ *                          its end before the next starts: what the queue's
+ *                          drain at the end of each request costs
  *   pinned-d2h / -h2d      cudaMemcpy between the device buffer and pinned host
  *                          memory (cudaHostRegister), BYTES
  *   spill / restore        kvtier_spill of BYTES of captured device memory, then
@@ -41,6 +44,7 @@ KVT_CUDART_TEST_FUNCS(KVT_CUDA_PROTOTYPE)
 #define MIB       ((uint64_t)1 << 20)
 #define RAW_BLOCK (1 * MIB)
 #define RAW_QD    32
+#define RAW_PIECE (128 * MIB) /* half of the shim's staging */
 
 static double now_s(void) {
         struct timespec ts;
@@ -54,14 +58,16 @@ static void report(const char *what, uint64_t bytes, double secs) {
                bytes / MIB, secs);
 }
 
-/* O_DIRECT through io_uring: RAW_QD blocks of RAW_BLOCK in flight. */
-static int raw_io(int fd, char *buf, uint64_t bytes, int write) {
+/* O_DIRECT through io_uring: RAW_QD blocks of RAW_BLOCK in flight, of the
+ * bytes from offset at on. */
+static int raw_io(int fd, char *buf, uint64_t at, uint64_t bytes, int write) {
         struct io_uring ring;
-        uint64_t next = 0, done = 0;
+        uint64_t next = at, done = at;
         unsigned inflight = 0;
 
         if (io_uring_queue_init(RAW_QD, &ring, 0) < 0)
                 return -1;
+        bytes += at;
         while (done < bytes) {
                 struct io_uring_cqe *cqe;
 
@@ -109,13 +115,18 @@ static int bench_raw(const char *dir, uint64_t bytes) {
                 return 3;
         memset(buf, 0x3c, 64 * MIB);
         t = now_s();
-        if (raw_io(fd, buf, bytes, 1) < 0 || fdatasync(fd) < 0)
+        if (raw_io(fd, buf, 0, bytes, 1) < 0 || fdatasync(fd) < 0)
                 return 3;
         report("raw-write", bytes, now_s() - t);
         t = now_s();
-        if (raw_io(fd, buf, bytes, 0) < 0)
+        if (raw_io(fd, buf, 0, bytes, 0) < 0)
                 return 3;
         report("raw-read", bytes, now_s() - t);
+        t = now_s();
+        for (uint64_t at = 0; at < bytes; at += RAW_PIECE)
+                if (raw_io(fd, buf, at, bytes - at < RAW_PIECE ? bytes - at : RAW_PIECE, 0) < 0)
+                        return 3;
+        report("raw-read-pieces", bytes, now_s() - t);
         close(fd);
         free(buf);
         return 0;

@@ -3,7 +3,8 @@
 #   bash .carry-ssd/ssd-h200.sh      (carry [".carry-ssd"], built by tests/bench/package-ssd.sh)
 # Env: KVT_SSD_DIR (default /var/tmp/kvtier-ssd: must be on the NVMe disk, not
 # tmpfs), KVT_SSD_BYTES (default 8G), KVT_SSD_SESSION (256M), KVT_SSD_REPS (5),
-# KVT_CUDA_LIB (where libcudart.so.13 is; default from ldconfig).
+# KVT_CUDA_LIB (where libcudart.so.13 is; default from ldconfig), KVT_SSD_RUNS
+# (which of the runs below, default "A B C").
 # Runs ssd-bench-cuda under the shim with a private kvtierd, three times:
 #   A  defaults (compress none), staging in whatever pages the host has free
 #   B  the same with 128 2 MiB hugepages reserved on node 0 for the staging
@@ -51,9 +52,12 @@ run() { # NAME [INI LINES...]
         kill -TERM $dpid; wait $dpid
 }
 
-run A "queue_depth = 32" "block_size = 1M"
+wanted() { case " ${KVT_SSD_RUNS:-A B C} " in *" $1 "*) return 0 ;; esac; return 1; }
+wanted A && run A "queue_depth = 32" "block_size = 1M"
 hp=/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
-if [ -w "$hp" ]; then
+if ! wanted B; then
+        :
+elif [ -w "$hp" ]; then
         old=$(cat "$hp")
         echo $((old + 128)) >"$hp"
         echo "hugepages on node 0: $old -> $(cat "$hp")"
@@ -62,5 +66,5 @@ if [ -w "$hp" ]; then
 else
         echo "== B skipped: $hp not writable"
 fi
-run C "queue_depth = 32" "block_size = 1M" "compress = zstd"
+wanted C && run C "queue_depth = 32" "block_size = 1M" "compress = zstd"
 rm -rf "$dir/ssd" "$T"
