@@ -4,13 +4,15 @@
 # Env: KVT_SSD_DIR (default /var/tmp/kvtier-ssd: must be on the NVMe disk, not
 # tmpfs), KVT_SSD_BYTES (default 8G), KVT_SSD_SESSION (256M), KVT_SSD_REPS (5),
 # KVT_CUDA_LIB (where libcudart.so.13 is; default from ldconfig), KVT_SSD_RUNS
-# (which of the runs below, default "A B C").
+# (which of the runs below, default "A B C"; D and E on request).
 # Runs ssd-bench-cuda under the shim with a private kvtierd, three times:
 #   A  defaults (compress none), staging in whatever pages the host has free
 #   B  the same with 128 2 MiB hugepages reserved on node 0 for the staging
 #      buffer (put back as they were afterwards), where sysfs lets us
 #   C  compress = zstd (random-looking words: the ratio says little; real KV
 #      is for later)
+#   D  as A with 4 MiB blocks (a quarter of the ops and checksums per byte)
+#   E  as A with 8 blocks in flight instead of 32
 # Each run prints raw O_DIRECT write/read of the same bytes in the same
 # directory and pinned cudaMemcpy next to spill/restore, then one session's
 # restore latency (cold, and after a readahead).  Raw output under $OUT.
@@ -67,4 +69,6 @@ else
         echo "== B skipped: $hp not writable"
 fi
 wanted C && run C "queue_depth = 32" "block_size = 1M" "compress = zstd"
+wanted D && run D "queue_depth = 32" "block_size = 4M"
+wanted E && run E "queue_depth = 8" "block_size = 1M"
 rm -rf "$dir/ssd" "$T"
