@@ -249,7 +249,7 @@ static const struct conf_key conf_table[] = {
          "demand: milliseconds the thrash guard may stretch that protection to while evictions keep "
          "coming back",
          offsetof(struct conf, protect_max_ms)},
-        {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "6400",
+        {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "25600",
          "demand: host chunks per second, at most, whose GPU mapping of one 4 KiB page is dropped so "
          "that their next use is seen (a re-arm: 10-80 us of an evictor thread's driver time each); "
          "0 = none",

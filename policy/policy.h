@@ -180,16 +180,18 @@ struct policy_params {
  * turn comes round again in a long prefill, so the KV of finished layers
  * ranks below the activations in use).  Protection starts at 20 ticks
  * (a demand must be seen and served before its chunk goes stale), and goes
- * up to a minute.  64 re-arms a tick sweep 12.8 GB/s of mapped host chunks:
- * a fill maps every chunk it writes, and the decode's hot chunks among them
- * are found only as fast as they are re-armed (kvtier-sim's paged pool
- * found its hot set in ~1 s at that rate, in ~8 s at 8 a tick); the
- * candidates run out once swept, so the cost, ~0.1 ms of an evictor's
- * driver time a chunk (DESIGN.md), is paid about once per chunk. */
+ * up to a minute.  256 re-arms a tick offer 51 GB/s of mapped host chunks
+ * to sweep: a fill maps every chunk it writes, and the decode's hot chunks
+ * among them are found only as fast as they are re-armed.  The shim's
+ * mover serves fewer than that (its driver time, ~0.1 ms a chunk
+ * (DESIGN.md), is shared with the moves), so the rate is a ceiling that
+ * lets the mover's free time go to re-arms; on the H200 the paged pool,
+ * the interleaved one and long-context decode were each faster at 256 a
+ * tick than at 64 (RESULTS.md); the candidates run out once swept. */
 #define POLICY_ACTIVE_TICKS_DEFAULT      4u
 #define POLICY_PROTECT_MIN_TICKS_DEFAULT 20u
 #define POLICY_PROTECT_MAX_TICKS_DEFAULT 6000u
-#define POLICY_SAMPLE_CHUNKS_DEFAULT     64u
+#define POLICY_SAMPLE_CHUNKS_DEFAULT     256u
 #define POLICY_PROBE_COHORTS_DEFAULT     8u
 /* demand counts faults over ~10 s: one per residency, so a count is how often a chunk came back. */
 #define POLICY_DEMAND_HALF_LIFE_TICKS    1000u

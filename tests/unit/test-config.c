@@ -61,7 +61,7 @@ static void test_demand_params(void) {
         TAP_EQ_INT(pp.kind, POLICY_DEMAND, "demand: the default kind");
         TAP_EQ_INT(pp.protect_min_ticks, 20, "demand: protect_min 200 ms");
         TAP_EQ_INT(pp.protect_max_ticks, 6000, "demand: protect_max 60 s");
-        TAP_EQ_INT(pp.sample_chunks, 64, "demand: 6400 re-arms a second, 64 a tick");
+        TAP_EQ_INT(pp.sample_chunks, 256, "demand: 25600 re-arms a second, 256 a tick");
         TAP_EQ_INT(pp.probe_cohorts, 8, "demand: 800 probes a second, 8 a tick");
         TAP_EQ_INT(pp.active_ticks, 4, "demand: active 40 ms");
         TAP_EQ_INT(pp.heat_half_life_ticks, POLICY_DEMAND_HALF_LIFE_TICKS, "demand: its own half-life");
