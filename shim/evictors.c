@@ -26,6 +26,12 @@
  * bytes: small parts moved slower than long ones (tests/bench/RESULTS.md). */
 #define EVICT_PART_MIN_BYTES ((size_t)16 << 20)
 
+/* A sample (a re-arm or a probe) is made in parts of this many chunks, each
+ * taken when no move waits: ~105 us of advice a chunk on the H200, so a
+ * move that arrives behind a sample waits for at most one part (~1 ms),
+ * not for the whole sample. */
+#define SAMPLE_PART_CHUNKS 8u
+
 /* An evictor thread.  set and thread are fixed by evictors_new(); the rest
  * only its own thread touches, unlocked. */
 struct evictor {
@@ -44,15 +50,25 @@ struct evict_gpu {
         bool ctx_logged;       /* whether the evictors' contexts there (or no driver calls) were said */
 };
 
+/* Evictions queued, oldest first, until every part is taken. */
+struct queue {
+        struct eviction *head, **tail;
+};
+
+/* The queues, in the order the evictors serve them: every move (an
+ * eviction, a failed promotion going back) before any sample, since the
+ * engine waits for the room a move makes, and a sample only informs. */
+enum { QUEUE_MOVES, QUEUE_SAMPLES, _QUEUE_MAX };
+
 /* rt, wake_fd and n are fixed by evictors_new(); the fields between lock
  * and gpu[] are under the lock. */
 struct evictors {
         const struct kvt_cudart *rt;
         int wake_fd;
         pthread_mutex_t lock;
-        pthread_cond_t cond;           /* broadcast whenever any of the below changes */
-        struct eviction *head, **tail; /* queued, oldest first, until every part is taken */
-        unsigned busy;                 /* advice and parts being made */
+        pthread_cond_t cond; /* broadcast whenever any of the below changes */
+        struct queue queues[_QUEUE_MAX];
+        unsigned busy;       /* advice and parts being made */
         unsigned held;                 /* the owner's promotions being issued */
         uint64_t samples;              /* re-arms made (atomic): which page the next one takes */
         bool stopping;
@@ -61,7 +77,8 @@ struct evictors {
         struct evictor evictors[];
 };
 
-/* What an evictor does next: advise a whole eviction, or move a part of it. */
+/* What an evictor does next: advise a whole move, or move a part of it,
+ * or sample a part of a sample. */
 struct share {
         struct eviction *e;
         bool advise;
@@ -173,17 +190,12 @@ static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, in
  * pages in VRAM, which the daemon keeps charged; an eviction whose part
  * failed may have the others' pages on the host, charged all the same (the
  * safe side of the books). */
-static cudaError_t advise_host(struct evictors *set, void *ptr, size_t len, int dev, enum evict_map map,
-                               cudaStream_t s) {
+static cudaError_t advise_host(struct evictors *set, void *ptr, size_t len, int dev, enum evict_map map) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
         enum cudaMemoryAdvise mapping =
                 map == EVICT_MAP_SET ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
-        cudaError_t e;
-
-        if (map == EVICT_MAP_REARM || map == EVICT_MAP_PROBE)
-                return advise_sample(set, ptr, len, dev, map, s);
-        e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
+        cudaError_t e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 
         if (e != cudaSuccess || map == EVICT_MAP_KEEP)
                 return e;
@@ -273,8 +285,13 @@ static cudaError_t evictor_enter(struct evictor *self, int dev, cudaStream_t *re
         return e;
 }
 
-/* Makes share s: the advice for a whole eviction, or the move of a part,
- * waited for.  Not under the lock: the calls may block for the whole copy. */
+static bool is_sample(const struct eviction *e) {
+        return e->map == EVICT_MAP_REARM || e->map == EVICT_MAP_PROBE;
+}
+
+/* Makes share s: the advice for a whole move, the move of a part, waited
+ * for, or a part of a sample.  Not under the lock: the calls may block for
+ * the whole copy. */
 static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
         const struct eviction *e = s->e; /* its first five fields are fixed while it is queued */
         cudaStream_t stream;
@@ -283,48 +300,62 @@ static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
         if (err != cudaSuccess)
                 return err;
         if (s->advise)
-                return advise_host(self->set, e->ptr, e->len, e->device, e->map, stream);
+                return advise_host(self->set, e->ptr, e->len, e->device, e->map);
+        if (is_sample(e))
+                return advise_sample(self->set, (char *)e->ptr + s->off, s->len, e->device, e->map, stream);
         err = host_prefetch(self->set, (char *)e->ptr + s->off, s->len, e->device, e->host_node, stream);
         return err == cudaSuccess ? self->set->rt->cudaStreamSynchronize(stream) : err;
 }
 
-/* Takes the queue's first eviction off it once every part is taken.
- * Under the lock. */
-static void queue_pop(struct evictors *set) {
-        set->head = set->head->next_queued;
-        if (!set->head)
-                set->tail = &set->head;
+static struct queue *queue_of(struct evictors *set, const struct eviction *e) {
+        return &set->queues[is_sample(e) ? QUEUE_SAMPLES : QUEUE_MOVES];
 }
 
-/* Whether an evictor may start on the queue's first eviction: none is
- * advising it, and the owner holds nothing back.  Under the lock. */
-static bool queue_ready(const struct evictors *set) {
-        return set->head && !set->head->advising && set->held == 0;
+/* Takes e, the first of its queue, off it once every part is taken.
+ * Under the lock. */
+static void queue_pop(struct evictors *set, const struct eviction *e) {
+        struct queue *q = queue_of(set, e);
+
+        q->head = q->head->next_queued;
+        if (!q->head)
+                q->tail = &q->head;
+}
+
+/* The eviction an evictor may start on: the first move unless another
+ * evictor is advising it, else the first sample; none while the owner
+ * holds them back.  Under the lock. */
+static struct eviction *queue_next(const struct evictors *set) {
+        const struct eviction *move = set->queues[QUEUE_MOVES].head;
+
+        if (set->held > 0)
+                return NULL;
+        if (move && !move->advising)
+                return set->queues[QUEUE_MOVES].head;
+        return set->queues[QUEUE_SAMPLES].head;
 }
 
 /* The bytes of eviction e an evictor takes next: a part, or all that is
- * left where it has no context of its own on e's GPU (there a second
- * evictor would only wait for the first).  Under the lock. */
+ * left of a move where it has no context of its own on e's GPU (there a
+ * second evictor would only wait for the first).  Under the lock. */
 static size_t evictor_part_len(const struct evictor *self, const struct eviction *e) {
         size_t left = e->len - e->next_off;
 
-        if (self->ctx_tried[e->device] && !self->ctx[e->device])
+        if (!is_sample(e) && self->ctx_tried[e->device] && !self->ctx[e->device])
                 return left;
         return MIN(e->part_bytes, left);
 }
 
-/* Waits for work and takes the evictor's next share of the queue's first
- * eviction into *ret: its advice, made before any part moves, or a part.
- * Returns false once stopping with nothing left.  Under the lock. */
+/* Waits for work and takes the evictor's next share (queue_next()) into
+ * *ret: a move's advice, made before any part moves, or a part.  Returns
+ * false once stopping with nothing left.  Under the lock. */
 static bool evictor_take(struct evictor *self, struct share *ret) {
         struct evictors *set = self->set;
         struct eviction *e;
 
-        while (!queue_ready(set) && !set->stopping)
+        while (!(e = queue_next(set)) && !set->stopping)
                 pthread_cond_wait(&set->cond, &set->lock);
-        if (!queue_ready(set))
-                return false; /* stopping: the owner drained the queue first */
-        e = set->head;
+        if (!e)
+                return false; /* stopping: the owner drained the queues first */
         set->busy++;
         *ret = (struct share){.e = e, .advise = !e->advised};
         if (ret->advise) {
@@ -336,7 +367,7 @@ static bool evictor_take(struct evictor *self, struct share *ret) {
         e->next_off += ret->len;
         e->parts_moving++;
         if (e->next_off == e->len)
-                queue_pop(set);
+                queue_pop(set, e);
         return true;
 }
 
@@ -348,13 +379,14 @@ static void evictor_put(struct evictors *set, const struct share *s, cudaError_t
         if (s->advise) {
                 e->advising = false;
                 e->advised = true;
-                if (err != cudaSuccess || e->map == EVICT_MAP_REARM || e->map == EVICT_MAP_PROBE) {
-                        /* nothing more of it moves */
-                        e->next_off = e->len;
-                        queue_pop(set);
-                }
         } else
                 e->parts_moving--;
+        /* a failed advice or sample part: nothing more of it is started (a
+         * move's parts go on: they return pages to the host, the safe side) */
+        if (err != cudaSuccess && (s->advise || is_sample(e)) && e->next_off < e->len) {
+                e->next_off = e->len;
+                queue_pop(set, e); /* parts left: it is the first of its queue */
+        }
         if (e->err == cudaSuccess)
                 e->err = err;
         set->busy--;
@@ -423,7 +455,8 @@ int evictors_new(const struct kvt_cudart *rt, unsigned n, int wake_fd, struct ev
                 return -ENOMEM;
         set->rt = rt;
         set->wake_fd = wake_fd;
-        set->tail = &set->head;
+        for (unsigned q = 0; q < _QUEUE_MAX; q++)
+                set->queues[q].tail = &set->queues[q].head;
         set->n = n;
         pthread_mutex_init(&set->lock, NULL);
         pthread_cond_init(&set->cond, NULL);
@@ -454,18 +487,21 @@ void evictors_free(struct evictors *set) {
 
 void evictors_submit(struct evictors *set, struct eviction *e) {
         size_t share = (e->len / set->n + KVT_CHUNK_BYTES - 1) & ~(size_t)(KVT_CHUNK_BYTES - 1);
+        struct queue *q = queue_of(set, e);
 
         e->next_queued = NULL;
-        e->part_bytes = MAX(share, EVICT_PART_MIN_BYTES);
+        e->part_bytes = is_sample(e) ? (size_t)SAMPLE_PART_CHUNKS * KVT_CHUNK_BYTES
+                                     : MAX(share, EVICT_PART_MIN_BYTES);
         e->next_off = e->parts_moving = 0;
-        e->advising = e->advised = false;
-        e->done = e->len == 0; /* nothing to move */
+        e->advising = false;
+        e->advised = is_sample(e); /* a sample is all parts, no advice of the whole */
+        e->done = e->len == 0;     /* nothing to move */
         e->err = cudaSuccess;
         if (e->done)
                 return;
         pthread_mutex_lock(&set->lock);
-        *set->tail = e;
-        set->tail = &e->next_queued;
+        *q->tail = e;
+        q->tail = &e->next_queued;
         pthread_cond_broadcast(&set->cond);
         pthread_mutex_unlock(&set->lock);
 }
@@ -493,7 +529,7 @@ cudaError_t evictors_move(struct evictors *set, struct eviction *e) {
 
 void evictors_drain(struct evictors *set) {
         pthread_mutex_lock(&set->lock);
-        while (set->head || set->busy)
+        while (set->queues[QUEUE_MOVES].head || set->queues[QUEUE_SAMPLES].head || set->busy)
                 pthread_cond_wait(&set->cond, &set->lock);
         pthread_mutex_unlock(&set->lock);
 }

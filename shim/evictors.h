@@ -22,11 +22,17 @@
  * cannot have a context of its own on a GPU says so once and evicts there
  * in the engine's (primary) context, taking whole evictions.
  *
+ * Moves before samples.  Evictions that move pages (and a failed
+ * promotion going back) queue apart from samples (EVICT_MAP_REARM,
+ * EVICT_MAP_PROBE), which are made in parts of a few chunks: an evictor
+ * takes a sample's part only when no move is waiting for it, so a sample
+ * never holds back the room the engine waits for by more than one part.
+ *
  * Threads.  evictors_new() starts the evictor threads; every function below
  * is called by one thread, the owner (the mover).  Each evictor waits until
  * its part has moved before it takes the next.
  *
- * Locking.  One mutex in struct evictors guards the queue, the evictors.c
+ * Locking.  One mutex in struct evictors guards the queues, the evictors.c
  * fields of each eviction from evictors_submit() until evictors_poll() has
  * returned its end, the owner's holds, the stopping flag, and per GPU the
  * host NUMA nodes the driver refused and whether the contexts were logged.

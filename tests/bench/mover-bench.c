@@ -6,7 +6,8 @@
  * bytes in the same run.
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
- *               [--check-only] [--explore | --overtake | --contend | --interfere | --soak BYTES]
+ *               [--check-only] [--explore | --overtake | --contend | --interfere | --samples-first |
+ *                --soak BYTES]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -38,6 +39,14 @@
  * prints when the promotion and the last eviction completed: a promotion
  * ordered after evictions should not wait for them (the pipeline's evictor
  * threads make the evictions' calls).  Exit 1 if it waited.
+ *
+ * --samples-first instead puts the region in VRAM, orders all of it but its
+ * last 16 MiB re-armed (one batch of one-chunk orders, as the daemon's
+ * sampler sends them), then the last 16 MiB evicted, and prints when the
+ * eviction and the last re-arm completed: the evictors take a move before
+ * any sample's next part, so an eviction ordered after samples should not
+ * wait for them all.  Exit 1 if it waited.  Meant for
+ * FAKECUDA_ADVISE_DELAY_US, where a re-arm costs what it costs on the H200.
  *
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB
@@ -356,6 +365,32 @@ static int overtake(struct bench *b) {
                "last eviction after %.1f ms\n",
                (n_chunks - up) * 2, run * 2, up * 2, (double)(b->watch_done_ns - t0) / 1e6,
                (double)(b->last_done_ns - t0) / 1e6);
+        return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
+}
+
+/* See --samples-first in the header. */
+static int samples_first(struct bench *b) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), down = 8;
+        struct kvt_order o[BATCH];
+        uint64_t t0, expected;
+        size_t n;
+
+        if (n_chunks < down + 2 * 8 || n_chunks - down > BATCH)
+                return -EINVAL;
+        if (move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
+                return -EIO;
+        n = orders_for(b, o, 0, n_chunks - down, 1, KVT_TIER_HOST);
+        for (size_t i = 0; i < n; i++)
+                o[i].flags = KVT_ORDER_REARM;
+        t0 = now_ns();
+        expected = b->done + n + 1;
+        pipeline_submit(b->pipe, o, n);
+        b->watch_order = b->next_order + 1;
+        (void)submit_each(b, n_chunks - down, down, down, KVT_TIER_HOST);
+        wait_all(b, expected);
+        printf("samples-first: %zu chunks re-armed, then %u MiB evicted: eviction done after %.1f ms, "
+               "last re-arm after %.1f ms\n",
+               n, down * 2, (double)(b->watch_done_ns - t0) / 1e6, (double)(b->last_done_ns - t0) / 1e6);
         return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
 }
 
@@ -883,6 +918,7 @@ int main(int argc, char **argv) {
                 { "overtake", no_argument, NULL, 'o' },
                 { "contend", no_argument, NULL, 'C' },
                 { "interfere", no_argument, NULL, 'I' },
+                { "samples-first", no_argument, NULL, 'F' },
                 { "evict-to", required_argument, NULL, 't' },
                 { "soak", required_argument, NULL, 'S' },
                 {},
@@ -891,7 +927,7 @@ int main(int argc, char **argv) {
         uint64_t size = (uint64_t)1 << 30;
         size_t free0 = 0, free1 = 0, total = 0;
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
-             do_interfere = false;
+             do_interfere = false, do_samples = false;
         uint64_t soak_bytes = 0;
         struct bench b = { .evict_tier = KVT_TIER_HOST_MAPPED };
         struct shim_region taken;
@@ -922,6 +958,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'I':
                         do_interfere = true;
+                        break;
+                case 'F':
+                        do_samples = true;
                         break;
                 case 'S':
                         if (parse_bytes(optarg, &soak_bytes) < 0 || soak_bytes == 0) {
@@ -954,13 +993,15 @@ int main(int argc, char **argv) {
             : do_overtake  ? overtake(&b)
             : do_contend   ? contend(&b)
             : do_interfere ? interfere(&b)
+            : do_samples   ? samples_first(&b)
                            : check(&b);
         /* what the pipeline's own CUDA state took (evictors' contexts,
          * streams), apart from the region, which setup() allocated */
         if (b.rt->cudaMemGetInfo(&free1, &total) == cudaSuccess)
                 printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
                        free1 >> 20);
-        if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_contend && !do_interfere) {
+        if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_contend && !do_interfere &&
+            !do_samples) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {

@@ -22,6 +22,8 @@
  *                                 KIND: malloc, malloc_managed, prefetch, advise,
  *                                 ctx_create
  *   FAKECUDA_PREFETCH_DELAY_US=N  cudaMemPrefetchAsync sleeps N us per page moved
+ *   FAKECUDA_ADVISE_DELAY_US=N    cudaMemAdvise takes N us a call (the driver's time;
+ *                                 ~50 us for one page's read-mostly advice on the H200)
  *   FAKECUDA_EVENT_DELAY_US=N     work on a created stream completes N us after the
  *                                 last event recorded or host function launched there:
  *                                 events report not-ready until then, host functions

@@ -121,6 +121,7 @@ static struct {
         unsigned delay_us;
         unsigned free_delay_us;
         unsigned event_delay_us;
+        unsigned advise_delay_us;
         const char *stats_path;
         size_t total_bytes[MODEL_MAX_DEVICES];
         struct fakecuda_stats stats[MODEL_MAX_DEVICES];
@@ -323,6 +324,7 @@ static void init_once(void) {
         m.delay_us = (unsigned)env_long("FAKECUDA_PREFETCH_DELAY_US", 0, 0, 10000000);
         m.free_delay_us = (unsigned)env_long("FAKECUDA_FREE_DELAY_US", 0, 0, 10000000);
         m.event_delay_us = (unsigned)env_long("FAKECUDA_EVENT_DELAY_US", 0, 0, 10000000);
+        m.advise_delay_us = (unsigned)env_long("FAKECUDA_ADVISE_DELAY_US", 0, 0, 10000000);
         s = getenv("FAKECUDA_MANAGED_MISALIGN");
         m.misalign = s && *s && strcmp(s, "0") != 0;
         s = getenv("FAKECUDA_MEM");
@@ -412,6 +414,11 @@ unsigned model_prefetch_delay_us(void) {
 unsigned model_event_delay_us(void) {
         model_init();
         return m.event_delay_us;
+}
+
+unsigned model_advise_delay_us(void) {
+        model_init();
+        return m.advise_delay_us;
 }
 
 unsigned model_free_delay_us(void) {

@@ -72,6 +72,9 @@ void model_count_numa_location(int caller);
 /* Microseconds to sleep per page moved by a prefetch. */
 unsigned model_prefetch_delay_us(void);
 
+/* Microseconds a cudaMemAdvise call takes (FAKECUDA_ADVISE_DELAY_US). */
+unsigned model_advise_delay_us(void);
+
 /* Microseconds after which an event recorded on a stream completes, and a
  * host function launched there runs (FAKECUDA_EVENT_DELAY_US; 0: at once). */
 unsigned model_event_delay_us(void);

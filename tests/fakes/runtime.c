@@ -381,6 +381,9 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
         r = model_advise(model_current_device(), devPtr, count, (int)advice, loc);
         if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
                 model_count_numa_location(model_current_device());
+        /* the driver's time for the call, outside the model's lock */
+        if (model_advise_delay_us() > 0)
+                usleep(model_advise_delay_us());
         return fail_errno(r);
 }
 

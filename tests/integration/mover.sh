@@ -93,6 +93,14 @@ check_gt "promotions first: eviction runs were made" "${runs:-0}" 1
 check "promotions first: no eviction started while the promotions' calls ran" [ "${under:-x}" = 0 ]
 diag "$(grep '^contend:' "$TMP/contend.out")"
 
+# Moves before samples: with advice as slow as on the H200 (~50 us a call,
+# two calls a re-arm), an eviction ordered behind 56 chunks of re-arms
+# completes before them, since the evictors take samples in parts and a
+# move before any sample's next part.
+FAKECUDA_ADVISE_DELAY_US=1000 "$BENCH" --size 128M --samples-first >"$TMP/samples.out" 2>&1; rc=$?
+check "moves before samples: the eviction did not wait for the re-arms" [ $rc -eq 0 ]
+diag "$(grep '^samples-first:' "$TMP/samples.out")"
+
 # The interference probe keeps working (its figures mean something only on
 # a GPU): idle, five moving phases, each with steps counted.
 "$BENCH" --size 64M --interfere >"$TMP/interfere.out" 2>&1; rc=$?
