@@ -1165,6 +1165,8 @@ static int order_new(struct registry *r, struct region *reg, uint32_t first, uin
         gpu_charge(r, g, add);
         reg->client->charged[reg->device] += add;
         g->inflight_orders++;
+        if (flags & KVT_ORDER_REARM)
+                g->sampling_chunks += n;
         r->next_order_id++;
         r->migrations.orders_sent++;
         *ret = (struct kvt_order){.order_id = o.id,
@@ -1257,6 +1259,8 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
         }
         region_uncharge(r, reg, uncharge);
         g->inflight_orders--;
+        if (o->flags & KVT_ORDER_REARM)
+                g->sampling_chunks -= o->n;
         if (status == -ENOENT)
                 r->migrations.orders_cancelled++;
         else if (!ok)
@@ -1341,6 +1345,8 @@ static void order_take_back(struct registry *r, const struct order *o) {
         }
         region_uncharge(r, reg, uncharge);
         g->inflight_orders--;
+        if (o->flags & KVT_ORDER_REARM)
+                g->sampling_chunks -= o->n;
 }
 
 unsigned registry_client_expire_orders(struct registry *r, struct client *c, uint64_t now, uint64_t timeout_ns) {

@@ -45,6 +45,7 @@ struct sim {
         uint32_t protect_ticks;       /* the guard's choice for the tick under way */
         uint64_t evicted_tick, refaulted_tick; /* seen in the tick under way, for the guard */
         uint64_t sample_cursor;
+        uint64_t sample_free_ns;      /* when the shim has made the re-arms ordered so far */
         struct policy_region *views;  /* scratch: live regions, oldest first */
         uint32_t *view_region;        /* view index -> declaration index */
         struct lane promote, evict;
@@ -246,10 +247,22 @@ static void signals_deliver(struct sim *s) {
         }
 }
 
-/* Carries out a tick's sample at once (off the link): re-arms unmap a
- * page of each host chunk, probes send a page of each VRAM chunk out
- * (s->mapped 2: its next access faults), and are remembered. */
+/* Chunks of the re-arms ordered and not yet made at at_ns: the shim makes
+ * them one after another, rearm_ns each.  The daemon's planner re-arms a
+ * tick no more than its share less these. */
+static uint64_t sample_backlog(const struct sim *s, uint64_t at_ns) {
+        if (s->sample_free_ns <= at_ns || s->cfg->rearm_ns == 0)
+                return 0;
+        return (s->sample_free_ns - at_ns + s->cfg->rearm_ns - 1) / s->cfg->rearm_ns;
+}
+
+/* Carries out a tick's sample (off the link), its effect at once: re-arms
+ * unmap a page of each host chunk, probes send a page of each VRAM chunk
+ * out (s->mapped 2: its next access faults), and are remembered.  The
+ * re-arms' driver time is the shim's backlog (sample_backlog()). */
 static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t at_ns) {
+        if (s->sample_free_ns < at_ns)
+                s->sample_free_ns = at_ns;
         for (size_t m = 0; m < sm->plan.n_moves; m++) {
                 const struct policy_move *mv = &sm->plan.moves[m];
                 uint32_t reg = s->view_region[mv->region];
@@ -260,6 +273,7 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
                 }
                 s->res->rearmed += mv->n_chunks;
                 s->res->rearm_ns += mv->n_chunks * s->cfg->rearm_ns;
+                s->sample_free_ns += mv->n_chunks * s->cfg->rearm_ns;
         }
         for (size_t k = 0; k < sm->n_probes; k++) {
                 const struct policy_probe *p = &sm->probes[k];
@@ -277,7 +291,6 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
                         s->res->rearm_ns += s->cfg->rearm_ns;
                 }
         }
-        (void)at_ns;
         for (size_t k = 0; k < sm->n_expired; k++)
                 probe_expired(s, s->view_region[sm->expired[k].region], sm->expired[k].chunk);
         return 0;
@@ -349,6 +362,7 @@ static int tick(struct sim *s, uint64_t at_ns) {
                                                   .rearm_max = s->pp->sample_chunks,
                                                   .probe_max = held && probe_now ? s->pp->probe_cohorts : 0};
 
+                sp.rearm_max -= (uint32_t)MIN(sample_backlog(s, at_ns), (uint64_t)sp.rearm_max);
                 r = policy_sample(&in, &sp, &s->sample_cursor, &sample);
                 if (r == 0)
                         r = sample_apply(s, &sample, at_ns);

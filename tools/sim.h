@@ -30,7 +30,7 @@ struct sim_config {
         double mapped_gbps;  /* GPU reading a host chunk in place */
         uint64_t fault_ns;   /* a GPU fault on an unmapped host chunk, before it reads in place */
         uint64_t signal_delay_ns; /* from a fault to the daemon's knowing of it */
-        uint64_t rearm_ns;   /* driver time to re-arm one chunk (off the GPU's path) */
+        uint64_t rearm_ns;   /* driver time to re-arm one chunk (off the GPU's path), one at a time */
         uint64_t rate_bytes_per_s; /* the daemon's max_migration_rate; 0 = none */
         enum sim_observe observe;
 };

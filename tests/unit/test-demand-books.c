@@ -555,6 +555,50 @@ static void test_lap_resumes(void) {
         rig_down(&x);
 }
 
+/* Chunks of the re-arm orders in sent[]. */
+static uint64_t rearms_sent(void) {
+        uint64_t chunks = 0;
+
+        for (size_t i = 0; i < n_sent; i++)
+                chunks += (sent[i].flags & KVT_ORDER_REARM) ? sent[i].n_chunks : 0;
+        return chunks;
+}
+
+/* Re-arms are a tick's: a re-plan within the tick (a demand's) samples
+ * nothing, and a tick re-arms no more than its share while the last
+ * tick's re-arms are still in flight. */
+static void test_sample_bounds(void) {
+        struct rig x;
+        struct region *a;
+
+        rig_up(&x);
+        if (conf_set(x.conf, "policy", "rearm_rate", "400", "test") < 0) /* 4 a tick */
+                abort();
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        add(&x, 1, 16, KVT_TIER_VRAM); /* the budget full: nothing promoted */
+        a = add(&x, 2, 16, KVT_TIER_HOST);
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 16; i++)
+                registry_chunk_touch(x.r, a, i, 1);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "sample bounds: a tick");
+        TAP_EQ_U64(rearms_sent(), 4, "sample bounds: the tick re-armed its 4 chunks");
+        TAP_EQ_U64(registry_gpu(x.r, 0)->sampling_chunks, 4, "sample bounds: 4 chunks booked in flight");
+        TAP_EQ_INT(planner_replan(x.p, x.r, &ops, NULL) >= 0, 1, "sample bounds: a re-plan within the tick");
+        TAP_EQ_U64(rearms_sent(), 4, "sample bounds: the re-plan re-armed nothing");
+        registry_advance_tick(x.r);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "sample bounds: the next tick, the re-arms in flight");
+        TAP_EQ_U64(rearms_sent(), 4, "sample bounds: nothing more re-armed while a tick's re-arms are in flight");
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+        TAP_EQ_U64(registry_gpu(x.r, 0)->sampling_chunks, 0, "sample bounds: none in flight once done");
+        registry_advance_tick(x.r);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "sample bounds: a tick after they were done");
+        TAP_EQ_U64(rearms_sent(), 4, "sample bounds: it re-arms its 4 again");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_hits_and_avoided();
@@ -566,5 +610,6 @@ int main(void) {
         test_probe_window();
         test_spilled();
         test_lap_resumes();
+        test_sample_bounds();
         return tap_done();
 }
