@@ -357,6 +357,8 @@ static bool evictor_take(struct evictor *self, struct share *ret) {
         if (!e)
                 return false; /* stopping: the owner drained the queues first */
         set->busy++;
+        if (!e->started_ns)
+                e->started_ns = now_ns();
         *ret = (struct share){.e = e, .advise = !e->advised};
         if (ret->advise) {
                 e->advising = true;
@@ -379,6 +381,7 @@ static void evictor_put(struct evictors *set, const struct share *s, cudaError_t
         if (s->advise) {
                 e->advising = false;
                 e->advised = true;
+                e->advised_ns = now_ns();
         } else
                 e->parts_moving--;
         /* a failed advice or sample part: nothing more of it is started (a
@@ -497,6 +500,8 @@ void evictors_submit(struct evictors *set, struct eviction *e) {
         e->advised = is_sample(e); /* a sample is all parts, no advice of the whole */
         e->done = e->len == 0;     /* nothing to move */
         e->err = cudaSuccess;
+        e->queued_ns = now_ns();
+        e->started_ns = e->advised_ns = 0;
         if (e->done)
                 return;
         pthread_mutex_lock(&set->lock);

@@ -69,6 +69,7 @@ struct eviction {
         unsigned parts_moving; /* parts taken and not yet moved */
         bool advising, advised, done;
         cudaError_t err; /* the advice's or the first failed part's error */
+        uint64_t queued_ns, started_ns, advised_ns; /* when it was queued, first taken, advised */
 };
 
 struct evictors;

@@ -276,6 +276,16 @@ static void report(struct pipeline *p, const struct run *r, int status, cudaErro
         if (r->orders[0].flags & (KVT_ORDER_REARM | KVT_ORDER_PROBE))
                 elapsed_ns /= r->n_orders;
 
+        if (r->pinned && r->tier != KVT_TIER_VRAM && r->eviction.started_ns) {
+                const struct eviction *ev = &r->eviction;
+                uint64_t end = now_ns(), adv = ev->advised_ns ? ev->advised_ns : ev->started_ns;
+
+                log_debug("Run of %zu MiB to %s (map %d): %.3f ms queued, %.3f ms advised, %.3f ms moved.",
+                          r->len >> 20, kvt_tier_name(r->tier), (int)ev->map,
+                          (double)(ev->started_ns - ev->queued_ns) / 1e6, (double)(adv - ev->started_ns) / 1e6,
+                          (double)(end - adv) / 1e6);
+        } else if (r->pinned && r->tier == KVT_TIER_VRAM)
+                log_debug("Run of %zu MiB to vram: %.3f ms.", r->len >> 20, (double)elapsed_ns / 1e6);
         if (status < 0)
                 log_debug("Run of %zu orders (region %u, chunks %u+%zu to %s) failed: %s (CUDA error %d).",
                           r->n_orders, r->region_id, r->orders[0].first_chunk, r->len >> KVT_CHUNK_SHIFT,
