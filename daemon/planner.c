@@ -33,6 +33,7 @@ struct planner {
                 bool probe_now; /* the prober's say for this tick */
                 uint64_t sample_cursor;
                 uint32_t tick_rearmed; /* chunks re-armed in this tick's plans */
+                uint32_t tick_probed;  /* cohorts probed in this tick's plans */
                 uint64_t evicted_seen, refaults_seen; /* the registry's counters at the last tick */
                 uint64_t back_seen, expired_seen;
         } demand[KVT_MAX_GPUS];
@@ -353,6 +354,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                         continue;
                 }
                 registry_probe_mark(r, reg, pr->first, pr->n);
+                d->tick_probed++;
                 log_debug("Order %llu: region %u chunks %u+%u probed.", (unsigned long long)o.order_id,
                           region_id(reg), pr->first, pr->n);
                 ops->send_order(region_client(reg), &o, userdata);
@@ -460,16 +462,18 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                                             plan.evict_chunks + plan.promote_chunks < in.max_move_chunks));
         held = plan.held_chunks;
         policy_plan_clear(&plan);
-        /* A tick's re-arms, sampled in its plans (a demand re-plans up to once
-         * a millisecond, and its probes cannot wait for the tick): no more
-         * than the tick's share in all, and no more in flight than that.
-         * Where the shim makes them slower than rearm_rate asks, the rate
-         * falls to what it makes, and a chunk waits for its re-arm at most
-         * a tick's worth before it may be moved. */
+        /* A tick's re-arms and probes, sampled in its plans (a demand re-plans
+         * up to once a millisecond, and its probes cannot wait for the tick):
+         * no more than the tick's share of each in all, and no more in flight
+         * than that.  Where the shim makes them slower than rearm_rate and
+         * probe_rate ask, the rates fall to what it makes, and a chunk waits
+         * for its sample at most a tick's worth before it may be moved. */
         if (new_tick)
-                d->tick_rearmed = 0;
+                d->tick_rearmed = d->tick_probed = 0;
         pp.sample_chunks -= (uint32_t)MIN(MAX(g->sampling_chunks, (uint64_t)d->tick_rearmed),
                                           (uint64_t)pp.sample_chunks);
+        pp.probe_cohorts -= (uint32_t)MIN(MAX(g->probing_orders, (uint64_t)d->tick_probed),
+                                          (uint64_t)pp.probe_cohorts);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
                 uint32_t window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
                                                       pp.protect_min_ticks);

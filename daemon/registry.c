@@ -1167,6 +1167,8 @@ static int order_new(struct registry *r, struct region *reg, uint32_t first, uin
         g->inflight_orders++;
         if (flags & KVT_ORDER_REARM)
                 g->sampling_chunks += n;
+        if (flags & KVT_ORDER_PROBE)
+                g->probing_orders++;
         r->next_order_id++;
         r->migrations.orders_sent++;
         *ret = (struct kvt_order){.order_id = o.id,
@@ -1250,6 +1252,11 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         g->tier_chunks[ch->tier]++;
                         moved++;
                 }
+                /* A probe's window (and how long it takes to come back) starts
+                 * when its page left, not when it was ordered: a probe that
+                 * queued in the shim had no time yet to be used. */
+                if (ok && (o->flags & KVT_ORDER_PROBE) && (ch->flags & CHUNK_PROBE))
+                        ch->last_move = r->tick;
                 ch->pending = KVT_TIER_NONE;
                 chunk_book(r, ch, true);
                 /* spilled while its order was in flight: released since */
@@ -1261,6 +1268,8 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
         g->inflight_orders--;
         if (o->flags & KVT_ORDER_REARM)
                 g->sampling_chunks -= o->n;
+        if (o->flags & KVT_ORDER_PROBE)
+                g->probing_orders--;
         if (status == -ENOENT)
                 r->migrations.orders_cancelled++;
         else if (!ok)
@@ -1347,6 +1356,8 @@ static void order_take_back(struct registry *r, const struct order *o) {
         g->inflight_orders--;
         if (o->flags & KVT_ORDER_REARM)
                 g->sampling_chunks -= o->n;
+        if (o->flags & KVT_ORDER_PROBE)
+                g->probing_orders--;
 }
 
 unsigned registry_client_expire_orders(struct registry *r, struct client *c, uint64_t now, uint64_t timeout_ns) {

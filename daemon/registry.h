@@ -69,6 +69,7 @@ struct gpu_stats {
         uint64_t tier_chunks[_KVT_TIER_MAX]; /* by confirmed tier */
         uint64_t inflight_orders;
         uint64_t sampling_chunks; /* chunks of the re-arms in flight: the next tick's sample waits for them */
+        uint64_t probing_orders;  /* probes (cohorts) in flight, likewise */
         /* What the GPU gave away, counted since the start: */
         uint64_t demand_faults;  /* uses seen of chunks in host memory (faults, launch pointers) */
         uint64_t refaults;       /* of those, chunks evicted within [policy] protect_min before */

@@ -555,6 +555,45 @@ static void test_lap_resumes(void) {
         rig_down(&x);
 }
 
+/* A probe's window starts when the shim made it: one that queued for
+ * longer than the window is not cold once made, and one used within the
+ * window after it was made came back in time. */
+static void test_probe_from_done(void) {
+        struct rig x;
+        const struct policy_chunk *c;
+        struct region *a;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+        struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 10, .probe_window = 20, .probe_max = 1};
+        struct policy_region view;
+        struct policy_input in = {.regions = &view, .n_regions = 1};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+
+        rig_up(&x);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        c = region_chunks(a);
+        registry_advance_tick(x.r); /* a probe's tick is never 0 */
+        TAP_EQ_INT(registry_probe_new(x.r, a, 0, 2, &o), 0, "probe from done: probe chunks 0..1");
+        registry_probe_mark(x.r, a, 0, 2);
+        for (int i = 0; i < 30; i++) /* queued in the shim past the window */
+                registry_advance_tick(x.r);
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "probe from done: made, 30 ticks after its order");
+        TAP_EQ_U64(c[0].last_move, registry_tick(x.r), "probe from done: its window starts now");
+        view = (struct policy_region){.chunks = region_chunks(a), .n_chunks = 8};
+        in.now = registry_tick(x.r) + 1;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe from done: a sample just after");
+        TAP_EQ_U64(sm.n_expired, 0, "probe from done: not expired");
+        policy_plan_clear(&sm.plan);
+        for (int i = 0; i < 5; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 1, 1);
+        TAP_EQ_U64(registry_gpu(x.r, 0)->probes_back, 1, "probe from done: used 5 ticks after it was made: back");
+        rig_down(&x);
+}
+
 /* Chunks of the re-arm orders in sent[]. */
 static uint64_t rearms_sent(void) {
         uint64_t chunks = 0;
@@ -611,5 +650,6 @@ int main(void) {
         test_spilled();
         test_lap_resumes();
         test_sample_bounds();
+        test_probe_from_done();
         return tap_done();
 }
