@@ -523,6 +523,26 @@ static bool lap_client_ready(struct client *c, void *userdata) {
         return lap_ready;
 }
 
+/* A rig with rearm_rate 400 (4 chunks a tick): region 1 fills the budget
+ * in VRAM (nothing to promote into), region 2's 16 chunks in host memory
+ * were each mapped at a fault and then unseen past protect_min: re-arm
+ * candidates. */
+static void rig_rearm_up(struct rig *x) {
+        struct region *a;
+
+        rig_up(x);
+        if (conf_set(x->conf, "policy", "rearm_rate", "400", "test") < 0)
+                abort();
+        client_set_grant_cap(x->cl, 0, 16 * CHUNK);
+        add(x, 1, 16, KVT_TIER_VRAM);
+        a = add(x, 2, 16, KVT_TIER_HOST);
+        registry_advance_tick(x->r);
+        for (uint32_t i = 0; i < 16; i++)
+                registry_chunk_touch(x->r, a, i, 1);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x->r);
+}
+
 /* The sampler's lap does not pass picks it could not issue: a tick whose
  * client could take no orders (its socket full) re-arms nothing, and the
  * next starts where that one would have. */
@@ -530,19 +550,8 @@ static void test_lap_resumes(void) {
         const struct planner_ops lap_ops = {.client_ready = lap_client_ready, .send_order = sink_send,
                                             .send_grant = grant_sink};
         struct rig x;
-        struct region *a;
 
-        rig_up(&x);
-        if (conf_set(x.conf, "policy", "rearm_rate", "400", "test") < 0) /* 4 a tick */
-                abort();
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        add(&x, 1, 16, KVT_TIER_VRAM); /* the budget full, nothing to promote into */
-        a = add(&x, 2, 16, KVT_TIER_HOST);
-        registry_advance_tick(x.r);
-        for (uint32_t i = 0; i < 16; i++)
-                registry_chunk_touch(x.r, a, i, 1); /* mapped at a fault, each */
-        for (int i = 0; i < 30; i++)
-                registry_advance_tick(x.r); /* unseen past protect_min: re-arm candidates */
+        rig_rearm_up(&x);
         lap_ready = false;
         n_sent = 0;
         TAP_EQ_INT(planner_tick(x.p, x.r, &lap_ops, NULL) >= 0, 1, "lap: a tick while the client takes nothing");
@@ -608,19 +617,8 @@ static uint64_t rearms_sent(void) {
  * tick's re-arms are still in flight. */
 static void test_sample_bounds(void) {
         struct rig x;
-        struct region *a;
 
-        rig_up(&x);
-        if (conf_set(x.conf, "policy", "rearm_rate", "400", "test") < 0) /* 4 a tick */
-                abort();
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        add(&x, 1, 16, KVT_TIER_VRAM); /* the budget full: nothing promoted */
-        a = add(&x, 2, 16, KVT_TIER_HOST);
-        registry_advance_tick(x.r);
-        for (uint32_t i = 0; i < 16; i++)
-                registry_chunk_touch(x.r, a, i, 1);
-        for (int i = 0; i < 30; i++)
-                registry_advance_tick(x.r);
+        rig_rearm_up(&x);
         n_sent = 0;
         TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "sample bounds: a tick");
         TAP_EQ_U64(rearms_sent(), 4, "sample bounds: the tick re-armed its 4 chunks");
