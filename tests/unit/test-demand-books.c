@@ -636,6 +636,63 @@ static void test_sample_bounds(void) {
         rig_down(&x);
 }
 
+/* Orders in sent[] with flag. */
+static size_t sent_with(uint32_t flag) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < n_sent; i++)
+                n += (sent[i].flags & flag) != 0;
+        return n;
+}
+
+/* Probes, like re-arms, are a tick's share in all its plans, and no more
+ * than that in flight.  Eight regions of two chunks fill the budget (eight
+ * cohorts), unseen since; a region in host memory is in use (demands the
+ * full budget holds back). */
+static void test_probe_bounds(void) {
+        struct rig x;
+        struct region *h;
+
+        rig_up(&x);
+        if (conf_set(x.conf, "policy", "probe_rate", "200", "test") < 0) /* 2 a tick */
+                abort();
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        for (uint32_t k = 1; k <= 8; k++) {
+                add(&x, k, 2, KVT_TIER_VRAM);
+                registry_advance_tick(x.r);
+        }
+        h = add(&x, 9, 4, KVT_TIER_HOST);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        for (int t = 0; t < 2; t++) { /* seen twice, ticks apart: demands */
+                for (int i = 0; i < 3; i++)
+                        registry_advance_tick(x.r);
+                for (uint32_t i = 0; i < 4; i++)
+                        registry_chunk_touch(x.r, h, i, 1);
+        }
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "probe bounds: a tick with demands held");
+        TAP_EQ_U64(sent_with(KVT_ORDER_PROBE), 2, "probe bounds: the tick probed its 2 cohorts");
+        TAP_EQ_U64(registry_gpu(x.r, 0)->probing_orders, 2, "probe bounds: 2 probes booked in flight");
+        for (uint32_t i = 0; i < 4; i++)
+                registry_chunk_touch(x.r, h, i, 1);
+        TAP_EQ_INT(planner_replan(x.p, x.r, &ops, NULL) >= 0, 1, "probe bounds: a re-plan within the tick");
+        TAP_EQ_U64(sent_with(KVT_ORDER_PROBE), 2, "probe bounds: the re-plan probed nothing more");
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 4; i++)
+                registry_chunk_touch(x.r, h, i, 1);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "probe bounds: the next tick, the probes in flight");
+        TAP_EQ_U64(sent_with(KVT_ORDER_PROBE), 2, "probe bounds: nothing more probed while a tick's are in flight");
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+        TAP_EQ_U64(registry_gpu(x.r, 0)->probing_orders, 0, "probe bounds: none in flight once made");
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 4; i++)
+                registry_chunk_touch(x.r, h, i, 1);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "probe bounds: a tick after they were made");
+        TAP_EQ_U64(sent_with(KVT_ORDER_PROBE), 2, "probe bounds: it probes 2 more");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_hits_and_avoided();
@@ -649,5 +706,6 @@ int main(void) {
         test_lap_resumes();
         test_sample_bounds();
         test_probe_from_done();
+        test_probe_bounds();
         return tap_done();
 }
