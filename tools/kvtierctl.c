@@ -196,11 +196,13 @@ static void print_gpus(struct json_object *st) {
                        " ms; %" PRId64 " uses seen in host memory, %" PRId64 " refaults, %" PRId64
                        " evictions avoided, %" PRId64
                        " probes (%" PRId64 " back, %" PRId64 " cold, window %" PRId64 " ms), %" PRId64
-                       " chunks re-armed; sampler %" PRId64 " ms in the shim\n",
+                       " chunks re-armed; sampler %" PRId64 " ms in the shim, %" PRId64 " chunks and %" PRId64
+                       " probes in flight\n",
                        jint(g, "device"), B(b[0], d, "held_bytes"), B(b[1], d, "stale_bytes"), jint(d, "protect_ms"),
                        jint(d, "demand_faults"), jint(d, "refaults"), jint(d, "evictions_avoided"), jint(d, "probes"),
                        jint(d, "probes_back"),
-                       jint(d, "probes_expired"), jint(d, "probe_window_ms"), jint(d, "rearmed_chunks"), jint(d, "rearm_ms") + jint(d, "probe_ms"));
+                       jint(d, "probes_expired"), jint(d, "probe_window_ms"), jint(d, "rearmed_chunks"), jint(d, "rearm_ms") + jint(d, "probe_ms"),
+                       jint(d, "rearming_chunks"), jint(d, "probing"));
         }
 }
 

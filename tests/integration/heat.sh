@@ -131,6 +131,8 @@ check "cupti: re-arms in flight are reported, at most a tick's (rearm_rate 25600
 check_gt "cupti: probes of chunks in VRAM came back (their page faulted)" "$(jq '.gpus[0].demand.probes_back' <<<"$s")" 0
 check "cupti: the sampler's cost is reported (probe time)" [ "$(jq '.gpus[0].demand.probe_ms | type' <<<"$s")" = '"number"' ]
 check "cupti: and shown" bash -c "'$KVTIERCTL' -s '$SOCK' status | grep -q 'ms in the shim'"
+check "cupti: the samples in flight shown" \
+        bash -c "'$KVTIERCTL' -s '$SOCK' status | grep -Eq 'ms in the shim, [0-9]+ chunks and [0-9]+ probes in flight'"
 check_gt "cupti: mapped evictions' own remote maps were not taken for uses" \
         "$(jq '.gpus[0].demand.own_maps_ignored' <<<"$s")" 0
 check_gt "cupti: fault heat brought the window into VRAM when it was in the second region" "$hot" $((8 << 20))
