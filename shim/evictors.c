@@ -27,9 +27,9 @@
 #define EVICT_PART_MIN_BYTES ((size_t)16 << 20)
 
 /* A sample (a re-arm or a probe) is made in parts of this many chunks, each
- * taken when no move waits: ~105 us of advice a chunk on the H200, so a
- * move that arrives behind a sample waits for at most one part (~1 ms),
- * not for the whole sample. */
+ * taken when no move waits: a move that arrives behind a sample waits for
+ * one part, not for the whole sample (a re-arm's advice took ~105 us a
+ * chunk alone on the H200, more beside faults and moves). */
 #define SAMPLE_PART_CHUNKS 8u
 
 /* An evictor thread.  set and thread are fixed by evictors_new(); the rest
@@ -68,9 +68,9 @@ struct evictors {
         pthread_mutex_t lock;
         pthread_cond_t cond; /* broadcast whenever any of the below changes */
         struct queue queues[_QUEUE_MAX];
-        unsigned busy;       /* advice and parts being made */
-        unsigned held;                 /* the owner's promotions being issued */
-        uint64_t samples;              /* re-arms made (atomic): which page the next one takes */
+        unsigned busy;    /* advice and parts being made */
+        unsigned held;    /* the owner's promotions being issued */
+        uint64_t samples; /* re-arms made (atomic): which page the next one takes */
         bool stopping;
         struct evict_gpu gpu[KVT_MAX_GPUS];
         unsigned n;

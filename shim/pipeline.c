@@ -282,8 +282,8 @@ static void report(struct pipeline *p, const struct run *r, int status, cudaErro
 
                 log_debug("Run of %zu MiB to %s (map %d): %.3f ms queued, %.3f ms advised, %.3f ms moved.",
                           r->len >> 20, kvt_tier_name(r->tier), (int)ev->map,
-                          (double)(ev->started_ns - ev->queued_ns) / 1e6, (double)(adv - ev->started_ns) / 1e6,
-                          (double)(end - adv) / 1e6);
+                          (double)(ev->started_ns - ev->queued_ns) / 1e6,
+                          (double)(adv - ev->started_ns) / 1e6, (double)(end - adv) / 1e6);
         } else if (r->pinned && r->tier == KVT_TIER_VRAM)
                 log_debug("Run of %zu MiB to vram: %.3f ms.", r->len >> 20, (double)elapsed_ns / 1e6);
         if (status < 0)
