@@ -780,6 +780,16 @@ static void client_remember_forgotten(struct client *c, uint64_t order_id) {
         c->forgotten[c->n_forgotten++] = order_id;
 }
 
+/* An order's end in the GPU's counts of orders in flight, however it ended
+ * (done, taken back, forgotten with its region). */
+static void order_gone(struct gpu_stats *g, const struct order *o) {
+        g->inflight_orders--;
+        if (o->flags & KVT_ORDER_REARM)
+                g->sampling_chunks -= o->n;
+        if (o->flags & KVT_ORDER_PROBE)
+                g->probing_orders--;
+}
+
 /* Forgets the in-flight orders of a region; the chunks keep their state. */
 static void region_forget_orders(struct registry *r, struct region *reg) {
         struct client *c = reg->client;
@@ -788,7 +798,7 @@ static void region_forget_orders(struct registry *r, struct region *reg) {
         for (size_t i = 0; i < c->n_orders; i++) {
                 if (c->orders[i].region == reg) {
                         client_remember_forgotten(c, c->orders[i].id);
-                        r->gpus[reg->device].inflight_orders--;
+                        order_gone(&r->gpus[reg->device], &c->orders[i]);
                 } else
                         c->orders[j++] = c->orders[i];
         }
@@ -1265,11 +1275,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 uncharge += was && !chunk_charged(ch);
         }
         region_uncharge(r, reg, uncharge);
-        g->inflight_orders--;
-        if (o->flags & KVT_ORDER_REARM)
-                g->sampling_chunks -= o->n;
-        if (o->flags & KVT_ORDER_PROBE)
-                g->probing_orders--;
+        order_gone(g, o);
         if (status == -ENOENT)
                 r->migrations.orders_cancelled++;
         else if (!ok)
@@ -1353,11 +1359,7 @@ static void order_take_back(struct registry *r, const struct order *o) {
                 chunk_retier(r, reg, ch, KVT_TIER_NONE);
         }
         region_uncharge(r, reg, uncharge);
-        g->inflight_orders--;
-        if (o->flags & KVT_ORDER_REARM)
-                g->sampling_chunks -= o->n;
-        if (o->flags & KVT_ORDER_PROBE)
-                g->probing_orders--;
+        order_gone(g, o);
 }
 
 unsigned registry_client_expire_orders(struct registry *r, struct client *c, uint64_t now, uint64_t timeout_ns) {

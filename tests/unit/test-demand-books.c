@@ -19,6 +19,7 @@
 #include "planner.h"
 #include "registry.h"
 #include "tap.h"
+#include "util.h"
 
 #define CHUNK KVT_CHUNK_BYTES
 
@@ -693,6 +694,38 @@ static void test_probe_bounds(void) {
         rig_down(&x);
 }
 
+/* Samples in flight are counted out however their orders end: made, or
+ * forgotten with their region (a region freed while they were in flight),
+ * or taken back from a client that never answered; a leak would stop the
+ * GPU's sampler for good. */
+static void test_sample_counts_end(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        struct region *a, *b;
+        struct kvt_order o;
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 4, KVT_TIER_VRAM);
+        b = add(&x, 2, 4, KVT_TIER_HOST);
+        registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_probe_new(x.r, a, 0, 2, &o), 0, "counts: a probe of region 1");
+        TAP_EQ_INT(registry_rearm_new(x.r, b, 0, 3, &o), 0, "counts: a re-arm of region 2");
+        TAP_OK(g->probing_orders == 1 && g->sampling_chunks == 3, "counts: both in flight");
+        TAP_EQ_INT(registry_region_del(x.r, x.cl, 1), 0, "counts: region 1 freed, its probe in flight");
+        TAP_EQ_U64(g->probing_orders, 0, "counts: its probe no longer in flight");
+        TAP_EQ_INT(registry_region_del(x.r, x.cl, 2), 0, "counts: region 2 freed, its re-arm in flight");
+        TAP_EQ_U64(g->sampling_chunks, 0, "counts: its re-arm no longer in flight");
+        b = add(&x, 3, 4, KVT_TIER_HOST);
+        TAP_EQ_INT(registry_rearm_new(x.r, b, 0, 2, &o), 0, "counts: a re-arm of region 3");
+        TAP_EQ_U64(registry_client_expire_orders(x.r, x.cl, now_ns() + 3600ull * 1000000000, 1), 1,
+                   "counts: taken back, unanswered");
+        TAP_EQ_U64(g->sampling_chunks, 0, "counts: a re-arm taken back is no longer in flight");
+        TAP_EQ_U64(g->inflight_orders, 0, "counts: nothing in flight");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_hits_and_avoided();
@@ -707,5 +740,6 @@ int main(void) {
         test_sample_bounds();
         test_probe_from_done();
         test_probe_bounds();
+        test_sample_counts_end();
         return tap_done();
 }
