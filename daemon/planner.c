@@ -415,6 +415,8 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         size_t n = 0;
         int ret, issued = 0;
 
+        if (new_tick) /* the tick's sample starts over, whatever the plans below do */
+                d->tick_rearmed = d->tick_probed = 0;
         ret = planner_snapshot(p, r, g->device, &n);
         if (ret < 0)
                 return ret;
@@ -468,8 +470,6 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
          * than that.  Where the shim makes them slower than rearm_rate and
          * probe_rate ask, the rates fall to what it makes, and a chunk waits
          * for its sample at most a tick's worth before it may be moved. */
-        if (new_tick)
-                d->tick_rearmed = d->tick_probed = 0;
         pp.sample_chunks -= (uint32_t)MIN(MAX(g->sampling_chunks, (uint64_t)d->tick_rearmed),
                                           (uint64_t)pp.sample_chunks);
         pp.probe_cohorts -= (uint32_t)MIN(MAX(g->probing_orders, (uint64_t)d->tick_probed),
