@@ -18,6 +18,7 @@ struct order {
         uint32_t tier;
         uint32_t flags;   /* KVT_ORDER_* */
         uint64_t sent_ns; /* when it was made (CLOCK_MONOTONIC), for [daemon] order_timeout_ms */
+        uint32_t sent_tick;
 };
 
 #define CHUNK_PROBE      POLICY_CHUNK_PROBE
@@ -963,7 +964,10 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
  * whether it did. */
 static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         struct policy_chunk *ch = &reg->chunks[chunk];
-        uint32_t delay = r->tick - ch->last_move;
+        /* before the probe's ORDER_DONE: its page left and was used since,
+         * within the probe's own time in the shim (its order's tick is no
+         * measure of that) */
+        uint32_t delay = ch->pending != KVT_TIER_NONE ? 0 : r->tick - ch->last_move;
         bool back = delay <= conf_protect_min_ticks(r->conf);
 
         ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
@@ -1144,7 +1148,8 @@ static int order_new(struct registry *r, struct region *reg, uint32_t first, uin
                           .n = n,
                           .tier = tier,
                           .flags = flags,
-                          .sent_ns = now_ns()};
+                          .sent_ns = now_ns(),
+                          .sent_tick = r->tick};
         uint64_t add = 0, evict = 0;
         int ret_push;
 
@@ -1244,6 +1249,13 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP);
                         if (o->tier == KVT_TIER_HOST_MAPPED)
                                 ch->flags |= CHUNK_MAPPED | CHUNK_OWN_MAP;
+                } else if (ok && (o->flags & KVT_ORDER_REARM) && ch->last_use >= o->sent_tick) {
+                        /* used since the re-arm was ordered (a re-arm's chunk was
+                         * unseen for protect_min before): its page faulted and is
+                         * mapped again, a demand that registry_chunk_touch() could
+                         * not count while the re-arm was in flight */
+                        g->demand_faults++;
+                        demand_note(r, reg, i);
                 } else if (ok && (o->flags & KVT_ORDER_REARM))
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
                 /* Promoted, or a probe that failed: no probe. */

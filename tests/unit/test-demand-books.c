@@ -165,6 +165,8 @@ static void test_demands(void) {
                 registry_advance_tick(x.r);
         registry_chunk_touch(x.r, a, 1, 1);
         TAP_EQ_U64(g->refaults, 1, "demand: back later: no refault");
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r); /* unseen for protect_min, as the sampler re-arms */
 
         TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 3, &o), -EINVAL, "rearm: refused for a chunk in VRAM");
         TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 2, &o), 0, "rearm: chunks 0..1");
@@ -174,6 +176,20 @@ static void test_demands(void) {
         TAP_OK(!(c[0].flags & CHUNK_MAPPED) && !(c[1].flags & CHUNK_MAPPED), "rearm: no longer mapped");
         TAP_OK(c[0].tier == KVT_TIER_HOST, "rearm: still in host memory");
         TAP_EQ_U64(g->rearmed_chunks, 2, "rearm: counted");
+        /* a use seen while a re-arm is in flight: its page faulted and is
+         * mapped again, and the GPU will not fault on it a second time */
+        registry_chunk_touch(x.r, a, 0, 1);
+        TAP_EQ_U64(g->demand_faults, 3, "rearm: the use of a re-armed chunk is a demand");
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 1, &o), 0, "rearm: chunk 0 again");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1);
+        TAP_EQ_U64(g->demand_faults, 3, "rearm: a use while it is in flight is not counted then");
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "rearm: done after the use");
+        TAP_OK(c[0].flags & CHUNK_MAPPED, "rearm: used during it, the chunk stays mapped (it may be re-armed again)");
+        TAP_EQ_U64(g->demand_faults, 4, "rearm: and the use is counted as a demand at its end");
 
         /* probe chunks 4..7: one order, each chunk on its own, all stay in VRAM */
         TAP_EQ_INT(registry_probe_new(x.r, a, 0, 5, &o), -EINVAL, "probe: refused for a chunk in host memory");
@@ -195,7 +211,7 @@ static void test_demands(void) {
         TAP_EQ_U64(g->probes_back, 1, "probe: back soon");
         TAP_OK(!(c[4].flags & POLICY_CHUNK_PROBE) && (c[5].flags & POLICY_CHUNK_PROBE), "probe: that chunk's answer only");
         TAP_EQ_U64(g->refaults, 1, "probe: not a refault");
-        TAP_EQ_U64(g->demand_faults, 2, "probe: not a demand");
+        TAP_EQ_U64(g->demand_faults, 4, "probe: not a demand");
         for (int i = 0; i < 100; i++)
                 registry_advance_tick(x.r);
         registry_chunk_touch(x.r, a, 6, 1);
@@ -601,6 +617,13 @@ static void test_probe_from_done(void) {
                 registry_advance_tick(x.r);
         registry_chunk_touch(x.r, a, 1, 1);
         TAP_EQ_U64(registry_gpu(x.r, 0)->probes_back, 1, "probe from done: used 5 ticks after it was made: back");
+        /* used before its ORDER_DONE, long after its order: its page had left */
+        TAP_EQ_INT(registry_probe_new(x.r, a, 4, 1, &o), 0, "probe from done: probe chunk 4");
+        registry_probe_mark(x.r, a, 4, 1);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 4, 1);
+        TAP_EQ_U64(registry_gpu(x.r, 0)->probes_back, 2, "probe from done: used while in flight, 30 ticks after its order: back");
         rig_down(&x);
 }
 
