@@ -32,6 +32,13 @@
  * chunk alone on the H200, more beside faults and moves). */
 #define SAMPLE_PART_CHUNKS 8u
 
+/* How long a sample waits behind moves at most: then its next part goes
+ * first.  Its region stays pinned until it is made (an engine's cudaFree
+ * of it waits), and its chunks are booked in flight, unmovable; moves
+ * that keep coming must not hold it for good.  Longer than samples waited
+ * on average on the H200 (tests/bench/RESULTS.md, sixth session). */
+#define SAMPLE_WAIT_MAX_NS (500ull * 1000 * 1000)
+
 /* An evictor thread.  set and thread are fixed by evictors_new(); the rest
  * only its own thread touches, unlocked. */
 struct evictor {
@@ -321,14 +328,17 @@ static void queue_pop(struct evictors *set, const struct eviction *e) {
                 q->tail = &q->head;
 }
 
-/* The eviction an evictor may start on: the first move unless another
- * evictor is advising it, else the first sample; none while the owner
- * holds them back.  Under the lock. */
-static struct eviction *queue_next(const struct evictors *set) {
-        const struct eviction *move = set->queues[QUEUE_MOVES].head;
+/* The eviction an evictor may start on at now: the first sample if it
+ * waited SAMPLE_WAIT_MAX_NS, else the first move unless another evictor is
+ * advising it, else the first sample; none while the owner holds them
+ * back.  Under the lock. */
+static struct eviction *queue_next(const struct evictors *set, uint64_t now) {
+        const struct eviction *move = set->queues[QUEUE_MOVES].head, *sample = set->queues[QUEUE_SAMPLES].head;
 
         if (set->held > 0)
                 return NULL;
+        if (sample && now - sample->queued_ns >= SAMPLE_WAIT_MAX_NS)
+                return set->queues[QUEUE_SAMPLES].head;
         if (move && !move->advising)
                 return set->queues[QUEUE_MOVES].head;
         return set->queues[QUEUE_SAMPLES].head;
@@ -352,7 +362,7 @@ static bool evictor_take(struct evictor *self, struct share *ret) {
         struct evictors *set = self->set;
         struct eviction *e;
 
-        while (!(e = queue_next(set)) && !set->stopping)
+        while (!(e = queue_next(set, now_ns())) && !set->stopping)
                 pthread_cond_wait(&set->cond, &set->lock);
         if (!e)
                 return false; /* stopping: the owner drained the queues first */

@@ -25,8 +25,10 @@
  * Moves before samples.  Evictions that move pages (and a failed
  * promotion going back) queue apart from samples (EVICT_MAP_REARM,
  * EVICT_MAP_PROBE), which are made in parts of a few chunks: an evictor
- * takes a sample's part only when no move is waiting for it, so a sample
- * never holds back the room the engine waits for by more than one part.
+ * takes a sample's part when the first move is not ready for it (none
+ * queued, or another evictor advising it), so a sample holds back the
+ * room the engine waits for by one part at most; a sample that waited
+ * half a second goes first all the same, so moves never hold it for good.
  *
  * Threads.  evictors_new() starts the evictor threads; every function below
  * is called by one thread, the owner (the mover).  Each evictor waits until

@@ -7,7 +7,7 @@
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
  *               [--check-only] [--explore | --overtake | --contend | --interfere | --samples-first |
- *                --soak BYTES]
+ *                --samples-wait | --soak BYTES]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -47,6 +47,14 @@
  * any sample's next part, so an eviction ordered after samples should not
  * wait for them all.  Exit 1 if it waited.  Meant for
  * FAKECUDA_ADVISE_DELAY_US, where a re-arm costs what it costs on the H200.
+ *
+ * --samples-wait instead orders 40 one-chunk evictions (every other chunk,
+ * so that they do not coalesce: 40 moves queued), then one re-arm, and
+ * prints when the re-arm and the last eviction completed: a sample waits
+ * behind moves for half a second at most, so with moves longer than that
+ * queued it should not wait for them all.  Exit 1 if it waited for 70% of
+ * their time or more.  Meant for FAKECUDA_PREFETCH_DELAY_US, so that the
+ * evictions take 1.5 s or more.
  *
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB
@@ -392,6 +400,37 @@ static int samples_first(struct bench *b) {
                "last re-arm after %.1f ms\n",
                n, down * 2, (double)(b->watch_done_ns - t0) / 1e6, (double)(b->last_done_ns - t0) / 1e6);
         return b->failed == 0 && b->watch_done_ns < b->last_done_ns ? 0 : -EAGAIN;
+}
+
+/* See --samples-wait in the header. */
+static int samples_wait(struct bench *b) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK), runs = 40;
+        struct kvt_order o[BATCH];
+        uint64_t t0, expected;
+
+        if (n_chunks < 2 * runs + 2)
+                return -EINVAL;
+        if (fill_chunks(b, false, SEED_FIRST) < 0) /* written on the GPU: pages there to move */
+                return -EIO;
+        for (uint32_t k = 0; k < runs; k++)
+                orders_for(b, &o[k], 2 + 2 * k, 1, 1, KVT_TIER_VRAM);
+        expected = b->done + runs;
+        pipeline_submit(b->pipe, o, runs);
+        wait_all(b, expected);
+        for (uint32_t k = 0; k < runs; k++)
+                orders_for(b, &o[k], 2 + 2 * k, 1, 1, KVT_TIER_HOST);
+        t0 = now_ns();
+        expected = b->done + runs + 1;
+        pipeline_submit(b->pipe, o, runs);
+        b->watch_order = b->next_order + 1;
+        orders_for(b, &o[0], 0, 1, 1, KVT_TIER_HOST);
+        o[0].flags = KVT_ORDER_REARM;
+        pipeline_submit(b->pipe, o, 1);
+        wait_all(b, expected);
+        printf("samples-wait: %u one-chunk evictions, then a re-arm: re-arm done after %.1f ms, "
+               "last eviction after %.1f ms\n",
+               runs, (double)(b->watch_done_ns - t0) / 1e6, (double)(b->last_done_ns - t0) / 1e6);
+        return b->failed == 0 && (b->watch_done_ns - t0) * 10 < (b->last_done_ns - t0) * 7 ? 0 : -EAGAIN;
 }
 
 /* See --contend in the header. */
@@ -919,6 +958,7 @@ int main(int argc, char **argv) {
                 { "contend", no_argument, NULL, 'C' },
                 { "interfere", no_argument, NULL, 'I' },
                 { "samples-first", no_argument, NULL, 'F' },
+                { "samples-wait", no_argument, NULL, 'W' },
                 { "evict-to", required_argument, NULL, 't' },
                 { "soak", required_argument, NULL, 'S' },
                 {},
@@ -927,7 +967,7 @@ int main(int argc, char **argv) {
         uint64_t size = (uint64_t)1 << 30;
         size_t free0 = 0, free1 = 0, total = 0;
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
-             do_interfere = false, do_samples = false;
+             do_interfere = false, do_samples = false, do_samples_wait = false;
         uint64_t soak_bytes = 0;
         struct bench b = { .evict_tier = KVT_TIER_HOST_MAPPED };
         struct shim_region taken;
@@ -962,6 +1002,9 @@ int main(int argc, char **argv) {
                 case 'F':
                         do_samples = true;
                         break;
+                case 'W':
+                        do_samples_wait = true;
+                        break;
                 case 'S':
                         if (parse_bytes(optarg, &soak_bytes) < 0 || soak_bytes == 0) {
                                 fprintf(stderr, "--soak: bytes to order moved, not %s\n", optarg);
@@ -994,6 +1037,7 @@ int main(int argc, char **argv) {
             : do_contend   ? contend(&b)
             : do_interfere ? interfere(&b)
             : do_samples   ? samples_first(&b)
+            : do_samples_wait ? samples_wait(&b)
                            : check(&b);
         /* what the pipeline's own CUDA state took (evictors' contexts,
          * streams), apart from the region, which setup() allocated */
@@ -1001,7 +1045,7 @@ int main(int argc, char **argv) {
                 printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
                        free1 >> 20);
         if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_contend && !do_interfere &&
-            !do_samples) {
+            !do_samples && !do_samples_wait) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {

@@ -100,6 +100,12 @@ diag "$(grep '^contend:' "$TMP/contend.out")"
 FAKECUDA_ADVISE_DELAY_US=1000 "$BENCH" --size 128M --samples-first >"$TMP/samples.out" 2>&1; rc=$?
 check "moves before samples: the eviction did not wait for the re-arms" [ $rc -eq 0 ]
 diag "$(grep '^samples-first:' "$TMP/samples.out")"
+# ...but no longer than half a second: with 1.5 s of moves queued (40
+# one-chunk evictions of 75 ms each), a re-arm ordered after them is made
+# once it has waited that long, not after them all.
+FAKECUDA_PREFETCH_DELAY_US=75000 "$BENCH" --size 192M --samples-wait >"$TMP/samples-wait.out" 2>&1; rc=$?
+check "samples wait behind moves half a second at most" [ $rc -eq 0 ]
+diag "$(grep '^samples-wait:' "$TMP/samples-wait.out")"
 
 # The interference probe keeps working (its figures mean something only on
 # a GPU): idle, five moving phases, each with steps counted.
