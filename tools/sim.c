@@ -247,9 +247,9 @@ static void signals_deliver(struct sim *s) {
         }
 }
 
-/* Chunks of the re-arms ordered and not yet made at at_ns: the shim makes
- * them one after another, rearm_ns each.  The daemon's planner re-arms a
- * tick no more than its share less these. */
+/* Chunks of the samples ordered and not yet made at at_ns: the shim makes
+ * them one after another, rearm_ns each (a probe's page as a re-arm's).
+ * The daemon's planner re-arms a tick no more than its share less these. */
 static uint64_t sample_backlog(const struct sim *s, uint64_t at_ns) {
         if (s->sample_free_ns <= at_ns || s->cfg->rearm_ns == 0)
                 return 0;
@@ -289,6 +289,7 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
                         s->mapped[reg][i] = 2;
                         s->res->probes++;
                         s->res->rearm_ns += s->cfg->rearm_ns;
+                        s->sample_free_ns += s->cfg->rearm_ns; /* in the shim's one sample queue */
                 }
         }
         for (size_t k = 0; k < sm->n_expired; k++)
