@@ -468,8 +468,9 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
          * up to once a millisecond, and its probes cannot wait for the tick):
          * no more than the tick's share of each in all, and no more in flight
          * than that.  Where the shim makes them slower than rearm_rate and
-         * probe_rate ask, the rates fall to what it makes, and a chunk waits
-         * for its sample at most a tick's worth before it may be moved. */
+         * probe_rate ask, the rates fall to what it makes, and a chunk's
+         * sample (unmovable while in flight) waits behind a tick's share of
+         * others at most, and behind the shim's moves half a second at most. */
         pp.sample_chunks -= (uint32_t)MIN(MAX(g->sampling_chunks, (uint64_t)d->tick_rearmed),
                                           (uint64_t)pp.sample_chunks);
         pp.probe_cohorts -= (uint32_t)MIN(MAX(g->probing_orders, (uint64_t)d->tick_probed),
