@@ -271,14 +271,14 @@ static int run_status(cudaError_t e) {
  * among a sample's orders (re-arms, probes: the daemon adds them up as the
  * sampler's cost), whole for a move's (how long its chunks waited). */
 static void report(struct pipeline *p, const struct run *r, int status, cudaError_t e) {
-        uint64_t elapsed_ns = now_ns() - r->t0_ns;
+        uint64_t end = now_ns(), elapsed_ns = end - r->t0_ns;
 
         if (r->orders[0].flags & (KVT_ORDER_REARM | KVT_ORDER_PROBE))
                 elapsed_ns /= r->n_orders;
 
         if (r->pinned && r->tier != KVT_TIER_VRAM && r->eviction.started_ns) {
                 const struct eviction *ev = &r->eviction;
-                uint64_t end = now_ns(), adv = ev->advised_ns ? ev->advised_ns : ev->started_ns;
+                uint64_t adv = ev->advised_ns ? ev->advised_ns : ev->started_ns;
 
                 log_debug("Run of %zu MiB to %s (map %d): %.3f ms queued, %.3f ms advised, %.3f ms moved.",
                           r->len >> 20, kvt_tier_name(r->tier), (int)ev->map,
