@@ -45,7 +45,7 @@ struct sim {
         uint32_t protect_ticks;       /* the guard's choice for the tick under way */
         uint64_t evicted_tick, refaulted_tick; /* seen in the tick under way, for the guard */
         uint64_t sample_cursor;
-        uint64_t sample_free_ns;      /* when the shim has made the re-arms ordered so far */
+        uint64_t sample_free_ns;      /* when the shim has made the samples (re-arms, probes) ordered so far */
         struct policy_region *views;  /* scratch: live regions, oldest first */
         uint32_t *view_region;        /* view index -> declaration index */
         struct lane promote, evict;
