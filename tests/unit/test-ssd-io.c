@@ -80,7 +80,7 @@ int main(void) {
         unsigned char *data = malloc(N_OPS * BLOCK);
         struct ssd_io *io;
         bool uring;
-        int fd = mkstemp(path);
+        int fd = mkstemp(path), r;
 
         if (fd < 0 || !data)
                 return 99;
@@ -90,11 +90,15 @@ int main(void) {
                         data[i * BLOCK + k] = (unsigned char)(i * 7 + k % 13);
         if (pwrite(fd, data, N_OPS * BLOCK, 0) != N_OPS * BLOCK)
                 return 99;
-        TAP_EQ_INT(ssd_io_new(DEPTH, &io, &uring), 0, "an I/O context of depth %d", DEPTH);
-        if (!uring) { /* pread: one at a time, nothing to keep full */
+        r = ssd_io_new(DEPTH, &io, &uring);
+        if (r == 0 && !uring) { /* pread: one at a time, nothing to keep full; no test line before the plan */
+                ssd_io_free(io);
                 printf("1..0 # SKIP io_uring cannot be set up here\n");
                 return 0;
         }
+        TAP_EQ_INT(r, 0, "an I/O context of depth %d", DEPTH);
+        if (r < 0)
+                return tap_done();
         run(io, fd, N_OPS, "reads");
         run(io, fd, 2, "a failed check");
         ssd_io_free(io);
