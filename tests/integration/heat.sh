@@ -128,11 +128,7 @@ s=$(status_json)
 check_gt "cupti: the daemon re-armed chunks" "$(jq '.gpus[0].demand.rearmed_chunks' <<<"$s")" 0
 # once the daemon has seen the engine go, what it had in flight was made or
 # forgotten with its regions
-for _ in $(seq 100); do
-        gone=$(status_json)
-        [ "$(jq '.clients | length' <<<"$gone")" = 0 ] && break
-        sleep 0.05
-done
+gone=$(status_when '.clients | length' 0)
 check "cupti: no re-arm counted in flight once the engine is gone" [ "$(jq '.gpus[0].demand.rearming_chunks' <<<"$gone")" = 0 ]
 check "cupti: no probe counted in flight once the engine is gone" [ "$(jq '.gpus[0].demand.probing' <<<"$gone")" = 0 ]
 check_gt "cupti: probes of chunks in VRAM came back (their page faulted)" "$(jq '.gpus[0].demand.probes_back' <<<"$s")" 0

@@ -118,6 +118,18 @@ stop_daemon() {
 
 status_json() { "$KVTIERCTL" -s "$SOCK" status --json; }
 
+# status_when JQ VALUE: status (JSON) once jq JQ of it prints VALUE, polled
+# for up to 5 s; the last one read if it never does.
+status_when() {
+        local s
+        for _ in $(seq 100); do
+                s=$(status_json)
+                [ "$(jq "$1" <<<"$s")" = "$2" ] && break
+                sleep 0.05
+        done
+        echo "$s"
+}
+
 # run_engine NAME [ENGINE ARGS...]: the engine under the shim; output in $TMP/NAME.out,
 # fake CUDA counters in $TMP/NAME.stats.  Returns the engine's exit status.
 run_engine() {

@@ -203,9 +203,8 @@ check "kvtierctl status shows the SSD tier and the client's row" \
 check "kvtierctl metrics has the SSD tier's lines" \
         eval 'grep -q "^kvtier_ssd_client_bytes{pid=\"$hang_pid\"" "$TMP/metrics.txt" && grep -q "^kvtier_ssd_spills_total " "$TMP/metrics.txt"'
 kill -KILL $hang_pid; wait $hang_pid 2>/dev/null
-for _ in $(seq 100); do [ "$(status_json | jq '.ssd.clients | length')" -eq 0 ] && break; sleep 0.05; done
 check "killed mid-spill: its session and file are gone" \
-        [ "$(status_json | jq '.ssd.clients | length')" -eq 0 -a "$(files_in_dir)" -eq 0 ]
+        [ "$(status_when '.ssd.clients | length' 0 | jq '.ssd.clients | length')" -eq 0 -a "$(files_in_dir)" -eq 0 ]
 ssd_run after roundtrip 3 9
 check "the daemon serves the next client" [ $? -eq 0 ]
 
