@@ -65,6 +65,9 @@ def main():
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--logits", help="save the full generate's logits here (torch.save)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time the timed first token's modules (CUDA events): their sums by name, in ms, as "
+                         "prefill_ms in the JSON line (where a slow prefill spends its time)")
     a = ap.parse_args()
 
     cfg, model, ids = build(a.layers, a.context, a.new, a.seed)
@@ -83,15 +86,19 @@ def main():
                 return model.generate(inp, **kw)
 
     gen(ids[:, :256], 2)  # warm up kernels and allocator
+    timer = ModuleTimer(model) if a.breakdown else None
     # The first generate at full length also sets up its cache (under kvtier:
     # captures and registers it), which is not time to first token: time
     # the second.
-    for _ in range(2):
+    for k in range(2):
         sync()
+        if timer and k == 1:
+            timer.start()
         t0 = time.perf_counter()
         gen(ids, 1)
         sync()
         ttft = time.perf_counter() - t0
+    prefill_ms = timer.stop() if timer else None
     t0 = time.perf_counter()
     out = gen(ids, a.new, logits=bool(a.logits))
     sync()
@@ -106,7 +113,53 @@ def main():
         "ttft_s": ttft, "total_s": total, "decode_ms_per_token": decode_s / (a.new - 1) * 1e3,
         "decode_tok_s": (a.new - 1) / decode_s,
         "ids_sha": hashlib.sha256(json.dumps(new_ids).encode()).hexdigest()[:16], "ids_head": new_ids[:8],
+        **({"prefill_ms": prefill_ms} if prefill_ms else {}),
     }))
+
+
+class ModuleTimer:
+    """CUDA events around every module's forward; stop() syncs and sums the
+    time by the module's name with the layer index taken out
+    ("model.layers.*.mlp.down_proj"), largest first."""
+
+    def __init__(self, model):
+        self.model, self.on, self.marks, self.handles = model, False, [], []
+        for name, mod in model.named_modules():
+            if not name:
+                continue
+            key = ".".join("*" if p.isdigit() else p for p in name.split("."))
+            self.handles.append(mod.register_forward_pre_hook(self._pre(key)))
+            self.handles.append(mod.register_forward_hook(self._post(key)))
+        self.open = {}
+
+    def _pre(self, key):
+        def hook(mod, args):
+            if self.on:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self.open.setdefault(id(mod), []).append(ev)
+        return hook
+
+    def _post(self, key):
+        def hook(mod, args, out):
+            if self.on and self.open.get(id(mod)):
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self.marks.append((key, self.open[id(mod)].pop(), ev))
+        return hook
+
+    def start(self):
+        self.on, self.marks = True, []
+
+    def stop(self):
+        self.on = False
+        torch.cuda.synchronize()
+        sums = {}
+        for key, a, b in self.marks:
+            sums[key] = sums.get(key, 0.0) + a.elapsed_time(b)
+        for h in self.handles:
+            h.remove()
+        return {k: round(v, 2) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}
 
 
 def compare(ref_path, others):
