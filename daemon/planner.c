@@ -329,21 +329,8 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         ret = policy_sample(in, &sp, &d->sample_cursor, &sm);
         if (ret < 0)
                 return ret;
-        for (size_t i = 0; i < sm.plan.n_moves; i++) {
-                const struct policy_move *m = &sm.plan.moves[i];
-                struct region *reg = p->regions[m->region];
-
-                if (!ops->client_ready(region_client(reg), userdata) ||
-                    registry_rearm_new(r, reg, m->first_chunk, m->n_chunks, &o) < 0) {
-                        lap_missed(&lap, m->region, m->first_chunk);
-                        continue;
-                }
-                log_debug("Order %llu: region %u chunks %u+%u re-armed.", (unsigned long long)o.order_id,
-                          region_id(reg), m->first_chunk, m->n_chunks);
-                ops->send_order(region_client(reg), &o, userdata);
-                d->tick_rearmed += m->n_chunks;
-                issued++;
-        }
+        /* probes first: the shim makes its samples in the order they come,
+         * and only probes make room for the demands that wait */
         for (size_t i = 0; i < sm.n_probes; i++) {
                 const struct policy_probe *pr = &sm.probes[i];
                 struct region *reg = p->regions[pr->region];
@@ -358,6 +345,21 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                 log_debug("Order %llu: region %u chunks %u+%u probed.", (unsigned long long)o.order_id,
                           region_id(reg), pr->first, pr->n);
                 ops->send_order(region_client(reg), &o, userdata);
+                issued++;
+        }
+        for (size_t i = 0; i < sm.plan.n_moves; i++) {
+                const struct policy_move *m = &sm.plan.moves[i];
+                struct region *reg = p->regions[m->region];
+
+                if (!ops->client_ready(region_client(reg), userdata) ||
+                    registry_rearm_new(r, reg, m->first_chunk, m->n_chunks, &o) < 0) {
+                        lap_missed(&lap, m->region, m->first_chunk);
+                        continue;
+                }
+                log_debug("Order %llu: region %u chunks %u+%u re-armed.", (unsigned long long)o.order_id,
+                          region_id(reg), m->first_chunk, m->n_chunks);
+                ops->send_order(region_client(reg), &o, userdata);
+                d->tick_rearmed += m->n_chunks;
                 issued++;
         }
         for (size_t i = 0; i < sm.n_expired; i++)
@@ -437,6 +439,9 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.protect_ticks = pp.kind != POLICY_DEMAND ? pp.protect_min_ticks
                            : new_tick || !d->started ? planner_guard(d, g, &pp, in.now)
                                                      : d->guard.protect_ticks;
+        if (pp.kind == POLICY_DEMAND)
+                in.probe_window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
+                                                      pp.protect_min_ticks);
         if (conf_nodes_limited(p->conf)) {
                 in.nodes = p->nodes;
                 in.n_nodes = planner_nodes(p, r, g->host_node);
@@ -470,17 +475,16 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
          * than that.  Where the shim makes them slower than rearm_rate and
          * probe_rate ask, the rates fall to what it makes, and a chunk's
          * sample (unmovable while in flight) waits behind a tick's share of
-         * others at most, and behind the shim's moves half a second at most. */
+         * others at most, and behind the shim's moves half a second at most.
+         * While demands wait for room, re-arms yield to probes. */
+        pp.sample_chunks = policy_rearm_share(pp.sample_chunks, held, pp.probe_cohorts);
         pp.sample_chunks -= (uint32_t)MIN(MAX(g->sampling_chunks, (uint64_t)d->tick_rearmed),
                                           (uint64_t)pp.sample_chunks);
         pp.probe_cohorts -= (uint32_t)MIN(MAX(g->probing_orders, (uint64_t)d->tick_probed),
                                           (uint64_t)pp.probe_cohorts);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
-                uint32_t window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
-                                                      pp.protect_min_ticks);
-
-                registry_gpu_sampled(r, g->device, window);
-                ret = planner_sample(p, r, d, &in, &pp, held, window, ops, userdata);
+                registry_gpu_sampled(r, g->device, in.probe_window);
+                ret = planner_sample(p, r, d, &in, &pp, held, in.probe_window, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }
         if (ret >= 0)

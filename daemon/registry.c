@@ -1261,8 +1261,15 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 /* Promoted, or a probe that failed: no probe. */
                 if ((ok && o->tier == KVT_TIER_VRAM && !(o->flags & KVT_ORDER_PROBE)) || !ok)
                         ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | (ok ? CHUNK_COLD : 0));
-                if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM)
+                if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM) {
                         g->evicted_chunks++;
+                        /* a probe evicted unanswered (the plan took it for
+                         * cold once its window passed): it expired */
+                        if ((ch->flags & CHUNK_PROBE) && !(o->flags & KVT_ORDER_PROBE)) {
+                                ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
+                                g->probes_expired++;
+                        }
+                }
                 /* A mapped eviction is booked as host memory the GPU maps
                  * (CHUNK_MAPPED): re-arms sample it like a chunk a fault mapped. */
                 if (ok && ch->tier != book_tier(o->tier)) {

@@ -38,6 +38,12 @@ bool policy_prober_tick(struct policy_prober *pr, uint32_t now, uint64_t back, u
         return pr->interval <= 1 || now % pr->interval == 0;
 }
 
+uint32_t policy_rearm_share(uint32_t share, uint64_t held_chunks, uint32_t probe_cohorts) {
+        if (held_chunks == 0 || probe_cohorts == 0)
+                return share;
+        return share / POLICY_REARM_HELD_DIV + (share % POLICY_REARM_HELD_DIV != 0);
+}
+
 void policy_probe_timing_note(struct policy_probe_timing *t, uint32_t delay_ticks) {
         t->delay[t->next] = delay_ticks;
         t->next = (t->next + 1) % POLICY_PROBE_RETURNS;

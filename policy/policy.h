@@ -43,7 +43,8 @@
  *           adapted by policy_guard_tick()), one that never was in VRAM
  *           only once seen used twice (a first touch may be a fill's only
  *           one); a chunk in VRAM is fresh until a probe of its cohort
- *           finds it unused (POLICY_CHUNK_COLD): a chunk in VRAM gives no
+ *           finds it unused (POLICY_CHUNK_COLD, or a probe unanswered past
+ *           policy_input's probe_window): a chunk in VRAM gives no
  *           sign of use, so "nothing seen lately" proves nothing there, and
  *           demand would otherwise push out what is in use as fast as
  *           re-arms find demands; fresh ranks above resident, resident
@@ -226,6 +227,10 @@ struct policy_input {
         uint64_t evicting_chunks; /* of those, chunks in VRAM with an eviction in flight */
         uint64_t max_move_chunks; /* rate limit for this plan, both directions; UINT64_MAX = none */
         uint32_t protect_ticks;   /* demand: how long a use keeps a chunk fresh (policy_guard) */
+        /* demand: ticks a probe waits for its chunk's use (policy_probe_window());
+         * a probe unanswered past it is cold in the plan at once, before the
+         * sampler's lap marks it so; 0 = only the lap's marks count */
+        uint32_t probe_window;
         /* Host NUMA nodes evictions may go to, in order of preference (the
          * GPU's home node first, then the others nearest first), at most
          * POLICY_MAX_NODES.  NULL: no host budgets, every eviction goes to
@@ -336,6 +341,14 @@ void policy_prober_init(struct policy_prober *pr);
 /* One tick: back and expired are the probes resolved in it.  Returns
  * whether this tick probes. */
 bool policy_prober_tick(struct policy_prober *pr, uint32_t now, uint64_t back, uint64_t expired);
+
+/* The chunks a tick of demand may re-arm, of its share: all of them, or
+ * an eighth while demands wait for room (held_chunks) and probes are on.
+ * Re-arms find demands; more demands than room are nothing a plan can act
+ * on, while each re-arm takes the evictor time that a probe, which makes
+ * room, needs: both queue behind the same evictor threads in the shim. */
+#define POLICY_REARM_HELD_DIV 8u
+uint32_t policy_rearm_share(uint32_t share, uint64_t held_chunks, uint32_t probe_cohorts);
 
 /* How long a probe waits for its chunk's use, learnt from the probes
  * that came back: POLICY_PROBE_WINDOW_FACTOR times the time the slowest of

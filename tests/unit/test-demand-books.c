@@ -761,6 +761,97 @@ static void test_sample_counts_end(void) {
         rig_down(&x);
 }
 
+/* While demands wait for room, re-arms take an eighth of their share and
+ * the tick's probes go out ahead of them: region 1 fills the budget in
+ * VRAM, unseen since (probe candidates), region 3's 40 chunks in host
+ * memory were each seen once long ago (re-arm candidates), region 2's 4
+ * are in use (demands, held back: no room). */
+static void test_rearms_yield(void) {
+        struct rig x;
+        struct region *h, *old;
+
+        rig_up(&x);
+        if (conf_set(x.conf, "policy", "rearm_rate", "3200", "test") < 0 || /* 32 a tick */
+            conf_set(x.conf, "policy", "probe_rate", "200", "test") < 0)     /* 2 a tick */
+                abort();
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        add(&x, 1, 16, KVT_TIER_VRAM);
+        old = add(&x, 3, 40, KVT_TIER_HOST);
+        h = add(&x, 2, 4, KVT_TIER_HOST);
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 40; i++)
+                registry_chunk_touch(x.r, old, i, 1);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "yield: a tick, no demand");
+        TAP_EQ_U64(rearms_sent(), 32, "yield: without demands a tick re-arms its whole share");
+        TAP_EQ_U64(sent_with(KVT_ORDER_PROBE), 0, "yield: and probes nothing");
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+        for (int t = 0; t < 2; t++) { /* seen twice, ticks apart: demands */
+                for (int i = 0; i < 3; i++)
+                        registry_advance_tick(x.r);
+                use(&x, h);
+        }
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "yield: a tick with demands held back");
+        TAP_EQ_U64(sent_with(KVT_ORDER_PROBE), 2, "yield: the tick probes its 2 cohorts");
+        TAP_EQ_U64(rearms_sent(), 4, "yield: and re-arms an eighth of its share");
+        TAP_OK(n_sent >= 2 && (sent[0].flags & KVT_ORDER_PROBE) && (sent[1].flags & KVT_ORDER_PROBE),
+               "yield: the probes go out first");
+        TAP_EQ_U64(registry_gpu(x.r, 0)->sampling_chunks, 4, "yield: 4 chunks in flight, the bound an eighth too");
+        rig_down(&x);
+        TAP_EQ_U64(policy_rearm_share(256, 0, 8), 256, "yield: share kept with nothing held");
+        TAP_EQ_U64(policy_rearm_share(256, 5, 0), 256, "yield: share kept with probes off");
+        TAP_EQ_U64(policy_rearm_share(9, 5, 1), 2, "yield: an eighth, rounded up");
+}
+
+/* A probe unanswered past its window is cold in the plan at once, without
+ * the sampler's lap (off here: no re-arm or probe rate) marking it so: the
+ * demands that wait take its place, and its eviction counts it expired. */
+static void test_probe_unanswered(void) {
+        struct rig x;
+        struct region *v, *h;
+        struct kvt_order o;
+        const struct gpu_stats *g;
+        uint64_t evicted = 0;
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        v = add(&x, 1, 16, KVT_TIER_VRAM);
+        h = add(&x, 2, 4, KVT_TIER_HOST);
+        registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_probe_new(x.r, v, 0, 4, &o), 0, "unanswered: probe chunks 0..3");
+        registry_probe_mark(x.r, v, 0, 4);
+        n_sent = 0;
+        sink_send(x.cl, &o, NULL);
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+        for (int i = 0; i < 30; i++) /* past the window (protect_min, 20 ticks: none learnt) */
+                registry_advance_tick(x.r);
+        for (int t = 0; t < 2; t++) { /* seen twice, ticks apart: demands */
+                for (int i = 0; i < 3; i++)
+                        registry_advance_tick(x.r);
+                use(&x, h);
+        }
+        TAP_EQ_U64(g->probes_expired, 0, "unanswered: not marked expired by a lap");
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "unanswered: a tick with demands");
+        for (size_t i = 0; i < n_sent; i++)
+                evicted += sent[i].tier != KVT_TIER_VRAM && sent[i].region_id == 1 && sent[i].first_chunk < 4 &&
+                                           !(sent[i].flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM))
+                                   ? sent[i].n_chunks
+                                   : 0;
+        TAP_EQ_U64(evicted, 4, "unanswered: the four probed chunks are evicted for the demands");
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+        TAP_EQ_U64(g->probes_expired, 4, "unanswered: counted expired at their eviction");
+        use(&x, h);
+        TAP_EQ_INT(planner_replan(x.p, x.r, &ops, NULL) >= 0, 1, "unanswered: a re-plan once they are out");
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+        TAP_EQ_U64(region_tier_chunks(h, KVT_TIER_VRAM), 4, "unanswered: the demands are in VRAM");
+        rig_down(&x);
+}
+
 int main(void) {
         kvt_log_setup("test", KVT_LOG_ERR);
         test_hits_and_avoided();
@@ -776,5 +867,7 @@ int main(void) {
         test_probe_from_done();
         test_probe_bounds();
         test_sample_counts_end();
+        test_rearms_yield();
+        test_probe_unanswered();
         return tap_done();
 }
