@@ -105,6 +105,11 @@ static void flight_land(struct sim *s, const struct flight *f) {
                         c[i].flags |= POLICY_CHUNK_MAPPED;
                 if (f->tier == POLICY_TIER_VRAM)
                         c[i].flags &= (uint8_t)~(POLICY_PROBE_BITS | POLICY_CHUNK_COLD);
+                else if (c[i].flags & POLICY_CHUNK_PROBE) { /* evicted unanswered: expired (as the registry) */
+                        c[i].flags &= (uint8_t)~POLICY_PROBE_BITS;
+                        s->res->probes_expired++;
+                        s->expired_tick++;
+                }
                 s->mapped[f->region][i] = f->tier == POLICY_TIER_HOST_MAPPED;
                 if (f->tier == POLICY_TIER_VRAM)
                         s->res->bytes_to_vram += TRACE_CHUNK_BYTES;
@@ -331,6 +336,9 @@ static int tick(struct sim *s, uint64_t at_ns) {
         in.evicting_chunks = s->evicting;
         in.max_move_chunks = rate_chunks(s);
         in.protect_ticks = s->protect_ticks;
+        if (s->pp->kind == POLICY_DEMAND && s->cfg->observe == SIM_OBSERVE_SIGNALS)
+                in.probe_window = policy_probe_window(&s->probe_timing, POLICY_PROBE_WINDOW_MIN(s->pp->protect_min_ticks),
+                                                      s->pp->protect_min_ticks);
         r = policy_plan(s->pp, &in, &plan);
         if (r < 0)
                 return r;
@@ -354,13 +362,14 @@ static int tick(struct sim *s, uint64_t at_ns) {
         policy_plan_clear(&plan);
         if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
                 /* probes only while demands wait for room and the prober
-                 * says so, as the daemon's planner */
-                uint32_t pm = s->pp->protect_min_ticks;
-                uint32_t window = policy_probe_window(&s->probe_timing, POLICY_PROBE_WINDOW_MIN(pm), pm);
+                 * says so, and re-arms yield to them then, as the daemon's
+                 * planner */
+                uint32_t window = in.probe_window;
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
                                                   .probe_ticks = window / 2 ? window / 2 : 1,
                                                   .probe_window = window,
-                                                  .rearm_max = s->pp->sample_chunks,
+                                                  .rearm_max = policy_rearm_share(s->pp->sample_chunks, held,
+                                                                                  s->pp->probe_cohorts),
                                                   .probe_max = held && probe_now ? s->pp->probe_cohorts : 0};
 
                 sp.rearm_max -= (uint32_t)MIN(sample_backlog(s, at_ns), (uint64_t)sp.rearm_max);
