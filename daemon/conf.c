@@ -252,7 +252,8 @@ static const struct conf_key conf_table[] = {
         {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "25600",
          "demand: host chunks per second, at most, whose GPU mapping of one 4 KiB page is dropped so "
          "that their next use is seen (a re-arm: 10-80 us of an evictor thread's driver time each); "
-         "fewer where the shim makes them slower: no more than a tick's share is in flight; 0 = none",
+         "fewer where the shim makes them slower: no more than a tick's share is in flight; an eighth "
+         "while demands wait for room, so that probes go first; 0 = none",
          offsetof(struct conf, rearm_rate)},
         {"policy", "probe_rate", CONF_UINT, 0, 100000, "800",
          "demand: cohorts of chunks in VRAM per second probed (one order, one 4 KiB page of each chunk "
