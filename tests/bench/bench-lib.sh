@@ -1,8 +1,20 @@
 # shellcheck shell=bash
-# What the device benchmarks (suite-h200.sh, ssd-decode-h200.sh) share,
-# sourced from the carry folder: a private kvtierd per run, and one JSON line
-# per run in results.jsonl.  The caller sets C (the carry folder), CTL
-# (kvtierctl), SOCK, RET (what comes back) and R (results.jsonl).
+# What the device benchmarks (suite-h200.sh, ssd-decode-h200.sh,
+# prefill-h200.sh) share, sourced from the carry folder C: a private kvtierd
+# per run, and one JSON line per run in a results file.
+
+# bench_setup FILE: what a benchmark's runs use: RET (the folder that comes
+# back, $OUT), T (scratch), CTL (kvtierctl), SOCK (the private daemon's
+# socket) and R ($RET/FILE, emptied for the JSON lines).
+bench_setup() {
+        RET=${OUT:-/tmp/kvtier-out}
+        T=$(mktemp -d)
+        mkdir -p "$RET"
+        export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
+        CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
+        R=$RET/$1
+        : >"$R"
+}
 
 # bench_start_daemon CONF: kvtierd -c CONF in the background (DPID); 0 once
 # it is the one answering status (a daemon left from an earlier run would

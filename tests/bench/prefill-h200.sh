@@ -10,14 +10,8 @@
 # that took longest, and the daemon's moves and demand counters at the end.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
-RET=${OUT:-/tmp/kvtier-out}
-T=$(mktemp -d)
-mkdir -p "$RET"
-export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
-CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
-R=$RET/prefill.jsonl
-: >"$R"
 . "$C/bench-lib.sh"
+bench_setup prefill.jsonl
 LONG="python3 $C/long_context.py --context ${KVT_CONTEXT:-32768} --new 2 --layers 16 --cache dynamic --breakdown"
 
 for spec in "$@"; do

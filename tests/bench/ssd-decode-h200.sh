@@ -29,14 +29,8 @@
 # and the logic, not a measurement.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
-RET=${OUT:-/tmp/kvtier-out}
-T=$(mktemp -d)
-mkdir -p "$RET"
-export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
-CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
-R=$RET/results.jsonl
-: >"$R"
 . "$C/bench-lib.sh"
+bench_setup results.jsonl
 PY=${KVT_PYTHON:-python3}
 BUDGET=${KVT_BUDGET:-4G}
 DIR=${KVT_SSD_DIR:-/var/tmp/kvtier-ssd-decode}

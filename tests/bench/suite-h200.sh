@@ -26,14 +26,8 @@
 # (suite-report.py).  Never more managed memory than ~20 GiB at once.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
-RET=${OUT:-/tmp/kvtier-out}
-T=$(mktemp -d)
-mkdir -p "$RET"
-export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
-CTL=$C/bin/kvtierctl SOCK=$T/kvtierd.sock
-R=$RET/results.jsonl
-: >"$R"
 . "$C/bench-lib.sh"
+bench_setup results.jsonl
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$RET/gpu.txt"
 echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee -a "$RET/gpu.txt"
