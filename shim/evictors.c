@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "evictors.h"
 #include "log.h"
 #include "protocol.h"
+#include "state.h"
 #include "util.h"
 
 /* An eviction is split into parts, one per evictor, of at least this many
@@ -116,9 +118,11 @@ static struct cudaMemLocation host_target(struct evictors *set, int dev, int nod
 
 /* A NUMA node the driver refuses as a location (no NUMA support, an old
  * driver, a node it does not know) is given up for plain host memory, that
- * node only, for GPU dev from now on.  Returns whether to try again. */
+ * node only, for GPU dev from now on.  Returns whether to try again.  Once
+ * the process is exiting an error says nothing of the node: the runtime's
+ * teardown overtook the call. */
 static bool host_refused(struct evictors *set, int dev, struct cudaMemLocation loc, cudaError_t e) {
-        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma)
+        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma || atomic_load(&kvt_shim()->exiting))
                 return false;
         log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); "
                  "plain host memory instead.",

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -27,6 +28,7 @@
 #include "pipeline.h"
 #include "protocol.h"
 #include "regions.h"
+#include "state.h"
 #include "util.h"
 
 /* Contiguous chunks of one region moving to one tier: one or more orders.
@@ -258,13 +260,35 @@ static int run_pin(struct run *r) {
         return 0;
 }
 
-/* A run cut short by the process's exit (the runtime unloading under it)
- * is a cancellation, as if the region had been freed first: its memory is
- * going away with the process.  Any other error is a failure. */
+/* A run cut short by the process's exit is a cancellation, as if the
+ * region had been freed first: its memory is going away with the process.
+ * The runtime says so (unloading) for a call made after its teardown; a
+ * call the teardown overtook fails with whatever the driver says (on the
+ * H200, cudaErrorUnknown), so any error once the exit began counts so.
+ * Any other error is a failure. */
 static int run_status(cudaError_t e) {
         if (e == cudaSuccess)
                 return 0;
-        return e == cudaErrorCudartUnloading ? -ENOENT : -EIO;
+        return e == cudaErrorCudartUnloading || atomic_load(&kvt_shim()->exiting) ? -ENOENT : -EIO;
+}
+
+static void note_exit(void) {
+        atomic_store(&kvt_shim()->exiting, true);
+}
+
+/* Registers note_exit() once per process, after the runtime came up (it
+ * registers its teardown when it initializes): atexit handlers run last
+ * registered first, so the exit is known before the runtime goes. */
+static void exit_hook(void) {
+        struct kvt_shim *st = kvt_shim();
+        pid_t me = getpid();
+
+        if (st->exit_hook_pid == me)
+                return;
+        st->exit_hook_pid = me;
+        if (atexit(note_exit) != 0)
+                log_debug("Could not register the mover's exit handler: moves cut short by the exit will "
+                          "count as failed.");
 }
 
 /* Reports each order of run r: its elapsed time is the run's, shared out
@@ -485,6 +509,7 @@ int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt,
                 free(p);
                 return r;
         }
+        exit_hook();
         p->cfg = *cfg;
         p->rt = rt;
         p->done = done;

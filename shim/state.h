@@ -194,6 +194,12 @@ struct kvt_shim {
         struct shim_cupti cupti;
         struct shim_launch launch;
         struct shim_standalone standalone;
+        /* pipeline.c: the process has begun to exit (an atexit handler
+         * registered with the mover's pipeline, once the CUDA runtime is up,
+         * runs before the runtime's own teardown); exit_hook_pid: the process
+         * that registered it (a forked child registers its own) */
+        _Atomic bool exiting;
+        pid_t exit_hook_pid;
         struct trace *trace; /* trace.c: the recorder, or NULL */
         struct shim_ssd *ssd; /* ssd.c: the SSD tier's connection, staging and spills, made at first use */
 };

@@ -7,7 +7,7 @@
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
  *               [--check-only] [--explore | --overtake | --contend | --interfere | --samples-first |
- *                --samples-wait | --soak BYTES]
+ *                --samples-wait | --exit-midway | --soak BYTES]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -55,6 +55,14 @@
  * queued it should not wait for them all.  Exit 1 if it waited for 70% of
  * their time or more.  Meant for FAKECUDA_PREFETCH_DELAY_US, so that the
  * evictions take 1.5 s or more.
+ *
+ * --exit-midway instead puts the region in VRAM, orders it evicted and
+ * calls exit() while the eviction's prefetch is in flight: the runtime's
+ * teardown overtakes the move, which the pipeline must report as cancelled
+ * (the memory goes with the process), not failed.  An exit handler made
+ * before the runtime's waits for the report and ends the process: 0 if the
+ * order was reported and nothing failed, 1 otherwise.  Meant for
+ * FAKECUDA_PREFETCH_DELAY_US, so that the eviction takes long enough.
  *
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB
@@ -107,7 +115,7 @@ struct bench {
         const struct kvt_cudart *rt;
         struct shim_region reg;
         uint64_t next_order;
-        uint64_t done, failed;
+        uint64_t done, failed, cancelled;
         uint64_t watch_order;           /* --overtake, --contend: orders from this id on are watched */
         uint64_t watch_done_ns, last_done_ns;
         uint32_t evict_tier;            /* --evict-to: where the check and the benchmark evict */
@@ -151,7 +159,9 @@ static void on_done(const struct kvt_order_done *d, void *userdata) {
                 b->watch_done_ns = now_ns();
         else
                 b->last_done_ns = now_ns();
-        if (d->status != 0) {
+        if (d->status == -ENOENT) /* the region, or the process, went first */
+                b->cancelled++;
+        else if (d->status != 0) {
                 b->failed++;
                 fprintf(stderr, "order %llu failed: %s (CUDA error %d)\n", (unsigned long long)d->order_id,
                         strerror(-d->status), d->cuda_err);
@@ -431,6 +441,49 @@ static int samples_wait(struct bench *b) {
                "last eviction after %.1f ms\n",
                runs, (double)(b->watch_done_ns - t0) / 1e6, (double)(b->last_done_ns - t0) / 1e6);
         return b->failed == 0 && (b->watch_done_ns - t0) * 10 < (b->last_done_ns - t0) * 7 ? 0 : -EAGAIN;
+}
+
+/* --exit-midway: the bench whose order exit_linger() waits for, and the
+ * orders it waits to see reported. */
+static struct bench *exit_bench;
+static uint64_t exit_expected;
+
+/* The last exit handler to run (made before the runtime's): reaps the
+ * report of the move the exit overtook, and ends the process. */
+static void exit_linger(void) {
+        struct bench *b = exit_bench;
+        uint64_t until = now_ns() + 5000000000ull;
+
+        if (!b)
+                return;
+        while (b->done < exit_expected && now_ns() < until) {
+                struct pollfd p = { .fd = pipeline_fd(b->pipe), .events = POLLIN };
+
+                (void)poll(&p, 1, 50);
+                pipeline_reap(b->pipe);
+        }
+        printf("exit-midway: %llu of %llu orders reported after the exit began: %llu cancelled, %llu failed\n",
+               (unsigned long long)b->done, (unsigned long long)exit_expected, (unsigned long long)b->cancelled,
+               (unsigned long long)b->failed);
+        fflush(stdout);
+        _exit(b->done == exit_expected && b->failed == 0 ? 0 : 1);
+}
+
+/* See --exit-midway in the header. */
+static int exit_midway(struct bench *b) {
+        const uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK);
+
+        if (fill_chunks(b, false, SEED_FIRST) < 0) /* written on the GPU: pages there to move */
+                return -EIO;
+        /* once down and up first: what the first eviction sets up (the host
+         * tier's NUMA node) is done before the exit */
+        if (move_all(b, b->evict_tier, n_chunks, 1) < 0 || move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
+                return -EIO;
+        exit_bench = b;
+        exit_expected = b->done + 1;
+        (void)submit_each(b, 0, n_chunks, n_chunks, b->evict_tier);
+        usleep(100000); /* the evictor is in its prefetch */
+        exit(0);
 }
 
 /* See --contend in the header. */
@@ -959,6 +1012,7 @@ int main(int argc, char **argv) {
                 { "interfere", no_argument, NULL, 'I' },
                 { "samples-first", no_argument, NULL, 'F' },
                 { "samples-wait", no_argument, NULL, 'W' },
+                { "exit-midway", no_argument, NULL, 'X' },
                 { "evict-to", required_argument, NULL, 't' },
                 { "soak", required_argument, NULL, 'S' },
                 {},
@@ -967,7 +1021,7 @@ int main(int argc, char **argv) {
         uint64_t size = (uint64_t)1 << 30;
         size_t free0 = 0, free1 = 0, total = 0;
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
-             do_interfere = false, do_samples = false, do_samples_wait = false;
+             do_interfere = false, do_samples = false, do_samples_wait = false, do_exit = false;
         uint64_t soak_bytes = 0;
         struct bench b = { .evict_tier = KVT_TIER_HOST_MAPPED };
         struct shim_region taken;
@@ -1005,6 +1059,11 @@ int main(int argc, char **argv) {
                 case 'W':
                         do_samples_wait = true;
                         break;
+                case 'X':
+                        do_exit = true;
+                        /* before the runtime's teardown is registered: runs after it */
+                        atexit(exit_linger);
+                        break;
                 case 'S':
                         if (parse_bytes(optarg, &soak_bytes) < 0 || soak_bytes == 0) {
                                 fprintf(stderr, "--soak: bytes to order moved, not %s\n", optarg);
@@ -1038,6 +1097,7 @@ int main(int argc, char **argv) {
             : do_interfere ? interfere(&b)
             : do_samples   ? samples_first(&b)
             : do_samples_wait ? samples_wait(&b)
+            : do_exit      ? exit_midway(&b)
                            : check(&b);
         /* what the pipeline's own CUDA state took (evictors' contexts,
          * streams), apart from the region, which setup() allocated */
@@ -1045,7 +1105,7 @@ int main(int argc, char **argv) {
                 printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
                        free1 >> 20);
         if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_contend && !do_interfere &&
-            !do_samples && !do_samples_wait) {
+            !do_samples && !do_samples_wait && !do_exit) {
                 char *list = strdup(runs), *save = NULL;
 
                 for (char *t = strtok_r(list, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save)) {

@@ -382,8 +382,11 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
         if (r == 0 && location.type == cudaMemLocationTypeHostNuma)
                 model_count_numa_location(model_current_device());
         /* the driver's time for the call, outside the model's lock */
-        if (model_advise_delay_us() > 0)
+        if (model_advise_delay_us() > 0) {
                 usleep(model_advise_delay_us());
+                if (r == 0 && fakecuda_torn_down())
+                        return fail(cudaErrorUnknown); /* overtaken by the teardown (as below) */
+        }
         return fail_errno(r);
 }
 
@@ -425,6 +428,11 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
                 if (loc == MODEL_LOC_HOST)
                         model_host_prefetch_busy(model_current_device(), -1);
                 model_ctx_unlock(ctx);
+                /* The runtime's exit-time teardown overtook the call: on the
+                 * H200 a move in flight then fails with cudaErrorUnknown (999),
+                 * not the unloading error of a call made after it. */
+                if (r == 0 && fakecuda_torn_down())
+                        return fail(cudaErrorUnknown);
         }
         return fail_errno(r);
 }

@@ -106,6 +106,13 @@ diag "$(grep '^samples-first:' "$TMP/samples.out")"
 FAKECUDA_PREFETCH_DELAY_US=75000 "$BENCH" --size 192M --samples-wait >"$TMP/samples-wait.out" 2>&1; rc=$?
 check "samples wait behind moves half a second at most" [ $rc -eq 0 ]
 diag "$(grep '^samples-wait:' "$TMP/samples-wait.out")"
+# A move the process's exit overtakes (its prefetch in flight when the
+# runtime tears down, which then fails with cudaErrorUnknown, as on the
+# H200) is reported cancelled, not failed: the memory goes with the process.
+FAKECUDA_PREFETCH_DELAY_US=50000 "$BENCH" --size 64M --exit-midway >"$TMP/exit.out" 2>&1; rc=$?
+check "a move cut short by the exit is cancelled, not failed" \
+        rc_and $rc grep -q "^exit-midway: 3 of 3 orders reported after the exit began: 1 cancelled, 0 failed" "$TMP/exit.out"
+diag "$(grep '^exit-midway:' "$TMP/exit.out")"
 
 # The interference probe keeps working (its figures mean something only on
 # a GPU): idle, five moving phases, each with steps counted.
