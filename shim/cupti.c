@@ -113,9 +113,9 @@ static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records
 /* Faults and remote maps are the heat.  A GPU_PAGE_FAULT record stands
  * for a batch of faults (its address one of them); each REMOTE_MAP record
  * names the page mapped, so the samples' answers come as remote maps.  A
- * first touch that maps a page yields both.  (Remote maps alone, H200:
- * transformers' decode 125-139 ms a token against 104 with both, the paged
- * pool no better; tests/bench/RESULTS.md.) */
+ * first touch that maps a page yields both.  (Remote maps alone made
+ * transformers' decode slower and the paged pool no faster on the H200:
+ * tests/bench/RESULTS.md.) */
 static bool counts_as_heat(int kind) {
         return kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT ||
                kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP ||

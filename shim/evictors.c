@@ -30,15 +30,15 @@
 
 /* A sample (a re-arm or a probe) is made in parts of this many chunks, each
  * taken when no move waits: a move that arrives behind a sample waits for
- * one part, not for the whole sample (a re-arm's advice took ~105 us a
- * chunk alone on the H200, more beside faults and moves). */
+ * one part, not for the whole sample (a re-arm's advice is driver time per
+ * chunk, and more of it beside faults and moves). */
 #define SAMPLE_PART_CHUNKS 8u
 
 /* How long a sample waits behind moves at most: then its next part goes
  * first.  Its region stays pinned until it is made (an engine's cudaFree
  * of it waits), and its chunks are booked in flight, unmovable; moves
  * that keep coming must not hold it for good.  Longer than samples waited
- * on average on the H200 (tests/bench/RESULTS.md, sixth session). */
+ * on average on the H200 (tests/bench/RESULTS.md). */
 #define SAMPLE_WAIT_MAX_NS (500ull * 1000 * 1000)
 
 /* An evictor thread.  set and thread are fixed by evictors_new(); the rest

@@ -47,9 +47,9 @@
 /* The staging buffer: 256 MiB, two halves of 128 MiB, each a multiple of
  * the daemon's block size (1 MiB by default).  The daemon serves one
  * request at a time and its disk queue drains at the end of each: with
- * 32 MiB requests restores waited for reads 97% of their time and ran at
- * 0.41-0.51 of the disk's raw read on the H200 machine (RESULTS.md); the
- * drain is paid once per request, so requests are made larger.  Pinned
+ * small requests restores spent most of their time waiting for reads and
+ * ran well below the disk's raw read (tests/bench/RESULTS.md); the drain
+ * is paid once per request, so requests are made larger.  Pinned
  * host memory, once per process that spills. */
 #define SSD_STAGING_BYTES (256ull << 20)
 /* How long a request waits for its reply: a 128 MiB piece on a slow disk,
@@ -524,8 +524,8 @@ static bool release_locked(struct shim_ssd *s, struct ssd_handle *h) {
  * would start, in VRAM while the client's grant has room, else in host
  * memory unmapped; they are advised so and prefetched there, which
  * populates the discarded pages without moving data.  Copying into pages
- * not populated instead made the driver fault them in 4 KiB at a time
- * (0.46 GB/s a restore on the H200, RESULTS.md).  Returns 0 or -EIO. */
+ * not populated instead made the driver fault them in 4 KiB at a time,
+ * far below the link's speed (tests/bench/RESULTS.md).  Returns 0 or -EIO. */
 static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
         const struct kvt_cudart *rt = real_cudart();
         struct cudaMemLocation loc = {cudaMemLocationTypeHost, 0};
@@ -690,8 +690,8 @@ KVT_EXPORT int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle) {
 
 /* Copies n bytes from staging back to offset off of h's range: the part in
  * whole chunks placed in host memory by the CPU (a copy engine's writes to
- * host-resident managed memory map it 4 KiB at a time, at ~1.4 GB/s on the
- * H200), the rest by CUDA.  Returns 0 or -EIO. */
+ * host-resident managed memory map it 4 KiB at a time, far slower than a
+ * CPU copy), the rest by CUDA.  Returns 0 or -EIO. */
 static int copy_back_locked(struct shim_ssd *s, const struct ssd_handle *h, uint64_t off, const char *src,
                             size_t n) {
         uintptr_t dst = h->base + off, end = dst + n, lo, hi, a, b;
