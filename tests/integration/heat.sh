@@ -77,9 +77,15 @@ hot=$(ENGINE_ENV="KVTIER_HEAT=launch,hint" run_polled hot-none 3)
 check "no hint: the same region lost VRAM to the window" [ "$hot" -lt $((64 << 20)) ]
 # The standing order outlives the daemon: one restarted under the engine is
 # told HOT again when the shim registers the region with it.
-ENGINE_ENV="KVTIER_HEAT=launch,hint KVTIER_LOG=info" run_engine hot-restart $ARGS --hot-region 3 --steps 200 &
+# The daemon goes once the engine has registered its regions (the hint
+# follows them at once), not after a fixed second: under ThreadSanitizer the
+# engine's set-up alone has taken longer, and a hint first given to the new
+# daemon is not told "again".  400 steps of 15 ms outlast the restart and
+# the shim's reconnect.
+ENGINE_ENV="KVTIER_HEAT=launch,hint KVTIER_LOG=info" run_engine hot-restart $ARGS --hot-region 3 --steps 400 &
 engine=$!
-sleep 1
+status_when '[.clients[].regions | length] | max' 4 >/dev/null
+sleep 0.3
 kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
 check "kvtierd restarts under the engine" start_daemon
 hot=no-poll
