@@ -11,13 +11,14 @@
 # runs made with KVTIER_LOG=debug, the shim's runs' times.
 set -u
 B=${OUT:-/tmp/kvtier-out}
+mkdir -p "$B"
 for item in "$@"; do
         IFS=: read -r label carry tags envs <<<"$item"
         t0=$(date +%s)
         ( [ -n "$envs" ] && export ${envs//,/ }; OUT=$B/$label KVT_RUNS="$tags" bash "$carry/suite-h200.sh" >"$B/$label.log" 2>&1 )
-        echo "== $label ($carry, $(cat $carry/COMMIT)) $(( $(date +%s) - t0 )) s ${envs}"
+        echo "== $label ($carry, $(cat "$carry/COMMIT")) $(( $(date +%s) - t0 )) s ${envs}"
         python3 - "$B/$label" <<'PY'
-import json, sys, glob, os, tarfile, re, io, statistics as st
+import json, sys, os, tarfile, re, io, statistics as st
 d = sys.argv[1]
 for l in open(os.path.join(d, "results.jsonl")):
     r = json.loads(l)
