@@ -133,13 +133,6 @@ static bool probe_candidate(const struct policy_chunk *c, uint32_t now, uint32_t
                now - seen >= probe_ticks;
 }
 
-/* Whether chunk c is a probe (in VRAM) that went unused for probe_window
- * ticks since it was probed (its last_move). */
-static bool probe_expired(const struct policy_chunk *c, uint32_t now, uint32_t probe_window) {
-        return (c->flags & POLICY_CHUNK_PROBE) && c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
-               c->last_move && now >= c->last_move && now - c->last_move > probe_window;
-}
-
 /* The cohort that starts at chunk i of reg: the chunks from i on that came
  * into VRAM with it (same last_move), at most POLICY_COHORT_CHUNKS: one
  * order probes them, each on its own. */
@@ -183,7 +176,7 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
         const struct policy_region *reg = &in->regions[r];
         const struct policy_chunk *c = &reg->chunks[i];
 
-        if (ret->n_expired < POLICY_PROBES_MAX && probe_expired(c, in->now, sp->probe_window)) {
+        if (ret->n_expired < POLICY_PROBES_MAX && policy_probe_unanswered(c, in->now, sp->probe_window)) {
                 ret->expired[ret->n_expired++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = 1};
                 return 0;
         }

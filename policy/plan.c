@@ -80,14 +80,6 @@ static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age)
         return (uint32_t)(((uint64_t)(heat >> (d >> 24)) * (d & 0xffffff)) >> 16);
 }
 
-/* Whether chunk c is a probe in VRAM whose window passed unanswered: cold,
- * though the sampler's lap, which marks it so, has not come by yet. */
-static bool probe_unanswered(const struct rank_env *e, const struct policy_chunk *c) {
-        return e->probe_window && (c->flags & POLICY_CHUNK_PROBE) && c->tier == POLICY_TIER_VRAM &&
-               c->pending == POLICY_TIER_NONE && c->last_move && e->now >= c->last_move &&
-               e->now - c->last_move > e->probe_window;
-}
-
 /* demand's class of a chunk (0..7) and the age its recency counts from (for
  * a chunk in VRAM its promotion or start there counts as a use): fresh
  * above resident above in an active region. */
@@ -106,7 +98,8 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
          * twice is heat above one touch's at the last use (heat is kept as
          * of last_use, and a single touch is POLICY_HEAT_ONE then; its heat
          * class would not do: two touches apart decay below class 2). */
-        bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD) && !probe_unanswered(e, c)
+        bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD) &&
+                                       !(e->probe_window && policy_probe_unanswered(c, e->now, e->probe_window))
                              : policy_demand_fresh_outside(c, age, e->protect_ticks);
 
         *ret_age = age;

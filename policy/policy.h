@@ -418,6 +418,14 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
 /* Heat: one access = POLICY_HEAT_ONE; halves every half_life ticks. */
 #define POLICY_HEAT_ONE 256u
 
+/* Whether chunk c is a probe in VRAM, made (its last_move), that went
+ * unused for more than window ticks since: cold.  The sampler's lap marks
+ * it so (policy_sample()); policy_plan() takes it for cold at once. */
+static inline bool policy_probe_unanswered(const struct policy_chunk *c, uint32_t now, uint32_t window) {
+        return (c->flags & POLICY_CHUNK_PROBE) && c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
+               c->last_move && now >= c->last_move && now - c->last_move > window;
+}
+
 /* demand: whether chunk c, not charged to VRAM, is fresh age ticks after
  * its last use: used within the protection and, for a chunk that never was
  * in VRAM, seen used twice (policy_plan() ranks such chunks above those in
