@@ -1264,11 +1264,10 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM) {
                         g->evicted_chunks++;
                         /* a probe evicted unanswered (the plan took it for
-                         * cold once its window passed): it expired */
-                        if ((ch->flags & CHUNK_PROBE) && !(o->flags & KVT_ORDER_PROBE)) {
-                                ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
-                                g->probes_expired++;
-                        }
+                         * cold once its window passed): it expired (still
+                         * pending, so not marked cold) */
+                        if (!(o->flags & KVT_ORDER_PROBE))
+                                registry_probe_expired(r, reg, i);
                 }
                 /* A mapped eviction is booked as host memory the GPU maps
                  * (CHUNK_MAPPED): re-arms sample it like a chunk a fault mapped. */

@@ -84,6 +84,23 @@ static int lane_push(struct lane *l, const struct flight *f) {
         return 0;
 }
 
+/* A probe that expired (as registry_probe_expired()): found by
+ * policy_sample(), its chunk still in VRAM and cold; or evicted unanswered,
+ * only counted. */
+static void probe_expired(struct sim *s, uint32_t reg, uint32_t i) {
+        struct policy_chunk *c = &s->chunks[reg][i];
+
+        if (!(c->flags & POLICY_CHUNK_PROBE))
+                return;
+        c->flags &= (uint8_t)~POLICY_PROBE_BITS;
+        if (c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE)
+                c->flags |= POLICY_CHUNK_COLD;
+        /* its page stays out, unmapped (s->mapped 2): the next use faults, and
+         * the daemon clears COLD (registry_chunk_touch) */
+        s->res->probes_expired++;
+        s->expired_tick++;
+}
+
 static void flight_land(struct sim *s, const struct flight *f) {
         struct policy_chunk *c = s->chunks[f->region];
 
@@ -105,11 +122,8 @@ static void flight_land(struct sim *s, const struct flight *f) {
                         c[i].flags |= POLICY_CHUNK_MAPPED;
                 if (f->tier == POLICY_TIER_VRAM)
                         c[i].flags &= (uint8_t)~(POLICY_PROBE_BITS | POLICY_CHUNK_COLD);
-                else if (c[i].flags & POLICY_CHUNK_PROBE) { /* evicted unanswered: expired (as the registry) */
-                        c[i].flags &= (uint8_t)~POLICY_PROBE_BITS;
-                        s->res->probes_expired++;
-                        s->expired_tick++;
-                }
+                else /* evicted unanswered: expired (as the registry), no longer in VRAM */
+                        probe_expired(s, f->region, i);
                 s->mapped[f->region][i] = f->tier == POLICY_TIER_HOST_MAPPED;
                 if (f->tier == POLICY_TIER_VRAM)
                         s->res->bytes_to_vram += TRACE_CHUNK_BYTES;
@@ -198,22 +212,6 @@ static bool probe_back(struct sim *s, uint32_t reg, uint32_t i) {
         s->res->probes_back++;
         s->back_tick++;
         return true;
-}
-
-/* A probe policy_sample() found expired (as registry_probe_expired()): its
- * chunk, still in VRAM, is cold. */
-static void probe_expired(struct sim *s, uint32_t reg, uint32_t i) {
-        struct policy_chunk *c = &s->chunks[reg][i];
-
-        if (!(c->flags & POLICY_CHUNK_PROBE))
-                return;
-        c->flags &= (uint8_t)~POLICY_PROBE_BITS;
-        if (c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE)
-                c->flags |= POLICY_CHUNK_COLD;
-        /* its page stays out, unmapped (s->mapped 2): the next use faults, and
-         * the daemon clears COLD (registry_chunk_touch) */
-        s->res->probes_expired++;
-        s->expired_tick++;
 }
 
 /* What the daemon does with a fault it has learnt of: a use now, the chunk
