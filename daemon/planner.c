@@ -306,7 +306,7 @@ static void lap_end(const struct lap *l, uint64_t *cursor) {
 /* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
  * Returns the orders issued, or -ENOMEM. */
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
-                          const struct policy_params *pp, uint64_t held, uint32_t window, const struct planner_ops *ops,
+                          const struct policy_params *pp, uint64_t held, const struct planner_ops *ops,
                           void *userdata) {
         /* Probes only while demands wait for room: without them there is
          * nothing to make room for, and a probe would only empty VRAM. */
@@ -315,6 +315,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
          * the answers (policy_probe_window()): at most protect_min (200 ms
          * by default, which outlasts a decode step's reuse of its KV), at
          * least an eighth of it; a probe waits half its window unseen. */
+        uint32_t window = in->probe_window;
         struct policy_sample_params sp = {.stale_ticks = pp->protect_min_ticks,
                                           .probe_ticks = MAX(window / 2, 1u),
                                           .probe_window = window,
@@ -484,7 +485,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                                           (uint64_t)pp.probe_cohorts);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
                 registry_gpu_sampled(r, g->device, in.probe_window);
-                ret = planner_sample(p, r, d, &in, &pp, held, in.probe_window, ops, userdata);
+                ret = planner_sample(p, r, d, &in, &pp, held, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }
         if (ret >= 0)
