@@ -168,13 +168,19 @@ static void on_done(const struct kvt_order_done *d, void *userdata) {
         }
 }
 
-static void wait_all(struct bench *b, uint64_t expected) {
-        while (b->done < expected) {
+/* Reaps the pipeline's reports until expected orders are done or
+ * deadline_ns (now_ns()) passed. */
+static void wait_until(struct bench *b, uint64_t expected, uint64_t deadline_ns) {
+        while (b->done < expected && now_ns() < deadline_ns) {
                 struct pollfd p = { .fd = pipeline_fd(b->pipe), .events = POLLIN };
 
                 (void)poll(&p, 1, 100);
                 pipeline_reap(b->pipe);
         }
+}
+
+static void wait_all(struct bench *b, uint64_t expected) {
+        wait_until(b, expected, UINT64_MAX);
 }
 
 /* Moves the whole region to tier in orders of run_chunks, each order its
@@ -452,16 +458,10 @@ static uint64_t exit_expected;
  * report of the move the exit overtook, and ends the process. */
 static void exit_linger(void) {
         struct bench *b = exit_bench;
-        uint64_t until = now_ns() + 5000000000ull;
 
         if (!b)
                 return;
-        while (b->done < exit_expected && now_ns() < until) {
-                struct pollfd p = { .fd = pipeline_fd(b->pipe), .events = POLLIN };
-
-                (void)poll(&p, 1, 50);
-                pipeline_reap(b->pipe);
-        }
+        wait_until(b, exit_expected, now_ns() + 5000000000ull);
         printf("exit-midway: %llu of %llu orders reported after the exit began: %llu cancelled, %llu failed\n",
                (unsigned long long)b->done, (unsigned long long)exit_expected, (unsigned long long)b->cancelled,
                (unsigned long long)b->failed);
