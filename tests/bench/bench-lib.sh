@@ -47,6 +47,17 @@ bench_start_daemon() {
         done
         return 1
 }
+# bench_budget_daemon BUDGET: bench_start_daemon with a configuration of
+# the socket and the budget only, and KVT_DAEMON_EXTRA (more sections: the
+# two-engine runs' [client.*]) and KVT_POLICY_EXTRA ([policy] lines for a
+# comparison of settings, never in a defaults run) where set.
+bench_budget_daemon() {
+        printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
+        [ -n "${KVT_DAEMON_EXTRA:-}" ] && printf '%b\n' "$KVT_DAEMON_EXTRA" >>"$T/kvtierd.conf"
+        [ -n "${KVT_POLICY_EXTRA:-}" ] && printf '[policy]\n%b\n' "$KVT_POLICY_EXTRA" >>"$T/kvtierd.conf"
+        echo "-- kvtierd, budget $1" >>"$RET/kvtierd.log"
+        bench_start_daemon "$T/kvtierd.conf"
+}
 bench_stop_daemon() { kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
 
 # bench_record TAG RC T0 LINE [EXTRA]: appends to $R the run's JSON line

@@ -123,22 +123,20 @@ class ModuleTimer:
     ("model.layers.*.mlp.down_proj"), largest first."""
 
     def __init__(self, model):
-        self.model, self.on, self.marks, self.handles = model, False, [], []
+        self.on, self.marks, self.handles = False, [], []
         for name, mod in model.named_modules():
             if not name:
                 continue
             key = ".".join("*" if p.isdigit() else p for p in name.split("."))
-            self.handles.append(mod.register_forward_pre_hook(self._pre(key)))
+            self.handles.append(mod.register_forward_pre_hook(self._pre))
             self.handles.append(mod.register_forward_hook(self._post(key)))
-        self.open = {}
+        self.open = {}  # a module's start events not yet closed, by id (a module may nest in itself)
 
-    def _pre(self, key):
-        def hook(mod, args):
-            if self.on:
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self.open.setdefault(id(mod), []).append(ev)
-        return hook
+    def _pre(self, mod, args):
+        if self.on:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.open.setdefault(id(mod), []).append(ev)
 
     def _post(self, key):
         def hook(mod, args, out):

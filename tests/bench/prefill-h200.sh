@@ -23,9 +23,7 @@ for spec in "$@"; do
                 rc=$?
                 echo '{}' >"$T/status.json"
         else
-                printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n' "$SOCK" "$budget" >"$T/kvtierd.conf"
-                [ -n "$policy" ] && printf '[policy]\n%b\n' "$policy" >>"$T/kvtierd.conf"
-                bench_start_daemon "$T/kvtierd.conf" || continue
+                KVT_POLICY_EXTRA=$policy bench_budget_daemon "$budget" || continue
                 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK $LONG >"$T/out" 2>>"$RET/runs.log"
                 rc=$?
                 "$CTL" -s "$SOCK" status --json >"$T/status.json" 2>/dev/null

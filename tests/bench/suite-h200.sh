@@ -32,18 +32,6 @@ bench_setup results.jsonl
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$RET/gpu.txt"
 echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee -a "$RET/gpu.txt"
 
-# start_daemon BUDGET: a kvtierd of its own for one run, its configuration
-# the socket and the budget only (bench-lib.sh).
-start_daemon() {
-        printf '[daemon]\nsocket = %s\n[gpu]\nvram_budget = %s\n' "$SOCK" "$1" >"$T/kvtierd.conf"
-        # KVT_DAEMON_EXTRA: more sections (the two-engine runs' [client.*])
-        [ -n "${KVT_DAEMON_EXTRA:-}" ] && printf '%b\n' "$KVT_DAEMON_EXTRA" >>"$T/kvtierd.conf"
-        # KVT_POLICY_EXTRA: [policy] lines for a comparison of settings (never in a defaults run)
-        [ -n "${KVT_POLICY_EXTRA:-}" ] && printf '[policy]\n%b\n' "$KVT_POLICY_EXTRA" >>"$T/kvtierd.conf"
-        echo "-- kvtierd, budget $1" >>"$RET/kvtierd.log"
-        bench_start_daemon "$T/kvtierd.conf"
-}
-
 # run TAG BUDGET|- CMD...: one workload; with a budget under the shim and a
 # private kvtierd (status saved at the end).  Appends {"tag":..., result}.
 run() {
@@ -55,7 +43,7 @@ run() {
                 "$@" >"$T/out" 2>>"$RET/runs.log"
                 rc=$?
         else
-                start_daemon "$budget" || return
+                bench_budget_daemon "$budget" || return
                 (while sleep 2; do "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1; done) &
                 local poll=$!
                 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK "$@" >"$T/out" 2>>"$RET/runs.log"
@@ -102,7 +90,7 @@ EOF
 run_pair() {
         local t0 lo_pid hi_rc lo_rc poll peaks=$T/peaks.json
         echo "== two-pair" | tee -a "$RET/runs.log"
-        KVT_DAEMON_EXTRA=$TWO_CONF start_daemon 4G || return
+        KVT_DAEMON_EXTRA=$TWO_CONF bench_budget_daemon 4G || return
         t0=$(date +%s.%N)
         vram_peaks "$peaks" &
         poll=$!
