@@ -79,7 +79,6 @@ struct evictors {
         struct queue queues[_QUEUE_MAX];
         unsigned busy;    /* advice and parts being made */
         unsigned held;    /* the owner's promotions being issued */
-        uint64_t samples; /* re-arms made (atomic): which page the next one takes */
         bool stopping;
         struct evict_gpu gpu[KVT_MAX_GPUS];
         unsigned n;
@@ -145,22 +144,18 @@ static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, in
         return e;
 }
 
-/* The 4 KiB page of a chunk that a sample (a re-arm or a probe) takes:
- * on the H200 a GPU touch of one unmapped page costs a fault and a 4 KiB
- * remote map, ~10 us, where the whole chunk's refault took ~2.6 ms
+/* A sample (a re-arm or a probe) takes a chunk's first 4 KiB page: on the
+ * H200 a GPU touch of one unmapped page costs a fault and a 4 KiB remote
+ * map, ~10 us, where the whole chunk's refault took ~2.6 ms
  * (tests/gpu/um-modes.cu), and the remote map's CUPTI record names the
- * page.  A re-arm takes a different page each time (DAMON's random
- * address per region), so that a chunk used in parts is found in time; a
- * probe always the same one, so that a chunk probed again and again
- * leaves one page on the host, not many. */
+ * page.  Always the same page: the driver splits its 2 MiB block at the
+ * edges of every range an advice names and never merges it again, and
+ * moves of a block split in many pieces are slower for good (on the
+ * H200, after 16 re-arms of each chunk, a different page each time, 1 GiB
+ * was promoted at 3.4 GB/s, against 19 with the same page each time:
+ * tests/gpu/rearm-split.cu).  At the chunk's start the block splits once,
+ * in two. */
 #define SAMPLE_PAGE_BYTES ((size_t)4096)
-#define SAMPLE_PAGES      (KVT_CHUNK_BYTES / SAMPLE_PAGE_BYTES)
-
-static char *sample_page(char *chunk, uint64_t salt) {
-        uint64_t h = ((uintptr_t)chunk / KVT_CHUNK_BYTES + salt) * 0x9e3779b97f4a7c15ull;
-
-        return chunk + (h >> 40) % SAMPLE_PAGES * SAMPLE_PAGE_BYTES;
-}
 
 /* Samples each chunk of [ptr, len) of GPU dev (EVICT_MAP_REARM or
  * EVICT_MAP_PROBE): one page each, on s.  A failure leaves the pages as
@@ -171,11 +166,10 @@ static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, in
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
         const struct kvt_cudart *rt = set->rt;
-        uint64_t salt = map == EVICT_MAP_REARM ? __atomic_fetch_add(&set->samples, 1, __ATOMIC_RELAXED) : 0;
         cudaError_t e = cudaSuccess;
 
         for (size_t off = 0; off + KVT_CHUNK_BYTES <= len && e == cudaSuccess; off += KVT_CHUNK_BYTES) {
-                char *pg = sample_page(ptr + off, salt);
+                char *pg = ptr + off;
 
                 if (map == EVICT_MAP_PROBE) {
                         e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseSetPreferredLocation, host);

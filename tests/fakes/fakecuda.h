@@ -67,6 +67,8 @@ struct fakecuda_stats {
         uint64_t prefetch_calls_created_ctx;  /* of those, made in a context from cuCtxCreate */
         uint64_t prefetch_to_device_created_ctx; /* of those, to a device */
         uint64_t advise_calls;                /* cudaMemAdvise by threads current here */
+        uint64_t block_splits;                /* of those, edges inside a 2 MiB page that split the driver's
+                                               * block there for the first time (never merged again) */
         uint64_t numa_location_calls;         /* advice or prefetch naming a host NUMA node */
         uint64_t ctx_created;                 /* contexts made by cuCtxCreate on this device */
         uint64_t ctx_limits_lowered;          /* of those, ones whose stack, printf and heap limits went to 0 */

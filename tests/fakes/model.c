@@ -76,6 +76,13 @@ struct page {
          * by accessed-by: that mapping is gone until the device's next touch,
          * which faults once and maps it again (as on the H200). */
         bool rearmed;
+        /* The 4 KiB edges inside the page at which advice over part of it
+         * split the driver's block: UVM splits a managed range, and the 2
+         * MiB blocks in it, at the edges of every range an advice names,
+         * and never merges them again (uvm_policy.c, split_span_as_needed()),
+         * so a block split in many pieces moves slower for good (H200:
+         * tests/gpu/rearm-split.cu).  Bit k: an edge at k * 4 KiB. */
+        uint64_t split[MODEL_PAGE_BYTES / 4096 / 64];
 };
 
 struct alloc {
@@ -1037,6 +1044,18 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc, bool sub
         }
 }
 
+/* Notes the edge at addr (inside page i of a, or on its border) of a
+ * range advised; returns whether it split the block anew. */
+static bool page_split_at(struct alloc *a, size_t i, uintptr_t addr) {
+        size_t k = (addr - (uintptr_t)a->raw - i * MODEL_PAGE_BYTES) / 4096;
+        uint64_t bit = 1ull << (k % 64), *w = &a->pages[i].split[k / 64];
+
+        if (k == 0 || k >= MODEL_PAGE_BYTES / 4096 || (*w & bit))
+                return false;
+        *w |= bit;
+        return true;
+}
+
 int model_advise(int caller, const void *ptr, size_t count, int advice, int loc) {
         struct alloc *a;
         size_t first, last;
@@ -1050,6 +1069,8 @@ int model_advise(int caller, const void *ptr, size_t count, int advice, int loc)
                 goto out;
         for (size_t i = first; i <= last; i++)
                 page_advise(a, i, advice, loc, count < MODEL_PAGE_BYTES);
+        m.stats[caller].block_splits += page_split_at(a, first, (uintptr_t)ptr) +
+                                        page_split_at(a, last, (uintptr_t)ptr + count);
         m.stats[caller].advise_calls++;
         r = 0;
 out:
@@ -1526,14 +1547,14 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  ",\"device_alloc_bytes\":%" PRIu64 ",\"managed_alloc_bytes\":%" PRIu64
                                  ",\"managed_allocs\":%" PRIu64 ",\"prefetch_calls\":%" PRIu64 ",\"prefetch_calls_created_ctx\":%" PRIu64
                                  ",\"prefetch_to_device_created_ctx\":%" PRIu64
-                                 ",\"advise_calls\":%" PRIu64
+                                 ",\"advise_calls\":%" PRIu64 ",\"block_splits\":%" PRIu64
                                  ",\"numa_location_calls\":%" PRIu64 ",\"ctx_created\":%" PRIu64
                                  ",\"ctx_limits_lowered\":%" PRIu64 ",\"host_prefetch_overlap_max\":%" PRIu64
                                  ",\"total_bytes\":%zu}\n",
                                  (int)getpid(), d, s->h2d_bytes, s->d2h_bytes, s->remote_bytes, s->faults,
                                  s->cpu_faults, s->evictions, s->managed_resident_bytes, s->managed_resident_peak_bytes,
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
-                                 s->prefetch_calls_created_ctx, s->prefetch_to_device_created_ctx, s->advise_calls, s->numa_location_calls, s->ctx_created, s->ctx_limits_lowered,
+                                 s->prefetch_calls_created_ctx, s->prefetch_to_device_created_ctx, s->advise_calls, s->block_splits, s->numa_location_calls, s->ctx_created, s->ctx_limits_lowered,
                                  s->host_prefetch_overlap_max, m.total_bytes[d]);
                 if (n > 0 && write(fd, line, (size_t)n) != n)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
