@@ -152,7 +152,7 @@ static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, in
  * edges of every range an advice names and never merges it again, and
  * moves of a block split in many pieces are slower for good (on the
  * H200, after 16 re-arms of each chunk, a different page each time, 1 GiB
- * was promoted at 3.4 GB/s, against 19 with the same page each time:
+ * was promoted at 3.0-3.4 GB/s, against 11-19 with the same page each time:
  * tests/gpu/rearm-split.cu).  At the chunk's start the block splits once,
  * in two. */
 #define SAMPLE_PAGE_BYTES ((size_t)4096)

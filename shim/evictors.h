@@ -48,7 +48,7 @@ enum evict_map {
         EVICT_MAP_SET,   /* set: the GPU reads the pages over the link (tier host-mapped) */
         EVICT_MAP_KEEP,  /* left as it is (a failed promotion going back) */
         EVICT_MAP_REARM, /* pages already in host memory: nothing moves; in each 2 MiB chunk one
-                          * 4 KiB page (a different one each time) loses the mapping the GPU made
+                          * 4 KiB page (the chunk's first, every time) loses the mapping the GPU made
                           * (read duplication set then unset: the only advice that did so on the
                           * H200), so that the GPU's next touch of that page faults */
         EVICT_MAP_PROBE, /* chunks in VRAM: each sends one 4 KiB page to the host, unmapped, so
