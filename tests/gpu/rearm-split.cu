@@ -23,14 +23,7 @@
 #include <string>
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                              \
-        do {                                                                                               \
-                cudaError_t e_ = (x);                                                                      \
-                if (e_ != cudaSuccess) {                                                                   \
-                        fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-                        exit(3);                                                                           \
-                }                                                                                          \
-        } while (0)
+#include "cuda-check.h"
 
 static const size_t CHUNK = 2u << 20, PAGE = 4096;
 

@@ -20,16 +20,9 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "cupti-abi.h"
+#include "cuda-check.h"
 
-#define CK(x)                                                                                      \
-        do {                                                                                       \
-                cudaError_t e_ = (x);                                                              \
-                if (e_ != cudaSuccess) {                                                           \
-                        fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-                        exit(3);                                                                   \
-                }                                                                                  \
-        } while (0)
+#include "cupti-abi.h"
 
 static struct {
 #define F(ret, name, args) ret(*name) args;
