@@ -1538,7 +1538,7 @@ static void __attribute__((destructor)) model_dump_stats(void) {
         pthread_mutex_lock(&m.lock);
         for (int d = 0; d < m.n_devices; d++) {
                 const struct fakecuda_stats *s = &m.stats[d];
-                char line[1024];
+                char line[2048];
                 int n = snprintf(line, sizeof(line),
                                  "{\"pid\":%d,\"device\":%d,\"h2d_bytes\":%" PRIu64 ",\"d2h_bytes\":%" PRIu64
                                  ",\"remote_bytes\":%" PRIu64 ",\"faults\":%" PRIu64 ",\"cpu_faults\":%" PRIu64
@@ -1556,7 +1556,7 @@ static void __attribute__((destructor)) model_dump_stats(void) {
                                  s->device_alloc_bytes, s->managed_alloc_bytes, s->managed_allocs, s->prefetch_calls,
                                  s->prefetch_calls_created_ctx, s->prefetch_to_device_created_ctx, s->advise_calls, s->block_splits, s->numa_location_calls, s->ctx_created, s->ctx_limits_lowered,
                                  s->host_prefetch_overlap_max, m.total_bytes[d]);
-                if (n > 0 && write(fd, line, (size_t)n) != n)
+                if (n > 0 && (size_t)n < sizeof(line) && write(fd, line, (size_t)n) != n)
                         fprintf(stderr, "fakecuda: short write to %s\n", m.stats_path);
         }
         for (int n = 0; n < m.n_numa && n < MODEL_MAX_NUMA; n++) {
