@@ -80,14 +80,12 @@ static void variant(const std::string &v, size_t bytes, int rounds, int dev) {
         CK(cudaMallocManaged(&p, bytes));
         CK(cudaMalloc(&out, sizeof(*out)));
         for (size_t i = 0; i < bytes / 8; i++)
-                ((unsigned long long *)p)[i] = i * 0x9e3779b97f4a7c15ull;
-        for (size_t i = 0; i < bytes / 8; i++)
-                want += ((unsigned long long *)p)[i];
+                want += ((unsigned long long *)p)[i] = i * 0x9e3779b97f4a7c15ull;
         place(p, bytes, true, dev, s);
         printf("%-7s round  sample_us/chunk  evict_GBps  read_host_GBps  promote_GBps  read_vram_GBps  sum\n",
                v.c_str());
         for (int r = 1; r <= rounds; r++) {
-                double ev = place(p, bytes, false, dev, s), t, sm = 0, rh, pr, rv;
+                double ev = place(p, bytes, false, dev, s), t, sm, rh, pr, rv;
 
                 t = now_ms();
                 for (size_t c = 0; c < chunks && v != "none"; c++) {
