@@ -76,6 +76,12 @@ struct page {
          * by accessed-by: that mapping is gone until the device's next touch,
          * which faults once and maps it again (as on the H200). */
         bool rearmed;
+        /* Accessed-by over all of it but its first 4 KiB page (kvtier's
+         * sample page): the driver maps the rest for the device as the page
+         * moves to the host, and that page only at the device's touch, which
+         * faults once (rearmed).  The driver's remote maps name the second
+         * page on. */
+        bool first_free;
         /* The 4 KiB edges inside the page at which advice over part of it
          * split the driver's block: UVM splits a managed range, and the 2
          * MiB blocks in it, at the edges of every range an advice names,
@@ -769,13 +775,15 @@ static void page_to_host(struct alloc *a, size_t i) {
         p->devcopy = NULL;
         p->loc = MODEL_LOC_HOST;
         p->mapped_by = 0; /* a new host page: no GPU maps it yet */
-        p->sample_pref = p->sample_out = p->rearmed = false;
+        p->sample_pref = p->sample_out = false;
+        p->rearmed = p->accessed_by && p->first_free; /* its first 4 KiB page unmapped */
         host_replace(a, i, data);
         free(data);
         /* the driver maps it for the devices it is accessed by, as it goes */
         for (int d = 0; d < MODEL_MAX_DEVICES; d++)
                 if (p->accessed_by & (1u << d))
-                        um_event(UM_REMOTE_MAP, page_host(a, i), MODEL_PAGE_BYTES, d);
+                        um_event(UM_REMOTE_MAP, page_host(a, i) + (p->first_free ? 4096 : 0),
+                                 MODEL_PAGE_BYTES - (p->first_free ? 4096 : 0), d);
 }
 
 /* Evicts dev's least recently touched managed page other than keep. */
@@ -992,7 +1000,9 @@ int model_mem_info(int dev, size_t *ret_free, size_t *ret_total) {
 
 /* ---------------------------------------------------------------- advice and prefetch */
 
-static void page_advise(struct alloc *a, size_t i, int advice, int loc, bool sub_page) {
+/* Advice over page i of a; sub_page: over less than the page, first: over
+ * its first 4 KiB page among the rest. */
+static void page_advise(struct alloc *a, size_t i, int advice, int loc, bool sub_page, bool first) {
         struct page *p = &a->pages[i];
 
         if (sub_page && p->loc >= 0 && advice == cudaMemAdviseSetPreferredLocation && loc == MODEL_LOC_HOST) {
@@ -1028,15 +1038,24 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc, bool sub
                 p->preferred_numa = false;
                 break;
         case cudaMemAdviseSetAccessedBy:
-                if (loc >= 0 && !(p->accessed_by & (1u << loc)) && p->loc == MODEL_LOC_HOST)
-                        um_event(UM_REMOTE_MAP, page_host(a, i), MODEL_PAGE_BYTES, loc); /* the driver maps it */
-                if (loc >= 0)
-                        p->accessed_by |= 1u << loc;
+                if (loc < 0)
+                        break;
+                if (!(p->accessed_by & (1u << loc))) {
+                        p->first_free = !first;
+                        if (p->loc == MODEL_LOC_HOST) { /* the driver maps it */
+                                um_event(UM_REMOTE_MAP, page_host(a, i) + (first ? 0 : 4096),
+                                         MODEL_PAGE_BYTES - (first ? 0 : 4096), loc);
+                                p->rearmed = !first && !(p->mapped_by & (1u << loc));
+                        }
+                } else if (first)
+                        p->first_free = false;
+                p->accessed_by |= 1u << loc;
                 break;
         case cudaMemAdviseUnsetAccessedBy:
                 if (loc >= 0 && (p->accessed_by & (1u << loc))) {
                         /* the mapping the advice made stays */
                         p->accessed_by &= ~(1u << loc);
+                        p->first_free = p->rearmed = false;
                         if (p->loc == MODEL_LOC_HOST && p->preferred == MODEL_LOC_HOST && !p->preferred_numa)
                                 p->mapped_by |= 1u << loc;
                 }
@@ -1068,7 +1087,8 @@ int model_advise(int caller, const void *ptr, size_t count, int advice, int loc)
         if (!a)
                 goto out;
         for (size_t i = first; i <= last; i++)
-                page_advise(a, i, advice, loc, count < MODEL_PAGE_BYTES);
+                page_advise(a, i, advice, loc, count < MODEL_PAGE_BYTES,
+                            (uintptr_t)ptr < (uintptr_t)a->raw + i * MODEL_PAGE_BYTES + 4096);
         m.stats[caller].block_splits += page_split_at(a, first, (uintptr_t)ptr) +
                                         page_split_at(a, last, (uintptr_t)ptr + count);
         m.stats[caller].advise_calls++;

@@ -990,6 +990,36 @@ long fakecuda_host_registered(void) {
         return host_registered;
 }
 
+/* Prefetches in one call: operation i goes to prefetchLocs[k] for the last
+ * k whose prefetchLocIdxs[k] <= i (the first index must be 0, and they
+ * rise), in stream order as a whole.  CUDA rejects the legacy stream
+ * (DESIGN.md), and so does the fake.  Each range moves as
+ * cudaMemPrefetchAsync moves it, the link's delay included. */
+cudaError_t cudaMemPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs,
+                                      size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,
+                                      cudaStream_t stream) {
+        size_t k = 0;
+
+        if (!runtime_enter())
+                return fail(entry_error());
+        if (!dptrs || !sizes || count == 0 || !prefetchLocs || !prefetchLocIdxs || numPrefetchLocs == 0 ||
+            numPrefetchLocs > count || prefetchLocIdxs[0] != 0 || flags != 0 || stream == NULL)
+                return fail(cudaErrorInvalidValue);
+        for (size_t j = 1; j < numPrefetchLocs; j++)
+                if (prefetchLocIdxs[j] <= prefetchLocIdxs[j - 1] || prefetchLocIdxs[j] >= count)
+                        return fail(cudaErrorInvalidValue);
+        for (size_t i = 0; i < count; i++) {
+                cudaError_t e;
+
+                while (k + 1 < numPrefetchLocs && prefetchLocIdxs[k + 1] <= i)
+                        k++;
+                e = cudaMemPrefetchAsync(dptrs[i], sizes[i], prefetchLocs[k], 0, stream);
+                if (e != cudaSuccess)
+                        return e;
+        }
+        return cudaSuccess;
+}
+
 /* Discarding managed memory: its pages leave VRAM (the model's residency:
  * host, as UVM keeps no copy) and their contents become indeterminate,
  * here 0xdb in every byte, so that a test sees what was not written back.

@@ -830,6 +830,85 @@ static void test_rearm_mapped(void) {
         cudaFree(p);
 }
 
+/* A mapped eviction as shim/evictors.c makes it: each page accessed-by
+ * but for its first 4 KiB (the sample page).  The driver maps the rest as
+ * the pages go out, its remote maps naming no sample page, and the
+ * device's first touch of each page faults once and maps it (on the H200
+ * a touch after such an eviction faulted: tests/gpu/sample-cost.cu). */
+static unsigned um_maps_at_start;
+static void um_where(int kind, uintptr_t addr, uint64_t value, int dev) {
+        (void)value, (void)dev;
+        um_maps_at_start += kind == 7 && addr % PAGE < 4096;
+        um_remote_maps += kind == 7;
+}
+
+static void test_mapped_sample_free(void) {
+        const size_t len = 2 * PAGE;
+        char *p = NULL;
+        uint64_t bad = 1;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0);
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        fakecuda_kernel_fill(p, len, 5);
+        fakecuda_set_um_hook(um_where);
+        um_remote_maps = um_maps_at_start = 0;
+        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, HOST);
+        for (size_t off = 0; off < len; off += PAGE)
+                cudaMemAdvise(p + off + 4096, PAGE - 4096, cudaMemAdviseSetAccessedBy, DEV0);
+        cudaMemPrefetchAsync(p, len, HOST, 0, NULL);
+        cudaDeviceSynchronize();
+        TAP_EQ_U64(um_remote_maps, 2, "sample free: the driver maps each page as it goes out");
+        TAP_EQ_U64(um_maps_at_start, 0, "sample free: none at a sample page");
+        fakecuda_reset_stats(0);
+        TAP_EQ_INT(fakecuda_kernel_check(p, len, 5, &bad), cudaSuccess, "sample free: touched");
+        TAP_EQ_U64(bad, 0, "sample free: data intact");
+        TAP_EQ_U64(stats(0).faults, 2, "sample free: the first touch of each page faults");
+        TAP_EQ_U64(um_maps_at_start, 2, "sample free: and maps it at its sample page");
+        TAP_EQ_U64(resident(p, len, 0), 0, "sample free: nothing migrates");
+        fakecuda_kernel_read(p, len);
+        TAP_EQ_U64(stats(0).faults, 2, "sample free: once");
+        cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, DEV0);
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        cudaMemPrefetchAsync(p, len, HOST, 0, NULL);
+        cudaDeviceSynchronize();
+        fakecuda_reset_stats(0);
+        fakecuda_kernel_read(p, len);
+        TAP_EQ_U64(stats(0).faults, 0, "sample free: accessed-by over all of it, the driver maps all");
+        fakecuda_set_um_hook(NULL);
+        cudaFree(p);
+}
+
+/* Batched prefetches (the probes' pages): each range to the location its
+ * index names, on a stream; the legacy stream and malformed indices are
+ * refused, as CUDA refuses them. */
+static void test_prefetch_batch(void) {
+        const size_t len = 3 * PAGE;
+        struct cudaMemLocation locs[2] = {DEV0, HOST};
+        size_t idx[2] = {0, 2}, bad_idx[2] = {0, 0}, sizes[3] = {PAGE, PAGE, PAGE};
+        void *ptrs[3];
+        cudaStream_t s = NULL;
+        char *p = NULL;
+
+        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        for (int i = 0; i < 3; i++)
+                ptrs[i] = p + (size_t)i * PAGE;
+        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
+        cudaDeviceSynchronize();
+        TAP_EQ_INT(cudaMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idx, 2, 0, NULL), cudaErrorInvalidValue,
+                   "batch: the legacy stream is refused");
+        TAP_EQ_INT(cudaMemPrefetchBatchAsync(ptrs, sizes, 3, locs, bad_idx, 2, 0, s), cudaErrorInvalidValue,
+                   "batch: indices must rise");
+        TAP_EQ_U64(resident(p, len, 0), len, "batch: a refused batch moves nothing");
+        TAP_EQ_INT(cudaMemPrefetchBatchAsync(ptrs, sizes, 3, locs, idx, 2, 0, s), cudaSuccess, "batch: sent");
+        cudaStreamSynchronize(s);
+        TAP_EQ_U64(resident(p, 2 * PAGE, 0), 2 * PAGE, "batch: ranges 0..1 to the device");
+        TAP_EQ_U64(resident(p + 2 * PAGE, PAGE, 0), 0, "batch: range 2 to the host");
+        cudaStreamDestroy(s);
+        cudaFree(p);
+}
+
 static void test_read_mostly(void) {
         const size_t len = 4 * MiB;
         struct fakecuda_page_info pi = {0};
@@ -1189,6 +1268,8 @@ int main(void) {
         test_read_mostly();
         test_sub_page_sample();
         test_rearm_mapped();
+        test_mapped_sample_free();
+        test_prefetch_batch();
         test_cpu_faults();
         test_eviction();
         test_invalid();
