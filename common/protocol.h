@@ -29,6 +29,10 @@
 /* UVM's big page; the unit of placement everywhere in kvtier. */
 #define KVT_CHUNK_SHIFT 21u
 #define KVT_CHUNK_BYTES (1ull << KVT_CHUNK_SHIFT)
+/* A chunk's sample page, its first 4 KiB: re-arms and probes (orders with
+ * KVT_ORDER_REARM, KVT_ORDER_PROBE) unmap it alone, and a use of the chunk
+ * is seen when the GPU's touch of it faults. */
+#define KVT_SAMPLE_PAGE_BYTES 4096ull
 
 /* Bounds that make every count in a message checkable. */
 #define KVT_MAX_GPUS         64

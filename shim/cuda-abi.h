@@ -286,9 +286,19 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(cudaError_t, cudaMemDiscardBatchAsync,                                                   \
           (void **dptrs, size_t *sizes, size_t count, unsigned long long flags, cudaStream_t stream))
 
+/* What the evictors' probes call (shim/evictors.c): optional, a runtime
+ * without it (before CUDA 12.8) sends a probe's pages one prefetch each. */
+#define KVT_CUDART_SAMPLE_CALLS(X)                                                                 \
+        X(cudaError_t, cudaMemPrefetchBatchAsync,                                                  \
+          (void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs,        \
+           size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,              \
+           cudaStream_t stream))
+
 /* Every runtime entry point the shim resolves: one pointer each in struct
  * kvt_cudart, in this order. */
-#define KVT_CUDART_FUNCS(X) KVT_CUDART_HOOKS(X) KVT_CUDART_CALLS(X) KVT_CUDART_LAUNCH_CALLS(X) KVT_CUDART_SSD_CALLS(X)
+#define KVT_CUDART_FUNCS(X)                                                                        \
+        KVT_CUDART_HOOKS(X) KVT_CUDART_CALLS(X) KVT_CUDART_LAUNCH_CALLS(X) KVT_CUDART_SSD_CALLS(X) \
+        KVT_CUDART_SAMPLE_CALLS(X)
 
 /* Every driver entry point the shim resolves: struct kvt_cuda, in this order. */
 #define KVT_CUDA_FUNCS(X) KVT_CUDA_HOOKS(X) KVT_CUDA_LAUNCH_CALLS(X) KVT_CUDA_CALLS(X)

@@ -18,8 +18,11 @@
  * a whole batch of faults with one address (a kernel faulting on 256
  * probed pages gave 12 records), while each REMOTE_MAP record names the
  * page mapped (256): so remote maps are the samples' answers.  The
- * driver's maps that follow the daemon's own SetAccessedBy look the same;
- * the daemon discounts them (registry.c).  So the counters are on all the time; their
+ * driver's maps that follow the evictors' own SetAccessedBy look the same,
+ * on every page but the sample page, which is never accessed-by: remote
+ * maps count on that page only (heat_at()), and the daemon discounts what
+ * comes just after a mapped eviction all the same (registry.c).  So the
+ * counters are on all the time; their
  * cost is measured in tests/bench/RESULTS.md.  Records are handed over every
  * CUPTI_FLUSH_MS, and a flush that counted faults asks the daemon to plan
  * at once (DEMAND).
@@ -116,10 +119,20 @@ static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records
  * first touch that maps a page yields both.  (Remote maps alone made
  * transformers' decode slower and the paged pool no faster on the H200:
  * tests/bench/RESULTS.md.) */
-static bool counts_as_heat(int kind) {
+static bool heat_kind(int kind) {
         return kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT ||
                kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP ||
                kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING;
+}
+
+/* A remote map counts only on a chunk's sample page (captured chunks are 2
+ * MiB aligned): the GPU maps that page only when a touch of it faults,
+ * where the rest of a chunk a mapped eviction moves (accessed-by,
+ * evictors.c) is mapped by the driver as its pages go, which is no use.  A
+ * first touch of the rest of an unmapped chunk faults, and counts as such. */
+static bool heat_at(int kind, uint64_t address) {
+        return kind != CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP ||
+               (address & (KVT_CHUNK_BYTES - 1)) < KVT_SAMPLE_PAGE_BYTES;
 }
 
 static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
@@ -133,8 +146,8 @@ static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
         __atomic_fetch_add(&cp->stats.records[k], 1, __ATOMIC_RELAXED);
         if (!heat_maybe_captured((uintptr_t)r->address))
                 return;
-        if (counts_as_heat(k)) {
-                if (heat_touch((uintptr_t)r->address, 0, 1))
+        if (heat_kind(k)) {
+                if (heat_at(k, r->address) && heat_touch((uintptr_t)r->address, 0, 1))
                         __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
                 return;
         }

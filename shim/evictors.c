@@ -154,57 +154,106 @@ static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, in
  * H200, after 16 re-arms of each chunk, a different page each time, 1 GiB
  * was promoted at 3.0-3.4 GB/s, against 11-19 with the same page each time:
  * tests/gpu/rearm-split.cu).  At the chunk's start the block splits once,
- * in two. */
-#define SAMPLE_PAGE_BYTES ((size_t)4096)
+ * in two.
+ *
+ * The sample page is never accessed-by the GPU (advise_host()): a mapped
+ * eviction maps the rest of the chunk and leaves that page unmapped, so
+ * the chunk's next use after it faults with no re-arm at all.  And the
+ * driver has no mapping of its own to take down when the page is sampled:
+ * on the H200 toggling read duplication on a page accessed-by cost 50-78
+ * us alone and up to 0.8 ms beside moves, on one that is not 7-12 us and
+ * 19-372 us (tests/gpu/sample-cost.cu). */
+#define SAMPLE_PAGE_BYTES ((size_t)KVT_SAMPLE_PAGE_BYTES)
+
+/* Sends a probe's n pages to the host on s: in one batch where the runtime
+ * has it, since each prefetch waits for the copy engine, behind whatever
+ * the other moves have queued there (on the H200, beside moves, 6.5-10.8
+ * ms a chunk one by one, 0.55-1.4 ms in batches of 8). */
+static cudaError_t sample_out(const struct kvt_cudart *rt, void **pages, size_t *sizes, size_t n, cudaStream_t s) {
+        struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
+        size_t first = 0;
+        cudaError_t e = cudaSuccess;
+
+        if (n == 0)
+                return cudaSuccess;
+        if (rt->cudaMemPrefetchBatchAsync)
+                return rt->cudaMemPrefetchBatchAsync(pages, sizes, n, &host, &first, 1, 0, s);
+        for (size_t i = 0; i < n && e == cudaSuccess; i++)
+                e = rt->cudaMemPrefetchAsync(pages[i], sizes[i], host, 0, s);
+        return e;
+}
 
 /* Samples each chunk of [ptr, len) of GPU dev (EVICT_MAP_REARM or
- * EVICT_MAP_PROBE): one page each, on s.  A failure leaves the pages as
- * they were, or one page on the host, which the books do not count (it is
- * 1/512 of the chunk and returns with the chunk's next promotion). */
+ * EVICT_MAP_PROBE), at most SAMPLE_PART_CHUNKS: one page each, on s.  A
+ * re-arm toggles read duplication on the page, which takes the GPU's
+ * mapping of a host page down.  A probe first makes the host the page's
+ * preferred location (its next touch maps it there, and CUPTI names it),
+ * toggles it (a page a touch mapped on the host since the last probe is
+ * unmapped; one in VRAM stays), then sends it to the host, which unmaps it
+ * from VRAM: each advice comes before the copy, never waiting for it.  A
+ * failure leaves the pages as they were, or one page on the host, which
+ * the books do not count (it is 1/512 of the chunk and returns with the
+ * chunk's next promotion). */
 static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, int dev, enum evict_map map,
                                  cudaStream_t s) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
         const struct kvt_cudart *rt = set->rt;
+        void *pages[SAMPLE_PART_CHUNKS];
+        size_t sizes[SAMPLE_PART_CHUNKS], n = 0;
         cudaError_t e = cudaSuccess;
 
-        for (size_t off = 0; off + KVT_CHUNK_BYTES <= len && e == cudaSuccess; off += KVT_CHUNK_BYTES) {
+        for (size_t off = 0; off + KVT_CHUNK_BYTES <= len && n < SAMPLE_PART_CHUNKS && e == cudaSuccess;
+             off += KVT_CHUNK_BYTES) {
                 char *pg = ptr + off;
 
-                if (map == EVICT_MAP_PROBE) {
+                if (map == EVICT_MAP_PROBE)
                         e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseSetPreferredLocation, host);
-                        if (e == cudaSuccess)
-                                e = rt->cudaMemPrefetchAsync(pg, SAMPLE_PAGE_BYTES, host, 0, s);
-                }
-                /* dropped the GPU's mapping of a page in host memory (a probe's page
-                 * probed before and touched since is there, mapped) */
                 if (e == cudaSuccess)
                         e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseSetReadMostly, gpu);
                 if (e == cudaSuccess)
                         e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseUnsetReadMostly, gpu);
+                if (e == cudaSuccess && map == EVICT_MAP_PROBE) {
+                        pages[n] = pg;
+                        sizes[n++] = SAMPLE_PAGE_BYTES;
+                }
         }
-        return e == cudaSuccess && map == EVICT_MAP_PROBE ? rt->cudaStreamSynchronize(s) : e;
+        if (e != cudaSuccess || map != EVICT_MAP_PROBE)
+                return e;
+        e = sample_out(rt, pages, sizes, n, s);
+        return e == cudaSuccess ? rt->cudaStreamSynchronize(s) : e;
 }
 
-/* Advises [ptr, len) of GPU dev for the host before it moves: once the
- * preferred location is the host, GPU accesses during and after the move
- * map the pages instead of faulting them back.  The preferred location is
- * plain host memory, never the NUMA node the prefetch puts the pages on:
- * with a NUMA node as the preferred location, the H200's accesses migrated
- * the pages back into VRAM, accessed-by or not.  A failed advice leaves the
+/* Advises [ptr, len) of GPU dev (whole chunks) for the host before it
+ * moves: once the preferred location is the host, GPU accesses during and
+ * after the move map the pages instead of faulting them back.  The
+ * preferred location is plain host memory, never the NUMA node the
+ * prefetch puts the pages on: with a NUMA node as the preferred location,
+ * the H200's accesses migrated the pages back into VRAM, accessed-by or
+ * not.  A mapped eviction (EVICT_MAP_SET) has each chunk accessed by the
+ * GPU but for its sample page (SAMPLE_PAGE_BYTES): one piece of advice a
+ * chunk, at the edge the samples split anyway.  A failed advice leaves the
  * pages in VRAM, which the daemon keeps charged; an eviction whose part
  * failed may have the others' pages on the host, charged all the same (the
  * safe side of the books). */
-static cudaError_t advise_host(struct evictors *set, void *ptr, size_t len, int dev, enum evict_map map) {
+static cudaError_t advise_host(struct evictors *set, char *ptr, size_t len, int dev, enum evict_map map) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
-        enum cudaMemoryAdvise mapping =
-                map == EVICT_MAP_SET ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
-        cudaError_t e = set->rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
+        const struct kvt_cudart *rt = set->rt;
+        cudaError_t e = rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 
         if (e != cudaSuccess || map == EVICT_MAP_KEEP)
                 return e;
-        return set->rt->cudaMemAdvise(ptr, len, mapping, gpu);
+        if (map != EVICT_MAP_SET)
+                return rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetAccessedBy, gpu);
+        for (size_t off = 0; off < len && e == cudaSuccess; off += KVT_CHUNK_BYTES) {
+                size_t n = len - off < KVT_CHUNK_BYTES ? len - off : KVT_CHUNK_BYTES;
+
+                if (n > SAMPLE_PAGE_BYTES)
+                        e = rt->cudaMemAdvise(ptr + off + SAMPLE_PAGE_BYTES, n - SAMPLE_PAGE_BYTES,
+                                              cudaMemAdviseSetAccessedBy, gpu);
+        }
+        return e;
 }
 
 /* Says whether an evictor has a context of its own on GPU dev: the first
