@@ -1020,7 +1020,10 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 return;
         ch = &reg->chunks[chunk];
         if (touch_is_own_mapping(r, ch)) {
+                /* no use, but its sample page may be mapped now: re-armed
+                 * before it is seen again (and kept so by order_apply()) */
                 g->own_maps_ignored++;
+                ch->flags |= CHUNK_MAPPED;
                 return;
         }
         g->uses_seen[ch->tier < _KVT_TIER_MAX ? ch->tier : KVT_TIER_NONE]++;
@@ -1242,13 +1245,17 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
 
                 g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
-                /* Pages re-armed or moved unmapped are unmapped from the GPU: its
-                 * next touch faults; a mapped eviction's are mapped.  A probe's
-                 * chunk stays as it was, one page of it on the host. */
+                /* Pages re-armed or moved are unmapped from the GPU where its
+                 * next touch is seen: a mapped eviction maps all but the
+                 * chunk's sample page, which is mapped only if a touch came
+                 * while it moved (CHUNK_MAPPED, set then).  A probe's chunk
+                 * stays as it was, one page of it on the host. */
                 if (ok && !(o->flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM))) {
+                        bool touched = o->tier == KVT_TIER_HOST_MAPPED && (ch->flags & CHUNK_MAPPED);
+
                         ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP);
                         if (o->tier == KVT_TIER_HOST_MAPPED)
-                                ch->flags |= CHUNK_MAPPED | CHUNK_OWN_MAP;
+                                ch->flags |= CHUNK_OWN_MAP | (touched ? CHUNK_MAPPED : 0);
                 } else if (ok && (o->flags & KVT_ORDER_REARM) && ch->last_use >= o->sent_tick) {
                         /* used since the re-arm was ordered (a re-arm's chunk was
                          * unseen for protect_min before): its page faulted and is
@@ -1269,8 +1276,8 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         if (!(o->flags & KVT_ORDER_PROBE))
                                 registry_probe_expired(r, reg, i);
                 }
-                /* A mapped eviction is booked as host memory the GPU maps
-                 * (CHUNK_MAPPED): re-arms sample it like a chunk a fault mapped. */
+                /* A mapped eviction is booked as host memory, its sample
+                 * page armed: its next use faults, with no re-arm. */
                 if (ok && ch->tier != book_tier(o->tier)) {
                         reg->tier_chunks[ch->tier]--;
                         g->tier_chunks[ch->tier]--;

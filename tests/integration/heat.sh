@@ -167,8 +167,9 @@ check "and says so" grep -q "CUPTI is in use by a tool" "$TMP/busy.out"
 # An unmapped host tier ([policy] evict_to = host, set live): chunks the
 # daemon evicts lose the GPU's mapping, so when the window comes back to
 # them the GPU's first touch faults, an access sample CUPTI reports.
-# Evicted to host-mapped, they are read over the link unseen: only the
-# first touch of chunks that started in host memory faults.
+# Evicted to host-mapped, they are mapped but for each chunk's sample page,
+# so the window's return faults there too, once a chunk; the driver's maps
+# of the rest of the chunk (named from its second page on) are no heat.
 WRAP="--regions 4 --region-size 64M --window 16M --steps 200 --step-ms 4"
 ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_DEBUG=heat-stats=$TMP/ev-mapped.heat" run_engine ev-mapped $WRAP
 check "evict_to host-mapped: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-mapped.out"
@@ -177,10 +178,14 @@ check "status shows it" [ "$(status_json | jq -r '.policy_params.evict_to // emp
 ENGINE_ENV="KVTIER_HEAT=cupti KVTIER_DEBUG=heat-stats=$TMP/ev-host.heat" run_engine ev-host $WRAP
 check "evict_to host: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/ev-host.out"
 faults_mapped=$(jq -s 'map(.gpu_fault_attributed) | max' "$TMP/ev-mapped.heat")
-check_le "evicted host-mapped: at most a fault a chunk (a first touch; in VRAM too, where it populates)" \
+check_gt "evicted host-mapped: the window's return faults on the sample pages: more than a first touch a chunk" \
         "$faults_mapped" 128
-check_gt "evicted unmapped: the window's return faults too: more samples than host-mapped" \
-        "$(jq -s 'map(.gpu_fault_attributed) | max' "$TMP/ev-host.heat")" "$faults_mapped"
+maps=$(jq -s 'last | .remote_map' "$TMP/ev-mapped.heat")
+check_gt "evicted host-mapped: the driver mapped the rest of each evicted chunk" "$maps" 128
+check_gt "evicted host-mapped: those maps are no heat (a fault's map of a sample page is): fewer maps counted" \
+        "$maps" "$(jq -s 'last | .remote_map_attributed' "$TMP/ev-mapped.heat")"
+check_gt "evicted unmapped: the window's return faults too" \
+        "$(jq -s 'map(.gpu_fault_attributed) | max' "$TMP/ev-host.heat")" 128
 check_le "evicted unmapped: a touch maps, never migrates: the fake's peak within the budget" \
         "$(stat_of ev-host managed_resident_peak_bytes)" $((64 << 20))
 check "kvtierctl set policy.evict_to host-mapped" "$KVTIERCTL" -s "$SOCK" set policy.evict_to host-mapped

@@ -325,6 +325,46 @@ static void test_quiet_window(void) {
         rig_down(&x);
 }
 
+/* A mapped eviction leaves its chunks' sample pages unmapped: a chunk not
+ * touched while it moved is booked unmapped (armed), so its first use past
+ * the quiet window is a demand, within protect_min a refault, with no
+ * re-arm; one touched while it moved, or within the window, may have its
+ * page mapped, and is booked mapped (to be re-armed). */
+static void test_mapped_armed(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        const struct policy_chunk *c;
+        struct region *a;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        rig_up(&x);
+        g = registry_gpu(x.r, 0);
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        c = region_chunks(a);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_order_new(x.r, a, 0, 3, KVT_TIER_HOST_MAPPED, -1, &o), 0, "armed: mapped eviction of 0..2");
+        registry_chunk_touch(x.r, a, 1, 1); /* an access while it moves maps the page */
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "armed: evicted");
+        TAP_OK(c[0].tier == KVT_TIER_HOST && !(c[0].flags & CHUNK_MAPPED) && (c[0].flags & POLICY_CHUNK_OWN_MAP),
+               "armed: untouched, booked in host memory with its sample page unmapped");
+        TAP_OK(c[1].flags & CHUNK_MAPPED, "armed: touched while it moved, booked mapped");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 2, 1);
+        TAP_OK(c[2].flags & CHUNK_MAPPED, "armed: touched within the quiet window, booked mapped");
+        TAP_EQ_U64(g->demand_faults, 0, "armed: no demand yet");
+        for (int i = 0; i < 5; i++)
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1);
+        TAP_EQ_U64(g->demand_faults, 1, "armed: its first use past the window is a demand");
+        TAP_EQ_U64(g->refaults, 1, "armed: and back within protect_min, a refault");
+        TAP_OK(c[0].flags & CHUNK_MAPPED, "armed: now mapped");
+        rig_down(&x);
+}
+
 /* The probe window is learnt from how long probes took to come back: the
  * 90th percentile of the last 32 returns, three times over, within
  * [protect_min / 8, protect_min]; late returns of expired probes count. */
@@ -860,6 +900,7 @@ int main(void) {
         test_demands();
         test_probe_expired();
         test_quiet_window();
+        test_mapped_armed();
         test_probe_window();
         test_spilled();
         test_lap_resumes();
