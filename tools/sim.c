@@ -111,20 +111,20 @@ static void flight_land(struct sim *s, const struct flight *f) {
 
                 s->evicting -= c[i].tier == POLICY_TIER_VRAM && f->tier != POLICY_TIER_VRAM;
                 s->evicted_tick += c[i].tier == POLICY_TIER_VRAM && f->tier != POLICY_TIER_VRAM;
-                /* As the registry books it: a mapped eviction is host memory the
-                 * GPU maps; moved pages are unmapped otherwise, and the GPU's next
-                 * touch of a host chunk faults. */
+                /* As the registry books it: moved pages are unmapped where the
+                 * GPU's next touch is seen, a mapped eviction's sample page too
+                 * (the rest is mapped), so a host chunk's next use faults, one
+                 * small fault, with no re-arm.  (On the GPU a touch while the
+                 * eviction moves maps that page; the model has none then.) */
                 c[i].tier = (uint8_t)(f->tier == POLICY_TIER_HOST_MAPPED ? POLICY_TIER_HOST : f->tier);
                 c[i].pending = 0;
                 c[i].last_move = tick_of(s, f->done_ns);
                 c[i].flags &= (uint8_t)~POLICY_CHUNK_MAPPED;
-                if (f->tier == POLICY_TIER_HOST_MAPPED)
-                        c[i].flags |= POLICY_CHUNK_MAPPED;
                 if (f->tier == POLICY_TIER_VRAM)
                         c[i].flags &= (uint8_t)~(POLICY_PROBE_BITS | POLICY_CHUNK_COLD);
                 else /* evicted unanswered: expired (as the registry), no longer in VRAM */
                         probe_expired(s, f->region, i);
-                s->mapped[f->region][i] = f->tier == POLICY_TIER_HOST_MAPPED;
+                s->mapped[f->region][i] = 0;
                 if (f->tier == POLICY_TIER_VRAM)
                         s->res->bytes_to_vram += TRACE_CHUNK_BYTES;
                 else {
