@@ -40,7 +40,7 @@ for m in t.getmembers():
             av = lambda x: round(x["sum_ns"] / x["orders"] / 1e6, 1) if x.get("orders") else None
             print("  ", n, "to_host", mv.get("to_host", {}).get("orders"), "avg", av(mv.get("to_host", {})), "ms; to_vram",
                   mv.get("to_vram", {}).get("orders"), "avg", av(mv.get("to_vram", {})), "ms;",
-                  {k: dm.get(k) for k in ("rearmed_chunks", "rearm_ms", "probes", "probe_ms", "probes_back", "evictions_avoided", "demand_faults")},
+                  {k: dm.get(k) for k in ("rearmed_chunks", "rearm_ms", "probes", "probe_ms", "probes_back", "evictions_avoided", "demand_faults", "refaults", "protect_ms", "own_maps_ignored")},
                   "hit", g.get("vram_hit_rate"))
     if n == "runs.log":
         runs = {}
