@@ -224,31 +224,27 @@ static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, in
         return e == cudaSuccess ? rt->cudaStreamSynchronize(s) : e;
 }
 
-/* Advises eviction ev's pages (whole chunks) for the host before they
- * move: once the preferred location is the host, GPU accesses during and
+/* Advises [ptr, len) of GPU dev (whole chunks) for the host before it
+ * moves: once the preferred location is the host, GPU accesses during and
  * after the move map the pages instead of faulting them back.  The
  * preferred location is plain host memory, never the NUMA node the
  * prefetch puts the pages on: with a NUMA node as the preferred location,
  * the H200's accesses migrated the pages back into VRAM, accessed-by or
  * not.  A mapped eviction (EVICT_MAP_SET) has each chunk accessed by the
  * GPU but for its sample page (SAMPLE_PAGE_BYTES): one piece of advice a
- * chunk, at the edge the samples split anyway, unless the chunks have it
- * from an earlier one (ev->sample_free): each piece takes the driver's
- * lock for writing, waiting for every move in flight.  A failed advice
- * leaves the pages in VRAM, which the daemon keeps charged; an eviction
- * whose part failed may have the others' pages on the host, charged all
- * the same (the safe side of the books). */
-static cudaError_t advise_host(struct evictors *set, const struct eviction *ev) {
+ * chunk, at the edge the samples split anyway.  A failed advice leaves the
+ * pages in VRAM, which the daemon keeps charged; an eviction whose part
+ * failed may have the others' pages on the host, charged all the same (the
+ * safe side of the books). */
+static cudaError_t advise_host(struct evictors *set, char *ptr, size_t len, int dev, enum evict_map map) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
-        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, ev->device};
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
         const struct kvt_cudart *rt = set->rt;
-        char *ptr = ev->ptr;
-        size_t len = ev->len;
         cudaError_t e = rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
 
-        if (e != cudaSuccess || ev->map == EVICT_MAP_KEEP || (ev->map == EVICT_MAP_SET && ev->sample_free))
+        if (e != cudaSuccess || map == EVICT_MAP_KEEP)
                 return e;
-        if (ev->map != EVICT_MAP_SET)
+        if (map != EVICT_MAP_SET)
                 return rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetAccessedBy, gpu);
         for (size_t off = 0; off < len && e == cudaSuccess; off += KVT_CHUNK_BYTES) {
                 size_t n = len - off < KVT_CHUNK_BYTES ? len - off : KVT_CHUNK_BYTES;
@@ -351,14 +347,14 @@ static bool is_sample(const struct eviction *e) {
  * for, or a part of a sample.  Not under the lock: the calls may block for
  * the whole copy. */
 static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
-        const struct eviction *e = s->e; /* its first six fields are fixed while it is queued */
+        const struct eviction *e = s->e; /* its first five fields are fixed while it is queued */
         cudaStream_t stream;
         cudaError_t err = evictor_enter(self, e->device, &stream);
 
         if (err != cudaSuccess)
                 return err;
         if (s->advise)
-                return advise_host(self->set, e);
+                return advise_host(self->set, e->ptr, e->len, e->device, e->map);
         if (is_sample(e))
                 return advise_sample(self->set, (char *)e->ptr + s->off, s->len, e->device, e->map, stream);
         err = host_prefetch(self->set, (char *)e->ptr + s->off, s->len, e->device, e->host_node, stream);

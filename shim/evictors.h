@@ -57,15 +57,13 @@ enum evict_map {
 
 /* One eviction: [ptr, ptr + len) of GPU device's managed memory to host
  * NUMA node host_node (-1: plain host memory).  The caller fills the first
- * six fields and keeps the struct until its end has been returned. */
+ * five fields and keeps the struct until its end has been returned. */
 struct eviction {
         void *ptr;
         size_t len;
         int device;
         int host_node;
         enum evict_map map;
-        bool sample_free; /* EVICT_MAP_SET: every chunk is accessed by the GPU but for its sample
-                           * page already (regions_sample_free()), as the advice would leave it */
         /* evictors.c's, under its mutex */
         struct eviction *next_queued;
         size_t part_bytes;     /* the evictors take parts of this many bytes (the last may be shorter) */

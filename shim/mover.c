@@ -138,7 +138,6 @@ static void register_regions(struct mover *mv) {
                 int r;
 
                 after = reg.id;
-                regions_note_sample_free(reg.id, 0, (uint32_t)(reg.span_bytes >> KVT_CHUNK_SHIFT), false);
                 e = pipeline_move_host_sync(mv->pipe, (void *)reg.base, reg.span_bytes, reg.device);
                 if (e != cudaSuccess) {
                         log_warning("Failed to return region %u to host memory: %s; it stays untiered, ignoring.",

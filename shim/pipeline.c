@@ -209,7 +209,6 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
 static cudaError_t run_start(struct pipeline *p, struct run *r) {
         int home = gpu_node(p, r->device);
         bool rearm = r->orders[0].flags & KVT_ORDER_REARM, probe = r->orders[0].flags & KVT_ORDER_PROBE;
-        uint32_t first = r->orders[0].first_chunk, n = (uint32_t)(r->len >> KVT_CHUNK_SHIFT);
 
         if (r->tier == KVT_TIER_VRAM)
                 return promote_start(p, r);
@@ -223,10 +222,6 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                        : r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET
                                                          : EVICT_MAP_UNSET,
         };
-        if (r->eviction.map == EVICT_MAP_SET)
-                r->eviction.sample_free = regions_sample_free(r->region_id, first, n);
-        else if (r->eviction.map == EVICT_MAP_UNSET) /* it unsets what a mapped eviction advised */
-                regions_note_sample_free(r->region_id, first, n, false);
         evictors_submit(p->evictors, &r->eviction);
         return cudaSuccess;
 }
@@ -337,9 +332,6 @@ static void run_end(struct pipeline *p, struct run *r, int status, cudaError_t e
         if (r->pinned) {
                 if (r->tier == KVT_TIER_VRAM)
                         e = promote_finish(p, r, e);
-                else if (r->eviction.map == EVICT_MAP_SET && !r->eviction.sample_free && e == cudaSuccess)
-                        regions_note_sample_free(r->region_id, r->orders[0].first_chunk,
-                                                 (uint32_t)(r->len >> KVT_CHUNK_SHIFT), true);
                 regions_release(r->region_id);
                 status = run_status(e);
         }

@@ -21,7 +21,6 @@ struct region_slot {
         unsigned busy;     /* orders running on it */
         unsigned draining; /* spills waiting for busy to drop to 0 */
         uint8_t *standing; /* REGION_STANDING_* per chunk; NULL until the first HOT, PINNED or spill */
-        uint8_t *sample_free; /* per chunk: regions_sample_free(); NULL until the first noted */
 };
 
 /* Index of the first slot with base > p. */
@@ -112,7 +111,6 @@ int regions_take(const void *ptr, struct shim_region *ret) {
         }
         *ret = s->r;
         free(s->standing);
-        free(s->sample_free);
         memmove(s, s + 1, (size_t)(&t->slots[t->n_slots] - (s + 1)) * sizeof(*s));
         t->n_slots--;
         pthread_mutex_unlock(&t->lock);
@@ -243,10 +241,6 @@ int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_
         for (uint32_t i = first; s->standing && i < first + n; i++)
                 s->standing[i] = (uint8_t)(spilled ? s->standing[i] | REGION_STANDING_SPILLED
                                                    : s->standing[i] & ~REGION_STANDING_SPILLED);
-        /* the SSD tier discards and refills the memory: its advice is not
-         * counted on (a mapped eviction makes it again) */
-        for (uint32_t i = first; spilled && s->sample_free && i < first + n; i++)
-                s->sample_free[i] = 0;
         if (spilled) {
                 uintptr_t base = s->r.base;
 
@@ -266,37 +260,6 @@ int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_
 out:
         pthread_mutex_unlock(&t->lock);
         return r;
-}
-
-bool regions_sample_free(uint32_t id, uint32_t first, uint32_t n) {
-        struct shim_regions *t = &kvt_shim()->regions;
-        struct region_slot *s;
-        bool all = n > 0;
-
-        pthread_mutex_lock(&t->lock);
-        s = find_id(id);
-        if (!s || !s->sample_free || first > s->r.span_bytes >> KVT_CHUNK_SHIFT ||
-            n > (s->r.span_bytes >> KVT_CHUNK_SHIFT) - first)
-                all = false;
-        for (uint32_t i = first; all && i < first + n; i++)
-                all = s->sample_free[i];
-        pthread_mutex_unlock(&t->lock);
-        return all;
-}
-
-void regions_note_sample_free(uint32_t id, uint32_t first, uint32_t n, bool advised) {
-        struct shim_regions *t = &kvt_shim()->regions;
-        struct region_slot *s;
-        uint32_t chunks;
-
-        pthread_mutex_lock(&t->lock);
-        s = find_id(id);
-        chunks = s ? (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT) : 0;
-        if (s && advised && !s->sample_free)
-                s->sample_free = calloc(chunks, 1); /* out of memory: not noted, advised again */
-        for (uint32_t i = first; s && s->sample_free && i < first + n && i < chunks; i++)
-                s->sample_free[i] = advised;
-        pthread_mutex_unlock(&t->lock);
 }
 
 int regions_standing_copy(uint32_t id, uint8_t **ret, uint32_t *ret_chunks) {

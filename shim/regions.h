@@ -68,20 +68,6 @@ int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, str
  * -EINVAL (range) or -ENOMEM. */
 int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_region *ret);
 
-/* Whether every chunk of [first, first + n) of region id is advised as a
- * mapped eviction leaves it (shim/evictors.c): accessed by its GPU over all
- * of it but its sample page.  The advice is the range's, not its pages':
- * it stays through every move until an unmapped eviction unsets it, so a
- * chunk evicted mapped again needs none of it.  False for a chunk never
- * noted, or spilled to the SSD tier since. */
-bool regions_sample_free(uint32_t id, uint32_t first, uint32_t n);
-
-/* Notes chunks [first, first + n) of region id advised so (advised, once
- * that advice succeeded) or maybe not (before an unmapped eviction unsets
- * it).  A region gone, or out of memory, notes nothing: the advice is made
- * again. */
-void regions_note_sample_free(uint32_t id, uint32_t first, uint32_t n, bool advised);
-
 /* A malloc'd copy of region id's standing bits (*ret_chunks of them), or
  * *ret = NULL when it has none.  Returns 0, -ENOENT or -ENOMEM. */
 int regions_standing_copy(uint32_t id, uint8_t **ret, uint32_t *ret_chunks);
