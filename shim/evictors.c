@@ -159,16 +159,14 @@ static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, in
  * The sample page is never accessed-by the GPU (advise_host()): a mapped
  * eviction maps the rest of the chunk and leaves that page unmapped, so
  * the chunk's next use after it faults with no re-arm at all.  And the
- * driver has no mapping of its own to take down when the page is sampled:
- * on the H200 toggling read duplication on a page accessed-by cost 50-78
- * us alone and up to 0.8 ms beside moves, on one that is not 7-12 us and
- * 19-372 us (tests/gpu/sample-cost.cu). */
+ * driver has no mapping of its own to take down when the page is sampled,
+ * which made a re-arm several times cheaper on the H200
+ * (tests/gpu/sample-cost.cu, tests/bench/RESULTS.md). */
 #define SAMPLE_PAGE_BYTES ((size_t)KVT_SAMPLE_PAGE_BYTES)
 
 /* Sends a probe's n pages to the host on s: in one batch where the runtime
  * has it, since each prefetch waits for the copy engine, behind whatever
- * the other moves have queued there (on the H200, beside moves, 6.5-10.8
- * ms a chunk one by one, 0.55-1.4 ms in batches of 8). */
+ * the other moves have queued there: one wait a batch, not one a page. */
 static cudaError_t sample_out(const struct kvt_cudart *rt, void **pages, size_t *sizes, size_t n, cudaStream_t s) {
         struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         size_t first = 0;
