@@ -23,38 +23,14 @@
 #include <string>
 #include <cuda_runtime.h>
 
+#include "bench-util.h"
 #include "cuda-check.h"
 
 static const size_t CHUNK = 2u << 20, PAGE = 4096;
 
-__global__ void sum(const unsigned long long *p, size_t n, unsigned long long *out) {
-        unsigned long long s = 0;
-        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-                s += p[i];
-        atomicAdd(out, s);
-}
-
-static double now_ms(void) {
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // Reads the buffer once; returns ms, and the sum into *got.
 static double read_all(const unsigned long long *p, size_t bytes, unsigned long long *out, unsigned long long *got) {
-        cudaEvent_t a, b;
-        float ms;
-
-        CK(cudaMemset(out, 0, sizeof(*out)));
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-        CK(cudaEventRecord(a));
-        sum<<<1056, 512>>>(p, bytes / sizeof(*p), out);
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms, a, b));
-        CK(cudaMemcpy(got, out, sizeof(*got), cudaMemcpyDeviceToHost));
-        CK(cudaEventDestroy(a));
-        CK(cudaEventDestroy(b));
-        return ms;
+        return timed_launch(0, out, got, [&] { sum<<<1056, 512>>>(p, bytes / sizeof(*p), out); });
 }
 
 static double place(char *p, size_t bytes, bool gpu, int dev, cudaStream_t s) {

@@ -53,6 +53,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 
+#include "bench-util.h"
 #include "cuda-check.h"
 
 static const size_t CHUNK = 2u << 20, PAGE = 4096;
@@ -64,39 +65,17 @@ __global__ void touch(const unsigned long long *p, size_t chunks, unsigned long 
                 atomicAdd(out, p[c * (CHUNK / sizeof(*p))]);
 }
 
-__global__ void sum(const unsigned long long *p, size_t n, unsigned long long *out) {
-        unsigned long long s = 0;
-        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-                s += p[i];
-        atomicAdd(out, s);
-}
-
-static double now_ms(void) {
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // Runs a kernel of one thread a chunk (or a whole read) on s; returns ms.
 static double timed(bool whole, const unsigned long long *p, size_t bytes, unsigned long long *out,
                     cudaStream_t s, unsigned long long *got) {
-        cudaEvent_t a, b;
-        float ms;
         size_t chunks = bytes / CHUNK;
 
-        CK(cudaMemsetAsync(out, 0, sizeof(*out), s));
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-        CK(cudaEventRecord(a, s));
-        if (whole)
-                sum<<<1056, 512, 0, s>>>(p, bytes / sizeof(*p), out);
-        else
-                touch<<<(unsigned)((chunks + 255) / 256), 256, 0, s>>>(p, chunks, out);
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms, a, b));
-        CK(cudaMemcpy(got, out, sizeof(*got), cudaMemcpyDeviceToHost));
-        CK(cudaEventDestroy(a));
-        CK(cudaEventDestroy(b));
-        return ms;
+        return timed_launch(s, out, got, [&] {
+                if (whole)
+                        sum<<<1056, 512, 0, s>>>(p, bytes / sizeof(*p), out);
+                else
+                        touch<<<(unsigned)((chunks + 255) / 256), 256, 0, s>>>(p, chunks, out);
+        });
 }
 
 // The other thread's moves: LOAD to the GPU and back in 64 MiB calls until

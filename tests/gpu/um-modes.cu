@@ -20,6 +20,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 
+#include "bench-util.h"
 #include "cuda-check.h"
 
 #include "cupti-abi.h"
@@ -119,10 +120,6 @@ __global__ static void k_read(const unsigned long long *p, size_t words, size_t 
 __global__ static void k_write(unsigned long long *p, size_t words, unsigned long long salt) {
         for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
                 p[i] = i ^ salt;
-}
-
-static double now_ms(void) {
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 static bool cupti_ok;
