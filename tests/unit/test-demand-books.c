@@ -75,6 +75,15 @@ static struct region *add(struct rig *x, uint32_t id, uint32_t chunks, uint32_t 
         return reg;
 }
 
+/* rig_up(), the client's grant at the whole budget, and region 1 of chunks
+ * in VRAM; *g the GPU's books. */
+static struct region *rig_up_region(struct rig *x, uint32_t chunks, const struct gpu_stats **g) {
+        rig_up(x);
+        *g = registry_gpu(x->r, 0);
+        client_set_grant_cap(x->cl, 0, 16 * CHUNK);
+        return add(x, 1, chunks, KVT_TIER_VRAM);
+}
+
 /* Captures start in VRAM as far as the client's GRANT reaches, never further. */
 static void test_grants(void) {
         struct rig x;
@@ -144,10 +153,7 @@ static void test_demands(void) {
         struct kvt_order o;
         struct kvt_order_done done = {0};
 
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 8, &g);
         c = region_chunks(a);
         TAP_EQ_INT(registry_order_new(x.r, a, 0, 2, KVT_TIER_HOST, -1, &o), 0, "demand: evict chunks 0..1");
         done.order_id = o.order_id;
@@ -232,10 +238,7 @@ static void test_probe_expired(void) {
         struct kvt_order o;
         struct kvt_order_done done = {0};
 
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 8, &g);
         c = region_chunks(a);
         TAP_EQ_INT(registry_probe_new(x.r, a, 0, 4, &o), 0, "expired: probe chunks 0..3");
         registry_probe_mark(x.r, a, 0, 4);
@@ -296,10 +299,7 @@ static void test_quiet_window(void) {
         struct kvt_order_done done = {0};
         uint64_t ignored;
 
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 8, &g);
         for (int i = 0; i < 30; i++)
                 registry_advance_tick(x.r);
         TAP_EQ_INT(registry_order_new(x.r, a, 0, 1, KVT_TIER_HOST_MAPPED, -1, &o), 0, "quiet: mapped eviction");
@@ -338,10 +338,7 @@ static void test_mapped_armed(void) {
         struct kvt_order o;
         struct kvt_order_done done = {0};
 
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 8, &g);
         c = region_chunks(a);
         for (int i = 0; i < 30; i++)
                 registry_advance_tick(x.r);
@@ -396,10 +393,7 @@ static void test_probe_window(void) {
         TAP_EQ_INT(policy_probe_window(&t, 2, 20), 9, "window: only the last 32 returns count");
 
         /* The registry notes each return's delay; the planner's window follows. */
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 16, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 16, &g);
         TAP_EQ_INT(registry_probe_new(x.r, a, 0, 8, &o), 0, "window: probe chunks 0..7");
         registry_probe_mark(x.r, a, 0, 8);
         done.order_id = o.order_id;
@@ -449,10 +443,7 @@ static void test_hits_and_avoided(void) {
         const struct policy_chunk *c;
         struct region *a, *b;
 
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 16, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 16, &g);
         c = region_chunks(a);
         registry_advance_tick(x.r);
         for (uint32_t i = 0; i < 4; i++)
@@ -519,10 +510,7 @@ static void test_spilled(void) {
         struct kvt_order o;
         struct kvt_order_done done = {0};
 
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 8, &g);
         b = add(&x, 2, 8, KVT_TIER_HOST);
         c = region_chunks(a);
         TAP_EQ_INT(registry_order_new(x.r, a, 6, 2, KVT_TIER_HOST, -1, &o), 0, "spill: an eviction in flight");
@@ -779,10 +767,7 @@ static void test_sample_counts_end(void) {
         struct region *a, *b;
         struct kvt_order o;
 
-        rig_up(&x);
-        g = registry_gpu(x.r, 0);
-        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
-        a = add(&x, 1, 4, KVT_TIER_VRAM);
+        a = rig_up_region(&x, 4, &g);
         b = add(&x, 2, 4, KVT_TIER_HOST);
         registry_advance_tick(x.r);
         TAP_EQ_INT(registry_probe_new(x.r, a, 0, 2, &o), 0, "counts: a probe of region 1");
