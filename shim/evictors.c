@@ -160,7 +160,7 @@ static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, in
  * eviction maps the rest of the chunk and leaves that page unmapped, so
  * the chunk's next use after it faults with no re-arm at all.  And the
  * driver has no mapping of its own to take down when the page is sampled,
- * which made a re-arm several times cheaper on the H200
+ * which made a re-arm alone several times cheaper on the H200
  * (tests/gpu/sample-cost.cu, tests/bench/RESULTS.md). */
 #define SAMPLE_PAGE_BYTES ((size_t)KVT_SAMPLE_PAGE_BYTES)
 
