@@ -228,8 +228,9 @@ static const struct conf_key conf_table[] = {
         {"policy", "prefetch_depth", CONF_UINT, 1, 64, "4", "Strides promoted ahead of a stream",
          offsetof(struct conf, prefetch_depth)},
         {"policy", "evict_to", CONF_EVICT, 0, 0, "host-mapped",
-         "Where evicted chunks go: host-mapped (the GPU reads them over the link at once; re-arms "
-         "sample their use) or host (unmapped: the GPU's next touch faults and maps them 4 KiB at a "
+         "Where evicted chunks go: host-mapped (the GPU reads them over the link at once, its first "
+         "touch of each faulting on one 4 KiB page so that the use is seen; re-arms sample later ones) "
+         "or host (unmapped: the GPU's next touch faults and maps them 4 KiB at a "
          "time, ~40x slower than reading mapped memory on the H200)",
          offsetof(struct conf, evict_unmapped)},
         {"policy", "threads", CONF_UINT, 0, POLICY_THREADS_MAX, "0",
@@ -251,7 +252,7 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, protect_max_ms)},
         {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "25600",
          "demand: host chunks per second, at most, whose GPU mapping of one 4 KiB page is dropped so "
-         "that their next use is seen (a re-arm: 10-80 us of an evictor thread's driver time each); "
+         "that their next use is seen (a re-arm: 7-80 us of an evictor thread's driver time each alone); "
          "fewer where the shim makes them slower: no more than a tick's share is in flight; an eighth "
          "while demands wait for room, so that probes go first; 0 = none",
          offsetof(struct conf, rearm_rate)},
