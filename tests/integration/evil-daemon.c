@@ -92,16 +92,21 @@ static void serve(int fd, const char *mode) {
         }
 }
 
+/* The socket appears at its path only once it listens: bound under another
+ * name, then renamed, so that a client that sees the file can connect.
+ * (Found in CI: the engine's connect came between bind() and listen() and
+ * was refused, and the impostor never saw it.) */
 int main(int argc, char **argv) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int lfd;
 
-        if (argc != 3 || strlen(argv[1]) >= sizeof(sa.sun_path))
+        if (argc != 3 || strlen(argv[1]) + sizeof(".new") > sizeof(sa.sun_path))
                 return 99;
-        strcpy(sa.sun_path, argv[1]);
-        unlink(argv[1]);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.new", argv[1]);
+        unlink(sa.sun_path);
         lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0) {
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0 ||
+            rename(sa.sun_path, argv[1]) < 0) {
                 perror("evil-daemon");
                 return 99;
         }

@@ -77,11 +77,13 @@ check "kvtierd stops cleanly" stop_daemon
 # orders for regions and chunks that do not exist.
 for mode in garbage-welcome garbage-later bad-orders; do
         # The previous impostor's socket file would pass the wait below before
-        # this one listens (seen under load: the engine got ECONNREFUSED).
+        # this one listens (seen under load: the engine got ECONNREFUSED), and
+        # the impostor's own appears only once it listens (evil-daemon.c).
         rm -f "$SOCK"
         "$top_builddir/tests/integration/evil-daemon" "$SOCK" $mode >"$TMP/evil-$mode.log" 2>&1 &
         evil=$!
-        for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.02; done
+        for _ in $(seq 250); do [ -S "$SOCK" ] && break; sleep 0.02; done
+        [ -S "$SOCK" ] || diag "impostor ($mode): not listening after 5 s"
         run_engine evil-$mode $ARGS --steps 10; rc=$?
         kill $evil; wait $evil 2>/dev/null
         check "impostor ($mode): engine exits 0" [ $rc -eq 0 ]

@@ -66,7 +66,9 @@ check "row 7: the name shows escaped" grep -qF 'a\x1b[2J\x07\rb\x9b' "$TMP/statu
 wait "$holder"
 check "kvtierd stops cleanly" stop_daemon
 
-# kvtierctl escapes on its own, whatever comes over the socket.
+# kvtierctl escapes on its own, whatever comes over the socket.  (The
+# impostor's socket appears once it listens; kvtierd's may be left.)
+rm -f "$SOCK"
 "$top_builddir/tests/integration/evil-daemon" "$SOCK" hostile-status >/dev/null 2>&1 &
 evil=$!
 for _ in $(seq 60); do [ -S "$SOCK" ] && break; sleep 0.05; done
