@@ -68,7 +68,9 @@ check "daemon stopped: pattern intact" intact stopped
 check "daemon stopped: nothing captured" [ "$(stat_of stopped managed_allocs)" -eq 0 ]
 # 4 steps of 15 ms plus one 300 ms wait; 5 s leaves room for a slow machine
 # while catching a shim that waits on the daemon once per allocation forever.
-check_le "daemon stopped: the engine was not held up (ms)" $elapsed_ms 5000
+# Under TSan the engine alone takes 2.3-2.7 s, and beside the other TSan
+# tests on 2 CPUs it went past 5 s: there the bound is 15 s.
+check_le "daemon stopped: the engine was not held up (ms)" $elapsed_ms $([ -n "$tsan" ] && echo 15000 || echo 5000)
 serves() { status_json >/dev/null; }
 check "daemon still serves after SIGCONT" serves
 check "kvtierd stops cleanly" stop_daemon
