@@ -763,6 +763,14 @@ static void page_drop_dup(struct alloc *a, size_t i) {
 }
 
 /* Migrates a device-resident page back to its host backing. */
+/* The driver maps host page i of a for dev, as accessed-by makes it, all
+ * of it or (first_free) all but its first 4 KiB: one remote map. */
+static void driver_maps(struct alloc *a, size_t i, bool first_free, int dev) {
+        size_t skip = first_free ? 4096 : 0;
+
+        um_event(UM_REMOTE_MAP, page_host(a, i) + skip, MODEL_PAGE_BYTES - skip, dev);
+}
+
 static void page_to_host(struct alloc *a, size_t i) {
         struct page *p = &a->pages[i];
         uint8_t *data = p->devcopy;
@@ -782,8 +790,7 @@ static void page_to_host(struct alloc *a, size_t i) {
         /* the driver maps it for the devices it is accessed by, as it goes */
         for (int d = 0; d < MODEL_MAX_DEVICES; d++)
                 if (p->accessed_by & (1u << d))
-                        um_event(UM_REMOTE_MAP, page_host(a, i) + (p->first_free ? 4096 : 0),
-                                 MODEL_PAGE_BYTES - (p->first_free ? 4096 : 0), d);
+                        driver_maps(a, i, p->first_free, d);
 }
 
 /* Evicts dev's least recently touched managed page other than keep. */
@@ -1042,9 +1049,8 @@ static void page_advise(struct alloc *a, size_t i, int advice, int loc, bool sub
                         break;
                 if (!(p->accessed_by & (1u << loc))) {
                         p->first_free = !first;
-                        if (p->loc == MODEL_LOC_HOST) { /* the driver maps it */
-                                um_event(UM_REMOTE_MAP, page_host(a, i) + (first ? 0 : 4096),
-                                         MODEL_PAGE_BYTES - (first ? 0 : 4096), loc);
+                        if (p->loc == MODEL_LOC_HOST) {
+                                driver_maps(a, i, !first, loc);
                                 p->rearmed = !first && !(p->mapped_by & (1u << loc));
                         }
                 } else if (first)

@@ -752,21 +752,38 @@ static void test_host_mapping(void) {
  * stays resident, and the device's next touch faults once and maps it, a
  * remote map the CUPTI hook hears of (on the H200: ~10 us, not the whole
  * page's refault).  A promotion brings the bit back. */
-static unsigned um_remote_maps;
+static unsigned um_remote_maps, um_maps_at_start;
+/* Counts remote maps, and those that name a page's first 4 KiB. */
 static void um_count(int kind, uintptr_t addr, uint64_t value, int dev) {
-        (void)addr, (void)value, (void)dev;
+        (void)value, (void)dev;
         um_remote_maps += kind == 7; /* CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP */
+        um_maps_at_start += kind == 7 && addr % PAGE < 4096;
+}
+
+/* len bytes of managed memory, preferred on and prefetched to device 0,
+ * filled there with seed's pattern; NULL if any of it failed. */
+static char *managed_in_vram(size_t len, uint64_t seed) {
+        char *p = NULL;
+
+        if (cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal) != cudaSuccess)
+                return NULL;
+        if (cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0) != cudaSuccess ||
+            cudaMemPrefetchAsync(p, len, DEV0, 0, NULL) != cudaSuccess ||
+            fakecuda_kernel_fill(p, len, seed) != cudaSuccess) {
+                cudaFree(p);
+                return NULL;
+        }
+        return p;
 }
 
 static void test_sub_page_sample(void) {
         const size_t len = 2 * PAGE;
-        char *p = NULL;
+        char *p = managed_in_vram(len, 9);
         uint64_t bad = 1;
 
-        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
-        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0);
-        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
-        TAP_EQ_INT(fakecuda_kernel_fill(p, len, 9), cudaSuccess, "sample: filled in VRAM");
+        TAP_OK(p != NULL, "sample: filled in VRAM");
+        if (!p)
+                return;
         fakecuda_set_um_hook(um_count);
         fakecuda_reset_stats(0);
         TAP_EQ_INT(cudaMemAdvise(p + 4096, 4096, cudaMemAdviseSetPreferredLocation, HOST), cudaSuccess,
@@ -805,12 +822,11 @@ static void test_sub_page_sample(void) {
  * model kept such a page mapped.) */
 static void test_rearm_mapped(void) {
         const size_t len = 2 * PAGE;
-        char *p = NULL;
+        char *p = managed_in_vram(len, 9);
 
-        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
-        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0);
-        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
-        fakecuda_kernel_fill(p, len, 9);
+        TAP_OK(p != NULL, "re-arm of a mapped eviction: filled in VRAM");
+        if (!p)
+                return;
         cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, HOST);
         cudaMemAdvise(p, len, cudaMemAdviseSetAccessedBy, DEV0);
         cudaMemPrefetchAsync(p, len, HOST, 0, NULL);
@@ -835,23 +851,15 @@ static void test_rearm_mapped(void) {
  * the pages go out, its remote maps naming no sample page, and the
  * device's first touch of each page faults once and maps it (on the H200
  * a touch after such an eviction faulted: tests/gpu/sample-cost.cu). */
-static unsigned um_maps_at_start;
-static void um_where(int kind, uintptr_t addr, uint64_t value, int dev) {
-        (void)value, (void)dev;
-        um_maps_at_start += kind == 7 && addr % PAGE < 4096;
-        um_remote_maps += kind == 7;
-}
-
 static void test_mapped_sample_free(void) {
         const size_t len = 2 * PAGE;
-        char *p = NULL;
+        char *p = managed_in_vram(len, 5);
         uint64_t bad = 1;
 
-        cudaMallocManaged((void **)&p, len, cudaMemAttachGlobal);
-        cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, DEV0);
-        cudaMemPrefetchAsync(p, len, DEV0, 0, NULL);
-        fakecuda_kernel_fill(p, len, 5);
-        fakecuda_set_um_hook(um_where);
+        TAP_OK(p != NULL, "sample free: filled in VRAM");
+        if (!p)
+                return;
+        fakecuda_set_um_hook(um_count);
         um_remote_maps = um_maps_at_start = 0;
         cudaMemAdvise(p, len, cudaMemAdviseSetPreferredLocation, HOST);
         for (size_t off = 0; off < len; off += PAGE)
