@@ -30,7 +30,7 @@ if not os.path.exists(tf):
 t = tarfile.open(tf)
 for m in t.getmembers():
     n = os.path.basename(m.name)
-    if n.startswith("status-") and n.endswith(".json"):
+    if n.startswith("status-") and n.endswith(".json") and not re.search(r"\.\d+\.json$", n):  # not the polls
         try:
             s = json.load(t.extractfile(m))
         except Exception:

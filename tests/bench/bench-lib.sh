@@ -16,7 +16,9 @@ bench_setup() {
         : >"$R"
 }
 
-# bench_start_daemon CONF: kvtierd -c CONF in the background (DPID); 0 once
+# bench_start_daemon CONF: kvtierd -c CONF in the background (DPID; its
+# output to $RET/kvtierd.log, each line after the wall clock where
+# KVT_DAEMON_TS is set); 0 once
 # it is the one answering status (a daemon left from an earlier run would
 # serve with another configuration), tried once more after a start that did
 # not answer.  Up to 60 s each: a first start on a freshly booted machine
@@ -24,7 +26,14 @@ bench_setup() {
 bench_start_daemon() {
         local try t0 why
         for try in 1 2; do
-                "$C/bin/kvtierd" -c "$1" >>"$RET/kvtierd.log" 2>&1 &
+                if [ -n "${KVT_DAEMON_TS:-}" ]; then
+                        # each line with the wall clock (time.time(), as
+                        # paged_kv.py's phase marks), for residency-report.py
+                        "$C/bin/kvtierd" -c "$1" > >(python3 -u -c 'import sys, time
+for l in sys.stdin: sys.stdout.write("%.3f %s" % (time.time(), l))' >>"$RET/kvtierd.log") 2>&1 &
+                else
+                        "$C/bin/kvtierd" -c "$1" >>"$RET/kvtierd.log" 2>&1 &
+                fi
                 DPID=$!
                 t0=$SECONDS
                 # By the clock, not a count of tries: seen twice on the GPU

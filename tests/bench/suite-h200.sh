@@ -22,6 +22,15 @@
 #     8 GiB pool and a 1.5 GiB hot set (6 sessions) each; [client.hi] (uid 0,
 #     priority 7) and [client.lo] (gid 4242, priority 0, quota 1G): hi all
 #     VRAM, hi alone under the daemon, and hi while lo runs
+# KVT_STEP_LOG=1: the paged runs also write each step's wall time
+#   (paged_kv.py --step-log: it waits for every step) to steps-TAG.txt
+#   in the logs, to see how a run's steps move as kvtier learns.
+# KVT_STATUS_JSON=1: each poll of the daemon's status (every KVT_POLL_S
+#   seconds, default 2) also saves status --json as status-TAG.N.json;
+#   with KVT_DAEMON_TS=1 (kvtierd.log's lines after the wall clock) and
+#   KVT_DAEMON_EXTRA='[daemon]\nlog_level=debug' (its orders named),
+#   tests/bench/residency-report.py DIR TAG reads where a paged run kept
+#   its hot and cold KV, and what the orders moved in each phase.
 # Results: one JSON line a run in $OUT/results.jsonl; a table last
 # (suite-report.py).  Never more managed memory than ~20 GiB at once.
 set -u
@@ -44,7 +53,13 @@ run() {
                 rc=$?
         else
                 bench_budget_daemon "$budget" || return
-                (while sleep 2; do "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1; done) &
+                (n=0; while sleep "${KVT_POLL_S:-2}"; do
+                        "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1
+                        if [ -n "${KVT_STATUS_JSON:-}" ]; then
+                                "$CTL" -s "$SOCK" status --json >"$RET/status-$tag.$n.json" 2>/dev/null
+                                n=$((n + 1))
+                        fi
+                done) &
                 local poll=$!
                 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK "$@" >"$T/out" 2>>"$RET/runs.log"
                 rc=$?
@@ -144,6 +159,7 @@ runtag() {
                 local layout=$2 lay h="" what=$4
                 lay="--layout $layout"
                 [ "$layout" = onepool ] && lay="--layout contiguous --one-pool"
+                [ -n "${KVT_STEP_LOG:-}" ] && lay="$lay --step-log $RET/steps-$tag.txt"
                 [[ $3 == h* ]] && [ "${3#h}" != 64 ] && h="--hot ${3#h}"
                 case "$what" in
                 vram) run "$tag" - $PAGED $lay $h ;;
