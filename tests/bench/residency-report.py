@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Where a paged_kv.py run under kvtier kept its hot and cold KV, from a
+suite run's logs (tests/bench/suite-h200.sh with KVT_STATUS_JSON=1 and,
+for the orders, KVT_DAEMON_TS=1 and [daemon] log_level = debug):
+
+    residency-report.py [--sessions 64] [--hot 8] [--session-chunks 8]
+                        [--pool-bytes 1073741824] DIR TAG
+
+DIR holds status-TAG.N.json (the daemon's status every poll), kvtierd.log
+and runs.log.  A pool is a region of --pool-bytes; with the contiguous
+layout, chunk i of a pool belongs to session i // --session-chunks, and the
+hot sessions are paged_kv.py's (k * sessions // hot for k < hot).
+
+Prints, per snapshot, the pools' hot chunks in VRAM and read in place, their
+cold chunks in VRAM, and the other regions' chunks in VRAM (a region whose
+map the daemon cut short is left out, and said so); then the chunks
+the daemon's orders named (promoted, evicted, probed, re-armed), hot, cold
+and other, by the engine's phase (paged_kv.py's marks in runs.log) where
+kvtierd.log's lines carry the wall clock, else for the whole run.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+ORDER = re.compile(r"^(?:(\d+\.\d+) )?kvtierd: Order \d+: region (\d+) chunks (\d+)\+(\d+) "
+                   r"(to vram|to host-mapped|to host|probed|re-armed)\.$")
+MARK = re.compile(r"^paged_kv: (.*) at (\d+\.\d+)$")
+# paged_kv.py's marks, in the order they come, and the phase each starts
+PHASES = [("pools filled", "set-up"), ("warm-up starts", "warm-up"), ("measured turns start", "measured"),
+          ("measured turns end", "after")]
+
+
+def chunk_list(chunk_map):
+    """daemon/status.c's run-length map ("V16 M240 -256") as one letter a chunk."""
+    out = []
+    for tok in chunk_map.split():
+        out.extend(tok[0] * int(tok[1:]))
+    return out
+
+
+def snapshots(d, tag):
+    files = glob.glob(os.path.join(d, "status-%s.*.json" % glob.escape(tag)))
+    keyed = []
+    for f in files:
+        n = f[:-len(".json")].rsplit(".", 1)[-1]
+        if n.isdigit():
+            keyed.append((int(n), f))
+    return [f for _, f in sorted(keyed)]
+
+
+def marks(d, tag):
+    """The engine's phase marks of TAG's section of runs.log: [(time, phase)]."""
+    out, mine = [], False
+    try:
+        lines = open(os.path.join(d, "runs.log"), errors="replace").read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        if line.startswith("== "):
+            mine = line[3:].strip() == tag
+            continue
+        m = MARK.match(line)
+        if mine and m:
+            for what, phase in PHASES:
+                if m.group(1) == what:
+                    out.append((float(m.group(2)), phase))
+    return out
+
+
+def phase_at(ms, t):
+    phase = "before fill"
+    for at, p in ms:
+        if t >= at:
+            phase = p
+    return phase
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=64)
+    ap.add_argument("--hot", type=int, default=8)
+    ap.add_argument("--session-chunks", type=int, default=8)
+    ap.add_argument("--pool-bytes", type=int, default=1 << 30)
+    ap.add_argument("dir")
+    ap.add_argument("tag")
+    a = ap.parse_args()
+    if not 0 < a.hot <= a.sessions or a.session_chunks <= 0:
+        ap.error("need 0 < --hot <= --sessions and --session-chunks > 0")
+    hot = {k * a.sessions // a.hot for k in range(a.hot)}
+
+    def is_hot(i):
+        return i // a.session_chunks in hot
+
+    files = snapshots(a.dir, a.tag)
+    if not files:
+        sys.exit("no status-%s.N.json in %s" % (a.tag, a.dir))
+    sizes = {}
+    cut = 0
+    print("snapshot  pool hot in VRAM  hot read in place  cold in VRAM  other in VRAM  held back")
+    for n, f in enumerate(files):
+        with open(f) as fh:
+            st = json.load(fh)
+        hv = hn = hr = cv = ov = 0
+        for c in st.get("clients", []):
+            for r in c.get("regions", []):
+                sizes[r["region_id"]] = r["size_bytes"]
+                m = r.get("chunk_map")
+                if not m or r.get("chunk_map_truncated"):
+                    cut += 1
+                    continue
+                ch = chunk_list(m)
+                if r["size_bytes"] != a.pool_bytes:
+                    ov += sum(x in "Vv" for x in ch)
+                    continue
+                for i, x in enumerate(ch):
+                    if is_hot(i):
+                        hn += 1
+                        hv += x in "Vv"
+                        hr += x in "Rr"
+                    else:
+                        cv += x in "Vv"
+        held = sum(g.get("demand", {}).get("held_bytes", 0) for g in st.get("gpus", [])) >> 20
+        print("%8d  %9d / %-5d  %17d  %12d  %13d  %7d MiB" % (n, hv, hn, hr, cv, ov, held))
+
+    if cut:
+        print("(%d maps missing or cut short in all: those regions not counted)" % cut)
+
+    ms = marks(a.dir, a.tag)
+    counts = {}
+    try:
+        log = open(os.path.join(a.dir, "kvtierd.log"), errors="replace").read().splitlines()
+    except OSError:
+        log = []
+    stamped = False
+    for line in log:
+        m = ORDER.match(line)
+        if not m:
+            continue
+        ts, reg, first, n, what = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5)
+        stamped |= ts is not None
+        phase = phase_at(ms, float(ts)) if ts is not None and ms else "whole run"
+        row = counts.setdefault((phase, what), [0, 0, 0])
+        if sizes.get(reg) != a.pool_bytes:
+            row[2] += n
+            continue
+        h = sum(1 for i in range(first, first + n) if is_hot(i))
+        row[0] += h
+        row[1] += n - h
+    if not counts:
+        print("\nno orders in kvtierd.log (the daemon's log_level debug names them)")
+        return
+    if not (stamped and ms):
+        print("\n(kvtierd.log without the wall clock, or no phase marks: the whole run in one)")
+    print("\nchunks named by orders   phase        hot   cold  other")
+    order = ["before fill"] + [p for _, p in PHASES] + ["whole run"]
+    for (phase, what) in sorted(counts, key=lambda k: (order.index(k[0]), k[1])):
+        h, c, o = counts[(phase, what)]
+        print("%-24s %-10s %6d %6d %6d" % (what, phase, h, c, o))
+
+
+if __name__ == "__main__":
+    main()
