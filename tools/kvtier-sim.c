@@ -53,6 +53,8 @@ static void usage(FILE *f) {
                 "  -t, --tick-us=N           planning tick in microseconds (default 10000, kvtierd's tick_ms)\n"
                 "      --promote-gbps=F      host->VRAM prefetch bandwidth, GB/s (default 48)\n"
                 "      --evict-gbps=F        VRAM->host bandwidth, GB/s (default 12)\n"
+                "      --evict-chunk-us=N    an eviction's advice per chunk, before its pages move (default\n"
+                "                            500, the shim's mapped evictions beside moves on the H200)\n"
                 "      --link-gbps=F         PCIe link, each direction, GB/s (default 55)\n"
                 "      --mapped-gbps=F       GPU reads of host-mapped memory, GB/s (default 51)\n"
                 "      --rate=BYTES          migration rate limit per second, 0 = none (default 40G)\n"
@@ -68,8 +70,11 @@ static void usage(FILE *f) {
                 "      --observe=WHAT        signals: the policy sees what the daemon sees on a GPU (a fault\n"
                 "                            on an unmapped host chunk; default); all: every access\n"
                 "      --fault-us=N          a GPU fault on an unmapped host chunk (default 60)\n"
-                "      --rearm-us=N          driver time to re-arm one chunk (default 105)\n"
-                "      --signal-delay-us=N   from a fault to the daemon's knowing of it (default 100000,\n"
+                "      --rearm-us=N          the shim's time to re-arm one chunk (default 140, beside moves\n"
+                "                            on the H200)\n"
+                "      --probe-us=N          the shim's time to probe one chunk, in the same queue (default\n"
+                "                            1300, beside moves on the H200)\n"
+                "      --signal-delay-us=N   from a fault to the daemon's knowing of it (default 10000,\n"
                 "                            the shim's CUPTI flush period)\n"
                 "      --sample=N            chunks re-armed per tick (demand's sample_chunks)\n"
                 "      --probes=N            cohorts probed per tick (demand's probe_cohorts)\n"
@@ -180,9 +185,12 @@ static int parse_option(struct options *o, int c, const char *arg) {
                 o->cfg.signal_delay_ns = (uint64_t)u * 1000;
                 return 0;
         case 'A':
+        case 'B':
+        case 'C':
                 if (parse_u32(arg, &u) < 0)
                         return -EINVAL;
-                o->cfg.rearm_ns = (uint64_t)u * 1000;
+                *(c == 'A' ? &o->cfg.rearm_ns : c == 'B' ? &o->cfg.probe_ns : &o->cfg.evict_chunk_ns) =
+                        (uint64_t)u * 1000;
                 return 0;
         case 'S':
                 o->set |= OPT_SET_SAMPLE;
@@ -223,6 +231,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"fault-us", required_argument, NULL, 'U'},
                 {"signal-delay-us", required_argument, NULL, 'Y'},
                 {"rearm-us", required_argument, NULL, 'A'},
+                {"probe-us", required_argument, NULL, 'B'},
+                {"evict-chunk-us", required_argument, NULL, 'C'},
                 {"sample", required_argument, NULL, 'S'},
                 {"probes", required_argument, NULL, 'Q'},
                 {"protect-min", required_argument, NULL, 'm'},
@@ -242,8 +252,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
                                      .link_gbps = 55,
                                      .mapped_gbps = 51,
                                      .fault_ns = 60000,
-                                     .signal_delay_ns = 100000000,
-                                     .rearm_ns = 105000,
+                                     .signal_delay_ns = 10000000,
+                                     .rearm_ns = 140000,
+                                     .probe_ns = 1300000,
+                                     .evict_chunk_ns = 500000,
                                      .rate_bytes_per_s = 40ull << 30,
                                      .observe = SIM_OBSERVE_SIGNALS};
         o->policies = "all";

@@ -154,7 +154,8 @@ static int issue(struct sim *s, const struct policy_move *m, uint64_t at_ns) {
         uint64_t bytes = (uint64_t)m->n_chunks * TRACE_CHUNK_BYTES;
         struct flight f = {.region = reg, .first = m->first_chunk, .n = m->n_chunks, .tier = m->tier};
 
-        f.done_ns = start + (uint64_t)((double)bytes / l->bytes_per_ns);
+        f.done_ns = start + (uint64_t)((double)bytes / l->bytes_per_ns) +
+                    (l == &s->evict ? m->n_chunks * s->cfg->evict_chunk_ns : 0);
         l->free_ns = f.done_ns;
         for (uint32_t i = m->first_chunk; i < m->first_chunk + m->n_chunks; i++) {
                 s->evicting += s->chunks[reg][i].tier == POLICY_TIER_VRAM && m->tier != POLICY_TIER_VRAM;
@@ -250,9 +251,10 @@ static void signals_deliver(struct sim *s) {
         }
 }
 
-/* Chunks of the samples ordered and not yet made at at_ns: the shim makes
- * them one after another, rearm_ns each (a probe's page as a re-arm's).
- * The daemon's planner re-arms a tick no more than its share less these. */
+/* Chunks of the samples ordered and not yet made at at_ns, counted as
+ * re-arms: the shim makes them one after another, rearm_ns each (probe_ns
+ * a probed chunk).  The daemon's planner re-arms a tick no more than its
+ * share less these. */
 static uint64_t sample_backlog(const struct sim *s, uint64_t at_ns) {
         if (s->sample_free_ns <= at_ns || s->cfg->rearm_ns == 0)
                 return 0;
@@ -291,8 +293,8 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
                         c->last_move = s->now;
                         s->mapped[reg][i] = 2;
                         s->res->probes++;
-                        s->res->rearm_ns += s->cfg->rearm_ns;
-                        s->sample_free_ns += s->cfg->rearm_ns; /* in the shim's one sample queue */
+                        s->res->rearm_ns += s->cfg->probe_ns;
+                        s->sample_free_ns += s->cfg->probe_ns; /* in the shim's one sample queue */
                 }
         }
         for (size_t k = 0; k < sm->n_expired; k++)

@@ -26,11 +26,13 @@ struct sim_config {
         uint64_t tick_ns;
         double promote_gbps; /* host -> VRAM prefetch, GB/s (1e9 bytes) */
         double evict_gbps;   /* VRAM -> host */
+        uint64_t evict_chunk_ns; /* and an eviction's advice, per chunk, before its pages move */
         double link_gbps;    /* caps both directions (each direction of the duplex link) */
         double mapped_gbps;  /* GPU reading a host chunk in place */
         uint64_t fault_ns;   /* a GPU fault on an unmapped host chunk, before it reads in place */
         uint64_t signal_delay_ns; /* from a fault to the daemon's knowing of it */
-        uint64_t rearm_ns;   /* driver time to re-arm one chunk (off the GPU's path), one at a time */
+        uint64_t rearm_ns;   /* the shim's time to re-arm one chunk (off the GPU's path), one at a time */
+        uint64_t probe_ns;   /* the same to probe one chunk, in the same queue */
         uint64_t rate_bytes_per_s; /* the daemon's max_migration_rate; 0 = none */
         enum sim_observe observe;
 };

@@ -2,11 +2,12 @@
 # kvtier-sim on the benchmark suite's shapes (gen-workloads: what
 # tests/bench/suite-h200.sh runs on the H200), the policy seeing what the
 # daemon sees.  Asserted, of the default policy (demand) in the model: never
-# slower than reading host memory in place (zero-copy) on any of them, at
-# least half of all-VRAM and faster than lru on the paged pool whose hot set
-# is a quarter or half the budget, and the budget exceeded by no more than
-# the capture margin.  The figures are the model's, not the GPU's:
-# tests/bench/RESULTS.md sets them beside the H200's.
+# slower than reading host memory in place (zero-copy) on any of them, faster
+# than lru on the paged pool whose hot set is a quarter or half the budget,
+# and there within the span of the H200's runs of the shipped defaults (a
+# model that strays from what the GPU does is no guide to a policy change;
+# tests/bench/RESULTS.md sets the figures side by side), and the budget
+# exceeded by no more than the capture margin.
 . "$(dirname "$0")/../integration/lib.sh"
 
 SIM="$top_builddir/kvtier-sim"
@@ -35,11 +36,18 @@ sim() {
         check "$name: bytes moved consistent with residency" [ "$(field "$demand" consistent)" = yes ]
 }
 
-for hot in 5:a-quarter 8:half; do
-        if sim "paged contiguous, hot set ${hot#*:} of the budget" 4G paged-contiguous 10 "${hot%%:*}"; then
-                check "paged contiguous, hot set ${hot#*:} of the budget: demand at least half of all-VRAM" \
-                        ge "$(field "$demand" speed)" 0.5
-                check "paged contiguous, hot set ${hot#*:} of the budget: demand faster than lru" \
+# HOT:NAME:LOW:HIGH: the hot set, and the lowest and highest fraction of
+# all-VRAM (the same call's all-VRAM run) the H200 ran it at with the
+# binaries since ed10e0b and no hints (RESULTS.md, 2026-12-02, tenth and
+# eleventh sessions).
+for hot in 5:a-quarter:0.30:0.60 8:half:0.18:0.46; do
+        IFS=: read -r n name low high <<<"$hot"
+        if sim "paged contiguous, hot set $name of the budget" 4G paged-contiguous 10 "$n"; then
+                speed=$(field "$demand" speed)
+                check "paged contiguous, hot set $name of the budget: demand within the H200's $low-$high of all-VRAM" \
+                        ge "$speed" "$low"
+                check "paged contiguous, hot set $name of the budget: ... and not above" ge "$high" "$speed"
+                check "paged contiguous, hot set $name of the budget: demand faster than lru" \
                         ge "$(field "$demand" speed)" "$(field "$lru" speed)"
         fi
 done
