@@ -45,7 +45,7 @@ struct sim_result {
         uint64_t span_ns;     /* the trace's first record to its last */
         uint64_t faults, refaults, rearmed;
         uint64_t probes, probes_back, probes_expired; /* cohorts probed, found in use, found cold */
-        uint64_t rearm_ns;    /* driver time the re-arms took */
+        uint64_t rearm_ns;    /* the shim's time the samples took (re-arms and probes) */
         uint64_t held_max;    /* most demanded chunks held back in one plan */
         uint32_t protect_max; /* longest protection the guard chose, ticks */
         uint64_t peak_charged_bytes; /* VRAM charged (resident or arriving) at its highest */
