@@ -8,13 +8,14 @@ for the orders, KVT_DAEMON_TS=1 and [daemon] log_level = debug):
                         [--pool-bytes 1073741824] DIR TAG
 
 DIR holds status-TAG.N.json (the daemon's status every poll), kvtierd.log
-and runs.log.  A pool is a region of --pool-bytes; with the contiguous
+and runs.log (their lines under "== TAG" where the suite heads each run's).  A pool is a region of --pool-bytes; with the contiguous
 layout, chunk i of a pool belongs to session i // --session-chunks, and the
 hot sessions are paged_kv.py's (k * sessions // hot for k < hot).
 
 Prints, per snapshot, the pools' hot chunks in VRAM and read in place, their
 cold chunks in VRAM, and the other regions' chunks in VRAM (a region whose
-map the daemon cut short is left out, and said so); then the chunks
+map the daemon cut short is left out, and said so), and the engine's phase
+then where the log carries the wall clock; then the chunks
 the daemon's orders named (promoted, evicted, probed, re-armed), hot, cold
 and other, by the engine's phase (paged_kv.py's marks in runs.log) where
 kvtierd.log's lines carry the wall clock, else for the whole run.
@@ -29,6 +30,7 @@ import sys
 ORDER = re.compile(r"^(?:(\d+\.\d+) )?kvtierd: Order \d+: region (\d+) chunks (\d+)\+(\d+) "
                    r"(to vram|to host-mapped|to host|probed|re-armed)\.$")
 MARK = re.compile(r"^paged_kv: (.*) at (\d+\.\d+)$")
+STAMP = re.compile(r"^(\d+\.\d+) kvtierd: ")
 # paged_kv.py's marks, in the order they come, and the phase each starts
 PHASES = [("pools filled", "set-up"), ("warm-up starts", "warm-up"), ("measured turns start", "measured"),
           ("measured turns end", "after")]
@@ -52,19 +54,30 @@ def snapshots(d, tag):
     return [f for _, f in sorted(keyed)]
 
 
-def marks(d, tag):
-    """The engine's phase marks of TAG's section of runs.log: [(time, phase)]."""
-    out, mine = [], False
+def section(d, name, tag):
+    """The lines of file name in d under "== TAG" (the suite heads each run's
+    lines so), or all of them where it heads none."""
     try:
-        lines = open(os.path.join(d, "runs.log"), errors="replace").read().splitlines()
+        lines = open(os.path.join(d, name), errors="replace").read().splitlines()
     except OSError:
-        return out
+        return []
+    if not any(x.startswith("== ") for x in lines):
+        return lines
+    out, mine = [], False
     for line in lines:
         if line.startswith("== "):
             mine = line[3:].strip() == tag
-            continue
+        elif mine:
+            out.append(line)
+    return out
+
+
+def marks(lines):
+    """paged_kv.py's phase marks among lines: [(time, phase)]."""
+    out = []
+    for line in lines:
         m = MARK.match(line)
-        if mine and m:
+        if m:
             for what, phase in PHASES:
                 if m.group(1) == what:
                     out.append((float(m.group(2)), phase))
@@ -98,9 +111,14 @@ def main():
     files = snapshots(a.dir, a.tag)
     if not files:
         sys.exit("no status-%s.N.json in %s" % (a.tag, a.dir))
+    ms = marks(section(a.dir, "runs.log", a.tag))
+    log = section(a.dir, "kvtierd.log", a.tag)
+    # the daemon's start by the wall clock: its first stamped line (a snapshot
+    # is then that plus its uptime_ms, to within the daemon's start-up)
+    started = next((float(m.group(1)) for m in map(STAMP.match, log) if m), None)
     sizes = {}
     cut = 0
-    print("snapshot  pool hot in VRAM  hot read in place  cold in VRAM  other in VRAM  held back")
+    print("snapshot  pool hot in VRAM  hot read in place  cold in VRAM  other in VRAM  held back  phase")
     for n, f in enumerate(files):
         with open(f) as fh:
             st = json.load(fh)
@@ -124,17 +142,13 @@ def main():
                     else:
                         cv += x in "Vv"
         held = sum(g.get("demand", {}).get("held_bytes", 0) for g in st.get("gpus", [])) >> 20
-        print("%8d  %9d / %-5d  %17d  %12d  %13d  %7d MiB" % (n, hv, hn, hr, cv, ov, held))
+        phase = phase_at(ms, started + st["uptime_ms"] / 1e3) if started and ms and "uptime_ms" in st else "-"
+        print("%8d  %9d / %-5d  %17d  %12d  %13d  %7d MiB  %s" % (n, hv, hn, hr, cv, ov, held, phase))
 
     if cut:
         print("(%d maps missing or cut short in all: those regions not counted)" % cut)
 
-    ms = marks(a.dir, a.tag)
     counts = {}
-    try:
-        log = open(os.path.join(a.dir, "kvtierd.log"), errors="replace").read().splitlines()
-    except OSError:
-        log = []
     stamped = False
     for line in log:
         m = ORDER.match(line)

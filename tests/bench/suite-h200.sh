@@ -52,6 +52,7 @@ run() {
                 "$@" >"$T/out" 2>>"$RET/runs.log"
                 rc=$?
         else
+                echo "== $tag" >>"$RET/kvtierd.log" # residency-report.py finds its run's lines so
                 bench_budget_daemon "$budget" || return
                 (n=0; while sleep "${KVT_POLL_S:-2}"; do
                         "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1
@@ -104,7 +105,7 @@ EOF
 # with the most VRAM each section held while they ran.
 run_pair() {
         local t0 lo_pid hi_rc lo_rc poll peaks=$T/peaks.json
-        echo "== two-pair" | tee -a "$RET/runs.log"
+        echo "== two-pair" | tee -a "$RET/runs.log" "$RET/kvtierd.log"
         KVT_DAEMON_EXTRA=$TWO_CONF bench_budget_daemon 4G || return
         t0=$(date +%s.%N)
         vram_peaks "$peaks" &

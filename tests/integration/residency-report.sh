@@ -2,7 +2,8 @@
 # tests/bench/residency-report.py, the suite's reader of where a paged run
 # kept its KV: on a live daemon's status it counts each pool's chunks in
 # VRAM as the daemon's own per-region figures do, and on a hand-made log it
-# sorts the orders' chunks into hot, cold and other, by the engine's phase.
+# sorts the orders' chunks and the snapshots into the engine's phases, the
+# orders' chunks into hot, cold and other, each run's lines apart.
 . "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || { echo "1..0 # SKIP python3 not installed"; exit 0; }
@@ -50,7 +51,7 @@ check "the live run's orders are counted" grep -q "whole run" <<<"$out"
 # clock.  Region 1 is a pool (sessions 0 and 2 of 4 hot, 4 chunks each),
 # region 2 is not.
 cat >"$D/status-made.0.json" <<'EOF'
-{"gpus": [{"demand": {"held_bytes": 4194304}}],
+{"uptime_ms": 2500, "gpus": [{"demand": {"held_bytes": 4194304}}],
  "clients": [{"regions": [
    {"region_id": 1, "size_bytes": 33554432, "chunk_map": "V2 R2 V4 M4 V4"},
    {"region_id": 2, "size_bytes": 4194304, "chunk_map": "V1 h1"},
@@ -66,6 +67,11 @@ paged_kv: measured turns start at 12.000
 paged_kv: measured turns end at 13.000
 EOF
 cat >"$D/kvtierd.log" <<'EOF'
+== other
+1.000 kvtierd: Listening on /run/x.sock: policy demand, tick 10 ms.
+1.500 kvtierd: Order 9: region 1 chunks 0+16 to vram.
+== made
+9.000 kvtierd: Listening on /run/x.sock: policy demand, tick 10 ms.
 9.500 kvtierd: Order 1: region 1 chunks 0+8 to vram.
 11.500 kvtierd: Order 2: region 1 chunks 2+4 probed.
 12.100 kvtierd: Order 3: region 1 chunks 4+8 to host-mapped.
@@ -79,8 +85,9 @@ diag "$out"
 row() { grep -E "^$1 +$2 " <<<"$out" | awk '{print $(NF-2), $(NF-1), $NF}'; }
 check "snapshot: hot 2 of 8 in VRAM, 2 read in place, cold 8 in VRAM, other 1, held 4 MiB" \
         grep -Eq "^ +0 +2 / 8 +2 +8 +1 +4 MiB" <<<"$out"
+check "snapshot: 2.5 s after the daemon's start is in the warm-up" grep -Eq "^ +0 .* MiB +warm-up$" <<<"$out"
 check "a map cut short is left out, and said" grep -q "1 maps missing or cut short" <<<"$out"
-check "before the fill: 4 hot, 4 cold promoted" [ "$(row "to vram" "before fill")" = "4 4 0" ]
+check "before the fill: 4 hot, 4 cold promoted (not the other run's 16)" [ "$(row "to vram" "before fill")" = "4 4 0" ]
 check "warm-up: a probe of 2 hot, 2 cold" [ "$(row probed warm-up)" = "2 2 0" ]
 check "measured: 4 hot, 4 cold evicted mapped" [ "$(row "to host-mapped" measured)" = "4 4 0" ]
 check "measured: 2 chunks of another region promoted" [ "$(row "to vram" measured)" = "0 0 2" ]
