@@ -8,17 +8,20 @@ for the orders, KVT_DAEMON_TS=1 and [daemon] log_level = debug):
                         [--pool-bytes 1073741824] DIR TAG
 
 DIR holds status-TAG.N.json (the daemon's status every poll), kvtierd.log
-and runs.log (their lines under "== TAG" where the suite heads each run's).  A pool is a region of --pool-bytes; with the contiguous
-layout, chunk i of a pool belongs to session i // --session-chunks, and the
-hot sessions are paged_kv.py's (k * sessions // hot for k < hot).
+and runs.log: of the last two, the lines under "== TAG" where the suite
+heads each run's lines so.  A pool is a region of --pool-bytes; with the
+contiguous layout, chunk i of a pool belongs to session i //
+--session-chunks, and the hot sessions are paged_kv.py's (k * sessions //
+hot for k < hot).
 
 Prints, per snapshot, the pools' hot chunks in VRAM and read in place, their
-cold chunks in VRAM, and the other regions' chunks in VRAM (a region whose
-map the daemon cut short is left out, and said so), and the engine's phase
-then where the log carries the wall clock; then the chunks
-the daemon's orders named (promoted, evicted, probed, re-armed), hot, cold
-and other, by the engine's phase (paged_kv.py's marks in runs.log) where
-kvtierd.log's lines carry the wall clock, else for the whole run.
+cold chunks in VRAM, the other regions' chunks in VRAM (a region whose map
+the daemon cut short is left out, and said so) and the engine's phase at
+the time; then the chunks the daemon's orders named (promoted, evicted,
+probed, re-armed), hot, cold and other, by the engine's phase.  Phases come
+from paged_kv.py's marks in runs.log and need kvtierd.log's lines to carry
+the wall clock; without, the snapshots have none and the orders count for
+the whole run.
 """
 import argparse
 import glob
