@@ -762,7 +762,6 @@ static void page_drop_dup(struct alloc *a, size_t i) {
         host_seal(a, i);
 }
 
-/* Migrates a device-resident page back to its host backing. */
 /* The driver maps host page i of a for dev, as accessed-by makes it, all
  * of it or (first_free) all but its first 4 KiB: one remote map. */
 static void driver_maps(struct alloc *a, size_t i, bool first_free, int dev) {
@@ -771,6 +770,7 @@ static void driver_maps(struct alloc *a, size_t i, bool first_free, int dev) {
         um_event(UM_REMOTE_MAP, page_host(a, i) + skip, MODEL_PAGE_BYTES - skip, dev);
 }
 
+/* Migrates a device-resident page back to its host backing. */
 static void page_to_host(struct alloc *a, size_t i) {
         struct page *p = &a->pages[i];
         uint8_t *data = p->devcopy;
