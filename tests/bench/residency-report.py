@@ -37,6 +37,7 @@ STAMP = re.compile(r"^(\d+\.\d+) kvtierd: ")
 # paged_kv.py's marks, in the order they come, and the phase each starts
 PHASES = [("pools filled", "set-up"), ("warm-up starts", "warm-up"), ("measured turns start", "measured"),
           ("measured turns end", "after")]
+PHASE_OF = dict(PHASES)
 
 
 def chunk_list(chunk_map):
@@ -80,10 +81,8 @@ def marks(lines):
     out = []
     for line in lines:
         m = MARK.match(line)
-        if m:
-            for what, phase in PHASES:
-                if m.group(1) == what:
-                    out.append((float(m.group(2)), phase))
+        if m and m.group(1) in PHASE_OF:
+            out.append((float(m.group(2)), PHASE_OF[m.group(1)]))
     return out
 
 
@@ -152,13 +151,11 @@ def main():
         print("(%d maps missing or cut short in all: those regions not counted)" % cut)
 
     counts = {}
-    stamped = False
     for line in log:
         m = ORDER.match(line)
         if not m:
             continue
         ts, reg, first, n, what = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5)
-        stamped |= ts is not None
         phase = phase_at(ms, float(ts)) if ts is not None and ms else "whole run"
         row = counts.setdefault((phase, what), [0, 0, 0])
         if sizes.get(reg) != a.pool_bytes:
@@ -170,7 +167,7 @@ def main():
     if not counts:
         print("\nno orders in kvtierd.log (the daemon's log_level debug names them)")
         return
-    if not (stamped and ms):
+    if started is None or not ms:
         print("\n(kvtierd.log without the wall clock, or no phase marks: the whole run in one)")
     print("\nchunks named by orders   phase        hot   cold  other")
     order = ["before fill"] + [p for _, p in PHASES] + ["whole run"]

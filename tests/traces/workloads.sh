@@ -48,7 +48,7 @@ for hot in 5:a-quarter:0.30:0.60 8:half:0.18:0.46; do
                         ge "$speed" "$low"
                 check "paged contiguous, hot set $name of the budget: ... and not above" ge "$high" "$speed"
                 check "paged contiguous, hot set $name of the budget: demand faster than lru" \
-                        ge "$(field "$demand" speed)" "$(field "$lru" speed)"
+                        ge "$speed" "$(field "$lru" speed)"
         fi
 done
 sim "paged contiguous, hot set the budget" 4G paged-contiguous 10 16
