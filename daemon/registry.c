@@ -26,6 +26,7 @@ struct order {
 #define CHUNK_OWN_MAP    POLICY_CHUNK_OWN_MAP
 #define CHUNK_COLD       POLICY_CHUNK_COLD
 #define CHUNK_SPILLED    POLICY_CHUNK_SPILLED
+#define CHUNK_REARMED    POLICY_CHUNK_REARMED
 
 struct region {
         struct client *client;
@@ -260,7 +261,7 @@ static void chunk_retier(struct registry *r, struct region *reg, struct policy_c
         g->tier_chunks[ch->tier]--;
         ch->tier = (uint8_t)tier;
         ch->pending = KVT_TIER_NONE;
-        ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP | CHUNK_PROBE_BITS | CHUNK_COLD);
+        ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP | CHUNK_PROBE_BITS | CHUNK_COLD | CHUNK_REARMED);
         if (tier_is_host(tier))
                 ch->node = g->host_node >= 0 ? (uint8_t)g->host_node : POLICY_NODE_NONE;
         ch->last_move = r->tick;
@@ -1047,7 +1048,8 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 return;
         ch->flags |= CHUNK_MAPPED;
         g->demand_faults++;
-        if (ch->last_move && r->tick - ch->last_move <= conf_protect_min_ticks(r->conf))
+        if (ch->last_move && !(ch->flags & CHUNK_REARMED) &&
+            r->tick - ch->last_move <= conf_protect_min_ticks(r->conf))
                 g->refaults++;
         demand_note(r, reg, chunk);
 }
@@ -1253,7 +1255,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 if (ok && !(o->flags & (KVT_ORDER_PROBE | KVT_ORDER_REARM))) {
                         bool touched = o->tier == KVT_TIER_HOST_MAPPED && (ch->flags & CHUNK_MAPPED);
 
-                        ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP);
+                        ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP | CHUNK_REARMED);
                         if (o->tier == KVT_TIER_HOST_MAPPED)
                                 ch->flags |= CHUNK_OWN_MAP | (touched ? CHUNK_MAPPED : 0);
                 } else if (ok && (o->flags & KVT_ORDER_REARM) && ch->last_use >= o->sent_tick) {
@@ -1265,6 +1267,16 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         demand_note(r, reg, i);
                 } else if (ok && (o->flags & KVT_ORDER_REARM))
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
+                /* A re-arm is timed from when the shim made it, as a probe is:
+                 * "armed and not used since" means something only after a
+                 * use has had time to show (siblings, policy/). */
+                /* Within a mapped eviction's quiet window its tick stands
+                 * (the window is keyed on it), and it is as recent. */
+                if (ok && (o->flags & KVT_ORDER_REARM) && ch->tier == KVT_TIER_HOST &&
+                    !touch_is_own_mapping(r, ch)) {
+                        ch->flags = (uint8_t)((ch->flags & ~CHUNK_OWN_MAP) | CHUNK_REARMED);
+                        ch->last_move = r->tick;
+                }
                 /* Promoted, or a probe that failed: no probe. */
                 if ((ok && o->tier == KVT_TIER_VRAM && !(o->flags & KVT_ORDER_PROBE)) || !ok)
                         ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | (ok ? CHUNK_COLD : 0));

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "policy.h"
+#include "siblings.h"
 
 void policy_prober_init(struct policy_prober *pr) {
         *pr = (struct policy_prober){.interval = 1};
@@ -123,25 +124,36 @@ static bool vram_movable(const struct policy_chunk *c) {
                !(c->flags & (POLICY_CHUNK_PINNED | POLICY_CHUNK_HOT));
 }
 
+/* Whether the siblings at an offset (siblings.h) already tell its use:
+ * enough of them in use, or armed to show it.  Sampling its chunk there
+ * would teach nothing they do not: its driver time goes to offsets where
+ * nothing is known. */
+static bool siblings_tell(const struct sibling_count *k) {
+        return k && (k->used >= SIBLINGS_EVIDENCE || k->armed >= SIBLINGS_EVIDENCE);
+}
+
 /* Whether chunk c may be probed now: in VRAM, movable, no probe out,
  * nothing seen of it (its last use, or its arrival there or last probe)
- * for probe_ticks. */
-static bool probe_candidate(const struct policy_chunk *c, uint32_t now, uint32_t probe_ticks) {
+ * for probe_ticks, and its siblings (sib: their counts at its offset, or
+ * NULL) not telling. */
+static bool probe_candidate(const struct policy_chunk *c, const struct sibling_count *sib, uint32_t now,
+                            uint32_t probe_ticks) {
         uint32_t seen = c->last_move > c->last_use ? c->last_move : c->last_use;
 
         return vram_movable(c) && !(c->flags & (POLICY_CHUNK_COLD | POLICY_CHUNK_PROBE)) && now >= seen &&
-               now - seen >= probe_ticks;
+               now - seen >= probe_ticks && !siblings_tell(sib);
 }
 
 /* The cohort that starts at chunk i of reg: the chunks from i on that came
- * into VRAM with it (same last_move), at most POLICY_COHORT_CHUNKS: one
- * order probes them, each on its own. */
-static uint32_t cohort_len(const struct policy_region *reg, uint32_t i) {
+ * into VRAM with it (same last_move), at most POLICY_COHORT_CHUNKS, up to
+ * one whose siblings tell (sib: the region's counts, or NULL): one order
+ * probes them, each on its own. */
+static uint32_t cohort_len(const struct policy_region *reg, const struct sibling_count *sib, uint32_t i) {
         uint32_t n = 1;
 
         while (n < POLICY_COHORT_CHUNKS && i + n < reg->n_chunks && vram_movable(&reg->chunks[i + n]) &&
                !(reg->chunks[i + n].flags & (POLICY_CHUNK_COLD | POLICY_CHUNK_PROBE)) &&
-               reg->chunks[i + n].last_move == reg->chunks[i].last_move)
+               reg->chunks[i + n].last_move == reg->chunks[i].last_move && !(sib && siblings_tell(&sib[i + n])))
                 n++;
         return n;
 }
@@ -171,22 +183,24 @@ static int sample_append(struct policy_plan *p, size_t *cap, uint32_t r, uint32_
 }
 
 /* What one chunk of the lap yields: 0 (nothing), or the chunks it covers. */
-static int sample_one(const struct policy_input *in, const struct policy_sample_params *sp, uint32_t r, uint32_t i,
-                      struct policy_sample *ret, size_t *cap) {
+static int sample_one(const struct policy_input *in, const struct policy_sample_params *sp,
+                      const struct plan_siblings *sibs, uint32_t r, uint32_t i, struct policy_sample *ret, size_t *cap) {
         const struct policy_region *reg = &in->regions[r];
         const struct policy_chunk *c = &reg->chunks[i];
+        const struct sibling_count *sib = sibs->of_region ? sibs->of_region[r] : NULL;
 
         if (ret->n_expired < POLICY_PROBES_MAX && policy_probe_unanswered(c, in->now, sp->probe_window)) {
                 ret->expired[ret->n_expired++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = 1};
                 return 0;
         }
-        if (ret->n_rearmed < sp->rearm_max && rearm_candidate(c, in->now, sp->stale_ticks)) {
+        if (ret->n_rearmed < sp->rearm_max && rearm_candidate(c, in->now, sp->stale_ticks) &&
+            !(sib && siblings_tell(&sib[i]))) {
                 ret->n_rearmed++;
                 return sample_append(&ret->plan, cap, r, i, 1) < 0 ? -ENOMEM : 1;
         }
         if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
-            probe_candidate(c, in->now, sp->probe_ticks)) {
-                uint32_t n = cohort_len(reg, i);
+            probe_candidate(c, sib ? &sib[i] : NULL, in->now, sp->probe_ticks)) {
+                uint32_t n = cohort_len(reg, sib, i);
 
                 ret->probes[ret->n_probes++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = n};
                 return (int)n;
@@ -197,22 +211,27 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
 int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,
                   struct policy_sample *ret) {
         size_t total = 0, cap = 0, start = 0, r = 0, at;
+        struct plan_siblings sibs;
+        int err;
 
         *ret = (struct policy_sample){0};
         for (size_t k = 0; k < in->n_regions; k++)
                 total += in->regions[k].n_chunks;
         if (total == 0 || (sp->rearm_max == 0 && sp->probe_max == 0))
                 return 0;
+        if ((err = siblings_build(&sibs, in, in->protect_ticks)) < 0)
+                return err;
         /* One lap at most, from the cursor; the region holding it found first. */
         at = (size_t)(*cursor % total);
         while (start + in->regions[r].n_chunks <= at)
                 start += in->regions[r++].n_chunks;
         for (size_t seen = 0; seen < total && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
-                int k = sample_one(in, sp, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
+                int k = sample_one(in, sp, &sibs, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
                 size_t step = k > 0 ? (size_t)k : 1;
 
                 if (k < 0) {
                         policy_plan_clear(&ret->plan);
+                        siblings_free(&sibs);
                         return k;
                 }
                 /* a cohort is probed once: the lap goes on after it */
@@ -224,5 +243,6 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                         start += in->regions[r++].n_chunks;
         }
         *cursor = at;
+        siblings_free(&sibs);
         return 0;
 }

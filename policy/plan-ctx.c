@@ -67,6 +67,7 @@ void plan_ctx_free(struct plan_ctx *x) {
         free(x->hist_more);
         free(x->blk);
         free(x->rblock);
+        siblings_free(&x->sib);
 }
 
 /* Blocks: one for one part; else some 16 per part, at most

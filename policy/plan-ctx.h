@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "policy.h"
+#include "siblings.h"
 
 /* Histogram buckets: 65536 for unpinned ranks, one above them for pinned chunks. */
 #define HIST_N      65537u
@@ -76,6 +77,7 @@ struct plan_ctx {
         atomic_size_t next;         /* the next block to take */
         uint32_t base, mask;        /* plan_top_k: the bucket collected */
         uint64_t want_min;          /* plan_select */
+        struct plan_siblings sib;   /* demand: what siblings say of each offset (siblings.h) */
 };
 
 /* Threads for a plan of n chunks: pp->threads of in->workers' (see

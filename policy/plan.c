@@ -10,6 +10,7 @@
 #include "heat-decay.h"
 #include "plan-ctx.h"
 #include "predict.h"
+#include "siblings.h"
 
 /* Rank layout below the priority bits (29..31; pinned is all ones). */
 #define RANK_PRIORITY_SHIFT 29
@@ -48,7 +49,8 @@ struct rank_env {
  * are as good as random from one chunk to the next). */
 static uint16_t chunk_state(const struct rank_env *e, const struct policy_chunk *c) {
         bool vram = c->tier == POLICY_TIER_VRAM, pinned = c->flags & POLICY_CHUNK_PINNED;
-        bool frozen = !pinned && c->last_move && e->now - c->last_move < e->hysteresis_ticks;
+        bool frozen = !pinned && c->last_move && !(c->flags & POLICY_CHUNK_REARMED) &&
+                      e->now - c->last_move < e->hysteresis_ticks;
         /* a spilled chunk is held as an order in flight is: nothing moves it */
         bool held = c->pending != 0 || (c->flags & POLICY_CHUNK_SPILLED);
 
@@ -84,7 +86,7 @@ static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age)
  * a chunk in VRAM its promotion or start there counts as a use): fresh
  * above resident above in an active region. */
 static unsigned demand_class(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, bool active,
-                             uint32_t *ret_age) {
+                             const struct sibling_count *sib, uint32_t *ret_age) {
         bool charged = f & PLAN_CHARGED;
         /* a probe's tick (its last_move) is no arrival: it says nothing of use */
         uint32_t seen = charged && c->last_move > c->last_use && !(c->flags & POLICY_CHUNK_PROBE) ? c->last_move
@@ -97,10 +99,12 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
          * written once.  One that was in VRAM and came back is reused.  Seen
          * twice is heat above one touch's at the last use (heat is kept as
          * of last_use, and a single touch is POLICY_HEAT_ONE then; its heat
-         * class would not do: two touches apart decay below class 2). */
+         * class would not do: two touches apart decay below class 2).
+         * Siblings (siblings.h) speak for a chunk whose own use is unseen. */
         bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD) &&
-                                       !(e->probe_window && policy_probe_unanswered(c, e->now, e->probe_window))
-                             : policy_demand_fresh_outside(c, age, e->protect_ticks);
+                                       !(e->probe_window && policy_probe_unanswered(c, e->now, e->probe_window)) &&
+                                       !((f & PLAN_IN_VRAM) && age >= e->protect_ticks && siblings_stale(sib))
+                             : policy_demand_fresh_outside(c, age, e->protect_ticks) || siblings_demand(sib, c);
 
         *ret_age = age;
         return fresh * 4u + charged * 2u + active;
@@ -110,7 +114,7 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
  * and only for them (bit 28 is never set otherwise).  active: the chunk's
  * region had a kernel launched on it within active_ticks (demand). */
 static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, uint32_t prio,
-                           bool active) {
+                           bool active, const struct sibling_count *sib) {
         uint32_t age = e->now > c->last_use ? e->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT;
         unsigned cls = 0;
@@ -122,7 +126,7 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
         if (e->demand) {
                 uint32_t heat = heat_class(plan_heat(e, c->heat, e->now > c->last_use ? e->now - c->last_use : 0));
 
-                cls = demand_class(e, c, f, active, &age);
+                cls = demand_class(e, c, f, active, sib, &age);
                 return rank | (uint32_t)cls << RANK_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
                        (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
         }
@@ -203,13 +207,14 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                 bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
+                const struct sibling_count *sib = x->sib.of_region ? x->sib.of_region[r] : NULL;
                 struct predict_state st;
 
                 predict_init(&st);
                 for (uint32_t i = 0; i < n; i++) {
                         const struct policy_chunk *c = &chunks[i];
                         uint16_t f = chunk_state(&env, c);
-                        uint32_t rk = chunk_rank(&env, c, f, prio, active);
+                        uint32_t rk = chunk_rank(&env, c, f, prio, active, sib ? &sib[i] : NULL);
 
                         /* demand: a fresh chunk outside VRAM is a demand (class 4 or 5);
                          * one in VRAM ranks below a new capture (fresh and active, 7)
@@ -812,6 +817,10 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         if (r < 0)
                 return r;
         plan_decay_init(&x);
+        if (pp->kind == POLICY_DEMAND && (r = siblings_build(&x.sib, in, in->protect_ticks)) < 0) {
+                plan_ctx_free(&x);
+                return r;
+        }
         plan_rank(&x);
         plan_map(&x);
         r = plan_quota(&x);

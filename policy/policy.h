@@ -54,6 +54,12 @@
  *           again is popular), then recency.  So a fault is a demand that displaces only
  *           chunks nothing was seen to use for a protection period, and a
  *           chunk in VRAM is not displaced by one that is merely as fresh.
+ *           Sibling regions (same client, same size: a paged cache's
+ *           layers, policy/siblings.h) speak for each other at one offset:
+ *           a chunk read in place unseen is fresh where two siblings there
+ *           are, and one in VRAM unseen for the protection is not where
+ *           two are armed and unused and none is in use; the sampler
+ *           spends nothing on offsets its siblings tell of.
  * Prefetch (any policy with prefetch_depth > 0): per region, the last three
  * touch ticks' highest chunks p2 < p1 < p0 (or >, for a descending stream)
  * at equal stride s predict p0 + s .. p0 + depth * s (each as wide as the
@@ -108,6 +114,10 @@ enum policy_tier {
  * nothing, counts against no budget and is never moved or sampled until the
  * shim says it was restored. */
 #define POLICY_CHUNK_SPILLED 0x40u
+/* In host memory, its sample page re-armed at last_move (no tier change:
+ * the tick says from when its next use shows, as a probe's does).  Cleared
+ * by its next move. */
+#define POLICY_CHUNK_REARMED 0x80u
 
 /* policy_chunk.node of a chunk whose host NUMA node is not known. */
 #define POLICY_NODE_NONE 0xffu
@@ -117,7 +127,8 @@ enum policy_tier {
 struct policy_chunk {
         uint32_t last_use;  /* tick of the last known use; 0 = never */
         uint32_t heat;      /* decayed accesses as of last_use, POLICY_HEAT_ONE per access */
-        uint32_t last_move; /* tick of the last completed tier change; 0 = never */
+        uint32_t last_move; /* tick of the last completed tier change, or of a probe or re-arm made
+                             * since (POLICY_CHUNK_PROBE, POLICY_CHUNK_REARMED); 0 = never */
         uint8_t tier;       /* enum policy_tier, confirmed */
         uint8_t pending;    /* enum policy_tier target of an in-flight order; 0 = none */
         uint8_t flags;      /* POLICY_CHUNK_* */
@@ -428,7 +439,7 @@ static inline bool policy_probe_unanswered(const struct policy_chunk *c, uint32_
 
 /* demand: whether chunk c, not charged to VRAM, is fresh age ticks after
  * its last use: used within the protection and, for a chunk that never was
- * in VRAM, seen used twice (policy_plan() ranks such chunks above those in
+ * in VRAM nor re-armed (a use after a re-arm follows an earlier one), seen used twice (policy_plan() ranks such chunks above those in
  * VRAM that are not fresh, and promotes them as far as the budget lets
  * it; the daemon counts the ones it held back by the same rule). */
 static inline bool policy_demand_fresh_outside(const struct policy_chunk *c, uint32_t age, uint32_t protect_ticks) {

@@ -119,7 +119,7 @@ static void flight_land(struct sim *s, const struct flight *f) {
                 c[i].tier = (uint8_t)(f->tier == POLICY_TIER_HOST_MAPPED ? POLICY_TIER_HOST : f->tier);
                 c[i].pending = 0;
                 c[i].last_move = tick_of(s, f->done_ns);
-                c[i].flags &= (uint8_t)~POLICY_CHUNK_MAPPED;
+                c[i].flags &= (uint8_t)~(POLICY_CHUNK_MAPPED | POLICY_CHUNK_REARMED);
                 if (f->tier == POLICY_TIER_VRAM)
                         c[i].flags &= (uint8_t)~(POLICY_PROBE_BITS | POLICY_CHUNK_COLD);
                 else /* evicted unanswered: expired (as the registry), no longer in VRAM */
@@ -234,7 +234,7 @@ static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
         if (c->tier != POLICY_TIER_HOST)
                 return;
         c->flags |= POLICY_CHUNK_MAPPED;
-        if (c->last_move && s->now - c->last_move <= s->pp->protect_min_ticks) {
+        if (c->last_move && !(c->flags & POLICY_CHUNK_REARMED) && s->now - c->last_move <= s->pp->protect_min_ticks) {
                 s->refaulted_tick++;
                 s->res->refaults++;
         }
@@ -273,7 +273,11 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
                 uint32_t reg = s->view_region[mv->region];
 
                 for (uint32_t i = mv->first_chunk; i < mv->first_chunk + mv->n_chunks; i++) {
-                        s->chunks[reg][i].flags &= (uint8_t)~POLICY_CHUNK_MAPPED;
+                        /* timed from now, as the registry times it from the shim's making it */
+                        s->chunks[reg][i].flags = (uint8_t)((s->chunks[reg][i].flags & ~POLICY_CHUNK_MAPPED &
+                                                             ~POLICY_CHUNK_OWN_MAP) |
+                                                            POLICY_CHUNK_REARMED);
+                        s->chunks[reg][i].last_move = s->now;
                         s->mapped[reg][i] = 0;
                 }
                 s->res->rearmed += mv->n_chunks;

@@ -182,10 +182,13 @@ static void test_demands(void) {
         TAP_OK(!(c[0].flags & CHUNK_MAPPED) && !(c[1].flags & CHUNK_MAPPED), "rearm: no longer mapped");
         TAP_OK(c[0].tier == KVT_TIER_HOST, "rearm: still in host memory");
         TAP_EQ_U64(g->rearmed_chunks, 2, "rearm: counted");
+        TAP_OK((c[0].flags & POLICY_CHUNK_REARMED) && c[0].last_move == registry_tick(x.r),
+               "rearm: timed from its end (when a use could first show), marked as a re-arm's");
         /* a use seen while a re-arm is in flight: its page faulted and is
          * mapped again, and the GPU will not fault on it a second time */
         registry_chunk_touch(x.r, a, 0, 1);
         TAP_EQ_U64(g->demand_faults, 3, "rearm: the use of a re-armed chunk is a demand");
+        TAP_EQ_U64(g->refaults, 1, "rearm: a use just after a re-arm is no refault (no residency changed)");
         for (int i = 0; i < 30; i++)
                 registry_advance_tick(x.r);
         TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 1, &o), 0, "rearm: chunk 0 again");

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 
+#include "plan-moves.h"
 #include "policy.h"
 #include "protocol.h"
 #include "tap.h"
@@ -25,15 +26,6 @@ static struct policy_input input1(const struct policy_region *reg, uint32_t now,
                                      .budget_chunks = budget,
                                      .charged_chunks = charged,
                                      .max_move_chunks = UINT64_MAX};
-}
-
-/* Whether chunk i of region r is promoted / evicted by the plan. */
-static int moved(const struct policy_plan *p, uint32_t r, uint32_t i, uint32_t tier) {
-        for (size_t k = 0; k < p->n_moves; k++)
-                if (p->moves[k].region == r && p->moves[k].tier == tier && i >= p->moves[k].first_chunk &&
-                    i < p->moves[k].first_chunk + p->moves[k].n_chunks)
-                        return 1;
-        return 0;
 }
 
 static void test_names(void) {

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/* demand's sibling regions (policy/siblings.h): what the chunks at one
+ * offset of same-sized regions of one client say of each other, in plans
+ * and in the sampler. */
+#include "config.h"
+
+#include "plan-moves.h"
+#include "policy.h"
+#include "protocol.h"
+#include "tap.h"
+
+#define V KVT_TIER_VRAM
+#define H KVT_TIER_HOST
+#define M KVT_TIER_HOST_MAPPED
+
+#define REGIONS 6
+#define CHUNKS  8
+
+/* Region 0 in VRAM (the budget, full), regions 1-5 in host memory, mapped
+ * by the GPU and unseen since a touch long ago: nothing known anywhere. */
+struct rig {
+        struct policy_chunk c[REGIONS][CHUNKS];
+        struct policy_region reg[REGIONS];
+        struct policy_input in;
+        struct policy_params pp;
+};
+
+static void rig_init(struct rig *x) {
+        *x = (struct rig){0};
+        for (int r = 0; r < REGIONS; r++) {
+                x->reg[r] = (struct policy_region){.chunks = x->c[r], .n_chunks = CHUNKS};
+                for (int i = 0; i < CHUNKS; i++)
+                        x->c[r][i] = r == 0 ? (struct policy_chunk){.tier = V, .last_move = 100}
+                                            : (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED,
+                                                                    .last_use = 100, .heat = POLICY_HEAT_ONE};
+        }
+        x->in = (struct policy_input){.regions = x->reg,
+                                      .n_regions = REGIONS,
+                                      .now = 1000,
+                                      .budget_chunks = CHUNKS,
+                                      .charged_chunks = CHUNKS,
+                                      .max_move_chunks = UINT64_MAX,
+                                      .protect_ticks = 50,
+                                      .probe_window = 10};
+        policy_params_default(POLICY_DEMAND, &x->pp);
+}
+
+/* A chunk the GPU faulted on just now, back after an eviction: a demand. */
+static void demand(struct rig *x, int r, int i) {
+        x->c[r][i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 999, .last_move = 900};
+}
+
+/* A chunk evicted at tick `at`, its sample page unmapped, unused since. */
+static void armed(struct rig *x, int r, int i, uint32_t at) {
+        x->c[r][i] = (struct policy_chunk){.tier = H, .last_use = 100, .last_move = at};
+}
+
+static size_t n_evicted(const struct policy_plan *p) {
+        return p->evict_chunks;
+}
+
+/* A chunk in VRAM nothing was seen of is displaced by a demand where its
+ * siblings at its offset are armed and unused (and none in use), not
+ * before their arm had time to show a use. */
+static void test_stale(void) {
+        struct rig x;
+        struct policy_plan p;
+
+        rig_init(&x);
+        demand(&x, 5, 0);
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (nothing known)");
+        TAP_EQ_U64(n_evicted(&p), 0, "stale: a chunk in VRAM nothing was seen of is not displaced");
+        TAP_EQ_U64(p.held_chunks, 1, "stale: the demand is held back");
+        policy_plan_clear(&p);
+
+        armed(&x, 1, 3, 500);
+        armed(&x, 2, 3, 500);
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (two siblings armed, unused)");
+        TAP_OK(n_evicted(&p) == 1 && moved(&p, 0, 3, M), "stale: its chunk in VRAM is evicted, only it");
+        policy_plan_clear(&p);
+
+        armed(&x, 2, 3, 995); /* armed within the probe window: no answer due yet */
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (one arm too recent)");
+        TAP_EQ_U64(n_evicted(&p), 0, "stale: an arm that had no time to show a use is no evidence");
+        policy_plan_clear(&p);
+
+        armed(&x, 2, 3, 500);
+        armed(&x, 3, 3, 500);
+        demand(&x, 4, 3); /* one sibling in use there */
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (a sibling in use)");
+        TAP_OK(!moved(&p, 0, 3, M), "stale: a sibling in use at the offset keeps its chunk in VRAM");
+        policy_plan_clear(&p);
+
+        armed(&x, 4, 3, 500);
+        x.c[0][3].last_use = 990; /* its own probe came back */
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (its own use)");
+        TAP_EQ_U64(n_evicted(&p), 0, "stale: a use of its own within the protection outweighs its siblings");
+        policy_plan_clear(&p);
+}
+
+/* A chunk read in place (mapped, unseen) is a demand where two siblings at
+ * its offset are. */
+static void test_demand(void) {
+        struct rig x;
+        struct policy_plan p;
+
+        rig_init(&x);
+        /* room for the demands and no more: free room is otherwise filled
+         * with whatever ranks next */
+        x.in.budget_chunks = CHUNKS + 1;
+        demand(&x, 4, 6);
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "demand: plans (one sibling)");
+        TAP_OK(moved(&p, 4, 6, V) && p.promote_chunks == 1, "demand: one demand alone is promoted");
+        policy_plan_clear(&p);
+
+        demand(&x, 5, 6);
+        x.in.budget_chunks = CHUNKS + 5;
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "demand: plans (two siblings)");
+        TAP_OK(moved(&p, 1, 6, V) && moved(&p, 2, 6, V) && moved(&p, 3, 6, V) && p.promote_chunks == 5,
+               "demand: with two, the mapped chunks at their offset come too");
+        TAP_OK(!moved(&p, 1, 5, V), "demand: and nothing at another offset");
+        policy_plan_clear(&p);
+
+        armed(&x, 3, 6, 500); /* its own arm: its own fault would show its use */
+        x.in.budget_chunks = CHUNKS + 4;
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "demand: plans (one armed)");
+        TAP_OK(!moved(&p, 3, 6, V) && moved(&p, 1, 6, V), "demand: an armed chunk, unused, is not inferred");
+        policy_plan_clear(&p);
+}
+
+/* Who is a sibling: same client, same size, four regions at least; and a
+ * group in use at more than half its offsets tells nothing. */
+static void test_groups(void) {
+        struct rig x;
+        struct policy_plan p;
+
+        rig_init(&x);
+        x.in.budget_chunks = CHUNKS + 1; /* room for the demands alone (test_demand) */
+        demand(&x, 4, 6);
+        demand(&x, 5, 6);
+        x.in.n_regions = 3 + 2; /* regions 0-4: region 5 left out... */
+        x.reg[1].client = x.reg[2].client = 1; /* ...and 1, 2 another client's: 0, 3, 4 are three */
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "groups: plans (three of a client)");
+        TAP_OK(!moved(&p, 3, 6, V), "groups: fewer than four regions are no siblings");
+        policy_plan_clear(&p);
+
+        x.in.n_regions = REGIONS;
+        x.reg[1].client = x.reg[2].client = 0;
+        x.reg[2].n_chunks = CHUNKS - 1; /* another size */
+        x.in.budget_chunks = CHUNKS + 4;
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "groups: plans (one of another size)");
+        TAP_OK(moved(&p, 1, 6, V) && moved(&p, 3, 6, V) && !moved(&p, 2, 6, V),
+               "groups: a region of another size is no sibling");
+        policy_plan_clear(&p);
+
+        x.reg[2].n_chunks = CHUNKS;
+        for (int i = 0; i < 5; i++) { /* in use at 5 of the 8 offsets */
+                demand(&x, 4, i);
+                demand(&x, 5, i);
+        }
+        x.in.budget_chunks = CHUNKS + 12;
+        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "groups: plans (in use at most offsets)");
+        TAP_OK(!moved(&p, 1, 6, V) && !moved(&p, 1, 0, V) && moved(&p, 4, 0, V),
+               "groups: a group in use at most of its offsets infers nothing, its demands stand");
+        policy_plan_clear(&p);
+}
+
+/* The sampler spends nothing where siblings tell: no re-arm where two are
+ * in use or armed, no probe either. */
+static void test_sample(void) {
+        struct rig x;
+        struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 5, .probe_window = 10,
+                                          .rearm_max = 100, .probe_max = 8};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+        bool r1c2 = false, r1c5 = false, r1c3 = false, probed_told = false;
+
+        rig_init(&x);
+        demand(&x, 4, 2);
+        demand(&x, 5, 2);
+        armed(&x, 4, 5, 500);
+        armed(&x, 5, 5, 500);
+        TAP_EQ_INT(policy_sample(&x.in, &sp, &cursor, &sm), 0, "sample: runs");
+        for (size_t k = 0; k < sm.plan.n_moves; k++) {
+                const struct policy_move *m = &sm.plan.moves[k];
+
+                if (m->region != 1)
+                        continue;
+                r1c2 |= 2 >= m->first_chunk && 2 < m->first_chunk + m->n_chunks;
+                r1c5 |= 5 >= m->first_chunk && 5 < m->first_chunk + m->n_chunks;
+                r1c3 |= 3 >= m->first_chunk && 3 < m->first_chunk + m->n_chunks;
+        }
+        TAP_OK(r1c3, "sample: a chunk whose offset nothing tells of is re-armed");
+        TAP_OK(!r1c2, "sample: none where two siblings are in use");
+        TAP_OK(!r1c5, "sample: none where two are armed");
+        TAP_OK(sm.n_probes > 0, "sample: chunks in VRAM are probed");
+        for (size_t k = 0; k < sm.n_probes; k++) {
+                const struct policy_probe *pr = &sm.probes[k];
+
+                probed_told |= pr->region == 0 && ((pr->first <= 2 && 2 < pr->first + pr->n) ||
+                                                   (pr->first <= 5 && 5 < pr->first + pr->n));
+        }
+        TAP_OK(!probed_told, "sample: no probe covers a chunk whose siblings tell");
+        policy_plan_clear(&sm.plan);
+}
+
+int main(void) {
+        test_stale();
+        test_demand();
+        test_groups();
+        test_sample();
+        return tap_done();
+}
