@@ -1269,8 +1269,8 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
                 /* A re-arm is timed from when the shim made it, as a probe is:
                  * "armed and not used since" means something only after a
-                 * use has had time to show (siblings, policy/). */
-                /* Within a mapped eviction's quiet window its tick stands
+                 * use has had time to show (policy/siblings.h).  Within a
+                 * mapped eviction's quiet window the eviction's tick stands
                  * (the window is keyed on it), and it is as recent. */
                 if (ok && (o->flags & KVT_ORDER_REARM) && ch->tier == KVT_TIER_HOST &&
                     !touch_is_own_mapping(r, ch)) {

@@ -439,9 +439,10 @@ static inline bool policy_probe_unanswered(const struct policy_chunk *c, uint32_
 
 /* demand: whether chunk c, not charged to VRAM, is fresh age ticks after
  * its last use: used within the protection and, for a chunk that never was
- * in VRAM nor re-armed (a use after a re-arm follows an earlier one), seen used twice (policy_plan() ranks such chunks above those in
- * VRAM that are not fresh, and promotes them as far as the budget lets
- * it; the daemon counts the ones it held back by the same rule). */
+ * in VRAM nor re-armed (a use after a re-arm follows an earlier one), seen
+ * used twice (policy_plan() ranks such chunks above those in VRAM that are
+ * not fresh, and promotes them as far as the budget lets it; the daemon
+ * counts the ones it held back by the same rule). */
 static inline bool policy_demand_fresh_outside(const struct policy_chunk *c, uint32_t age, uint32_t protect_ticks) {
         return age < protect_ticks && (c->last_move != 0 || c->heat > POLICY_HEAT_ONE);
 }

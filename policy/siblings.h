@@ -26,7 +26,7 @@
  *     armed and unused.
  * A group in use at more than half its offsets tells nothing (every chunk
  * is as likely in use as the next): there its chunks are judged alone.
- * Its own evidence always wins: a chunk seen in use is fresh, one armed is
+ * A chunk's own evidence always wins: a chunk seen in use is fresh, one armed is
  * found by its own fault.  A wrong inference costs one round trip: an
  * evicted chunk's next use faults at once, and the thrash guard lengthens
  * the protection that both rules wait for.
