@@ -1048,8 +1048,7 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 return;
         ch->flags |= CHUNK_MAPPED;
         g->demand_faults++;
-        if (ch->last_move && !(ch->flags & CHUNK_REARMED) &&
-            r->tick - ch->last_move <= conf_protect_min_ticks(r->conf))
+        if (policy_refault(ch, r->tick, conf_protect_min_ticks(r->conf)))
                 g->refaults++;
         demand_note(r, reg, chunk);
 }

@@ -437,6 +437,14 @@ static inline bool policy_probe_unanswered(const struct policy_chunk *c, uint32_
                c->last_move && now >= c->last_move && now - c->last_move > window;
 }
 
+/* Whether a fault at now on host chunk c is a refault: back within
+ * protect_min_ticks of the move that took it there (a re-arm is no move).
+ * What the thrash guard counts (policy_guard_tick()), in the daemon and in
+ * kvtier-sim alike. */
+static inline bool policy_refault(const struct policy_chunk *c, uint32_t now, uint32_t protect_min_ticks) {
+        return c->last_move && !(c->flags & POLICY_CHUNK_REARMED) && now - c->last_move <= protect_min_ticks;
+}
+
 /* demand: whether chunk c, not charged to VRAM, is fresh age ticks after
  * its last use: used within the protection and, for a chunk that never was
  * in VRAM nor re-armed (a use after a re-arm follows an earlier one), seen

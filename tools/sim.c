@@ -234,7 +234,7 @@ static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
         if (c->tier != POLICY_TIER_HOST)
                 return;
         c->flags |= POLICY_CHUNK_MAPPED;
-        if (c->last_move && !(c->flags & POLICY_CHUNK_REARMED) && s->now - c->last_move <= s->pp->protect_min_ticks) {
+        if (policy_refault(c, s->now, s->pp->protect_min_ticks)) {
                 s->refaulted_tick++;
                 s->res->refaults++;
         }
