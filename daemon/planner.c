@@ -461,7 +461,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                                                        (uint64_t)plan.moves[i].n_chunks * KVT_CHUNK_BYTES);
                 }
         }
-        registry_gpu_planned(r, g->device, in.protect_ticks, plan.held_chunks, plan.stale_chunks);
+        registry_gpu_planned(r, g->device, in.protect_ticks, &plan);
         /* The demands this plan held back, where the budget, not the rate
          * limit, kept them out. */
         registry_gpu_judge_demands(r, g->device, in.protect_ticks,

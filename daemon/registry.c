@@ -1577,16 +1577,20 @@ void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_
                 r->gpus[device].probe_window_ticks = probe_window_ticks;
 }
 
-void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,
-                          uint64_t stale_chunks) {
+void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, const struct policy_plan *plan) {
         struct gpu_stats *g;
 
         if (device < 0 || device >= KVT_MAX_GPUS)
                 return;
         g = &r->gpus[device];
         g->protect_ticks = protect_ticks;
-        g->held_chunks = held_chunks;
-        g->stale_chunks = stale_chunks;
+        g->held_chunks = plan->held_chunks;
+        g->stale_chunks = plan->stale_chunks;
+        g->sibling_groups = plan->sibling_groups;
+        g->sibling_groups_mute = plan->sibling_groups_mute;
+        g->sibling_regions = plan->sibling_regions;
+        g->sibling_demand_chunks = plan->sibling_demand_chunks;
+        g->sibling_stale_chunks = plan->sibling_stale_chunks;
 }
 
 uint64_t client_grant_cap(const struct client *c, int device) {

@@ -99,6 +99,10 @@ struct gpu_stats {
         uint32_t protect_ticks;  /* the thrash guard's protection */
         uint64_t held_chunks;    /* demands held back: read in place */
         uint64_t stale_chunks;   /* chunks in VRAM nothing used for a protection period */
+        /* sibling regions (policy/siblings.h): groups, those that tell nothing,
+         * their regions; demands and stale chunks on siblings' word alone */
+        uint32_t sibling_groups, sibling_groups_mute, sibling_regions;
+        uint64_t sibling_demand_chunks, sibling_stale_chunks;
         uint64_t grantable_bytes; /* VRAM new captures may start in, all clients together */
 };
 
@@ -139,13 +143,12 @@ int registry_set_topology(struct registry *r, const struct topology *t);
  * a node whose MemTotal is unknown. */
 int registry_node_budget_reload(struct registry *r, int node);
 
-/* Sets what the last plan of a GPU found (held and stale chunks, the
- * protection in force), for grants and status. */
 /* The probe window the planner's sample used this tick (status). */
 void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks);
 
-void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, uint64_t held_chunks,
-                          uint64_t stale_chunks);
+/* Sets what the last plan of a GPU found (held and stale chunks, what
+ * siblings told, the protection in force), for grants and status. */
+void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, const struct policy_plan *plan);
 
 /* After a plan of GPU device was issued: judges the demands seen since the
  * last (registry_chunk_touch()) and forgets them.  With judge (the demand

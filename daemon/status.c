@@ -46,6 +46,11 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object_object_add(o, "probes", json_u64(g->probes));
         json_object_object_add(o, "probes_back", json_u64(g->probes_back));
         json_object_object_add(o, "probes_expired", json_u64(g->probes_expired));
+        json_object_object_add(o, "sibling_groups", json_u64(g->sibling_groups));
+        json_object_object_add(o, "sibling_groups_mute", json_u64(g->sibling_groups_mute));
+        json_object_object_add(o, "sibling_regions", json_u64(g->sibling_regions));
+        json_object_object_add(o, "sibling_demand_bytes", json_u64(g->sibling_demand_chunks * KVT_CHUNK_BYTES));
+        json_object_object_add(o, "sibling_stale_bytes", json_u64(g->sibling_stale_chunks * KVT_CHUNK_BYTES));
         return o;
 }
 

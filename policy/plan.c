@@ -86,7 +86,7 @@ static uint32_t plan_heat(const struct rank_env *e, uint32_t heat, uint32_t age)
  * a chunk in VRAM its promotion or start there counts as a use): fresh
  * above resident above in an active region. */
 static unsigned demand_class(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, bool active,
-                             const struct sibling_count *sib, uint32_t *ret_age) {
+                             const struct sibling_count *sib, uint32_t *ret_age, enum sibling_word *ret_word) {
         bool charged = f & PLAN_CHARGED;
         /* a probe's tick (its last_move) is no arrival: it says nothing of use */
         uint32_t seen = charged && c->last_move > c->last_use && !(c->flags & POLICY_CHUNK_PROBE) ? c->last_move
@@ -102,10 +102,14 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
          * class would not do: two touches apart decay below class 2).
          * Siblings (siblings.h) speak for a chunk whose own use is unseen. */
         bool fresh = charged ? !(c->flags & POLICY_CHUNK_COLD) &&
-                                       !(e->probe_window && policy_probe_unanswered(c, e->now, e->probe_window)) &&
-                                       !((f & PLAN_IN_VRAM) && age >= e->protect_ticks && siblings_stale(sib))
-                             : policy_demand_fresh_outside(c, age, e->protect_ticks) || siblings_demand(sib, c);
+                                       !(e->probe_window && policy_probe_unanswered(c, e->now, e->probe_window))
+                             : policy_demand_fresh_outside(c, age, e->protect_ticks);
 
+        *ret_word = SIBLINGS_SILENT;
+        if (fresh && charged && (f & PLAN_IN_VRAM) && age >= e->protect_ticks && siblings_stale(sib))
+                fresh = false, *ret_word = SIBLINGS_STALE;
+        else if (!fresh && !charged && siblings_demand(sib, c))
+                fresh = true, *ret_word = SIBLINGS_DEMAND;
         *ret_age = age;
         return fresh * 4u + charged * 2u + active;
 }
@@ -114,7 +118,7 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
  * and only for them (bit 28 is never set otherwise).  active: the chunk's
  * region had a kernel launched on it within active_ticks (demand). */
 static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, uint32_t prio,
-                           bool active, const struct sibling_count *sib) {
+                           bool active, const struct sibling_count *sib, enum sibling_word *ret_word) {
         uint32_t age = e->now > c->last_use ? e->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT;
         unsigned cls = 0;
@@ -126,7 +130,7 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
         if (e->demand) {
                 uint32_t heat = heat_class(plan_heat(e, c->heat, e->now > c->last_use ? e->now - c->last_use : 0));
 
-                cls = demand_class(e, c, f, active, sib, &age);
+                cls = demand_class(e, c, f, active, sib, &age, ret_word);
                 return rank | (uint32_t)cls << RANK_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
                        (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
         }
@@ -180,8 +184,7 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
 /* One pass over the chunks of regions [r_lo, r_hi): state flags, rank,
  * what predicts the next use; then the boosts.  Regions are independent:
  * the rank range is the thread's own. */
-static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint32_t *ret_rmin,
-                              uint32_t *ret_rmax, uint64_t *ret_fresh_host, uint64_t *ret_stale_vram) {
+static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, struct plan_part *part) {
         const struct policy_params *pp = x->pp;
         const struct policy_input *in = x->in;
         const struct rank_env env = {
@@ -195,10 +198,10 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                 .active_ticks = pp->active_ticks,
                 .decay = x->decay,
         };
-        uint64_t fresh_host = 0, stale_vram = 0;
+        uint64_t fresh_host = 0, stale_vram = 0, sibling_demand = 0, sibling_stale = 0;
         bool streams = pp->prefetch_depth > 0;
         bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
-        uint32_t rmin = *ret_rmin, rmax = *ret_rmax;
+        uint32_t rmin = part->rmin, rmax = part->rmax;
 
         for (size_t r = r_lo; r < r_hi; r++) {
                 const struct policy_region *reg = &in->regions[r];
@@ -214,14 +217,20 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                 for (uint32_t i = 0; i < n; i++) {
                         const struct policy_chunk *c = &chunks[i];
                         uint16_t f = chunk_state(&env, c);
-                        uint32_t rk = chunk_rank(&env, c, f, prio, active, sib ? &sib[i] : NULL);
+                        enum sibling_word word = SIBLINGS_SILENT;
+                        uint32_t rk = chunk_rank(&env, c, f, prio, active, sib ? &sib[i] : NULL, &word);
+                        bool movable = !(f & (PLAN_PINNED | PLAN_PENDING));
+                        bool demand = env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 4u && movable;
+                        bool stale = env.demand && (rk >> RANK_CLASS_SHIFT & 2u) && (rk >> RANK_CLASS_SHIFT & 7u) != 7u &&
+                                     (f & PLAN_IN_VRAM) && movable;
 
                         /* demand: a fresh chunk outside VRAM is a demand (class 4 or 5);
                          * one in VRAM ranks below a new capture (fresh and active, 7)
                          * unless it is fresh and active too */
-                        fresh_host += env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 4u && !(f & (PLAN_PINNED | PLAN_PENDING));
-                        stale_vram += env.demand && (rk >> RANK_CLASS_SHIFT & 2u) && (rk >> RANK_CLASS_SHIFT & 7u) != 7u &&
-                                      (f & PLAN_IN_VRAM) && !(f & (PLAN_PINNED | PLAN_PENDING));
+                        fresh_host += demand;
+                        stale_vram += stale;
+                        sibling_demand += demand && word == SIBLINGS_DEMAND;
+                        sibling_stale += stale && word == SIBLINGS_STALE;
                         flags[i] = f;
                         rank[i] = rk;
                         /* Of unpinned chunks; a pinned rank, UINT32_MAX, leaves the minimum be. */
@@ -238,10 +247,12 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, uint
                         rmax = boosted;
                 }
         }
-        *ret_rmin = rmin;
-        *ret_rmax = rmax;
-        *ret_fresh_host += fresh_host;
-        *ret_stale_vram += stale_vram;
+        part->rmin = rmin;
+        part->rmax = rmax;
+        part->fresh_host += fresh_host;
+        part->stale_vram += stale_vram;
+        part->sibling_demand += sibling_demand;
+        part->sibling_stale += sibling_stale;
 }
 
 static void plan_rank_part(struct plan_part *part) {
@@ -250,10 +261,9 @@ static void plan_rank_part(struct plan_part *part) {
 
         part->rmin = UINT32_MAX;
         part->rmax = 0;
-        part->fresh_host = part->stale_vram = 0;
+        part->fresh_host = part->stale_vram = part->sibling_demand = part->sibling_stale = 0;
         while (plan_take(x, x->n_rblocks, &b))
-                plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], &part->rmin, &part->rmax, &part->fresh_host,
-                                  &part->stale_vram);
+                plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], part);
 }
 
 /* The rank pass, over the threads; the rank range merged (min and max do
@@ -262,12 +272,14 @@ static void plan_rank(struct plan_ctx *x) {
         uint32_t rmin = UINT32_MAX, rmax = 0;
 
         plan_par(x, plan_rank_part);
-        x->fresh_host = x->stale_vram = 0;
+        x->fresh_host = x->stale_vram = x->sibling_demand = x->sibling_stale = 0;
         for (unsigned t = 0; t < x->n_threads; t++) {
                 rmin = x->part[t].rmin < rmin ? x->part[t].rmin : rmin;
                 rmax = x->part[t].rmax > rmax ? x->part[t].rmax : rmax;
                 x->fresh_host += x->part[t].fresh_host;
                 x->stale_vram += x->part[t].stale_vram;
+                x->sibling_demand += x->part[t].sibling_demand;
+                x->sibling_stale += x->part[t].sibling_stale;
         }
         x->rmin = rmin;
         x->rmax = rmax;
@@ -783,6 +795,11 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
         }
         p->held_chunks = x->fresh_host > promoted_fresh ? x->fresh_host - promoted_fresh : 0;
         p->stale_chunks = x->stale_vram;
+        p->sibling_groups = x->sib.n_groups;
+        p->sibling_groups_mute = x->sib.n_mute;
+        p->sibling_regions = x->sib.n_members;
+        p->sibling_demand_chunks = x->sibling_demand;
+        p->sibling_stale_chunks = x->sibling_stale;
 }
 
 static int plan_check(const struct policy_params *pp, const struct policy_input *in, size_t *ret_n) {

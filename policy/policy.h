@@ -272,6 +272,12 @@ struct policy_plan {
         uint64_t stale_chunks;    /* demand: chunks in VRAM, evictable, ranking below a new
                                    * allocation (not both fresh and in an active region): what
                                    * one may displace (the daemon's capture grant) */
+        /* demand, sibling regions (policy/siblings.h): the groups found, of
+         * them those in use at most offsets (they tell nothing), the regions
+         * in all groups; of the fresh chunks outside VRAM and of stale_chunks,
+         * those judged so on their siblings' word alone */
+        uint32_t sibling_groups, sibling_groups_mute, sibling_regions;
+        uint64_t sibling_demand_chunks, sibling_stale_chunks;
 };
 
 /* Plans moves for one GPU into *ret (previous contents are not freed).

@@ -97,9 +97,13 @@ int siblings_build(struct plan_siblings *s, const struct policy_input *in, uint3
                         for (size_t m = j; m < e; m++)
                                 count_region(s->counts + at, &in->regions[s->order[m].region], in->now,
                                              protect_ticks, window);
+                        s->n_groups++;
+                        s->n_members += (uint32_t)(e - j);
                         if (group_tells(s->counts + at, first->n_chunks))
                                 for (size_t m = j; m < e; m++)
                                         s->of_region[s->order[m].region] = s->counts + at;
+                        else
+                                s->n_mute++;
                         at += first->n_chunks;
                 }
                 if (pass == 0 && total == 0)

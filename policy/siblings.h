@@ -59,6 +59,15 @@ struct plan_siblings {
         const struct sibling_count **of_region;
         struct sibling_count *counts; /* all groups' arrays */
         struct sibling_member *order; /* scratch: regions sorted by client and size */
+        uint32_t n_groups, n_mute;    /* groups; of them those that tell nothing */
+        uint32_t n_members;           /* regions in all groups */
+};
+
+/* What a chunk's siblings decided of it, where its own evidence did not. */
+enum sibling_word {
+        SIBLINGS_SILENT,
+        SIBLINGS_DEMAND, /* fresh outside VRAM: siblings_demand() */
+        SIBLINGS_STALE,  /* stale in VRAM: siblings_stale() */
 };
 
 /* Counts every group's offsets for tick now and a protection of

@@ -203,6 +203,13 @@ static void print_gpus(struct json_object *st) {
                        jint(d, "probes_back"),
                        jint(d, "probes_expired"), jint(d, "probe_window_ms"), jint(d, "rearmed_chunks"), jint(d, "rearm_ms") + jint(d, "probe_ms"),
                        jint(d, "rearming_chunks"), jint(d, "probing"));
+                if (jint(d, "sibling_groups"))
+                        printf("GPU %" PRId64 " siblings: %" PRId64 " regions in %" PRId64 " group%s (%" PRId64
+                               " telling nothing: in use at most offsets); on their siblings' word, %s read in place"
+                               " taken for in use, %s in VRAM for unused\n",
+                               jint(g, "device"), jint(d, "sibling_regions"), jint(d, "sibling_groups"),
+                               jint(d, "sibling_groups") == 1 ? "" : "s", jint(d, "sibling_groups_mute"),
+                               B(b[2], d, "sibling_demand_bytes"), B(b[3], d, "sibling_stale_bytes"));
         }
 }
 

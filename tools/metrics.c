@@ -190,6 +190,12 @@ static void print_demand(FILE *f, struct json_object *gpus) {
                       "as the last plan left them.");
         demand_metric(f, gpus, "kvtier_gpu_stale_bytes", "gauge", "stale_bytes", 1,
                       "Bytes in VRAM nothing used for a protection period, as the last plan left them.");
+        demand_metric(f, gpus, "kvtier_gpu_sibling_demand_bytes", "gauge", "sibling_demand_bytes", 1,
+                      "Of the bytes in host memory the GPU uses, those taken for in use on their sibling "
+                      "regions' word alone (the same offset in use in other layers), as the last plan left them.");
+        demand_metric(f, gpus, "kvtier_gpu_sibling_stale_bytes", "gauge", "sibling_stale_bytes", 1,
+                      "Of the stale bytes in VRAM, those taken for unused on their sibling regions' word alone "
+                      "(no probe of their own), as the last plan left them.");
         demand_metric(f, gpus, "kvtier_gpu_protect_seconds", "gauge", "protect_ms", 1e-3,
                       "The thrash guard's protection: how long a use keeps a chunk where it is.");
         demand_metric(f, gpus, "kvtier_gpu_probes_total", "counter", "probes", 1,

@@ -129,6 +129,19 @@ check_le "demand: at most one per demand seen" "$avoided" "$(jq '.gpus[0].demand
 check "kvtierctl status gives them" grep -q "^GPU 0 demand: .* $avoided evictions avoided, " "$TMP/s3.txt"
 check "no counter went down with it" bash -c "join <(grep '_total[{ ]' '$TMP/m2.txt' | grep -v '^#' | sort) \
         <(grep '_total[{ ]' '$TMP/m3.txt' | grep -v '^#' | sort) | awk '\$3 < \$2 { print; bad = 1 } END { exit bad }'"
+
+# Regions of one client and one size, four or more, are siblings
+# (policy/siblings.h): while the engine's four run, status shows their group.
+run_engine siblings --regions 4 --region-size 32M --window 16M --steps 60 --step-ms 10 &
+sib_pid=$!
+status_when '.gpus[0].demand.sibling_regions' 4 >"$TMP/s4.json"
+"$KVTIERCTL" -s "$SOCK" status >"$TMP/s4.txt"
+"$KVTIERCTL" -s "$SOCK" metrics >"$TMP/m4.txt"
+wait $sib_pid
+check "demand: an engine's four regions of one size are one group of siblings" \
+        [ "$(jq -c '.gpus[0].demand | [.sibling_regions, .sibling_groups]' "$TMP/s4.json")" = "[4,1]" ]
+check "kvtierctl status names the group" grep -q "^GPU 0 siblings: 4 regions in 1 group (" "$TMP/s4.txt"
+check "metrics give what siblings told" grep -q '^kvtier_gpu_sibling_stale_bytes{gpu="0"} [0-9]' "$TMP/m4.txt"
 check "those metrics pass the strict format check" "$LINT" <"$TMP/m3.txt"
 # kvtierctl(1) lists them (man/metrics-list renders metrics.c's HELP lines).
 if command -v groff >/dev/null; then

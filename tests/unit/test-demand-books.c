@@ -108,7 +108,7 @@ static void test_grants(void) {
         TAP_EQ_U64(region_tier_chunks(b, KVT_TIER_HOST), 3, "grant: a capture in host memory is booked there");
         TAP_OK(!(region_chunks(b)[0].flags & CHUNK_MAPPED), "grant: unmapped");
         TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 0), 16 * CHUNK, "grant: full budget, nothing stale: nothing more");
-        registry_gpu_planned(x.r, 0, 20, 0, 5);
+        registry_gpu_planned(x.r, 0, 20, &(struct policy_plan){.stale_chunks = 5});
         TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 0), 20 * CHUNK,
                    "grant: with stale chunks in VRAM, up to the margin over the budget");
         rig_down(&x);

@@ -67,12 +67,17 @@ static void test_stale(void) {
         TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (nothing known)");
         TAP_EQ_U64(p.evict_chunks, 0, "stale: a chunk in VRAM nothing was seen of is not displaced");
         TAP_EQ_U64(p.held_chunks, 1, "stale: the demand is held back");
+        TAP_OK(p.sibling_groups == 1 && p.sibling_regions == REGIONS && p.sibling_groups_mute == 0,
+               "stale: the plan reports one group of all the regions, telling");
+        TAP_OK(p.sibling_stale_chunks == 0 && p.sibling_demand_chunks == 0, "stale: and nothing told yet");
         policy_plan_clear(&p);
 
         armed(&x, 1, 3, 500);
         armed(&x, 2, 3, 500);
         TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (two siblings armed, unused)");
         TAP_OK(p.evict_chunks == 1 && moved(&p, 0, 3, M), "stale: its chunk in VRAM is evicted, only it");
+        TAP_EQ_U64(p.sibling_stale_chunks, 1, "stale: the plan counts it stale on its siblings' word");
+        TAP_EQ_U64(p.sibling_demand_chunks, 0, "stale: and no demand on theirs");
         policy_plan_clear(&p);
 
         armed(&x, 2, 3, 995); /* armed within the probe window: no answer due yet */
@@ -91,6 +96,7 @@ static void test_stale(void) {
         x.c[0][3].last_use = 990; /* its own probe came back */
         TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (its own use)");
         TAP_EQ_U64(p.evict_chunks, 0, "stale: a use of its own within the protection outweighs its siblings");
+        TAP_EQ_U64(p.sibling_stale_chunks, 0, "stale: and the plan counts none stale on their word");
         policy_plan_clear(&p);
 }
 
@@ -115,6 +121,7 @@ static void test_demand(void) {
         TAP_OK(moved(&p, 1, 6, V) && moved(&p, 2, 6, V) && moved(&p, 3, 6, V) && p.promote_chunks == 5,
                "demand: with two, the mapped chunks at their offset come too");
         TAP_OK(!moved(&p, 1, 5, V), "demand: and nothing at another offset");
+        TAP_EQ_U64(p.sibling_demand_chunks, 3, "demand: the plan counts the three on their siblings' word");
         policy_plan_clear(&p);
 
         armed(&x, 3, 6, 500); /* its own arm: its own fault would show its use */
@@ -147,6 +154,7 @@ static void test_groups(void) {
         TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "groups: plans (one of another size)");
         TAP_OK(moved(&p, 1, 6, V) && moved(&p, 3, 6, V) && !moved(&p, 2, 6, V),
                "groups: a region of another size is no sibling");
+        TAP_OK(p.sibling_groups == 1 && p.sibling_regions == REGIONS - 1, "groups: the plan's group leaves it out");
         policy_plan_clear(&p);
 
         x.reg[2].n_chunks = CHUNKS;
@@ -158,6 +166,8 @@ static void test_groups(void) {
         TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "groups: plans (in use at most offsets)");
         TAP_OK(!moved(&p, 1, 6, V) && !moved(&p, 1, 0, V) && moved(&p, 4, 0, V),
                "groups: a group in use at most of its offsets infers nothing, its demands stand");
+        TAP_OK(p.sibling_groups == 1 && p.sibling_groups_mute == 1 && p.sibling_demand_chunks == 0,
+               "groups: the plan reports the group as telling nothing");
         policy_plan_clear(&p);
 }
 
