@@ -911,8 +911,6 @@ static int server_accept(sd_event_source *es, int fd, uint32_t revents, void *us
         }
 }
 
-/* Closes a peer past a deadline: HELLO (or a first control request) not
- * said, or output waiting that it takes none of. */
 /* Takes back a client's orders unanswered for [daemon] order_timeout_ms;
  * at max_order_timeouts of them, the client's end.  Returns whether the
  * peer is gone. */
@@ -943,6 +941,8 @@ static bool peer_sweep_orders(struct peer *p, uint64_t now) {
         return true;
 }
 
+/* Closes a peer past a deadline: HELLO (or a first control request) not
+ * said, or output waiting that it takes none of. */
 static void peer_sweep(struct peer *p, uint64_t now) {
         const struct conf_limits *l = &p->server->limits;
 
