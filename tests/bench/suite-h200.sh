@@ -21,7 +21,8 @@
 #   two engines under one kvtierd and one 4 GiB budget: paged_kv.py with an
 #     8 GiB pool and a 1.5 GiB hot set (6 sessions) each; [client.hi] (uid 0,
 #     priority 7) and [client.lo] (gid 4242, priority 0, quota 1G): hi all
-#     VRAM, hi alone under the daemon, and hi while lo runs
+#     VRAM, hi alone under the daemon, hi while lo runs, and both at once
+#     all-VRAM (two-pairvram)
 # KVT_STEP_LOG=1: the paged runs also write each step's wall time
 #   (paged_kv.py --step-log: it waits for every step) to steps-TAG.txt
 #   in the logs, to see how a run's steps move as kvtier learns.
@@ -100,32 +101,42 @@ while True:
 EOF
 }
 
-# run_pair: lo (gid 4242, so [client.lo]) started first with more turns
-# than hi, hi started once lo's measured turns started; both lines appended,
-# with the most VRAM each section held while they ran.
+# run_pair [vram]: lo (gid 4242, so [client.lo]) started first with more
+# turns than hi, hi started once lo's measured turns started; both lines
+# appended, with the most VRAM each section held while they ran.  With
+# vram, both run plain at once (no shim, no daemon): what sharing the GPU
+# costs hi without kvtier, the reference for "within 10% of alone".
 run_pair() {
-        local t0 lo_pid hi_rc lo_rc poll peaks=$T/peaks.json
-        echo "== two-pair" | tee -a "$RET/runs.log" "$RET/kvtierd.log"
-        KVT_DAEMON_EXTRA=$TWO_CONF bench_budget_daemon 4G || return
+        local t0 lo_pid hi_rc lo_rc poll="" peaks=$T/peaks.json tag=two-pair${1:-} pre=()
+        rm -f "$peaks"
+        echo "== $tag" | tee -a "$RET/runs.log" "$RET/kvtierd.log"
+        if [ -z "${1:-}" ]; then
+                KVT_DAEMON_EXTRA=$TWO_CONF bench_budget_daemon 4G || return
+                pre=(env LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK)
+        fi
         t0=$(date +%s.%N)
-        vram_peaks "$peaks" &
-        poll=$!
-        LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK python3 -c \
+        if [ -z "${1:-}" ]; then
+                vram_peaks "$peaks" &
+                poll=$!
+        fi
+        "${pre[@]}" python3 -c \
                 'import os, sys; os.setgroups([]); os.setgid(4242); os.execvp(sys.argv[1], sys.argv[1:])' \
                 $TWO --turns 16 --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
         lo_pid=$!
         for _ in $(seq 1200); do grep -q "measured turns start" "$T/lo.err" 2>/dev/null && break; sleep 0.1; done
-        LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK $TWO --turns 4 >"$T/hi.out" 2>>"$RET/runs.log"
+        "${pre[@]}" $TWO --turns 4 >"$T/hi.out" 2>>"$RET/runs.log"
         hi_rc=$?
         grep -q "measured turns end" "$T/lo.err" && echo "lo's measured turns ended before hi's" | tee -a "$RET/runs.log"
         wait $lo_pid
         lo_rc=$?
-        kill $poll 2>/dev/null
-        "$CTL" -s "$SOCK" status >>"$RET/status-two-pair.txt" 2>&1
-        bench_stop_daemon
+        if [ -n "$poll" ]; then
+                kill $poll 2>/dev/null
+                "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1
+                bench_stop_daemon
+        fi
         cat "$T/lo.err" >>"$RET/runs.log"
         for sec in hi lo; do
-                bench_record "two-pair-$sec" "$([ $sec = hi ] && echo $hi_rc || echo $lo_rc)" "$t0" \
+                bench_record "$tag-$sec" "$([ $sec = hi ] && echo $hi_rc || echo $lo_rc)" "$t0" \
                         "$(tail -n 1 "$T/$sec.out")" "$(python3 - "$peaks" "$sec" <<'EOF'
 import json, sys
 try:
@@ -187,6 +198,7 @@ runtag() {
                 vram) run "$tag" - $TWO --turns 4 ;;
                 alone) KVT_DAEMON_EXTRA=$TWO_CONF run "$tag" 4G $TWO --turns 4 ;;
                 pair) run_pair ;;
+                pairvram) run_pair vram ;;
                 esac ;;
         *) echo "unknown run $tag" ;;
         esac

@@ -69,7 +69,7 @@ def main():
                 line += f"  {alone['step_ms'] / r['step_ms']:6.3f} of hi alone"
             if r.get("vram_peak_bytes") is not None:
                 line += f"  VRAM peak {r['vram_peak_bytes'] / 2**30:.2f} GiB"
-            if ref and ref is not r and tag != "two-pair-lo":
+            if ref and ref is not r and not tag.endswith("-lo"):
                 line += "  pool ok" if r["pool_sum"] == ref["pool_sum"] else "  POOL DIFFERS"
             out.append(line)
         else:
