@@ -124,6 +124,7 @@ run_pair() {
                 $TWO --turns 16 --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
         lo_pid=$!
         for _ in $(seq 1200); do grep -q "measured turns start" "$T/lo.err" 2>/dev/null && break; sleep 0.1; done
+        grep -q "measured turns start" "$T/lo.err" || echo "$tag: hi starts before lo's measured turns" | tee -a "$RET/runs.log"
         "${pre[@]}" $TWO --turns 4 >"$T/hi.out" 2>>"$RET/runs.log"
         hi_rc=$?
         grep -q "measured turns end" "$T/lo.err" && echo "lo's measured turns ended before hi's" | tee -a "$RET/runs.log"
@@ -163,9 +164,11 @@ LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16"
 #     dynamic, static), long-dynamic-hfoffload; each saves its logits, which
 #     long_context.py compare sets against the first all-VRAM run's
 runtag() {
-        local tag=$1 IFS=-
-        set -- $tag
-        IFS=' '
+        local tag=$1 parts
+        # split on '-' without touching IFS: the runs below split words (and
+        # run_pair's $(seq ...)) by the default IFS, newlines included
+        IFS=- read -r -a parts <<<"$tag"
+        set -- "${parts[@]}"
         case "$1" in
         paged)
                 local layout=$2 lay h="" what=$4
