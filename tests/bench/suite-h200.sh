@@ -21,8 +21,9 @@
 #   two engines under one kvtierd and one 4 GiB budget: paged_kv.py with an
 #     8 GiB pool and a 1.5 GiB hot set (6 sessions) each; [client.hi] (uid 0,
 #     priority 7) and [client.lo] (gid 4242, priority 0, quota 1G): hi all
-#     VRAM, hi alone under the daemon, hi while lo runs, and both at once
-#     all-VRAM (two-pairvram)
+#     VRAM, hi alone under the daemon, hi while lo runs; references with
+#     both plain at once: two-pairvram (both all-VRAM), two-pairzerocopy
+#     (lo reads its pool from host memory)
 # KVT_STEP_LOG=1: the paged runs also write each step's wall time
 #   (paged_kv.py --step-log: it waits for every step) to steps-TAG.txt
 #   in the logs, to see how a run's steps move as kvtier learns.
@@ -101,19 +102,25 @@ while True:
 EOF
 }
 
-# run_pair [vram]: lo (gid 4242, so [client.lo]) started first with more
-# turns than hi, hi started once lo's measured turns started; both lines
-# appended, with the most VRAM each section held while they ran.  With
-# vram, both run plain at once (no shim, no daemon): what sharing the GPU
-# costs hi without kvtier, the reference for "within 10% of alone".
+# run_pair [vram|zerocopy]: lo (gid 4242, so [client.lo]) started first
+# with more turns than hi, hi started once lo's measured turns started; both
+# lines appended, with the most VRAM each section held while they ran.  The
+# references for "within 10% of alone" run both plain at once (no shim, no
+# daemon): vram, both all-VRAM (what sharing the GPU costs hi without
+# kvtier); zerocopy, lo reading its pool from host memory as its kernels
+# would with the KV it cannot hold (what lo's link-bound kernels cost hi).
+# Plain all-VRAM lo runs 10 times the turns: its steps are that much faster.
 run_pair() {
-        local t0 lo_pid hi_rc lo_rc poll="" peaks=$T/peaks.json tag=two-pair${1:-} pre=()
+        local t0 lo_pid hi_rc lo_rc poll="" peaks=$T/peaks.json tag=two-pair${1:-} pre=() lo=(--turns 16)
         rm -f "$peaks"
         echo "== $tag" | tee -a "$RET/runs.log" "$RET/kvtierd.log"
-        if [ -z "${1:-}" ]; then
+        case "${1:-}" in
+        "")
                 KVT_DAEMON_EXTRA=$TWO_CONF bench_budget_daemon 4G || return
-                pre=(env LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK)
-        fi
+                pre=(env LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK) ;;
+        vram) lo=(--turns 160) ;;
+        zerocopy) lo=(--turns 24 --pool zerocopy) ;;
+        esac
         t0=$(date +%s.%N)
         if [ -z "${1:-}" ]; then
                 vram_peaks "$peaks" &
@@ -121,7 +128,7 @@ run_pair() {
         fi
         "${pre[@]}" python3 -c \
                 'import os, sys; os.setgroups([]); os.setgid(4242); os.execvp(sys.argv[1], sys.argv[1:])' \
-                $TWO --turns 16 --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
+                $TWO "${lo[@]}" --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
         lo_pid=$!
         for _ in $(seq 1200); do grep -q "measured turns start" "$T/lo.err" 2>/dev/null && break; sleep 0.1; done
         grep -q "measured turns start" "$T/lo.err" || echo "$tag: hi starts before lo's measured turns" | tee -a "$RET/runs.log"
@@ -202,6 +209,7 @@ runtag() {
                 alone) KVT_DAEMON_EXTRA=$TWO_CONF run "$tag" 4G $TWO --turns 4 ;;
                 pair) run_pair ;;
                 pairvram) run_pair vram ;;
+                pairzerocopy) run_pair zerocopy ;;
                 esac ;;
         *) echo "unknown run $tag" ;;
         esac
