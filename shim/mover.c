@@ -17,7 +17,6 @@
 #include "real.h"
 #include "regions.h"
 #include "state.h"
-#include "vmm.h"
 #include "util.h"
 
 #define MAX_BATCH 64
@@ -120,25 +119,30 @@ static int tell_standing(int fd, uint32_t id) {
 
 /* Registers the regions the daemon of this connection does not know.  Its
  * books start them in host memory (it granted no VRAM for them), so each
- * region is first returned there: chunks left in VRAM from before a daemon
- * restart would otherwise sit outside the budget.  A region that cannot be moved stays untiered.
- * Under the announce lock: a capture in progress registers its region
- * itself, never both. */
+ * captured region is first returned there: chunks left in VRAM from before
+ * a daemon restart would otherwise sit outside the budget.  A region that
+ * cannot be moved stays untiered; a VMM mapping is registered as it is.
+ * Under the announce lock: a capture or mapping in progress registers its
+ * region itself, never both. */
 static void register_regions(struct mover *mv) {
         const struct kvt_cudart *rt = real_cudart();
         struct shim_region reg;
         uint32_t after = 0;
-        unsigned n = 0;
-        int v;
+        unsigned n = 0, n_vmm = 0;
 
         shim_announce_lock();
-        while (rt && mover_pipe(mv) && regions_acquire_unregistered(after, &reg) == 0) {
+        while (regions_acquire_unregistered(after, &reg) == 0) {
                 struct kvt_region_add add;
-                cudaError_t e;
+                cudaError_t e = cudaSuccess;
                 int r;
 
                 after = reg.id;
-                e = pipeline_move_host_sync(mv->pipe, (void *)reg.base, reg.span_bytes, reg.device);
+                if (!reg.untiered && !(rt && mover_pipe(mv))) { /* waits for a runtime to move it */
+                        regions_release(reg.id);
+                        continue;
+                }
+                if (!reg.untiered)
+                        e = pipeline_move_host_sync(mv->pipe, (void *)reg.base, reg.span_bytes, reg.device);
                 if (e != cudaSuccess) {
                         log_warning("Failed to return region %u to host memory: %s; it stays untiered, ignoring.",
                                     reg.id, rt->cudaGetErrorString(e));
@@ -148,19 +152,18 @@ static void register_regions(struct mover *mv) {
                 reg.start_vram = false;
                 regions_add_msg(&reg, &add);
                 r = client_register(mv->fd, &add, regions_mark_registered);
-                if (r >= 0)
+                if (r >= 0 && !reg.untiered)
                         r = tell_standing(mv->fd, reg.id);
                 regions_release(reg.id);
                 if (r < 0)
                         break;
-                n++;
+                reg.untiered ? n_vmm++ : n++;
         }
         shim_announce_unlock();
         if (n)
                 log_notice("Registered %u captured regions with kvtierd.", n);
-        v = vmm_register(mv->fd);
-        if (v > 0)
-                log_notice("Registered %d untiered VMM mappings with kvtierd.", v);
+        if (n_vmm)
+                log_notice("Registered %u untiered VMM mappings with kvtierd.", n_vmm);
 }
 
 /* Reads the orders queued on the socket, up to a batch: orders that arrive

@@ -10,6 +10,7 @@
 #include "protocol.h"
 #include "regions.h"
 #include "state.h"
+#include "util.h"
 
 /*
  * The table is a small array kept sorted by base: lookups are a binary
@@ -38,17 +39,19 @@ static size_t upper_bound(uintptr_t p) {
         return lo;
 }
 
+/* The captured region containing p (never a mapping). */
 static struct region_slot *find_containing(uintptr_t p) {
         struct shim_regions *t = &kvt_shim()->regions;
         size_t i = upper_bound(p);
 
-        if (i == 0)
+        if (i == 0 || t->slots[i - 1].r.untiered)
                 return NULL;
         if (p - t->slots[i - 1].r.base < t->slots[i - 1].r.span_bytes)
                 return &t->slots[i - 1];
         return NULL;
 }
 
+/* The region or mapping of id. */
 static struct region_slot *find_id(uint32_t id) {
         struct shim_regions *t = &kvt_shim()->regions;
 
@@ -58,7 +61,31 @@ static struct region_slot *find_id(uint32_t id) {
         return NULL;
 }
 
+static void slot_remove(struct region_slot *s) {
+        struct shim_regions *t = &kvt_shim()->regions;
+
+        free(s->standing);
+        memmove(s, s + 1, (size_t)(&t->slots[t->n_slots] - (s + 1)) * sizeof(*s));
+        t->n_slots--;
+}
+
 void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret) {
+        if (r->untiered) {
+                uintptr_t base = r->base & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
+
+                *ret = (struct kvt_region_add){
+                        .region_id = r->id,
+                        .device = r->device,
+                        .base = base,
+                        .size_bytes = MIN(ALIGN_UP(r->base + r->size_bytes, KVT_CHUNK_BYTES) - base,
+                                          KVT_MAX_REGION_BYTES),
+                        .api = KVT_API_CU_MEM_MAP,
+                        .tier = KVT_TIER_NONE,
+                        .rule = KVT_RULE_VMM,
+                        .flags = KVT_REGION_UNTIERED,
+                };
+                return;
+        }
         *ret = (struct kvt_region_add){
                 .region_id = r->id,
                 .device = r->device,
@@ -110,11 +137,25 @@ int regions_take(const void *ptr, struct shim_region *ret) {
                 s = find_containing(base); /* the array may have moved */
         }
         *ret = s->r;
-        free(s->standing);
-        memmove(s, s + 1, (size_t)(&t->slots[t->n_slots] - (s + 1)) * sizeof(*s));
-        t->n_slots--;
+        slot_remove(s);
         pthread_mutex_unlock(&t->lock);
         return 0;
+}
+
+int regions_take_untiered(uintptr_t ptr, size_t len, struct shim_region *ret) {
+        struct shim_regions *t = &kvt_shim()->regions;
+        int r = -ENOENT;
+
+        pthread_mutex_lock(&t->lock);
+        for (size_t i = upper_bound(ptr - (ptr > 0)); i < t->n_slots && t->slots[i].r.base - ptr < len; i++)
+                if (t->slots[i].r.untiered && t->slots[i].r.base >= ptr) {
+                        *ret = t->slots[i].r;
+                        slot_remove(&t->slots[i]);
+                        r = 0;
+                        break;
+                }
+        pthread_mutex_unlock(&t->lock);
+        return r;
 }
 
 int regions_lookup(const void *ptr, struct shim_region *ret) {
@@ -145,6 +186,8 @@ int regions_acquire(uint32_t id, uint32_t first, uint32_t n, struct shim_region 
 
         pthread_mutex_lock(&t->lock);
         s = find_id(id);
+        if (s && s->r.untiered)
+                s = NULL; /* no order moves a mapping */
         if (s && (s->draining || slot_spilled(s, first, n)))
                 r = -EBUSY;
         else if (s) {

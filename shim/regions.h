@@ -18,15 +18,25 @@ struct shim_region {
         bool registered;     /* the daemon of the current connection knows it */
         bool start_vram;     /* started in VRAM under a grant (its REGION_ADD says so) */
         bool inherited;      /* a parent's region, seen after fork(): never registered */
+        bool untiered;       /* a VMM mapping (vmm.c): base and sizes as mapped, never moved */
 };
 
 /* Adds a region (copied) and assigns its id into *r.  Returns 0 or -ENOMEM. */
 int regions_add(struct shim_region *r);
 
+/* The table holds the captured regions and the VMM mappings tracked as
+ * untiered (vmm.c).  Every call below but regions_add(), _take_untiered(),
+ * _acquire_unregistered() and the registration calls sees captured regions
+ * only: a mapping is never freed, moved, hinted or spilled by kvtier. */
+
 /* Finds the region that starts exactly at ptr, removes it from the table and
  * copies it to *ret, waiting until no order is being carried out on it.
  * Returns 0 or -ENOENT. */
 int regions_take(const void *ptr, struct shim_region *ret);
+
+/* Removes the first untiered mapping that starts in [ptr, ptr + len) and
+ * copies it to *ret.  Returns 0 or -ENOENT. */
+int regions_take_untiered(uintptr_t ptr, size_t len, struct shim_region *ret);
 
 /* Finds the region containing ptr and copies it to *ret.  Returns 0 or -ENOENT. */
 int regions_lookup(const void *ptr, struct shim_region *ret);
@@ -41,7 +51,8 @@ void regions_release(uint32_t id);
 struct kvt_region_add;
 
 /* Fills the REGION_ADD that registers r with the daemon: in VRAM if it
- * started there, else in host memory, unmapped. */
+ * started there, else in host memory, unmapped; a mapping untiered, in the
+ * whole chunks that hold it. */
 void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret);
 
 /* The standing hints an engine gave (HOT, PINNED), per chunk: kept in the
@@ -83,7 +94,8 @@ int regions_acquire_unregistered(uint32_t after_id, struct shim_region *ret);
 /* Marks every region unregistered (the daemon connection was lost). */
 void regions_forget_registration(void);
 
-/* Number of regions of this process (inherited ones not counted) and their bytes. */
+/* Number of regions of this process, mappings included (inherited ones not
+ * counted), and their bytes. */
 void regions_count(size_t *ret_n, uint64_t *ret_bytes);
 
 /* In the child of fork(): resets the lock (another thread may have held it)

@@ -22,7 +22,6 @@
 #include "state.h"
 #include "trace.h"
 #include "util.h"
-#include "vmm.h"
 
 /* The owner's calls for the client (state.h). */
 static bool has_work(void) {
@@ -30,21 +29,21 @@ static bool has_work(void) {
         size_t n;
 
         regions_count(&n, &bytes);
-        return n > 0 || vmm_count() > 0;
+        return n > 0;
 }
 
 static void forget_registration(void) {
         regions_forget_registration();
-        vmm_forget_registration();
 }
 
 /* Fork handling, registered once, here.  The child of fork() has one
  * thread: a lock another thread held at the fork would stay held, and the
  * table it guarded could be half-updated.
- *   The tables the child keeps (its regions, and the VMM ranges) are
- * guarded by leaf locks, never held across a CUDA call, a send or another
- * lock: the prepare handler takes them, the parent's handler and the
- * child's drop them (the forking thread holds them on both sides).
+ *   The table the child keeps (its regions and VMM mappings, all the
+ * parent's from then on) is guarded by a leaf lock, never held across a
+ * CUDA call, a send or another lock: the prepare handler takes it, the
+ * parent's handler and the child's drop it (the forking thread holds it on
+ * both sides).
  *   Everything else the child starts afresh (the connection and grants,
  * the heat table, the reaper's queue, CUPTI, the trace, the announce
  * order): its locks are initialised anew and its state reset, whatever a
@@ -57,7 +56,6 @@ static void forget_registration(void) {
 static void atfork_prepare(void) {
         struct kvt_shim *s = kvt_shim();
 
-        pthread_mutex_lock(&s->vmm.lock);
         pthread_mutex_lock(&s->regions.lock);
 }
 
@@ -65,7 +63,6 @@ static void atfork_parent(void) {
         struct kvt_shim *s = kvt_shim();
 
         pthread_mutex_unlock(&s->regions.lock);
-        pthread_mutex_unlock(&s->vmm.lock);
 }
 
 /* The child has no shim thread (mover, evictors, reaper, samplers, trace

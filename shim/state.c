@@ -16,7 +16,7 @@ struct kvt_shim kvt_shim_state = {
                  .span_lo = UINTPTR_MAX,
                  .write_lock = PTHREAD_MUTEX_INITIALIZER,
                  .table_fd = -1},
-        .vmm = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_id = VMM_ID_BASE, .warned = ATOMIC_FLAG_INIT},
+        .vmm = {.warned = ATOMIC_FLAG_INIT},
         .deferred = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER},
         .cupti = {.run_lock = PTHREAD_MUTEX_INITIALIZER, .run_cond = PTHREAD_COND_INITIALIZER},
         .standalone = {.lifeline_fd = -1},

@@ -3,7 +3,8 @@
 
 /*
  * The shim's one state object: the configuration, the capture rules, the
- * connection, the region table, the heat table, the VMM mappings, the
+ * connection, the region table (captured regions and VMM mappings), the
+ * heat table, the
  * deferred frees, the samplers.  Each part is one module's and only that
  * module touches its fields (the part's comment names it); the module
  * reaches it through kvt_shim().  The shim.c constructor fills the
@@ -31,10 +32,10 @@
 
 /* What the modules below the owner ask of it (shim.c fills them): the
  * client starts the mover and drops the registrations of a lost daemon
- * without knowing the mover or the VMM table. */
+ * without knowing the mover. */
 struct shim_owner_ops {
         int (*start_mover)(void);          /* 0 or -errno */
-        bool (*has_work)(void);            /* captured regions or VMM mappings to tier */
+        bool (*has_work)(void);            /* captured regions or VMM mappings to register */
         void (*forget_registration)(void); /* the daemon is gone: nothing is registered */
 };
 
@@ -97,17 +98,12 @@ struct shim_heat {
         uint64_t touches; /* chunk accesses counted, for statistics */
 };
 
-/* vmm.c: the tracked VMM mappings, under lock.  Their region ids are the
- * upper half, apart from regions.c's. */
-#define VMM_ID_BASE 0x80000000u
-struct vmm_range;
+/* vmm.c: what it knows of the VMM mappings it tracks (the mappings
+ * themselves are untiered entries of the region table). */
 struct shim_vmm {
-        pthread_mutex_t lock;
-        struct vmm_range *ranges;
-        size_t n_ranges, cap_ranges;
-        uint32_t next_id;
         atomic_flag warned;
-        atomic_bool ever_tracked; /* some mapping was tracked: unmaps must look */
+        atomic_bool ever_tracked;  /* some mapping was tracked: unmaps must look */
+        _Atomic unsigned tracked;  /* mappings in the table */
 };
 
 /* deferred.c: stream-ordered frees waiting for their stream, under lock. */

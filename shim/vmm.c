@@ -6,9 +6,10 @@
  * the daemon as untiered, so that kvtierctl shows where the memory went,
  * and warns once with what the user can do.
  *
- * Tracked ranges are kept apart from the captured regions (regions.c): the
- * mover must never try to move them.  They are registered when mapped, on
- * the connection of that moment, and by the mover with each new daemon.
+ * Tracked mappings are regions of the one table (regions.c), marked
+ * untiered: the table's lookups, the mover and the SSD tier never see them.
+ * They are registered when mapped, on the connection of that moment, and by
+ * the mover with each new daemon, as the captured regions are.
  */
 #include "config.h"
 
@@ -23,20 +24,12 @@
 #include "log.h"
 #include "protocol.h"
 #include "real.h"
+#include "regions.h"
 #include "state.h"
 #include "util.h"
-#include "vmm.h"
 
 /* Beyond this many live mappings, new ones are no longer tracked. */
 #define VMM_MAX_TRACKED 16384
-
-struct vmm_range {
-        uintptr_t ptr;
-        size_t size;
-        uint32_t id;
-        int device; /* current when mapped */
-        bool registered;
-};
 
 #define REAL(name) ({ const struct kvt_cuda *_d = real_cuda(); _d ? _d->name : NULL; })
 
@@ -59,142 +52,37 @@ static int current_device(void) {
         return dev;
 }
 
-static struct kvt_region_add region_add_of(const struct vmm_range *r) {
-        uintptr_t base = r->ptr & ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
-
-        return (struct kvt_region_add){
-                .region_id = r->id,
-                .device = r->device,
-                .base = base,
-                .size_bytes = MIN(ALIGN_UP(r->ptr + r->size, KVT_CHUNK_BYTES) - base, KVT_MAX_REGION_BYTES),
-                .api = KVT_API_CU_MEM_MAP,
-                .tier = KVT_TIER_NONE,
-                .rule = KVT_RULE_VMM,
-                .flags = KVT_REGION_UNTIERED,
-        };
-}
-
-/* Called by client_register() with the client's lock held, once the ADD
- * of range id is sent. */
-static void mark_registered(uint32_t id) {
-        struct shim_vmm *v = &kvt_shim()->vmm;
-
-        pthread_mutex_lock(&v->lock);
-        for (size_t i = 0; i < v->n_ranges; i++)
-                if (v->ranges[i].id == id)
-                        v->ranges[i].registered = true;
-        pthread_mutex_unlock(&v->lock);
-}
-
-/* Returns whether the range is registered now. */
-static bool announce(const struct vmm_range *r) {
-        struct kvt_region_add add = region_add_of(r);
-
-        return client_ensure() >= 0 && client_register(-1, &add, mark_registered) >= 0;
-}
-
+/* Adds the mapping to the region table, untiered, and registers it on the
+ * connection of the moment.  Under the announce lock. */
 static void track(uintptr_t ptr, size_t size) {
         struct shim_vmm *v = &kvt_shim()->vmm;
-        struct vmm_range r = { .ptr = ptr, .size = size, .device = current_device() };
+        struct shim_region r = {.base = ptr, .size_bytes = size, .span_bytes = size, .device = current_device(),
+                                .untiered = true};
+        struct kvt_region_add add;
 
-        pthread_mutex_lock(&v->lock);
-        if (v->n_ranges == v->cap_ranges) {
-                size_t cap = v->cap_ranges ? v->cap_ranges * 2 : 16;
-                struct vmm_range *a = cap <= VMM_MAX_TRACKED ? realloc(v->ranges, cap * sizeof(*a)) : NULL;
-                if (!a) {
-                        pthread_mutex_unlock(&v->lock);
-                        return;
-                }
-                v->ranges = a;
-                v->cap_ranges = cap;
-        }
+        if (atomic_load(&v->tracked) >= VMM_MAX_TRACKED || regions_add(&r) < 0)
+                return;
+        atomic_fetch_add(&v->tracked, 1);
         atomic_store(&v->ever_tracked, true);
-        r.id = v->next_id++;
-        if (v->next_id == 0)
-                v->next_id = VMM_ID_BASE;
-        v->ranges[v->n_ranges++] = r;
-        pthread_mutex_unlock(&v->lock);
-        /* Sent outside the lock: the send may wait up to the timeout.
-         * Unsent (no daemon), it waits for the mover, which may have ended
+        regions_add_msg(&r, &add);
+        /* Unsent (no daemon), it waits for the mover, which may have ended
          * with nothing left to register. */
-        if (!announce(&r))
+        if (client_ensure() < 0 || client_register(-1, &add, regions_mark_registered) < 0)
                 client_kick_mover();
 }
 
-/* Forgets every tracked range starting in [ptr, ptr + size). */
+/* Forgets every tracked mapping starting in [ptr, ptr + size).  Under the
+ * announce lock. */
 static void untrack(uintptr_t ptr, size_t size) {
-        struct shim_vmm *v = &kvt_shim()->vmm;
+        struct shim_region r;
 
-        for (;;) {
-                struct kvt_region_del del = { 0 };
-                bool found = false, registered = false;
+        while (regions_take_untiered(ptr, size, &r) == 0) {
+                struct kvt_region_del del = {.region_id = r.id};
 
-                pthread_mutex_lock(&v->lock);
-                for (size_t i = 0; i < v->n_ranges; i++)
-                        if (v->ranges[i].ptr >= ptr && v->ranges[i].ptr - ptr < size) {
-                                del.region_id = v->ranges[i].id;
-                                registered = v->ranges[i].registered;
-                                v->ranges[i] = v->ranges[--v->n_ranges];
-                                found = true;
-                                break;
-                        }
-                pthread_mutex_unlock(&v->lock);
-                if (!found)
-                        return;
-                if (registered)
+                atomic_fetch_sub(&kvt_shim()->vmm.tracked, 1);
+                if (r.registered)
                         client_send(KVT_MSG_REGION_DEL, &del, sizeof(del));
         }
-}
-
-size_t vmm_count(void) {
-        struct shim_vmm *v = &kvt_shim()->vmm;
-        size_t n;
-
-        pthread_mutex_lock(&v->lock);
-        n = v->n_ranges;
-        pthread_mutex_unlock(&v->lock);
-        return n;
-}
-
-void vmm_forget_registration(void) {
-        struct shim_vmm *v = &kvt_shim()->vmm;
-
-        pthread_mutex_lock(&v->lock);
-        for (size_t i = 0; i < v->n_ranges; i++)
-                v->ranges[i].registered = false;
-        pthread_mutex_unlock(&v->lock);
-}
-
-/* Runs on the mover thread.  The announce lock keeps cuMemMap/cuMemUnmap
- * (which track and untrack under it) out while it works, so that no range
- * is announced after its unmap; the table's lock is never held across a
- * send (a failed send drops the connection, which takes it). */
-int vmm_register(int fd) {
-        struct shim_vmm *v = &kvt_shim()->vmm;
-        int n = 0, r = 0;
-
-        shim_announce_lock();
-        for (size_t i = 0;; i++) {
-                struct kvt_region_add add;
-                bool found = false;
-
-                pthread_mutex_lock(&v->lock);
-                for (; i < v->n_ranges; i++)
-                        if (!v->ranges[i].registered) {
-                                add = region_add_of(&v->ranges[i]);
-                                found = true;
-                                break;
-                        }
-                pthread_mutex_unlock(&v->lock);
-                if (!found)
-                        break;
-                r = client_register(fd, &add, mark_registered);
-                if (r < 0)
-                        break;
-                n++;
-        }
-        shim_announce_unlock();
-        return r < 0 ? r : n;
 }
 
 /* Whether a new mapping is tracked.  Connects first, so that the daemon's

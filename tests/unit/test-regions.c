@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* The shim's one region table (shim/regions.c): captured regions and the
+ * VMM mappings vmm.c tracks as untiered side by side, and which calls see
+ * which. */
+#include "config.h"
+
+#include <errno.h>
+
+#include "protocol.h"
+#include "regions.h"
+#include "tap.h"
+
+#define MIB (1ull << 20)
+
+/* A captured region of 64 MiB at 1 GiB, and a mapping of 3 MiB at 1.25 GiB
+ * plus 1 MiB (mappings need not be chunk-aligned). */
+static struct shim_region captured = {.device = 0, .base = 1024 * MIB, .size_bytes = 64 * MIB, .span_bytes = 64 * MIB};
+static struct shim_region mapping = {.device = 0,
+                                     .base = 1281 * MIB,
+                                     .size_bytes = 3 * MIB,
+                                     .span_bytes = 3 * MIB,
+                                     .untiered = true};
+
+static void test_lookups_see_captured_only(void) {
+        struct shim_region r;
+        uint8_t *bits;
+        uint32_t n;
+
+        TAP_EQ_INT(regions_lookup((void *)(captured.base + 5 * MIB), &r), 0, "lookup finds the captured region");
+        TAP_EQ_INT(r.id, captured.id, "its id");
+        TAP_EQ_INT(regions_lookup((void *)(mapping.base + MIB), &r), -ENOENT, "lookup never finds a mapping");
+        TAP_EQ_INT(regions_acquire(mapping.id, 0, 1, &r), -ENOENT, "no order may pin a mapping");
+        TAP_EQ_INT(regions_acquire(captured.id, 0, 1, &r), 0, "an order pins the captured region");
+        regions_release(captured.id);
+        TAP_EQ_INT(regions_note_hint((void *)mapping.base, 0, 1, 1, &r), -ENOENT, "a hint on a mapping: not ours");
+        TAP_EQ_INT(regions_mark_spilled((void *)(1280 * MIB), 2 * MIB, true, &r), -ENOENT,
+                   "a spill of a mapping's chunk: not ours");
+        TAP_EQ_INT(regions_standing_copy(mapping.id, &bits, &n), 0, "a mapping has no standing hints");
+        TAP_OK(bits == NULL, "none copied");
+        TAP_EQ_INT(regions_take((void *)mapping.base, &r), -ENOENT, "a cudaFree of a mapping's base is not ours");
+}
+
+static void test_messages(void) {
+        struct kvt_region_add add;
+
+        regions_add_msg(&mapping, &add);
+        TAP_EQ_U64(add.base, 1280 * MIB, "a mapping registers from the chunk that holds its start");
+        TAP_EQ_U64(add.size_bytes, 4 * MIB, "to the end of the chunk that holds its end");
+        TAP_EQ_INT(add.flags, KVT_REGION_UNTIERED, "untiered");
+        TAP_EQ_INT(add.tier, KVT_TIER_NONE, "in no tier");
+        TAP_EQ_INT(add.api, KVT_API_CU_MEM_MAP, "as cuMemMap");
+        TAP_EQ_INT(add.rule, KVT_RULE_VMM, "by the vmm rule");
+        regions_add_msg(&captured, &add);
+        TAP_EQ_U64(add.base, captured.base, "a captured region registers at its base");
+        TAP_EQ_INT(add.flags, 0, "tiered");
+        TAP_EQ_INT(add.tier, KVT_TIER_HOST, "in host memory (it did not start in VRAM)");
+}
+
+static void test_registration(void) {
+        struct shim_region r;
+        size_t n;
+        uint64_t bytes;
+
+        regions_count(&n, &bytes);
+        TAP_EQ_INT(n, 2, "both counted");
+        TAP_EQ_U64(bytes, 67 * MIB, "their bytes");
+        TAP_EQ_INT(regions_acquire_unregistered(0, &r), 0, "the registration pass finds the captured region");
+        TAP_EQ_INT(r.id, captured.id, "first");
+        regions_release(r.id);
+        TAP_EQ_INT(regions_acquire_unregistered(captured.id, &r), 0, "and the mapping");
+        TAP_OK(r.id == mapping.id && r.untiered, "untiered");
+        regions_release(r.id);
+        regions_mark_registered(mapping.id);
+        TAP_EQ_INT(regions_acquire_unregistered(captured.id, &r), -ENOENT, "a registered mapping is not found again");
+        regions_forget_registration();
+        TAP_EQ_INT(regions_acquire_unregistered(captured.id, &r), 0, "a lost daemon: the mapping is unregistered");
+        regions_release(r.id);
+}
+
+static void test_unmap(void) {
+        struct shim_region r;
+
+        TAP_EQ_INT(regions_take_untiered(mapping.base + MIB, 8 * MIB, &r), -ENOENT,
+                   "an unmap past a mapping's start does not take it");
+        TAP_EQ_INT(regions_take_untiered(captured.base, 64 * MIB, &r), -ENOENT,
+                   "an unmap never takes a captured region");
+        TAP_EQ_INT(regions_take_untiered(1280 * MIB, 8 * MIB, &r), 0, "an unmap over the mapping takes it");
+        TAP_EQ_INT(r.id, mapping.id, "the mapping");
+        TAP_EQ_INT(regions_take_untiered(1280 * MIB, 8 * MIB, &r), -ENOENT, "once");
+        TAP_EQ_INT(regions_lookup((void *)(captured.base), &r), 0, "the captured region stays");
+}
+
+static void test_fork(void) {
+        struct shim_region r;
+
+        mapping.registered = false;
+        TAP_EQ_INT(regions_add(&mapping), 0, "a mapping again");
+        regions_atfork_child();
+        TAP_EQ_INT(regions_acquire_unregistered(0, &r), -ENOENT,
+                   "in a child of fork() neither region nor mapping is registered: the parent's");
+}
+
+int main(void) {
+        TAP_EQ_INT(regions_add(&captured), 0, "a captured region added");
+        TAP_EQ_INT(regions_add(&mapping), 0, "a mapping added");
+        TAP_OK(captured.id != mapping.id, "ids of one table: distinct");
+        test_lookups_see_captured_only();
+        test_messages();
+        test_registration();
+        test_unmap();
+        test_fork();
+        return tap_done();
+}
