@@ -18,6 +18,7 @@
 #include "real.h"
 #include "regions.h"
 #include "shim.h"
+#include "ssd.h"
 #include "standalone.h"
 #include "state.h"
 #include "trace.h"
@@ -78,6 +79,7 @@ static void atfork_child(void) {
         pthread_mutex_init(&kvt_shim()->announce_lock, NULL);
         deferred_atfork_child();
         cupti_atfork_child();
+        ssd_atfork_child();
 }
 
 /* Reads the environment once (env.c) and sets up fork handling. */

@@ -41,6 +41,7 @@
 #include "real.h"
 #include "regions.h"
 #include "shim.h"
+#include "ssd.h"
 #include "state.h"
 #include "util.h"
 
@@ -84,77 +85,33 @@ struct ssd_handle {
         unsigned gates; /* host functions on streams waiting for its restore */
 };
 
-struct shim_ssd {
-        pid_t pid;
-        /* The connection and the staging buffer: one spill or restore at a
-         * time.  Lock order: io_lock, then lock. */
-        pthread_mutex_t io_lock;
-        int fd;
-        unsigned gen;                       /* sessions so far (a re-attached one is the same session) */
-        uint8_t token[KVT_SSD_TOKEN_BYTES]; /* the session's, from SSD_WELCOME */
-        uint64_t max_handle;                /* the highest handle given to this process */
-        uint64_t *pending_drops;            /* of the session, not told yet: the daemon was away */
-        size_t n_pending, cap_pending;
-        uint32_t seq;
-        int staging_fd;
-        char *staging;
-        uint64_t block_bytes, piece_bytes;
-        unsigned halves;
-        bool pinned, huge_warned;
-        cudaStream_t streams[KVT_MAX_GPUS];
-        /* The spills and the restore queue. */
-        pthread_mutex_t lock;
-        pthread_cond_t changed;
-        struct ssd_handle *handles;
-        struct ssd_handle *queue_head, *queue_tail;
-        bool worker_running;
-};
+static struct shim_ssd *ssd_get(void) {
+        return &kvt_shim()->ssd;
+}
 
-static pthread_once_t ssd_once = PTHREAD_ONCE_INIT;
+/* In the child of fork(): the parent's connection, staging and spills are
+ * not this process's, and its threads may have held the locks. */
+void ssd_atfork_child(void) {
+        struct shim_ssd *s = ssd_get();
 
-static void ssd_alloc(void) {
-        struct shim_ssd *s = calloc(1, sizeof(*s));
-
-        if (!s)
-                return;
         pthread_mutex_init(&s->io_lock, NULL);
         pthread_mutex_init(&s->lock, NULL);
         pthread_cond_init(&s->changed, NULL);
+        if (s->fd >= 0)
+                close(s->fd);
+        if (s->staging_fd >= 0)
+                close(s->staging_fd);
+        if (s->staging)
+                munmap(s->staging, SSD_STAGING_BYTES);
         s->fd = s->staging_fd = -1;
-        s->pid = getpid();
-        kvt_shim()->ssd = s;
-}
-
-/* The state, made at first use; in a child after fork() the parent's
- * connection, staging and spills are not this process's: dropped. */
-static struct shim_ssd *ssd_get(void) {
-        struct shim_ssd *s;
-
-        pthread_once(&ssd_once, ssd_alloc);
-        s = kvt_shim()->ssd;
-        if (s && s->pid != getpid()) {
-                pthread_mutex_init(&s->io_lock, NULL);
-                pthread_mutex_init(&s->lock, NULL);
-                pthread_cond_init(&s->changed, NULL);
-                if (s->fd >= 0)
-                        close(s->fd);
-                if (s->staging_fd >= 0)
-                        close(s->staging_fd);
-                if (s->staging)
-                        munmap(s->staging, SSD_STAGING_BYTES);
-                s->fd = s->staging_fd = -1;
-                s->staging = NULL;
-                s->handles = s->queue_head = s->queue_tail =
-                        NULL; /* the parent's: leaked, not freed twice */
-                s->pending_drops = NULL;
-                s->n_pending = s->cap_pending = 0;
-                memset(s->token, 0, sizeof(s->token)); /* the parent's spills are not the child's */
-                s->worker_running = false;
-                memset(s->streams, 0, sizeof(s->streams));
-                s->gen++;
-                s->pid = getpid();
-        }
-        return s;
+        s->staging = NULL;
+        s->handles = s->queue_head = s->queue_tail = NULL; /* the parent's: leaked, not freed twice */
+        s->pending_drops = NULL;
+        s->n_pending = s->cap_pending = 0;
+        memset(s->token, 0, sizeof(s->token)); /* the parent's spills are not the child's */
+        s->worker_running = false;
+        memset(s->streams, 0, sizeof(s->streams));
+        s->gen++;
 }
 
 /* ------------------------------------------------------------ staging */
@@ -650,8 +607,6 @@ KVT_EXPORT int kvtier_spill(const void *ptr, size_t len, uint64_t *ret_handle) {
 
         if (!ptr || len == 0 || !ret_handle || len > KVT_SSD_MAX_SPILL)
                 return -EINVAL;
-        if (!s)
-                return -ENOMEM;
         h = calloc(1, sizeof(*h));
         if (!h)
                 return -ENOMEM;
@@ -833,7 +788,7 @@ static struct ssd_handle *handle_find_locked(struct shim_ssd *s, uint64_t id) {
  * restore is over. */
 static void restore_gate(void *arg) {
         struct ssd_handle *h = arg;
-        struct shim_ssd *s = kvt_shim()->ssd;
+        struct shim_ssd *s = ssd_get();
 
         pthread_mutex_lock(&s->lock);
         while (h->state == KVTIER_RESTORING)
@@ -879,8 +834,6 @@ KVT_EXPORT int kvtier_restore(uint64_t handle, void *stream) {
         struct ssd_handle *h;
         int r;
 
-        if (!s)
-                return -ENOENT;
         pthread_mutex_lock(&s->lock);
         h = handle_find_locked(s, handle);
         r = h ? restore_queue_locked(s, h) : -ENOENT;
@@ -908,8 +861,6 @@ KVT_EXPORT int kvtier_restore_wait(uint64_t handle) {
         struct ssd_handle *h;
         int r;
 
-        if (!s)
-                return -ENOENT;
         pthread_mutex_lock(&s->lock);
         h = handle_find_locked(s, handle);
         while (h && h->state == KVTIER_RESTORING)
@@ -923,8 +874,6 @@ KVT_EXPORT int kvtier_drop(uint64_t handle) {
         struct shim_ssd *s = ssd_get();
         struct ssd_handle *h, **p;
 
-        if (!s)
-                return -ENOENT;
         pthread_mutex_lock(&s->lock);
         h = handle_find_locked(s, handle);
         while (h && (h->state == KVTIER_RESTORING || h->gates > 0))
@@ -954,8 +903,8 @@ KVT_EXPORT int kvtier_query(uint64_t handle, struct kvtier_spill_info *ret) {
         struct shim_ssd *s = ssd_get();
         struct ssd_handle *h;
 
-        if (!s || !ret)
-                return !ret ? -EINVAL : -ENOENT;
+        if (!ret)
+                return -EINVAL;
         pthread_mutex_lock(&s->lock);
         h = handle_find_locked(s, handle);
         if (h)
@@ -972,8 +921,6 @@ KVT_EXPORT int kvtier_readahead(uint64_t handle) {
         struct ssd_handle *h;
         int r;
 
-        if (!s)
-                return -ENOENT;
         /* The restore itself, queued now and not ordered on any stream: a
          * later kvtier_restore() of it finds it in flight or done. */
         pthread_mutex_lock(&s->lock);

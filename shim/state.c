@@ -20,4 +20,9 @@ struct kvt_shim kvt_shim_state = {
         .deferred = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER},
         .cupti = {.run_lock = PTHREAD_MUTEX_INITIALIZER, .run_cond = PTHREAD_COND_INITIALIZER},
         .standalone = {.lifeline_fd = -1},
+        .ssd = {.io_lock = PTHREAD_MUTEX_INITIALIZER,
+                .lock = PTHREAD_MUTEX_INITIALIZER,
+                .changed = PTHREAD_COND_INITIALIZER,
+                .fd = -1,
+                .staging_fd = -1},
 };

@@ -4,8 +4,8 @@
 /*
  * The shim's one state object: the configuration, the capture rules, the
  * connection, the region table (captured regions and VMM mappings), the
- * heat table, the
- * deferred frees, the samplers.  Each part is one module's and only that
+ * heat table, the deferred frees, the samplers, the SSD tier's client
+ * side.  Each part is one module's and only that
  * module touches its fields (the part's comment names it); the module
  * reaches it through kvt_shim().  The shim.c constructor fills the
  * configuration and the owner's calls, and registers the one fork
@@ -26,6 +26,7 @@
 #include <sys/un.h>
 
 #include "classify.h"
+#include "cuda-abi.h"
 #include "cupti-abi.h"
 #include "env.h"
 #include "protocol.h"
@@ -171,7 +172,34 @@ struct shim_standalone {
 };
 
 struct trace;
-struct shim_ssd;
+
+/* ssd.c: the SSD tier's connection, staging buffer and spills. */
+struct ssd_handle;
+struct shim_ssd {
+        /* The connection and the staging buffer: one spill or restore at a
+         * time.  Lock order: io_lock, then lock. */
+        pthread_mutex_t io_lock;
+        int fd;
+        unsigned gen;                       /* sessions so far (a re-attached one is the same session) */
+        uint8_t token[KVT_SSD_TOKEN_BYTES]; /* the session's, from SSD_WELCOME */
+        uint64_t max_handle;                /* the highest handle given to this process */
+        uint64_t *pending_drops;            /* of the session, not told yet: the daemon was away */
+        size_t n_pending, cap_pending;
+        uint32_t seq;
+        int staging_fd;
+        char *staging;
+        uint64_t block_bytes, piece_bytes;
+        unsigned halves;
+        bool pinned, huge_warned;
+        cudaStream_t streams[KVT_MAX_GPUS];
+        /* The spills and the restore queue. */
+        pthread_mutex_t lock;
+        pthread_cond_t changed;
+        struct ssd_handle *handles;
+        struct ssd_handle *queue_head, *queue_tail;
+        bool worker_running;
+};
+
 
 struct kvt_shim {
         struct shim_config cfg;      /* env.c, filled by the constructor */
@@ -197,7 +225,7 @@ struct kvt_shim {
         _Atomic bool exiting;
         pid_t exit_hook_pid;
         struct trace *trace; /* trace.c: the recorder, or NULL */
-        struct shim_ssd *ssd; /* ssd.c: the SSD tier's connection, staging and spills, made at first use */
+        struct shim_ssd ssd;  /* ssd.c */
 };
 
 extern struct kvt_shim kvt_shim_state __attribute__((visibility("hidden")));

@@ -38,6 +38,9 @@
  *                                 first N-K with every word right, the last K
  *                                 must end in RC with every word either right
  *                                 or as the spill left them
+ *   ssd-engine fork               a host range spilled, then fork(): the child
+ *                                 must not see it, and spills and restores one
+ *                                 of its own; the parent's then restores intact
  *   ssd-engine claim TOKEN HANDLE speaks the protocol itself: SSD_HELLO with
  *                                 TOKEN (32 hex digits), then SSD_READ of
  *                                 HANDLE; expects a new session and ENOENT
@@ -58,6 +61,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -517,6 +521,61 @@ static int early(const char *dir) {
         return compare(&x, 0, NULL) == 0 ? 0 : 1;
 }
 
+/* A host range spilled by a process that then forks: the child sees none
+ * of the parent's spills, spills and restores one of its own on a
+ * connection of its own, and the parent's still restores, every word. */
+static int forked(void) {
+        struct range mine = {.len = 3 * MIB + 5}, theirs = {.len = 2 * MIB + 3};
+        struct kvtier_spill_info info;
+        int r = -ENOMEM, status;
+        pid_t pid;
+
+        rng_state = 0xf04c;
+        mine.ptr = malloc(mine.len);
+        theirs.ptr = malloc(theirs.len);
+        if (!mine.ptr || !theirs.ptr)
+                return 3;
+        fill_host(&theirs);
+        if (snapshot(&theirs) < 0 || (r = kvtier_try_spill(theirs.ptr, theirs.len, &theirs.handle)) < 0) {
+                printf("fork: the parent's spill: %d\n", r);
+                return 1;
+        }
+        memset(theirs.ptr, 0x5a, theirs.len);
+        pid = fork();
+        if (pid < 0)
+                return 3;
+        if (pid == 0) {
+                int bad = 0;
+
+                if ((r = kvtier_try_query(theirs.handle, &info)) != -ENOENT)
+                        printf("fork: the child sees the parent's spill: %d\n", r), bad++;
+                fill_host(&mine);
+                if (snapshot(&mine) < 0)
+                        _exit(3);
+                r = kvtier_try_spill(mine.ptr, mine.len, &mine.handle);
+                if (r == 0) {
+                        memset(mine.ptr, 0x5a, mine.len);
+                        r = kvtier_try_readahead(mine.handle);
+                        if (r == 0)
+                                r = kvtier_try_restore_wait(mine.handle);
+                }
+                if (r < 0 || compare(&mine, 0, NULL))
+                        printf("fork: the child's own spill and restore: %d\n", r), bad++;
+                _exit(bad ? 1 : 0);
+        }
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                printf("fork: the child failed\n");
+                return 1;
+        }
+        if ((r = kvtier_try_readahead(theirs.handle)) < 0 || (r = kvtier_try_restore_wait(theirs.handle)) < 0 ||
+            compare(&theirs, 0, NULL)) {
+                printf("fork: the parent's restore after the fork: %d\n", r);
+                return 1;
+        }
+        printf("fork: the child kept apart, the parent's spill intact\n");
+        return kvtier_try_drop(theirs.handle) < 0;
+}
+
 int main(int argc, char **argv) {
         setvbuf(stdout, NULL, _IOLBF, 0);
         if (argc == 4 && strcmp(argv[1], "roundtrip") == 0)
@@ -536,6 +595,8 @@ int main(int argc, char **argv) {
         if (argc == 7 && strcmp(argv[1], "keep") == 0)
                 return keep(atoi(argv[2]), strtoull(argv[3], NULL, 0), argv[4], atoi(argv[5]),
                             atoi(argv[6]));
+        if (argc == 2 && strcmp(argv[1], "fork") == 0)
+                return forked();
         if (argc == 4 && strcmp(argv[1], "claim") == 0)
                 return claim(argv[2], strtoull(argv[3], NULL, 0));
         if (argc == 3 && strcmp(argv[1], "absent") == 0) {
@@ -548,6 +609,6 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr,
                 "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
-                "absent RC | early DIR | books DIR [MIB] | keep N SEED GO RC K | claim TOKEN HANDLE\n");
+                "absent RC | early DIR | books DIR [MIB] | keep N SEED GO RC K | fork | claim TOKEN HANDLE\n");
         return 2;
 }

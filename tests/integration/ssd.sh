@@ -208,6 +208,12 @@ check "killed mid-spill: its session and file are gone" \
 ssd_run after roundtrip 3 9
 check "the daemon serves the next client" [ $? -eq 0 ]
 
+# --- fork(): the child's SSD tier is its own
+ssd_run forked fork; rc=$?
+check "after fork() the child sees none of the parent's spills and has its own; the parent's restore intact" \
+        [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "$(cat "$TMP/forked.out")"
+
 # --- [host] hugepages raises the node's pool (a sysfs fixture)
 stop_daemon
 sys="$TMP/sys"; hp="$sys/devices/system/node/node0/hugepages/hugepages-2048kB"
