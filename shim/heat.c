@@ -20,14 +20,6 @@
 /* First file size; it doubles as counters run out, up to KVT_HEAT_MAX_BYTES. */
 #define HEAT_INITIAL_BYTES (1ull << 20)
 
-/* A region as the hot path sees it: sorted by base, under table_lock. */
-struct heat_entry {
-        uintptr_t base, end;
-        uint32_t region_id;
-        uint32_t n_chunks;
-        uint64_t offset; /* of its counters in the table */
-};
-
 /* A run of counters in the file, live or free for reuse. */
 struct heat_extent {
         uint64_t offset;
@@ -132,42 +124,14 @@ static int slot_take_locked(void) {
         return -ENOSPC;
 }
 
-/* Inserts e into the sorted hot-path table.  Takes table_lock. */
-static int entry_insert(const struct heat_entry *e) {
-        struct shim_heat *h = &kvt_shim()->heat;
-        size_t i = 0;
-
-        pthread_rwlock_wrlock(&h->table_lock);
-        if (h->n_entries == h->cap_entries) {
-                size_t cap = h->cap_entries ? h->cap_entries * 2 : 16;
-                struct heat_entry *a = realloc(h->entries, cap * sizeof(*a));
-                if (!a) {
-                        pthread_rwlock_unlock(&h->table_lock);
-                        return -ENOMEM;
-                }
-                h->entries = a;
-                h->cap_entries = cap;
-        }
-        while (i < h->n_entries && h->entries[i].base < e->base)
-                i++;
-        memmove(&h->entries[i + 1], &h->entries[i], (h->n_entries - i) * sizeof(*h->entries));
-        h->entries[i] = *e;
-        h->n_entries++;
-        __atomic_store_n(&h->span_lo, MIN(h->span_lo, e->base), __ATOMIC_RELAXED);
-        __atomic_store_n(&h->span_hi, MAX(h->span_hi, e->end), __ATOMIC_RELAXED);
-        pthread_rwlock_unlock(&h->table_lock);
-        return 0;
-}
-
 int heat_region_add(const struct shim_region *r) {
         struct shim_heat *h = &kvt_shim()->heat;
-        struct heat_entry e = {.base = r->base, .end = r->base + r->span_bytes, .region_id = r->id};
+        uint32_t n_chunks = (uint32_t)(r->span_bytes >> KVT_CHUNK_SHIFT);
         struct heat_extent *x;
         int slot, k;
 
         if (!kvt_shim()->cfg.heat_sources)
                 return 0;
-        e.n_chunks = (uint32_t)(r->span_bytes >> KVT_CHUNK_SHIFT);
         pthread_mutex_lock(&h->write_lock);
         if (h->table_fd < 0 && (k = table_create_locked()) < 0) {
                 pthread_mutex_unlock(&h->write_lock);
@@ -176,7 +140,7 @@ int heat_region_add(const struct shim_region *r) {
                         strerror(-k));
         }
         slot = slot_take_locked();
-        k = slot < 0 ? slot : extent_take_locked(e.n_chunks, (uint32_t)slot, r->id, &x);
+        k = slot < 0 ? slot : extent_take_locked(n_chunks, (uint32_t)slot, r->id, &x);
         if (k < 0) {
                 if (slot >= 0)
                         h->slot_used[slot] = false;
@@ -188,63 +152,30 @@ int heat_region_add(const struct shim_region *r) {
                 pthread_mutex_unlock(&h->write_lock);
                 return k;
         }
-        memset((char *)h->table_map + x->offset, 0, (size_t)e.n_chunks * sizeof(uint32_t));
-        kvt_heat_slot_publish(h->table_map, (uint32_t)slot, r->id, e.n_chunks, x->offset);
-        e.offset = x->offset;
+        memset((char *)h->table_map + x->offset, 0, (size_t)n_chunks * sizeof(uint32_t));
+        kvt_heat_slot_publish(h->table_map, (uint32_t)slot, r->id, n_chunks, x->offset);
+        regions_set_heat(r->id, x->offset);
         pthread_mutex_unlock(&h->write_lock);
-        return entry_insert(&e);
+        return 0;
 }
 
 void heat_region_del(uint32_t id) {
         struct shim_heat *h = &kvt_shim()->heat;
-        bool found = false;
 
-        pthread_rwlock_wrlock(&h->table_lock);
-        for (size_t i = 0; i < h->n_entries; i++)
-                if (h->entries[i].region_id == id) {
-                        memmove(&h->entries[i], &h->entries[i + 1],
-                                (h->n_entries - i - 1) * sizeof(*h->entries));
-                        h->n_entries--;
-                        found = true;
-                        break;
-                }
-        pthread_rwlock_unlock(&h->table_lock);
-        if (!found)
-                return;
-        trace_free(id);
         pthread_mutex_lock(&h->write_lock);
         for (size_t i = 0; i < h->n_extents; i++)
                 if (h->extents[i].region_id == id) {
                         kvt_heat_slot_clear(h->table_map, h->extents[i].slot);
                         h->slot_used[h->extents[i].slot] = false;
                         h->extents[i].region_id = 0;
+                        trace_free(id);
                         break;
                 }
         pthread_mutex_unlock(&h->write_lock);
 }
 
 bool heat_maybe_captured(uintptr_t addr) {
-        struct shim_heat *h = &kvt_shim()->heat;
-
-        return addr >= __atomic_load_n(&h->span_lo, __ATOMIC_RELAXED) &&
-               addr < __atomic_load_n(&h->span_hi, __ATOMIC_RELAXED);
-}
-
-/* The entry containing addr, table_lock held for reading. */
-static const struct heat_entry *entry_find(uintptr_t addr) {
-        struct shim_heat *h = &kvt_shim()->heat;
-        size_t lo = 0, hi = h->n_entries;
-
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (h->entries[mid].base <= addr)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        if (lo == 0 || addr >= h->entries[lo - 1].end)
-                return NULL;
-        return &h->entries[lo - 1];
+        return regions_maybe_captured(addr);
 }
 
 uint64_t heat_touch_count(void) {
@@ -254,40 +185,42 @@ uint64_t heat_touch_count(void) {
 }
 
 bool heat_locate(uintptr_t addr) {
-        struct shim_heat *h = &kvt_shim()->heat;
+        const struct shim_region *r;
         bool found;
 
-        if (!heat_maybe_captured(addr))
+        if (!regions_maybe_captured(addr))
                 return false;
-        pthread_rwlock_rdlock(&h->table_lock);
-        found = entry_find(addr) != NULL;
-        pthread_rwlock_unlock(&h->table_lock);
+        regions_view_lock();
+        r = regions_view_find(addr);
+        found = r && r->heat;
+        regions_view_unlock();
         return found;
 }
 
 size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         struct shim_heat *h = &kvt_shim()->heat;
-        const struct heat_entry *e;
+        const struct shim_region *r;
         size_t counted = 0;
 
-        if (!heat_maybe_captured(addr))
+        if (!regions_maybe_captured(addr))
                 return 0;
-        pthread_rwlock_rdlock(&h->table_lock);
-        e = entry_find(addr);
-        if (e) {
-                uintptr_t end = len && addr + len > addr ? MIN(addr + len, e->end) : addr + 1;
-                uint32_t first = (uint32_t)((addr - e->base) >> KVT_CHUNK_SHIFT);
-                uint32_t last = (uint32_t)((end - 1 - e->base) >> KVT_CHUNK_SHIFT);
+        regions_view_lock();
+        r = regions_view_find(addr);
+        if (r && r->heat) {
+                uintptr_t end = r->base + r->span_bytes;
+                uintptr_t stop = len && addr + len > addr ? MIN(addr + len, end) : addr + 1;
+                uint32_t first = (uint32_t)((addr - r->base) >> KVT_CHUNK_SHIFT);
+                uint32_t last = (uint32_t)((stop - 1 - r->base) >> KVT_CHUNK_SHIFT);
 
                 for (uint32_t j = first; j <= last; j++)
-                        kvt_heat_counter_add(h->table_map, e->offset, j, n);
+                        kvt_heat_counter_add(h->table_map, r->heat_offset, j, n);
                 counted = last - first + 1;
                 /* Statistics: relaxed load and store, no locked add on the hot path. */
                 __atomic_store_n(&h->touches, __atomic_load_n(&h->touches, __ATOMIC_RELAXED) + counted,
                                  __ATOMIC_RELAXED);
-                trace_access(e->region_id, e->n_chunks, first, (uint32_t)counted);
+                trace_access(r->id, (uint32_t)(r->span_bytes >> KVT_CHUNK_SHIFT), first, (uint32_t)counted);
         }
-        pthread_rwlock_unlock(&h->table_lock);
+        regions_view_unlock();
         return counted;
 }
 
@@ -313,19 +246,13 @@ int heat_table_fd(struct kvt_heat_table *ret) {
 void heat_atfork_child(void) {
         struct shim_heat *h = &kvt_shim()->heat;
 
-        pthread_rwlock_init(&h->table_lock, NULL);
         pthread_mutex_init(&h->write_lock, NULL);
         /* The mapping is shared with the parent: the child must never count
-         * into it.  It starts a table of its own if it captures, in arrays
-         * of its own (the parent's may have been mid-realloc: left, not
-         * freed). */
-        h->entries = NULL;
-        h->cap_entries = 0;
+         * into it (regions_atfork_child() takes every region's counters
+         * away).  It starts a table of its own if it captures, in arrays of
+         * its own (the parent's may have been mid-realloc: left, not freed). */
         h->extents = NULL;
         h->cap_extents = 0;
-        h->n_entries = 0;
-        h->span_lo = UINTPTR_MAX;
-        h->span_hi = 0;
         if (h->table_map)
                 munmap(h->table_map, KVT_HEAT_MAX_BYTES);
         if (h->table_fd >= 0)

@@ -61,12 +61,15 @@ static struct region_slot *find_id(uint32_t id) {
         return NULL;
 }
 
+/* Takes s out of the array.  Under lock; takes the view's. */
 static void slot_remove(struct region_slot *s) {
         struct shim_regions *t = &kvt_shim()->regions;
 
         free(s->standing);
+        pthread_rwlock_wrlock(&t->view_lock);
         memmove(s, s + 1, (size_t)(&t->slots[t->n_slots] - (s + 1)) * sizeof(*s));
         t->n_slots--;
+        pthread_rwlock_unlock(&t->view_lock);
 }
 
 void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret) {
@@ -99,26 +102,72 @@ void regions_add_msg(const struct shim_region *r, struct kvt_region_add *ret) {
 
 int regions_add(struct shim_region *r) {
         struct shim_regions *t = &kvt_shim()->regions;
+        int ret = 0;
         size_t i;
 
         pthread_mutex_lock(&t->lock);
+        pthread_rwlock_wrlock(&t->view_lock);
         if (t->n_slots == t->cap_slots) {
                 size_t cap = t->cap_slots ? t->cap_slots * 2 : 16;
                 struct region_slot *s = realloc(t->slots, cap * sizeof(*s));
+
                 if (!s) {
-                        pthread_mutex_unlock(&t->lock);
-                        return -ENOMEM;
+                        ret = -ENOMEM;
+                        goto out;
                 }
                 t->slots = s;
                 t->cap_slots = cap;
         }
         r->id = t->next_id++;
+        r->heat = false; /* regions_set_heat() gives it counters */
         i = upper_bound(r->base);
         memmove(&t->slots[i + 1], &t->slots[i], (t->n_slots - i) * sizeof(*t->slots));
         t->slots[i] = (struct region_slot){.r = *r};
         t->n_slots++;
+        if (!r->untiered) {
+                __atomic_store_n(&t->span_lo, MIN(t->span_lo, r->base), __ATOMIC_RELAXED);
+                __atomic_store_n(&t->span_hi, MAX(t->span_hi, r->base + r->span_bytes), __ATOMIC_RELAXED);
+        }
+out:
+        pthread_rwlock_unlock(&t->view_lock);
         pthread_mutex_unlock(&t->lock);
-        return 0;
+        return ret;
+}
+
+void regions_set_heat(uint32_t id, uint64_t offset) {
+        struct shim_regions *t = &kvt_shim()->regions;
+        struct region_slot *s;
+
+        pthread_mutex_lock(&t->lock);
+        pthread_rwlock_wrlock(&t->view_lock);
+        s = find_id(id);
+        if (s && !s->r.untiered) {
+                s->r.heat_offset = offset;
+                s->r.heat = true;
+        }
+        pthread_rwlock_unlock(&t->view_lock);
+        pthread_mutex_unlock(&t->lock);
+}
+
+void regions_view_lock(void) {
+        pthread_rwlock_rdlock(&kvt_shim()->regions.view_lock);
+}
+
+void regions_view_unlock(void) {
+        pthread_rwlock_unlock(&kvt_shim()->regions.view_lock);
+}
+
+const struct shim_region *regions_view_find(uintptr_t addr) {
+        struct region_slot *s = find_containing(addr);
+
+        return s ? &s->r : NULL;
+}
+
+bool regions_maybe_captured(uintptr_t addr) {
+        struct shim_regions *t = &kvt_shim()->regions;
+
+        return addr >= __atomic_load_n(&t->span_lo, __ATOMIC_RELAXED) &&
+               addr < __atomic_load_n(&t->span_hi, __ATOMIC_RELAXED);
 }
 
 int regions_take(const void *ptr, struct shim_region *ret) {
@@ -370,7 +419,9 @@ void regions_atfork_child(void) {
         struct shim_regions *t = &kvt_shim()->regions;
 
         pthread_cond_init(&t->idle, NULL);
+        pthread_rwlock_init(&t->view_lock, NULL);
         for (size_t i = 0; i < t->n_slots; i++) {
+                t->slots[i].r.heat = false;     /* the parent's table: never counted into */
                 t->slots[i].r.registered = false;
                 t->slots[i].r.inherited = true; /* the child never speaks for them */
                 t->slots[i].busy = 0;           /* the parent's mover did not come along */

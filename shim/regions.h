@@ -19,6 +19,8 @@ struct shim_region {
         bool start_vram;     /* started in VRAM under a grant (its REGION_ADD says so) */
         bool inherited;      /* a parent's region, seen after fork(): never registered */
         bool untiered;       /* a VMM mapping (vmm.c): base and sizes as mapped, never moved */
+        bool heat;           /* it has counters in the heat table (heat.c), at heat_offset */
+        uint64_t heat_offset;
 };
 
 /* Adds a region (copied) and assigns its id into *r.  Returns 0 or -ENOMEM. */
@@ -98,6 +100,22 @@ void regions_forget_registration(void);
  * counted), and their bytes. */
 void regions_count(size_t *ret_n, uint64_t *ret_bytes);
 
-/* In the child of fork(): resets the lock (another thread may have held it)
- * and marks every region the parent's (inherited). */
+/* Gives region id its heat counters, at offset in the heat table. */
+void regions_set_heat(uint32_t id, uint64_t offset);
+
+/* The hot path's view (heat.c): between regions_view_lock() and _unlock(),
+ * regions_view_find() gives the captured region holding addr, or NULL,
+ * valid until the unlock; a read lock, so that launches and CUPTI records
+ * on many threads never wait for each other. */
+void regions_view_lock(void);
+void regions_view_unlock(void);
+const struct shim_region *regions_view_find(uintptr_t addr);
+
+/* Whether addr might lie in a captured region: a lock-free bounds test, for
+ * callers that scan many words (the launch hooks). */
+bool regions_maybe_captured(uintptr_t addr);
+
+/* In the child of fork(): resets the locks (another thread may have held
+ * them) and marks every region the parent's (inherited), without heat (the
+ * table is the parent's). */
 void regions_atfork_child(void);

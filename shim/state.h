@@ -68,27 +68,28 @@ struct shim_client {
         atomic_bool welcomed;           /* set by this process's first WELCOME */
 };
 
-/* regions.c: the captured regions, sorted by base, under lock. */
+/* regions.c: the captured regions and VMM mappings, sorted by base, under
+ * lock; the array itself (its layout, and what the hot path reads of each
+ * entry: bounds, id, heat counters) changes under view_lock too, which
+ * heat_touch() takes for reading alone. */
 struct region_slot;
 struct shim_regions {
         pthread_mutex_t lock;
         pthread_cond_t idle;
+        pthread_rwlock_t view_lock;
         struct region_slot *slots;
         size_t n_slots, cap_slots;
         uint32_t next_id;
+        uintptr_t span_lo, span_hi; /* bounds of every captured region, for regions_maybe_captured() */
 };
 
 /* heat.c: the heat table.  Directory slots: one per live captured region
- * (each 64 MiB and up by default, so 1024 cover 64 GiB at the least). */
+ * (each 64 MiB and up by default, so 1024 cover 64 GiB at the least).
+ * Which region's counters are where is the region table's (heat_offset). */
 #define HEAT_SLOTS 1024u
-struct heat_entry;
 struct heat_extent;
 struct shim_heat {
-        pthread_rwlock_t table_lock; /* the hot path's sorted entries */
-        struct heat_entry *entries;
-        size_t n_entries, cap_entries;
-        uintptr_t span_lo, span_hi; /* bounds of every captured region, for heat_maybe_captured() */
-        pthread_mutex_t write_lock; /* writers only: the file, its mapping, the directory */
+        pthread_mutex_t write_lock; /* the file, its mapping, the directory */
         int table_fd;
         void *table_map; /* KVT_HEAT_MAX_BYTES reserved; valid below file_bytes */
         uint64_t file_bytes, bump_offset;

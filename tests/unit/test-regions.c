@@ -40,6 +40,27 @@ static void test_lookups_see_captured_only(void) {
         TAP_EQ_INT(regions_take((void *)mapping.base, &r), -ENOENT, "a cudaFree of a mapping's base is not ours");
 }
 
+/* What heat_touch() sees: the captured region, with the counters it was
+ * given; a mapping is outside the hot path's bounds and never found. */
+static void test_view(void) {
+        const struct shim_region *v;
+
+        TAP_OK(regions_maybe_captured(captured.base + 63 * MIB), "inside the captured region: maybe captured");
+        TAP_OK(!regions_maybe_captured(captured.base + 64 * MIB), "past its end: not");
+        TAP_OK(!regions_maybe_captured(mapping.base), "a mapping: not");
+        regions_view_lock();
+        v = regions_view_find(captured.base + MIB);
+        TAP_OK(v && v->id == captured.id && !v->heat, "the view finds the captured region, without counters yet");
+        TAP_OK(regions_view_find(mapping.base) == NULL, "the view never finds a mapping");
+        regions_view_unlock();
+        regions_set_heat(captured.id, 4096);
+        regions_set_heat(mapping.id, 8192);
+        regions_view_lock();
+        v = regions_view_find(captured.base);
+        TAP_OK(v && v->heat && v->heat_offset == 4096, "its counters, as set");
+        regions_view_unlock();
+}
+
 static void test_messages(void) {
         struct kvt_region_add add;
 
@@ -98,6 +119,10 @@ static void test_fork(void) {
         regions_atfork_child();
         TAP_EQ_INT(regions_acquire_unregistered(0, &r), -ENOENT,
                    "in a child of fork() neither region nor mapping is registered: the parent's");
+        regions_view_lock();
+        TAP_OK(regions_view_find(captured.base) && !regions_view_find(captured.base)->heat,
+               "nor counted into the parent's heat table");
+        regions_view_unlock();
 }
 
 int main(void) {
@@ -105,6 +130,7 @@ int main(void) {
         TAP_EQ_INT(regions_add(&mapping), 0, "a mapping added");
         TAP_OK(captured.id != mapping.id, "ids of one table: distinct");
         test_lookups_see_captured_only();
+        test_view();
         test_messages();
         test_registration();
         test_unmap();
