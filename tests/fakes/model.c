@@ -264,8 +264,11 @@ static void atfork_parent(void) {
         pthread_mutex_unlock(&m.lock);
 }
 
+/* The forking thread took the lock in atfork_prepare(): it lets it go, as
+ * in the parent (re-initialising a mutex this thread holds would leave it
+ * held in ThreadSanitizer's eyes). */
 static void atfork_child(void) {
-        pthread_mutex_init(&m.lock, NULL);
+        pthread_mutex_unlock(&m.lock);
         /* a prefetch of the parent's may have held one */
         for (size_t i = 0; i < sizeof(ctx_locks) / sizeof(ctx_locks[0]); i++)
                 pthread_mutex_init(&ctx_locks[i], NULL);
