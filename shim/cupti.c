@@ -144,7 +144,7 @@ static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
                 return;
         }
         __atomic_fetch_add(&cp->stats.records[k], 1, __ATOMIC_RELAXED);
-        if (!heat_maybe_captured((uintptr_t)r->address))
+        if (!regions_maybe_captured((uintptr_t)r->address))
                 return;
         if (heat_kind(k)) {
                 if (heat_at(k, r->address) && heat_touch((uintptr_t)r->address, 0, 1))

@@ -174,10 +174,6 @@ void heat_region_del(uint32_t id) {
         pthread_mutex_unlock(&h->write_lock);
 }
 
-bool heat_maybe_captured(uintptr_t addr) {
-        return regions_maybe_captured(addr);
-}
-
 uint64_t heat_touch_count(void) {
         struct shim_heat *h = &kvt_shim()->heat;
 

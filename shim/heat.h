@@ -37,10 +37,6 @@ bool heat_locate(uintptr_t addr);
 /* Chunk accesses counted so far by heat_touch(), for statistics. */
 uint64_t heat_touch_count(void);
 
-/* Whether addr might be captured memory: a lock-free bounds test, for
- * callers that scan many words (the launch hooks). */
-bool heat_maybe_captured(uintptr_t addr);
-
 /* The table's memfd and its announcement, or -1 when there is no table. */
 int heat_table_fd(struct kvt_heat_table *ret);
 

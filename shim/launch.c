@@ -31,6 +31,7 @@
 #include "hooks.h"
 #include "launch.h"
 #include "real.h"
+#include "regions.h"
 #include "state.h"
 
 /* Bytes looked at per parameter, at most LAYOUT_MAX_PARAMS of them
@@ -134,7 +135,7 @@ static void scan_args(const struct launch_layout *l, void **args) {
                         uint64_t w;
 
                         memcpy(&w, p + off, sizeof(w));
-                        if (heat_maybe_captured((uintptr_t)w) && heat_touch((uintptr_t)w, 0, 1))
+                        if (regions_maybe_captured((uintptr_t)w) && heat_touch((uintptr_t)w, 0, 1))
                                 STAT_INC(pointers);
                 }
         }

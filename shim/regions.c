@@ -196,6 +196,8 @@ int regions_take_untiered(uintptr_t ptr, size_t len, struct shim_region *ret) {
         int r = -ENOENT;
 
         pthread_mutex_lock(&t->lock);
+        /* from the first slot at or after ptr (upper_bound() gives the
+         * first past its argument) */
         for (size_t i = upper_bound(ptr - (ptr > 0)); i < t->n_slots && t->slots[i].r.base - ptr < len; i++)
                 if (t->slots[i].r.untiered && t->slots[i].r.base >= ptr) {
                         *ret = t->slots[i].r;

@@ -104,8 +104,7 @@ struct shim_heat {
  * themselves are untiered entries of the region table). */
 struct shim_vmm {
         atomic_flag warned;
-        atomic_bool ever_tracked;  /* some mapping was tracked: unmaps must look */
-        _Atomic unsigned tracked;  /* mappings in the table */
+        _Atomic unsigned tracked; /* mappings in the table: unmaps must look for them */
 };
 
 /* deferred.c: stream-ordered frees waiting for their stream, under lock. */
@@ -200,7 +199,6 @@ struct shim_ssd {
         struct ssd_handle *queue_head, *queue_tail;
         bool worker_running;
 };
-
 
 struct kvt_shim {
         struct shim_config cfg;      /* env.c, filled by the constructor */

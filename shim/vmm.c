@@ -63,7 +63,6 @@ static void track(uintptr_t ptr, size_t size) {
         if (atomic_load(&v->tracked) >= VMM_MAX_TRACKED || regions_add(&r) < 0)
                 return;
         atomic_fetch_add(&v->tracked, 1);
-        atomic_store(&v->ever_tracked, true);
         regions_add_msg(&r, &add);
         /* Unsent (no daemon), it waits for the mover, which may have ended
          * with nothing left to register. */
@@ -97,14 +96,14 @@ static bool tracking_map(void) {
         return classify_rules_apis(&kvt_shim()->rules) & KVT_API_FAMILY_VMM;
 }
 
-/* Whether an unmap looks for tracked ranges: also when a later daemon's
- * [capture] apis left vmm out, for the ranges tracked before. */
+/* Whether an unmap looks for tracked mappings: also when a later daemon's
+ * [capture] apis left vmm out, while mappings tracked before remain. */
 static bool tracking_unmap(void) {
         struct shim_vmm *v = &kvt_shim()->vmm;
 
         return !kvt_shim()->cfg.disabled && !hook_busy() &&
                ((classify_rules_apis(&kvt_shim()->rules) & KVT_API_FAMILY_VMM) ||
-                atomic_load(&v->ever_tracked));
+                atomic_load(&v->tracked) > 0);
 }
 
 CUresult kvt_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
