@@ -68,6 +68,10 @@ def main():
     ap.add_argument("--breakdown", action="store_true",
                     help="time the timed first token's modules (CUDA events): their sums by name, in ms, as "
                          "prefill_ms in the JSON line (where a slow prefill spends its time)")
+    ap.add_argument("--memory", action="store_true",
+                    help="the timed first token's memory (torch's allocator): bytes allocated at its start, "
+                         "its peak, and the largest rise within one decoder layer, as prefill_memory in the "
+                         "JSON line (what one layer's prefill needs in VRAM at once, beside what it keeps)")
     a = ap.parse_args()
 
     cfg, model, ids = build(a.layers, a.context, a.new, a.seed)
@@ -87,6 +91,7 @@ def main():
 
     gen(ids[:, :256], 2)  # warm up kernels and allocator
     timer = ModuleTimer(model) if a.breakdown else None
+    memory = LayerMemory(model) if a.memory else None
     # The first generate at full length also sets up its cache (under kvtier:
     # captures and registers it), which is not time to first token: time
     # the second.
@@ -94,11 +99,14 @@ def main():
         sync()
         if timer and k == 1:
             timer.start()
+        if memory and k == 1:
+            memory.start()
         t0 = time.perf_counter()
         gen(ids, 1)
         sync()
         ttft = time.perf_counter() - t0
     prefill_ms = timer.stop() if timer else None
+    prefill_memory = memory.stop() if memory else None
     t0 = time.perf_counter()
     out = gen(ids, a.new, logits=bool(a.logits))
     sync()
@@ -114,6 +122,7 @@ def main():
         "decode_tok_s": (a.new - 1) / decode_s,
         "ids_sha": hashlib.sha256(json.dumps(new_ids).encode()).hexdigest()[:16], "ids_head": new_ids[:8],
         **({"prefill_ms": prefill_ms} if prefill_ms else {}),
+        **({"prefill_memory": prefill_memory} if prefill_memory else {}),
     }))
 
 
@@ -158,6 +167,52 @@ class ModuleTimer:
         for h in self.handles:
             h.remove()
         return {k: round(v, 2) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}
+
+
+class LayerMemory:
+    """Torch's allocated bytes around each decoder layer's forward: the
+    largest rise above the layer's start (its activations and the K and V
+    it adds), the layer's start at that layer, and the whole pass's peak.
+    The peak counter is reset at each layer's start, so the pass's peak is
+    the largest of the layers' and of what follows the last."""
+
+    def __init__(self, model):
+        self.on, self.handles = False, []
+        for mod in model.model.layers:
+            self.handles.append(mod.register_forward_pre_hook(self._pre))
+            self.handles.append(mod.register_forward_hook(self._post))
+
+    def _pre(self, mod, args):
+        if self.on:
+            torch.cuda.synchronize()
+            self.at = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+
+    def _post(self, mod, args, out):
+        if self.on:
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated()
+            self.peak = max(self.peak, peak)
+            if peak - self.at > self.rise:
+                self.rise, self.rise_from = peak - self.at, self.at
+            self.layers += 1
+
+    def start(self):
+        torch.cuda.synchronize()
+        self.on, self.layers, self.rise, self.rise_from = True, 0, 0, 0
+        self.begin = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        self.peak = 0
+
+    def stop(self):
+        self.on = False
+        torch.cuda.synchronize()
+        self.peak = max(self.peak, torch.cuda.max_memory_allocated())
+        for h in self.handles:
+            h.remove()
+        return {"start_bytes": self.begin, "peak_bytes": self.peak, "layer_rise_bytes": self.rise,
+                "layer_rise_from_bytes": self.rise_from, "layers": self.layers,
+                "end_bytes": torch.cuda.memory_allocated()}
 
 
 def compare(ref_path, others):

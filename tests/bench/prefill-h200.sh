@@ -8,11 +8,13 @@
 #
 # BUDGET - runs all-VRAM.  Prints per run: time to first token, the modules
 # that took longest, and the daemon's moves and demand counters at the end.
+# KVT_LONG_EXTRA adds long_context.py options to every run (--memory: the
+# prefill's memory per layer, which costs a synchronize a layer).
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 . "$C/bench-lib.sh"
 bench_setup prefill.jsonl
-LONG="python3 $C/long_context.py --context ${KVT_CONTEXT:-32768} --new 2 --layers 16 --cache dynamic --breakdown"
+LONG="python3 $C/long_context.py --context ${KVT_CONTEXT:-32768} --new 2 --layers 16 --cache dynamic --breakdown ${KVT_LONG_EXTRA:-}"
 
 for spec in "$@"; do
         IFS='|' read -r label budget policy <<<"$spec"
@@ -38,6 +40,9 @@ r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 print(f"  rc {r['rc']} wall {r['wall_s']} s  ttft {r.get('ttft_s', 0):.3f} s  {r.get('error', '')}")
 pm = r.get("prefill_ms") or {}
 print("  ", ", ".join(f"{k.replace('model.layers.*.', '')} {v:.0f}" for k, v in list(pm.items())[:12]))
+if r.get("prefill_memory"):
+    print("   memory (MiB):", ", ".join(f"{k.replace('_bytes', '')} {v / 2**20:.0f}" if k.endswith("bytes") else f"{k} {v}"
+                                      for k, v in r["prefill_memory"].items()))
 try:
     st = json.load(open(sys.argv[2]))
 except Exception:
