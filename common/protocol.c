@@ -30,6 +30,7 @@ static const struct {
         { KVT_MSG_WELCOME, "WELCOME", sizeof(struct kvt_welcome) },
         { KVT_MSG_ORDER, "ORDER", sizeof(struct kvt_order) },
         { KVT_MSG_GRANT, "GRANT", sizeof(struct kvt_grant) },
+        { KVT_MSG_PACE, "PACE", sizeof(struct kvt_pace) },
         { KVT_MSG_CTL_STATUS, "CTL_STATUS", 0 },
         { KVT_MSG_CTL_SET, "CTL_SET", SIZE_MAX },
         { KVT_MSG_CTL_CONFIG, "CTL_CONFIG", 0 },
@@ -219,6 +220,8 @@ static int payload_check(const struct kvt_msg *m) {
                 return m->u.ssd_reply.status <= 0 ? 0 : -EBADMSG;
         case KVT_MSG_GRANT:
                 return m->u.grant.device < 0 || m->u.grant.device >= KVT_MAX_GPUS ? -EBADMSG : 0;
+        case KVT_MSG_PACE:
+                return m->u.pace.percent < 1 || m->u.pace.percent > 100 ? -EBADMSG : 0;
         case KVT_MSG_HINT:
                 if (m->u.hint.n_chunks == 0 || m->u.hint.kind == 0 || m->u.hint.kind >= _KVT_HINT_MAX ||
                     (uint64_t)m->u.hint.first_chunk + m->u.hint.n_chunks >

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 8u
+#define KVT_PROTO_VERSION 9u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -62,6 +62,7 @@ enum kvt_msg_type {
         KVT_MSG_WELCOME = 0x0201, /* struct kvt_welcome */
         KVT_MSG_ORDER = 0x0202,   /* struct kvt_order */
         KVT_MSG_GRANT = 0x0203,   /* struct kvt_grant */
+        KVT_MSG_PACE = 0x0204,    /* struct kvt_pace */
         KVT_MSG_SSD_REPLY = 0x0210,   /* struct kvt_ssd_reply: the answer to each SSD_* request */
         KVT_MSG_SSD_WELCOME = 0x0211, /* struct kvt_ssd_welcome: the answer to SSD_HELLO */
 
@@ -180,6 +181,17 @@ struct kvt_grant {
         uint64_t vram_cap_bytes;
 };
 _Static_assert(sizeof(struct kvt_grant) == 16, "GRANT is 16 bytes on the wire, without padding");
+
+/* How much of the GPU's time the process's kernels may take: while a client
+ * of higher [client.*] priority is busy on a GPU the process uses, the
+ * daemon sends [gpu] yield_percent; 100 when none is.  The shim paces its
+ * kernel launches to it (shim/launch.c).  Each PACE replaces the last; a
+ * new connection starts at 100. */
+struct kvt_pace {
+        uint32_t percent; /* 1 .. 100 */
+        uint32_t reserved;
+};
+_Static_assert(sizeof(struct kvt_pace) == 8, "PACE is 8 bytes on the wire, without padding");
 
 /* A captured allocation.  region_id is chosen by the shim, unique within its
  * connection; the daemon keys regions by (connection, region_id). */
@@ -352,6 +364,7 @@ struct kvt_msg {
                 struct kvt_hello hello;
                 struct kvt_welcome welcome;
                 struct kvt_grant grant;
+                struct kvt_pace pace;
                 struct kvt_region_add region_add;
                 struct kvt_region_del region_del;
                 struct kvt_order order;

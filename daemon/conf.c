@@ -78,6 +78,7 @@ struct conf {
         unsigned threads;        /* [policy] threads: 0 = auto */
         uint64_t overlap_bytes;  /* [policy] overlap */
         struct budget_spec capture_margin; /* [gpu] capture_margin: bytes, or a percentage of the budget */
+        unsigned yield_percent;            /* [gpu] yield_percent */
         unsigned protect_min_ms, protect_max_ms; /* [policy] demand's thrash guard */
         unsigned rearm_rate, probe_rate;         /* [policy] demand's sampler, per second */
         char admin_group[64];
@@ -184,6 +185,12 @@ static const struct conf_key conf_table[] = {
          "can make room (the planner evicts those behind them): bytes or a percentage of the budget; "
          "0 = new allocations start in VRAM only within the budget",
          offsetof(struct conf, capture_margin)},
+        {"gpu", "yield_percent", CONF_UINT, 1, 100, "10",
+         "While a client of higher [client.NAME] priority is busy on a GPU, each client of lower priority "
+         "there has its kernel launches paced so that its kernels take about this percentage of the time "
+         "(kernels of two processes share a GPU by time slices, so a busy neighbour slows every kernel); "
+         "100 = no pacing",
+         offsetof(struct conf, yield_percent)},
         {"policy", "name", CONF_POLICY, 0, 0, "demand",
          "Placement policy: demand (what the GPU is seen to use: faults on evicted chunks, launches, "
          "probes; a thrash guard keeps it at least as fast as reading host memory in place), lru, "
@@ -1238,6 +1245,10 @@ uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes) {
                              : c->capture_margin.bytes;
 
         return b / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+}
+
+unsigned conf_yield_percent(const struct conf *c) {
+        return c->yield_percent;
 }
 
 unsigned conf_protect_min_ticks(const struct conf *c) {

@@ -102,6 +102,9 @@ uint64_t conf_overlap_bytes(const struct conf *c);
 /* [gpu] capture_margin for a GPU of budget_bytes, in whole chunks: how far
  * over the budget new captures may start in VRAM. */
 uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes);
+/* [gpu] yield_percent: the share of a GPU's time, 1-100, left to clients
+ * of lower priority while one of higher priority is busy there. */
+unsigned conf_yield_percent(const struct conf *c);
 /* [policy] protect_min in ticks: demand's shortest protection and its refault window. */
 unsigned conf_protect_min_ticks(const struct conf *c);
 

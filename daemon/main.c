@@ -305,6 +305,7 @@ static const struct planner_ops planner_ops = {
         .client_ready = server_client_ready,
         .send_order = server_send_order,
         .send_grant = server_send_grant,
+        .send_pace = server_send_pace,
 };
 
 /* Reads the heat, then plans: a whole tick, or again within one. */

@@ -493,8 +493,68 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         return ret < 0 ? ret : issued;
 }
 
-/* Plans every GPU; a new tick also refills the rate credit and ticks the
- * guards. */
+/* A client counts as busy on a GPU for this long after the last use seen
+ * in one of its regions there: longer than the pause between an engine's
+ * steps, so that a paced neighbour is not let go between two of them. */
+#define PACE_BUSY_MS 250u
+
+/* The priority of the busiest class on each GPU: busy[d] is 1 + the highest
+ * priority of a client seen using GPU d within PACE_BUSY_MS, 0 where none. */
+static void pace_busy(const struct planner *p, struct registry *r, unsigned busy[KVT_MAX_GPUS]) {
+        uint32_t now = registry_tick(r), window = MAX(PACE_BUSY_MS / MAX(conf_tick_ms(p->conf), 1u), 1u);
+
+        memset(busy, 0, KVT_MAX_GPUS * sizeof(*busy));
+        for (struct region *reg = registry_regions(r); reg; reg = region_next(reg)) {
+                uint32_t last = region_last_active(reg);
+                int d = region_device(reg);
+                unsigned prio = 0;
+                uint64_t quota;
+
+                if (last == 0 || now - last > window || d < 0 || d >= KVT_MAX_GPUS)
+                        continue;
+                conf_client(p->conf, client_section(region_client(reg)), &prio, &quota);
+                busy[d] = MAX(busy[d], prio + 1);
+        }
+}
+
+/* Paces each client that uses a GPU (its HELLO's, or one of its regions')
+ * where a client of higher priority is busy to [gpu] yield_percent, and lets the others run free
+ * (100): a PACE to each whose pace changed.  Without [client.NAME]
+ * sections every client has priority 0 and none is paced. */
+static void planner_paces(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata) {
+        unsigned busy[KVT_MAX_GPUS];
+
+        if (!ops->send_pace)
+                return;
+        if (conf_n_clients(p->conf) > 0)
+                pace_busy(p, r, busy);
+        for (struct client *c = registry_clients(r); c; c = client_next(c)) {
+                struct kvt_pace pc = {.percent = 100};
+                unsigned prio = 0;
+                uint64_t quota;
+
+                if (conf_n_clients(p->conf) > 0) {
+                        int d = client_device(c);
+                        bool yield;
+
+                        conf_client(p->conf, client_section(c), &prio, &quota);
+                        yield = d >= 0 && d < KVT_MAX_GPUS && busy[d] > prio + 1;
+                        for (size_t i = 0; i < client_n_regions(c) && !yield; i++) {
+                                d = region_device(client_region(c, i));
+                                yield = d >= 0 && d < KVT_MAX_GPUS && busy[d] > prio + 1;
+                        }
+                        if (yield)
+                                pc.percent = conf_yield_percent(p->conf);
+                }
+                if (pc.percent == client_pace(c) || !ops->client_ready(c, userdata))
+                        continue;
+                client_set_pace(c, pc.percent);
+                ops->send_pace(c, &pc, userdata);
+        }
+}
+
+/* Plans every GPU; a new tick also refills the rate credit, ticks the
+ * guards and paces the clients. */
 static int planner_all(struct planner *p, struct registry *r, const struct planner_ops *ops, void *userdata,
                        bool new_tick) {
         struct policy_params pp;
@@ -516,6 +576,8 @@ static int planner_all(struct planner *p, struct registry *r, const struct plann
                         return ret;
                 total += ret;
         }
+        if (new_tick)
+                planner_paces(p, r, ops, userdata);
         return total;
 }
 

@@ -8,7 +8,9 @@
  * after the other, so the host room one GPU's evictions take is gone for
  * the next.  For demand, the planner also keeps each GPU's thrash guard,
  * orders its sampler's re-arms and probes, and grants each client the VRAM
- * its next captures may start in.  The planner owns the threads its plans
+ * its next captures may start in.  Each tick it also paces the clients
+ * of lower priority on a GPU where one of higher priority is busy
+ * ([gpu] yield_percent).  The planner owns the threads its plans
  * share (daemon/workers.c), sized by [policy] threads: started with it,
  * replaced at the next tick when a live set changes their number, joined
  * when it is freed.
@@ -28,6 +30,8 @@ struct planner_ops {
         void (*send_order)(struct client *c, const struct kvt_order *o, void *userdata);
         /* Sends or queues a GRANT, likewise. */
         void (*send_grant)(struct client *c, const struct kvt_grant *g, void *userdata);
+        /* Sends or queues a PACE, likewise; NULL: clients are never paced. */
+        void (*send_pace)(struct client *c, const struct kvt_pace *pc, void *userdata);
 };
 
 /* Returns 0 and a planner in *ret, its threads started, or -ENOMEM.  conf

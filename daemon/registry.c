@@ -61,6 +61,7 @@ struct client {
         size_t n_forgotten, cap_forgotten;
         uint64_t max_order_id;
         uint64_t grant_cap[KVT_MAX_GPUS];    /* the last GRANT: VRAM starts allowed in all, bytes */
+        unsigned pace_percent;               /* the last PACE (100 before any) */
         uint64_t charged[KVT_MAX_GPUS];      /* chunks of its own charged to each GPU (for its quota) */
         uint64_t vram_started[KVT_MAX_GPUS]; /* bytes of regions booked as started in VRAM */
         uint64_t registered_bytes;           /* of its regions, for the quotas */
@@ -506,6 +507,7 @@ int registry_client_new(struct registry *r, pid_t pid, uid_t uid, const struct k
         c->userdata = userdata;
         memcpy(c->name, hello->name, sizeof(c->name)); /* NUL-terminated: kvt_msg_check() */
         c->section = -1;
+        c->pace_percent = 100;
         gpu_report_total(r, c->device, (uint32_t)uid, c->device_total_bytes);
         gpu_use(r, c->device);
 
@@ -1604,6 +1606,14 @@ uint64_t client_vram_started(const struct client *c, int device) {
 void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes) {
         if (device >= 0 && device < KVT_MAX_GPUS)
                 c->grant_cap[device] = cap_bytes;
+}
+
+unsigned client_pace(const struct client *c) {
+        return c->pace_percent;
+}
+
+void client_set_pace(struct client *c, unsigned percent) {
+        c->pace_percent = percent;
 }
 
 uint64_t region_tier_chunks(const struct region *reg, uint32_t tier) {

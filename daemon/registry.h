@@ -258,6 +258,10 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
 uint64_t client_grant_cap(const struct client *c, int device);
 uint64_t client_vram_started(const struct client *c, int device);
 void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes);
+/* The percentage of the last PACE sent to the client (planner.c), 100
+ * before any. */
+unsigned client_pace(const struct client *c);
+void client_set_pace(struct client *c, unsigned percent);
 
 /* Creates an order for chunks [first, first + n) of a region: marks them
  * pending, charges promotions to the GPU and evictions to host_node (-1:

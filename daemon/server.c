@@ -692,27 +692,36 @@ bool server_client_ready(struct client *c, void *userdata) {
         return !p->broken && !peer_output_pending(p);
 }
 
-void server_send_order(struct client *c, const struct kvt_order *o, void *userdata) {
+/* Sends a fixed-size daemon -> shim message; a failure breaks the peer. */
+static void send_to_client(struct client *c, uint16_t type, const void *payload, size_t len) {
         struct peer *p = client_userdata(c);
         int r;
 
         if (p->broken)
                 return;
-        r = peer_send(p, KVT_MSG_ORDER, 0, o, sizeof(*o));
+        r = peer_send(p, type, 0, payload, len);
         if (r < 0)
                 peer_mark_broken(p, r);
 }
 
-void server_send_grant(struct client *c, const struct kvt_grant *g, void *userdata) {
-        struct peer *p = client_userdata(c);
-        int r;
-
+void server_send_order(struct client *c, const struct kvt_order *o, void *userdata) {
         (void)userdata;
-        if (p->broken)
-                return;
-        r = peer_send(p, KVT_MSG_GRANT, 0, g, sizeof(*g));
-        if (r < 0)
-                peer_mark_broken(p, r);
+        send_to_client(c, KVT_MSG_ORDER, o, sizeof(*o));
+}
+
+void server_send_grant(struct client *c, const struct kvt_grant *g, void *userdata) {
+        (void)userdata;
+        send_to_client(c, KVT_MSG_GRANT, g, sizeof(*g));
+}
+
+void server_send_pace(struct client *c, const struct kvt_pace *pc, void *userdata) {
+        (void)userdata;
+        if (pc->percent < 100)
+                log_info("Pacing client %u (pid %d) to %u%% of the GPU's time: a client of higher priority is busy.",
+                         client_id(c), (int)client_pid(c), pc->percent);
+        else
+                log_info("Client %u (pid %d) is no longer paced.", client_id(c), (int)client_pid(c));
+        send_to_client(c, KVT_MSG_PACE, pc, sizeof(*pc));
 }
 
 void server_set_demand_handler(struct server *s, void (*fn)(void *userdata), void *userdata) {

@@ -55,6 +55,7 @@ const char *server_socket_path(const struct server *s);
 bool server_client_ready(struct client *c, void *userdata);
 void server_send_order(struct client *c, const struct kvt_order *o, void *userdata);
 void server_send_grant(struct client *c, const struct kvt_grant *g, void *userdata);
+void server_send_pace(struct client *c, const struct kvt_pace *pc, void *userdata);
 
 /* Calls fn(userdata) when a shim with a heat table sends DEMAND (faults were
  * counted): the caller replans (rate-limited as it sees fit). */

@@ -242,6 +242,7 @@ static json_object *client_json(const struct client *c, const struct status_info
         label = conf_client_label(info->conf, client_section(c));
         json_object_object_add(o, "section", label ? json_object_new_string(label) : NULL);
         json_object_object_add(o, "device", json_object_new_int(client_device(c)));
+        json_object_object_add(o, "pace_percent", json_u64(client_pace(c)));
         add_tiers(o, sum);
         if (h)
                 json_object_object_add(o, "heat", heat_json(h));

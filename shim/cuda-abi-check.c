@@ -21,6 +21,7 @@ KVT_CUDA_MEMCPY_KINDS(CHECK_CONST)
 KVT_CUDA_DEVICE_ATTRS(CHECK_CONST)
 KVT_CU_CONSTS(CHECK_CONST)
 KVT_CU_LIMITS(CHECK_CONST)
+KVT_CU_CAPTURE_STATUS(CHECK_CONST)
 
 #define CHECK_FUNC(ret, name, args)                                                                \
         _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) args),               \
@@ -39,6 +40,9 @@ KVT_CUDART_TEST_FUNCS(CHECK_FUNC)
 KVT_CUDA_FUNCS(CHECK_FUNC)
 #pragma GCC diagnostic pop
 _Static_assert(sizeof(dim3) == 12, "dim3 layout");
+_Static_assert(sizeof(CUstreamCaptureStatus) == sizeof(int), "enum size");
+_Static_assert(offsetof(cudaLaunchConfig_t, stream) == 32, "cudaLaunchConfig_t's stream");
+_Static_assert(offsetof(CUlaunchConfig, hStream) == 32, "CUlaunchConfig's stream");
 
 _Static_assert(sizeof(struct cudaMemLocation) == 8, "struct cudaMemLocation layout");
 _Static_assert(sizeof(enum cudaMemoryAdvise) == sizeof(int), "enum size");

@@ -83,7 +83,15 @@ struct dim3 {
         unsigned int x, y, z;
 };
 typedef struct dim3 dim3;
-typedef struct cudaLaunchConfig_st cudaLaunchConfig_t; /* only passed through */
+/* The launch configuration, as far as a paced launch reads it (its stream). */
+typedef struct cudaLaunchConfig_st {
+        dim3 gridDim;
+        dim3 blockDim;
+        size_t dynamicSmemBytes;
+        cudaStream_t stream;
+        void *attrs;
+        unsigned int numAttrs;
+} cudaLaunchConfig_t;
 typedef struct CUkern_st *cudaKernel_t;               /* the runtime's CUkernel */
 #endif
 
@@ -103,7 +111,15 @@ typedef struct CUmemPoolHandle_st *cudaMemPool_t;
 typedef struct CUmemAllocationProp_st CUmemAllocationProp; /* only passed through */
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUkern_st *CUkernel;
-typedef struct CUlaunchConfig_st CUlaunchConfig; /* only passed through */
+/* The driver's launch configuration, as far as a paced launch reads it. */
+typedef struct CUlaunchConfig_st {
+        unsigned int gridDimX, gridDimY, gridDimZ;
+        unsigned int blockDimX, blockDimY, blockDimZ;
+        unsigned int sharedMemBytes;
+        CUstream hStream;
+        void *attrs;
+        unsigned int numAttrs;
+} CUlaunchConfig;
 typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUctxCreateParams_st CUctxCreateParams; /* only passed as NULL */
@@ -125,6 +141,7 @@ enum cudaDriverEntryPointQueryResult {
         X(CUDA_ERROR_OUT_OF_MEMORY, 2)                                                             \
         X(CUDA_ERROR_NOT_INITIALIZED, 3)                                                           \
         X(CUDA_ERROR_NOT_FOUND, 500)                                                               \
+        X(CUDA_ERROR_NOT_READY, 600)                                                               \
         X(CUDA_ERROR_NOT_SUPPORTED, 801)                                                           \
         X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)                                       \
         X(CU_CTX_SCHED_BLOCKING_SYNC, 0x04)
@@ -135,11 +152,20 @@ enum cudaDriverEntryPointQueryResult {
         X(CU_LIMIT_PRINTF_FIFO_SIZE, 0x01)                                                         \
         X(CU_LIMIT_MALLOC_HEAP_SIZE, 0x02)
 
+/* What cuStreamIsCapturing says of a stream (a paced launch asks). */
+#define KVT_CU_CAPTURE_STATUS(X)                                                                   \
+        X(CU_STREAM_CAPTURE_STATUS_NONE, 0)                                                        \
+        X(CU_STREAM_CAPTURE_STATUS_ACTIVE, 1)                                                      \
+        X(CU_STREAM_CAPTURE_STATUS_INVALIDATED, 2)
+
 #ifndef KVT_CUDA_ABI_CHECK
 #define KVT_CUDA_ENUM(name, value) name = (value),
 enum { KVT_CU_CONSTS(KVT_CUDA_ENUM) };
 typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
+typedef enum CUstreamCaptureStatus_enum { KVT_CU_CAPTURE_STATUS(KVT_CUDA_ENUM) } CUstreamCaptureStatus;
 #undef KVT_CUDA_ENUM
+/* The calling thread's default stream, as cuda.h defines it. */
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
 #endif
 
 /*
@@ -262,9 +288,10 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(CUresult, cuCtxSetLimit, (CUlimit limit, size_t value))                                  \
         X(CUresult, cuCtxDestroy_v2, (CUcontext ctx))
 
-/* What the launch hooks ask about a kernel's parameters: optional, since
- * cudaFuncGetParamInfo (CUDA 12.4+) may be missing, and that must cost the
- * heat, not the shim. */
+/* What the launch hooks ask about a kernel's parameters, and about its
+ * stream when the launch is paced: optional, since cudaFuncGetParamInfo
+ * (CUDA 12.4+) may be missing, and that must cost the heat (or the
+ * pacing), not the shim. */
 #define KVT_CUDART_LAUNCH_CALLS(X)                                                                 \
         X(cudaError_t, cudaFuncGetParamInfo,                                                       \
           (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
@@ -273,7 +300,9 @@ typedef enum CUlimit_enum { KVT_CU_LIMITS(KVT_CUDA_ENUM) } CUlimit;
         X(CUresult, cuFuncGetParamInfo,                                                            \
           (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))             \
         X(CUresult, cuKernelGetParamInfo,                                                          \
-          (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+          (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))             \
+        X(CUresult, cuStreamQuery, (CUstream hStream))                                             \
+        X(CUresult, cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus * captureStatus))
 
 /* What the SSD tier's spill and restore call (shim/ssd.c): optional, a
  * runtime without one of them costs that step only (no pinning of the

@@ -460,6 +460,9 @@ void cupti_dump_stats(const char *path) {
                 (unsigned long long)l.launches, (unsigned long long)l.scanned,
                 (unsigned long long)l.no_layout, (unsigned long long)l.functions,
                 (unsigned long long)l.functions_unknown, (unsigned long long)l.pointers);
+        fprintf(f, ", \"paced_launches\": %llu, \"paced_wait_ms\": %llu, \"paced_sleep_ms\": %llu",
+                (unsigned long long)l.paced, (unsigned long long)(l.paced_wait_ns / 1000000),
+                (unsigned long long)(l.paced_sleep_ns / 1000000));
         fprintf(f, ", \"heat_touches\": %llu}\n", (unsigned long long)heat_touch_count());
         fclose(f);
 }

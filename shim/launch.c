@@ -17,6 +17,18 @@
  * points but __cudaLaunchKernel(cudaKernel_t, ...): hooked too, with
  * parameters from cuKernelGetParamInfo (a cudaKernel_t is a CUkernel).
  *
+ * Pacing (struct kvt_pace): while the daemon says a client of higher
+ * priority is busy on the GPU, each launch waits for its stream to drain
+ * (its kernel and what was queued before it), then sleeps (100 - p) / p
+ * times as long as that took, so that this process's kernels hold the GPU
+ * about p percent of the time.  Two processes' kernels share a GPU by time
+ * slices; without this a low-priority neighbour's kernels (slow ones above
+ * all: reading host memory over the link) take every other slice.  Both the
+ * wait and the sleep are bounded (PACE_WAIT_MAX_NS, PACE_SLEEP_MAX_NS), so a
+ * stream that never drains (a kernel waiting for the host) costs the engine
+ * time, never a hang; a stream being captured is not paced (nothing runs,
+ * and a query would end the capture).  Graph launches are not paced.
+ *
  * The launches are hooks of the lists in cuda-abi.h (KVT_CUDART_LAUNCH_HOOKS,
  * KVT_CUDART_STUB_HOOKS, KVT_CUDA_LAUNCH_HOOKS), so that dlsym and
  * cuGetProcAddress hand them out too; the real launches and parameter
@@ -24,8 +36,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "heat.h"
 #include "hooks.h"
@@ -33,6 +47,13 @@
 #include "real.h"
 #include "regions.h"
 #include "state.h"
+#include "util.h"
+
+/* A paced launch waits at most this long for its stream, and sleeps at most
+ * this long after it; its stream is polled this often. */
+#define PACE_WAIT_MAX_NS  (50ull * 1000 * 1000)
+#define PACE_SLEEP_MAX_NS (100ull * 1000 * 1000)
+#define PACE_POLL_NS      (20ull * 1000)
 
 /* Bytes looked at per parameter, at most LAYOUT_MAX_PARAMS of them
  * (state.h): structs that carry pointers, like PyTorch's TensorIterator
@@ -60,6 +81,9 @@ void launch_get_stats(struct launch_stats *ret) {
         ret->functions = __atomic_load_n(&ln->stats.functions, __ATOMIC_RELAXED);
         ret->functions_unknown = __atomic_load_n(&ln->stats.functions_unknown, __ATOMIC_RELAXED);
         ret->pointers = __atomic_load_n(&ln->stats.pointers, __ATOMIC_RELAXED);
+        ret->paced = __atomic_load_n(&ln->stats.paced, __ATOMIC_RELAXED);
+        ret->paced_wait_ns = __atomic_load_n(&ln->stats.paced_wait_ns, __ATOMIC_RELAXED);
+        ret->paced_sleep_ns = __atomic_load_n(&ln->stats.paced_sleep_ns, __ATOMIC_RELAXED);
 }
 
 static int runtime_param_info(const void *func, size_t i, size_t *ret_offset, size_t *ret_size) {
@@ -155,73 +179,129 @@ static void launch_heat(const void *func, void **args, param_info_fn info) {
                 STAT_INC(no_layout);
 }
 
+void launch_set_pace(uint32_t percent) {
+        __atomic_store_n(&kvt_shim()->launch.pace_percent, percent >= 100 ? 0 : percent, __ATOMIC_RELAXED);
+}
+
+/* When a launch that may be paced starts: 0 when none is. */
+static uint64_t pace_start(void) {
+        return __atomic_load_n(&kvt_shim()->launch.pace_percent, __ATOMIC_RELAXED) ? now_ns() : 0;
+}
+
+static void sleep_for(uint64_t ns) {
+        struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+/* Paces a launch on stream that started at t0 (pace_start()). */
+static void launch_pace(CUstream stream, uint64_t t0) {
+        struct shim_launch *ln = &kvt_shim()->launch;
+        uint32_t pct = __atomic_load_n(&ln->pace_percent, __ATOMIC_RELAXED);
+        __auto_type query = REAL_CUDA(cuStreamQuery);
+        __auto_type capturing = REAL_CUDA(cuStreamIsCapturing);
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        uint64_t waited, rest;
+
+        if (t0 == 0 || pct == 0 || !query || !capturing || kvt_shim()->cfg.disabled)
+                return;
+        if (capturing(stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
+                return;
+        while (query(stream) == CUDA_ERROR_NOT_READY && now_ns() - t0 < PACE_WAIT_MAX_NS)
+                sleep_for(PACE_POLL_NS);
+        waited = now_ns() - t0;
+        rest = MIN(waited / pct * (100 - pct), PACE_SLEEP_MAX_NS);
+        sleep_for(rest);
+        __atomic_fetch_add(&ln->stats.paced, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ln->stats.paced_wait_ns, waited, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ln->stats.paced_sleep_ns, rest, __ATOMIC_RELAXED);
+}
+
 cudaError_t kvt_hook_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                       size_t sharedMem, cudaStream_t stream) {
         __auto_type real = REAL_CUDART(cudaLaunchKernel);
+        uint64_t t0 = pace_start();
         cudaError_t e;
 
         if (!real)
                 return cudaErrorInitializationError;
         e = PASS(real(func, gridDim, blockDim, args, sharedMem, stream));
-        if (e == cudaSuccess)
+        if (e == cudaSuccess) {
                 launch_heat(func, args, runtime_param_info);
+                launch_pace((CUstream)stream, t0);
+        }
         return e;
 }
 KVT_HOOK_EXPORT(cudaLaunchKernel)
 
 cudaError_t kvt_hook_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
         __auto_type real = REAL_CUDART(cudaLaunchKernelExC);
+        uint64_t t0 = pace_start();
         cudaError_t e;
 
         if (!real)
                 return cudaErrorInitializationError;
         e = PASS(real(config, func, args));
-        if (e == cudaSuccess)
+        if (e == cudaSuccess) {
                 launch_heat(func, args, runtime_param_info);
+                if (config)
+                        launch_pace((CUstream)config->stream, t0);
+        }
         return e;
 }
 KVT_HOOK_EXPORT(cudaLaunchKernelExC)
 
-/* The nvcc stubs' launch, through real (NULL: the runtime lacks it). */
+/* The nvcc stubs' launch, through real (NULL: the runtime lacks it);
+ * stream 0 is default_stream. */
 static cudaError_t stub_launch(__typeof__(kvt_hook___cudaLaunchKernel) *real, cudaKernel_t kernel,
                                dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, CUstream default_stream) {
+        uint64_t t0 = pace_start();
         cudaError_t e;
 
         if (!real)
                 return cudaErrorInitializationError;
         e = PASS(real(kernel, gridDim, blockDim, args, sharedMem, stream));
-        if (e == cudaSuccess)
+        if (e == cudaSuccess) {
                 launch_heat((const void *)kernel, args, kernel_param_info);
+                launch_pace(stream ? (CUstream)stream : default_stream, t0);
+        }
         return e;
 }
 
 cudaError_t kvt_hook___cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
                                         size_t sharedMem, cudaStream_t stream) {
         return stub_launch(REAL_CUDART(__cudaLaunchKernel), kernel, gridDim, blockDim, args, sharedMem,
-                           stream);
+                           stream, NULL);
 }
 KVT_HOOK_EXPORT(__cudaLaunchKernel)
 
+/* Compiled with per-thread default streams: stream 0 is the thread's. */
 cudaError_t kvt_hook___cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
                                              size_t sharedMem, cudaStream_t stream) {
         return stub_launch(REAL_CUDART(__cudaLaunchKernel_ptsz), kernel, gridDim, blockDim, args, sharedMem,
-                           stream);
+                           stream, CU_STREAM_PER_THREAD);
 }
 KVT_HOOK_EXPORT(__cudaLaunchKernel_ptsz)
 
 CUresult kvt_hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                    void **extra) {
         __auto_type real = REAL_CUDA(cuLaunchKernelEx);
+        uint64_t t0;
         CUresult r;
 
         if (!real)
                 return CUDA_ERROR_NOT_INITIALIZED;
         if (hook_busy()) /* the runtime's own launch beneath a hooked one: counted there */
                 return real(config, f, kernelParams, extra);
+        t0 = pace_start();
         r = real(config, f, kernelParams, extra);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
                 launch_heat((const void *)f, kernelParams, driver_param_info);
+                if (config)
+                        launch_pace(config->hStream, t0);
+        }
         return r;
 }
 KVT_HOOK_EXPORT(cuLaunchKernelEx)
@@ -231,6 +311,7 @@ CUresult kvt_hook_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned i
                                  unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                  void **kernelParams, void **extra) {
         __auto_type real = REAL_CUDA(cuLaunchKernel);
+        uint64_t t0;
         CUresult r;
 
         if (!real)
@@ -238,12 +319,15 @@ CUresult kvt_hook_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned i
         if (hook_busy()) /* the runtime's own launch beneath a hooked one: counted there */
                 return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
                             hStream, kernelParams, extra);
+        t0 = pace_start();
         r = real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
                  kernelParams, extra);
         /* Arguments packed in extra (CU_LAUNCH_PARAM_BUFFER_POINTER) are
          * not looked at: their layout is the caller's. */
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
                 launch_heat((const void *)f, kernelParams, driver_param_info);
+                launch_pace(hStream, t0);
+        }
         return r;
 }
 KVT_HOOK_EXPORT(cuLaunchKernel)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "launch.h"
 #include "log.h"
 #include "mover.h"
 #include "pipeline.h"
@@ -183,6 +184,10 @@ static int read_batch(struct mover *mv) {
                         client_grant_set(mv->fd, &mv->msg.u.grant);
                         continue;
                 }
+                if (mv->msg.hdr.type == KVT_MSG_PACE) {
+                        launch_set_pace(mv->msg.u.pace.percent);
+                        continue;
+                }
                 if (mv->msg.hdr.type != KVT_MSG_ORDER) {
                         log_warning("Unexpected %s message from kvtierd, disconnecting.",
                                     kvt_msg_type_name(mv->msg.hdr.type));
@@ -228,6 +233,7 @@ static void *mover_main(void *arg) {
         while ((mv->fd = client_next_connection()) >= 0) {
                 register_regions(mv);
                 r = serve(mv);
+                launch_set_pace(100); /* a daemon that is gone paces nobody */
                 /* what is in flight still ends, and unpins its regions */
                 if (mv->pipe)
                         pipeline_drain(mv->pipe);

@@ -12,6 +12,7 @@
 #include "hooks.h"
 #include "cupti.h"
 #include "heat.h"
+#include "launch.h"
 #include "log.h"
 #include "mover.h"
 #include "protocol.h"
@@ -80,6 +81,7 @@ static void atfork_child(void) {
         deferred_atfork_child();
         cupti_atfork_child();
         ssd_atfork_child();
+        launch_set_pace(100); /* the child's connection will be its own */
 }
 
 /* Reads the environment once (env.c) and sets up fork handling. */

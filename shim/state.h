@@ -155,10 +155,14 @@ struct launch_stats {
         uint64_t functions;         /* functions whose layout was queried */
         uint64_t functions_unknown; /* of those, with no parameter info */
         uint64_t pointers;          /* argument words that counted a chunk access */
+        uint64_t paced;             /* launches paced (kvt_pace) */
+        uint64_t paced_wait_ns;     /* time they waited for their kernels */
+        uint64_t paced_sleep_ns;    /* time they slept after them */
 };
 struct shim_launch {
         struct launch_layout layouts[LAYOUT_SLOTS];
         struct launch_stats stats;
+        uint32_t pace_percent; /* the daemon's last PACE, 1 .. 99; 0: not paced */
 };
 
 /* standalone.c: the daemon this process started, under the client's lock. */

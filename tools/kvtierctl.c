@@ -260,10 +260,10 @@ static const char *client_gpus(struct json_object *c, char *buf, size_t size) {
 
 static void print_clients(struct json_object *st) {
         struct json_object *clients = jarr(st, "clients");
-        char b[4][32], gpus[32];
+        char b[4][32], gpus[32], pace[24];
 
-        printf("\n%-8s %-8s %-16s %-4s %-7s %10s %10s %12s %10s\n", "CLIENT", "PID", "NAME", "GPU", "REGIONS",
-               "SIZE", "VRAM", "HOST-MAPPED", "HOST");
+        printf("\n%-8s %-8s %-16s %-4s %-7s %10s %10s %12s %10s %5s\n", "CLIENT", "PID", "NAME", "GPU", "REGIONS",
+               "SIZE", "VRAM", "HOST-MAPPED", "HOST", "PACE");
         for (size_t i = 0; clients && i < json_object_array_length(clients); i++) {
                 struct json_object *c = json_object_array_get_idx(clients, i);
                 struct json_object *regions = jarr(c, "regions");
@@ -272,10 +272,11 @@ static void print_clients(struct json_object *st) {
 
                 for (size_t k = 0; k < n; k++)
                         size += (uint64_t)jint(json_object_array_get_idx(regions, k), "size_bytes");
-                printf("%-8" PRId64 " %-8" PRId64 " %-16s %-4s %-7zu %10s %10s %12s %10s\n",
+                snprintf(pace, sizeof(pace), "%" PRId64 "%%", jint(c, "pace_percent"));
+                printf("%-8" PRId64 " %-8" PRId64 " %-16s %-4s %-7zu %10s %10s %12s %10s %5s\n",
                        jint(c, "client_id"), jint(c, "pid"), jstr(c, "name"), client_gpus(c, gpus, sizeof(gpus)), n,
                        format_bytes(b[0], sizeof(b[0]), size), B(b[1], c, "vram_bytes"),
-                       B(b[2], c, "host_mapped_bytes"), B(b[3], c, "host_bytes"));
+                       B(b[2], c, "host_mapped_bytes"), B(b[3], c, "host_bytes"), pace);
         }
 }
 

@@ -50,6 +50,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 typedef struct CUkern_st *CUkernel;
 CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
+CUresult cuStreamQuery(CUstream hStream);
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);
 
 static CUresult from_errno(int r) {
         switch (r) {
@@ -335,10 +337,30 @@ CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramO
         return cuFuncGetParamInfo((CUfunction)(void *)kernel, paramIndex, paramOffset, paramSize);
 }
 
+/* The fake's kernels run to the end within their launch, so every stream
+ * is drained once a launch returns. */
+CUresult cuStreamQuery(CUstream hStream) {
+        (void)hStream;
+        return model_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* The fake has no stream capture. */
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+        (void)hStream;
+        if (!model_initialized())
+                return CUDA_ERROR_NOT_INITIALIZED;
+        if (!captureStatus)
+                return CUDA_ERROR_INVALID_VALUE;
+        *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        return CUDA_SUCCESS;
+}
+
 static const struct {
         const char *name;
         void *fn;
 } procs[] = {
+        {"cuStreamQuery", (void *)cuStreamQuery},
+        {"cuStreamIsCapturing", (void *)cuStreamIsCapturing},
         {"cuKernelGetParamInfo", (void *)cuKernelGetParamInfo},
         {"cuLaunchKernel", (void *)cuLaunchKernel},
         {"cuFuncGetParamInfo", (void *)cuFuncGetParamInfo},

@@ -120,6 +120,20 @@ static void test_rejects(int a, int b) {
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "WELCOME with a zero capture min_size");
         }
         {
+                struct kvt_pace pc = { .percent = 100 };
+                n = build(buf, KVT_MSG_PACE, &pc, sizeof(pc));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "PACE of 100 percent accepted");
+                pc.percent = 1;
+                n = build(buf, KVT_MSG_PACE, &pc, sizeof(pc));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "PACE of 1 percent accepted");
+                pc.percent = 0;
+                n = build(buf, KVT_MSG_PACE, &pc, sizeof(pc));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "PACE of 0 percent refused");
+                pc.percent = 101;
+                n = build(buf, KVT_MSG_PACE, &pc, sizeof(pc));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "PACE over 100 percent refused");
+        }
+        {
                 struct kvt_device d = { .device = 1, .total_bytes = 1ull << 30 };
                 n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "DEVICE accepted");
