@@ -20,6 +20,8 @@
  * --hint hints each window read WILL_NEED (kvtier_hint): a use the heat table
  * counts.  --hot-region N hints region N HOT once after allocation: a
  * standing order.
+ * --until FILE goes on stepping after --steps until FILE exists (an engine
+ * that must outlive another, however the machine's load stretches either).
  *
  * Exit status: 0 pattern intact (and VRAM within --max-vram when given);
  * 1 data mismatch or VRAM over --max-vram; 2 usage; 3 a CUDA call failed
@@ -56,6 +58,7 @@ struct opts {
         int meminfo;
         int unmap;
         int hot_region; /* --hot-region: hinted HOT once, whole, after allocation; -1 = none */
+        const char *until; /* --until: after --steps, step on until this file exists */
 };
 
 typedef int (*hint_fn)(const void *, size_t, int);
@@ -95,6 +98,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 { "unmap", no_argument, NULL, 'U' },
                 { "alloc-ms", required_argument, NULL, 'A' },
                 { "hot-region", required_argument, NULL, 'O' },
+                { "until", required_argument, NULL, 'u' },
                 {},
         };
         int c;
@@ -118,6 +122,7 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                 case 'U': o->unmap = 1; break;
                 case 'A': o->alloc_ms = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'O': o->hot_region = (int)strtol(optarg, NULL, 10); break;
+                case 'u': o->until = optarg; break;
                 case 'p': o->probe_every = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'D': o->devices = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'd': o->device = (int)strtol(optarg, NULL, 10); break;
@@ -208,10 +213,11 @@ int main(int argc, char **argv) {
         pid_t child = 0;
         struct timespec t0, t1;
         int dev = 0, ret = 0;
+        unsigned s;
 
         if (parse_opts(argc, argv, &o) < 0) {
                 fprintf(stderr, "usage: kv-engine [--regions N] [--region-size BYTES] [--window BYTES] "
-                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D] [--unmap] [--alloc-ms MS] [--hot-region N]\n");
+                                "[--steps N] [--step-ms MS] [--seed S] [--max-vram BYTES] [--hint] [--probe-every N] [--fork] [--meminfo] [--devices N | --device D] [--unmap] [--alloc-ms MS] [--hot-region N] [--until FILE]\n");
                 return EXIT_USAGE;
         }
         if (o.hint)
@@ -264,7 +270,7 @@ int main(int argc, char **argv) {
         /* The window walks the pool in eighths of itself per step. */
         stride = o.window_bytes / 8 ? o.window_bytes / 8 / 8 * 8 : 8;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (unsigned s = 0; s < o.steps; s++) {
+        for (s = 0; s < o.steps || (o.until && access(o.until, F_OK) != 0); s++) {
                 if (read_window(pool, &o, (uint64_t)s * stride, o.window_bytes, hint) < 0) {
                         fprintf(stderr, "kv-engine: read failed at step %u\n", s);
                         return EXIT_CUDA;
@@ -294,7 +300,7 @@ int main(int argc, char **argv) {
                 bad += b;
         }
         printf("kv-engine: pool %" PRIu64 " bytes in %u regions, %u steps, mismatched words %" PRIu64 "\n",
-               o.region_bytes * o.regions, o.regions, o.steps, bad);
+               o.region_bytes * o.regions, o.regions, s, bad);
         if (bad)
                 ret = EXIT_MISMATCH;
         for (unsigned d = 0; d < o.devices; d++) {
