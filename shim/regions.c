@@ -181,9 +181,15 @@ int regions_take(const void *ptr, struct shim_region *ret) {
                 return -ENOENT;
         }
         while (s->busy) {
-                uintptr_t base = s->r.base;
                 pthread_cond_wait(&t->idle, &t->lock);
-                s = find_containing(base); /* the array may have moved */
+                /* the array may have moved, and another thread may have
+                 * taken the region meanwhile (a second free of it: an
+                 * error, as CUDA's) */
+                s = find_containing((uintptr_t)ptr);
+                if (!s || s->r.base != (uintptr_t)ptr) {
+                        pthread_mutex_unlock(&t->lock);
+                        return -ENOENT;
+                }
         }
         *ret = s->r;
         slot_remove(s);

@@ -5,6 +5,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 
 #include "protocol.h"
 #include "regions.h"
@@ -125,6 +127,36 @@ static void test_fork(void) {
         regions_view_unlock();
 }
 
+static void *take_thread(void *arg) {
+        struct shim_region r;
+
+        *(int *)arg = regions_take((const void *)(uintptr_t)(2048 * MIB), &r);
+        return NULL;
+}
+
+/* Two frees of one region while an order holds it: both wait, one takes
+ * it, the other finds it gone (CUDA's error for a second free), never a
+ * crash on the slot that went away while it waited. */
+static void test_double_free_while_busy(void) {
+        struct shim_region busy = {.device = 0, .base = 2048 * MIB, .size_bytes = 4 * MIB, .span_bytes = 4 * MIB};
+        struct timespec pause = {.tv_nsec = 100 * 1000 * 1000};
+        struct shim_region r;
+        pthread_t th[2];
+        int rc[2] = {1, 1};
+
+        TAP_EQ_INT(regions_add(&busy), 0, "a region added");
+        TAP_EQ_INT(regions_acquire(busy.id, 0, 2, &r), 0, "an order holds it");
+        for (int i = 0; i < 2; i++)
+                pthread_create(&th[i], NULL, take_thread, &rc[i]);
+        nanosleep(&pause, NULL); /* both wait on the order, as far as a pause can tell */
+        regions_release(busy.id);
+        for (int i = 0; i < 2; i++)
+                pthread_join(th[i], NULL);
+        TAP_OK((rc[0] == 0 && rc[1] == -ENOENT) || (rc[0] == -ENOENT && rc[1] == 0),
+               "one free takes it, the other finds it gone (%d, %d)", rc[0], rc[1]);
+        TAP_EQ_INT(regions_lookup((void *)(uintptr_t)busy.base, &r), -ENOENT, "it is gone");
+}
+
 int main(void) {
         TAP_EQ_INT(regions_add(&captured), 0, "a captured region added");
         TAP_EQ_INT(regions_add(&mapping), 0, "a mapping added");
@@ -134,6 +166,7 @@ int main(void) {
         test_messages();
         test_registration();
         test_unmap();
+        test_double_free_while_busy();
         test_fork();
         return tap_done();
 }
