@@ -90,11 +90,30 @@ static int lib_fill(struct real_lib *l, void *handle) {
         return 0;
 }
 
+/* Keeps every library l's table points into loaded for the life of the
+ * process (RTLD_NODELETE): an engine that loaded CUDA with dlopen() may
+ * dlclose() it, and the table, the mover and the hooks would then call
+ * into unmapped code.  The references taken here are never dropped. */
+static void lib_pin(const struct real_lib *l) {
+        const void *last = NULL;
+
+        for (size_t i = 0; i < l->n; i++) {
+                Dl_info di;
+
+                if (!l->slots[i] || !dladdr(l->slots[i], &di) || !di.dli_fname || di.dli_fbase == last)
+                        continue;
+                last = di.dli_fbase;
+                (void)dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+        }
+}
+
 /* Fills l's table from the next definitions, else from a loaded library of
- * its sonames. */
+ * its sonames, and pins what it found. */
 static int lib_find_loaded(struct real_lib *l) {
-        if (lib_fill(l, RTLD_NEXT) == 0)
+        if (lib_fill(l, RTLD_NEXT) == 0) {
+                lib_pin(l);
                 return 0;
+        }
         for (const char *const *s = l->sonames; *s; s++) {
                 void *h = dlopen(*s, RTLD_LAZY | RTLD_NOLOAD);
                 int r;
@@ -102,9 +121,11 @@ static int lib_find_loaded(struct real_lib *l) {
                 if (!h)
                         continue;
                 r = lib_fill(l, h);
+                if (r == 0) {
+                        lib_pin(l);
+                        return 0; /* h stays open: it is the table's */
+                }
                 dlclose(h); /* drops only the reference NOLOAD took */
-                if (r == 0)
-                        return 0;
         }
         return -ENOENT;
 }

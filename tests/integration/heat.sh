@@ -60,6 +60,14 @@ env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=16M KVTIER_HEAT=
 check "launch through a RTLD_LOCAL driver's cuGetProcAddress: exits 0" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "exit $rc: $(cat "$TMP/local.out")"
 check_gt "and the shim saw its launches" "$(jq -s 'map(.launches // 0) | max' "$TMP/local.heat" 2>/dev/null || echo 0)" 3
+# The engine closes its handle after fetching the launch: the shim's tables
+# point into the driver, so the shim keeps it loaded.
+"$top_builddir/tests/integration/local-driver" dlclose >"$TMP/local-plain.out" 2>&1
+check "without the shim that dlclose unloads the driver" grep -q "is unloaded" "$TMP/local-plain.out"
+env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=16M KVTIER_HEAT=launch \
+        timeout 30 "$top_builddir/tests/integration/local-driver" dlclose >"$TMP/local-close.out" 2>&1; rc=$?
+check "under the shim the driver stays loaded, and launches go on after the dlclose" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "exit $rc: $(cat "$TMP/local-close.out")"
 
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=stub" run_polled stub)
 check_gt "__cudaLaunchKernel (CUDA 13 nvcc stubs) heat: the window is in VRAM at the end" "$hot" $((8 << 20))

@@ -7,11 +7,18 @@
  * shim the launch goes through its cuLaunchKernel wrapper, which must find
  * the real function and not itself.
  *
- * Exit status: 0 launched; 1 a CUDA call failed; 2 the driver was not found.
+ * local-driver dlclose: closes the handle once the launch is fetched, as
+ * an engine that loaded CUDA itself may, then launches again: the shim
+ * keeps the libraries its tables point into loaded (without it the
+ * launch called into unmapped code).
+ *
+ * Exit status: 0 launched; 1 a CUDA call failed; 2 the driver was not found;
+ * 3 the driver was unloaded after dlclose.
  */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cuda-abi.h"
 #include "fakecuda.h"
@@ -24,7 +31,8 @@ typedef CUresult (*launch_fn)(CUfunction f, unsigned int gx, unsigned int gy, un
                               unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params,
                               void **extra);
 
-int main(void) {
+int main(int argc, char **argv) {
+        int close_it = argc > 1 && strcmp(argv[1], "dlclose") == 0;
         void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
         getproc_fn getproc = h ? (getproc_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
         launch_fn launch = NULL;
@@ -40,6 +48,16 @@ int main(void) {
             cudaMalloc(&p, len) != cudaSuccess) {
                 fprintf(stderr, "local-driver: setup failed\n");
                 return 1;
+        }
+        if (close_it) {
+                void *again;
+
+                dlclose(h);
+                again = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+                printf("local-driver: after dlclose libcuda.so.1 is %s\n", again ? "loaded" : "unloaded");
+                if (!again)
+                        return 3;
+                dlclose(again);
         }
         for (int i = 0; i < 4; i++)
                 if (launch((CUfunction)(uintptr_t)fakecuda_read_kernel, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != 0) {
