@@ -78,6 +78,9 @@ run() {
 # The two-engine runs: hi and lo, each an 8 GiB pool with 6 hot sessions.
 TWO="python3 $C/paged_kv.py --sessions 32 --layers 8 --batch 4 --hot 6 --warmup-turns 1 --bound-budget 4G"
 TWO_CONF='[client.lo]\ngid = 4242\npriority = 0\nquota = 1G\n[client.hi]\nuid = 0\npriority = 7'
+# KVT_TWO_EXTRA: more configuration lines for the two-engine daemon (a
+# *tuned* run, such as '\n[gpu]\nyield_percent = 3').
+TWO_CONF="$TWO_CONF${KVT_TWO_EXTRA:-}"
 
 # vram_peaks FILE: every 0.5 s until killed, the VRAM each client section
 # holds (status), the most seen so far written to FILE as JSON.
@@ -126,7 +129,8 @@ run_pair() {
                 vram_peaks "$peaks" &
                 poll=$!
         fi
-        "${pre[@]}" python3 -c \
+        # under kvtier, lo's shim statistics (its paced launches) at its exit
+        "${pre[@]}" ${pre:+KVTIER_DEBUG=heat-stats=$RET/heat-$tag-lo.$(date +%s).json} python3 -c \
                 'import os, sys; os.setgroups([]); os.setgid(4242); os.execvp(sys.argv[1], sys.argv[1:])' \
                 $TWO "${lo[@]}" --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
         lo_pid=$!
@@ -199,7 +203,7 @@ runtag() {
                 local lg="--logits $T/logits-$tag.pt"
                 case "$3" in
                 vram|vram2) run "$tag" - $LONG --cache "$2" $lg ;;
-                kvtier) run "$tag" 1G $LONG --cache "$2" $lg ;;
+                kvtier) run "$tag" "${KVT_LONG_BUDGET:-1G}" $LONG --cache "$2" $lg ;;
                 hfoffload) run "$tag" - $LONG --cache offloaded $lg ;;
                 nopress) run "$tag" 100G $LONG --cache "$2" $lg ;;
                 esac ;;
