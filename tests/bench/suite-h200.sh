@@ -28,7 +28,8 @@
 #   (paged_kv.py --step-log: it waits for every step) to steps-TAG.txt
 #   in the logs, to see how a run's steps move as kvtier learns.
 # KVT_STATUS_JSON=1: each poll of the daemon's status (every KVT_POLL_S
-#   seconds, default 2) also saves status --json as status-TAG.N.json;
+#   seconds, default 2; the two-engine pairs' every 0.5 s) also saves status
+#   --json as status-TAG.N.json;
 #   with KVT_DAEMON_TS=1 (kvtierd.log's lines after the wall clock) and
 #   KVT_DAEMON_EXTRA='[daemon]\nlog_level=debug' (its orders named),
 #   tests/bench/residency-report.py DIR TAG reads where a paged run kept
@@ -82,18 +83,25 @@ TWO_CONF='[client.lo]\ngid = 4242\npriority = 0\nquota = 1G\n[client.hi]\nuid = 
 # *tuned* run, such as '\n[gpu]\nyield_percent = 3').
 TWO_CONF="$TWO_CONF${KVT_TWO_EXTRA:-}"
 
-# vram_peaks FILE: every 0.5 s until killed, the VRAM each client section
-# holds (status), the most seen so far written to FILE as JSON.
+# vram_peaks FILE [PREFIX]: every 0.5 s until killed, the VRAM each client
+# section holds (status), the most seen so far written to FILE as JSON;
+# with PREFIX, each status also to PREFIX.N.json (KVT_STATUS_JSON: where
+# each engine's chunks were).
 vram_peaks() {
         # exec: the background job's pid is the poller's own, so that kill stops it
-        exec python3 - "$CTL" "$SOCK" "$1" <<'EOF'
+        exec python3 - "$CTL" "$SOCK" "$1" "${2:-}" <<'EOF'
 import json, subprocess, sys, time
-ctl, sock, path = sys.argv[1:4]
+ctl, sock, path, prefix = sys.argv[1:5]
 peak = {}
+n = 0
 while True:
     try:
-        st = json.loads(subprocess.run([ctl, "-s", sock, "status", "--json"], capture_output=True,
-                                       timeout=5).stdout)
+        out = subprocess.run([ctl, "-s", sock, "status", "--json"], capture_output=True, timeout=5).stdout
+        st = json.loads(out)
+        if prefix:
+            with open(f"{prefix}.{n}.json", "wb") as f:
+                f.write(out)
+            n += 1
         for c in st.get("clients", []):
             k = c.get("section") or "none"
             peak[k] = max(peak.get(k, 0), c.get("vram_bytes", 0))
@@ -126,7 +134,7 @@ run_pair() {
         esac
         t0=$(date +%s.%N)
         if [ -z "${1:-}" ]; then
-                vram_peaks "$peaks" &
+                vram_peaks "$peaks" ${KVT_STATUS_JSON:+"$RET/status-$tag"} &
                 poll=$!
         fi
         # under kvtier, lo's shim statistics (its paced launches) at its exit
