@@ -260,13 +260,13 @@ static const struct conf_key conf_table[] = {
         {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "25600",
          "demand: host chunks per second, at most, whose GPU mapping of one 4 KiB page is dropped so "
          "that their next use is seen (a re-arm: 7-80 us of an evictor thread's driver time each alone); "
-         "fewer where the shim makes them slower: no more than a tick's share is in flight; an eighth "
+         "fewer where a shim makes them slower: no more than a tick's share of one client's is in flight; an eighth "
          "while demands wait for room, so that probes go first; 0 = none",
          offsetof(struct conf, rearm_rate)},
         {"policy", "probe_rate", CONF_UINT, 0, 100000, "800",
          "demand: cohorts of chunks in VRAM per second probed (one order, one 4 KiB page of each chunk "
          "sent to the host): a chunk used soon is in use, one unused is cold; fewer while most come "
-         "back, and no more than a tick's share in flight; 0 = none",
+         "back, and no more than a tick's share of one client's in flight; 0 = none",
          offsetof(struct conf, probe_rate)},
         {"host", "hugepages", CONF_UINT, 0, 1u << 20, "0",
          "2 MiB hugepages kvtierd keeps in the pool of each host NUMA node (raised to at least this at start "

@@ -123,7 +123,8 @@ static int planner_grow(struct planner *p) {
 }
 
 /* The policy's index for a region's client, added with its [client.NAME]
- * priority and quota on first sight.  Returns the index or -ENOMEM. */
+ * priority and quota and its samples in flight on first sight.  Returns
+ * the index or -ENOMEM. */
 static ssize_t planner_client(struct planner *p, struct client *c) {
         unsigned prio = 0;
         uint64_t quota = UINT64_MAX;
@@ -149,29 +150,31 @@ static ssize_t planner_client(struct planner *p, struct client *c) {
         }
         conf_client(p->conf, client_section(c), &prio, &quota);
         p->clients[p->n_clients] = (struct policy_client){
-                .quota_chunks = quota == UINT64_MAX ? UINT64_MAX : quota / KVT_CHUNK_BYTES, .priority = (uint8_t)prio};
+                .quota_chunks = quota == UINT64_MAX ? UINT64_MAX : quota / KVT_CHUNK_BYTES,
+                .priority = (uint8_t)prio,
+                .sampling_chunks = (uint32_t)MIN(client_sampling_chunks(c), (uint64_t)UINT32_MAX),
+                .probing_cohorts = (uint32_t)MIN(client_probing_orders(c), (uint64_t)UINT32_MAX)};
         p->client_of[p->n_clients] = c;
         return (ssize_t)p->n_clients++;
 }
 
 /* Points p->views at the chunks of the GPU's regions, oldest region first:
  * the registry's per-chunk state is the policy's input, nothing is copied.
- * With [client.NAME] sections, also the clients' priorities and quotas. */
+ * Also each region's client: its [client.NAME] priority and quota, and its
+ * samples in flight (one client's regions alone are siblings, and one
+ * client's slow shim holds back only its own samples). */
 static int planner_snapshot(struct planner *p, struct registry *r, int device, size_t *ret_n) {
-        bool per_client = conf_n_clients(p->conf) > 0;
         size_t n_regions = 0;
 
         p->n_clients = 0;
         for (struct region *reg = registry_regions(r); reg; reg = region_next(reg)) {
-                ssize_t ci = 0;
+                ssize_t ci;
 
                 if (region_device(reg) != device || region_untiered(reg))
                         continue;
-                if (per_client) {
-                        ci = planner_client(p, region_client(reg));
-                        if (ci < 0)
-                                return (int)ci;
-                }
+                ci = planner_client(p, region_client(reg));
+                if (ci < 0)
+                        return (int)ci;
                 if (n_regions == p->cap_regions) {
                         int ret = planner_grow(p);
 
@@ -303,11 +306,18 @@ static void lap_end(const struct lap *l, uint64_t *cursor) {
                 *cursor = (l->from + l->missed) % l->total;
 }
 
+/* A tick's share of samples on one GPU: re-armed chunks and probed
+ * cohorts.  The tick issues no more than that in all, and each client has
+ * no more than that in flight (its shim makes them in a queue of its own). */
+struct sample_share {
+        uint32_t rearm_chunks, probe_cohorts;
+};
+
 /* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
  * Returns the orders issued, or -ENOMEM. */
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
-                          const struct policy_params *pp, uint64_t held, const struct planner_ops *ops,
-                          void *userdata) {
+                          const struct policy_params *pp, uint64_t held, const struct sample_share *share,
+                          const struct planner_ops *ops, void *userdata) {
         /* Probes only while demands wait for room: without them there is
          * nothing to make room for, and a probe would only empty VRAM. */
         /* A probe's answer is a remote map reported within a flush or two
@@ -320,7 +330,9 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .probe_ticks = MAX(window / 2, 1u),
                                           .probe_window = window,
                                           .rearm_max = pp->sample_chunks,
-                                          .probe_max = held && d->probe_now ? pp->probe_cohorts : 0};
+                                          .probe_max = held && d->probe_now ? pp->probe_cohorts : 0,
+                                          .client_rearm_max = share->rearm_chunks,
+                                          .client_probe_max = share->probe_cohorts};
         struct policy_sample sm;
         struct kvt_order o;
         struct lap lap;
@@ -414,6 +426,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         struct policy_params pp;
         struct policy_input in = {0};
         struct policy_plan plan;
+        struct sample_share share;
         uint64_t held;
         size_t n = 0;
         int ret, issued = 0;
@@ -473,19 +486,20 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         /* A tick's re-arms and probes, sampled in its plans (a demand re-plans
          * up to once a millisecond, and its probes cannot wait for the tick):
          * no more than the tick's share of each in all, and no more in flight
-         * than that.  Where the shim makes them slower than rearm_rate and
-         * probe_rate ask, the rates fall to what it makes, and a chunk's
-         * sample (unmovable while in flight) waits behind a tick's share of
-         * others at most, and behind the shim's moves half a second at most.
-         * While demands wait for room, re-arms yield to probes. */
-        pp.sample_chunks = policy_rearm_share(pp.sample_chunks, held, pp.probe_cohorts);
-        pp.sample_chunks -= (uint32_t)MIN(MAX(g->sampling_chunks, (uint64_t)d->tick_rearmed),
-                                          (uint64_t)pp.sample_chunks);
-        pp.probe_cohorts -= (uint32_t)MIN(MAX(g->probing_orders, (uint64_t)d->tick_probed),
-                                          (uint64_t)pp.probe_cohorts);
+         * than that of each client.  Where a shim makes them slower than
+         * rearm_rate and probe_rate ask, its rates fall to what it makes,
+         * and a chunk's sample (unmovable while in flight) waits behind a
+         * tick's share of others at most, and behind the shim's moves half a
+         * second at most; a shim that is slow, or does not answer, holds
+         * back its own samples, never another client's.  While demands wait
+         * for room, re-arms yield to probes. */
+        share.rearm_chunks = policy_rearm_share(pp.sample_chunks, held, pp.probe_cohorts);
+        share.probe_cohorts = pp.probe_cohorts;
+        pp.sample_chunks = share.rearm_chunks - MIN(d->tick_rearmed, share.rearm_chunks);
+        pp.probe_cohorts = share.probe_cohorts - MIN(d->tick_probed, share.probe_cohorts);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
                 registry_gpu_sampled(r, g->device, in.probe_window);
-                ret = planner_sample(p, r, d, &in, &pp, held, ops, userdata);
+                ret = planner_sample(p, r, d, &in, &pp, held, &share, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }
         if (ret >= 0)

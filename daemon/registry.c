@@ -62,6 +62,9 @@ struct client {
         uint64_t max_order_id;
         uint64_t grant_cap[KVT_MAX_GPUS];    /* the last GRANT: VRAM starts allowed in all, bytes */
         unsigned pace_percent;               /* the last PACE (100 before any) */
+        uint64_t sampling_chunks;            /* of its re-arms in flight, on every GPU */
+        uint64_t probing_orders;             /* its probes in flight, likewise */
+        uint64_t rearmed_chunks, probes;     /* of its re-arms and its probes, ever sent */
         uint64_t charged[KVT_MAX_GPUS];      /* chunks of its own charged to each GPU (for its quota) */
         uint64_t vram_started[KVT_MAX_GPUS]; /* bytes of regions booked as started in VRAM */
         uint64_t registered_bytes;           /* of its regions, for the quotas */
@@ -784,14 +787,20 @@ static void client_remember_forgotten(struct client *c, uint64_t order_id) {
         c->forgotten[c->n_forgotten++] = order_id;
 }
 
-/* An order's end in the GPU's counts of orders in flight, however it ended
- * (done, taken back, forgotten with its region). */
+/* An order's end in the counts of orders in flight, the GPU's and its
+ * client's, however it ended (done, taken back, forgotten with its region). */
 static void order_gone(struct gpu_stats *g, const struct order *o) {
+        struct client *c = o->region->client;
+
         g->inflight_orders--;
-        if (o->flags & KVT_ORDER_REARM)
+        if (o->flags & KVT_ORDER_REARM) {
                 g->sampling_chunks -= o->n;
-        if (o->flags & KVT_ORDER_PROBE)
+                c->sampling_chunks -= o->n;
+        }
+        if (o->flags & KVT_ORDER_PROBE) {
                 g->probing_orders--;
+                c->probing_orders--;
+        }
 }
 
 /* Forgets the in-flight orders of a region; the chunks keep their state. */
@@ -1186,10 +1195,16 @@ static int order_new(struct registry *r, struct region *reg, uint32_t first, uin
         gpu_charge(r, g, add);
         reg->client->charged[reg->device] += add;
         g->inflight_orders++;
-        if (flags & KVT_ORDER_REARM)
+        if (flags & KVT_ORDER_REARM) {
                 g->sampling_chunks += n;
-        if (flags & KVT_ORDER_PROBE)
+                reg->client->sampling_chunks += n;
+                reg->client->rearmed_chunks += n;
+        }
+        if (flags & KVT_ORDER_PROBE) {
                 g->probing_orders++;
+                reg->client->probing_orders++;
+                reg->client->probes++;
+        }
         r->next_order_id++;
         r->migrations.orders_sent++;
         *ret = (struct kvt_order){.order_id = o.id,
@@ -1606,6 +1621,22 @@ uint64_t client_vram_started(const struct client *c, int device) {
 void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes) {
         if (device >= 0 && device < KVT_MAX_GPUS)
                 c->grant_cap[device] = cap_bytes;
+}
+
+uint64_t client_sampling_chunks(const struct client *c) {
+        return c->sampling_chunks;
+}
+
+uint64_t client_probing_orders(const struct client *c) {
+        return c->probing_orders;
+}
+
+uint64_t client_rearmed_chunks(const struct client *c) {
+        return c->rearmed_chunks;
+}
+
+uint64_t client_probes(const struct client *c) {
+        return c->probes;
 }
 
 unsigned client_pace(const struct client *c) {

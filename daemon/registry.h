@@ -262,6 +262,13 @@ void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes);
  * before any. */
 unsigned client_pace(const struct client *c);
 void client_set_pace(struct client *c, unsigned percent);
+/* The client's samples in flight, on all its GPUs: chunks of its re-arms,
+ * and its probes (orders). */
+uint64_t client_sampling_chunks(const struct client *c);
+uint64_t client_probing_orders(const struct client *c);
+/* Of the client's re-arms and probes, those ever sent (chunks, orders). */
+uint64_t client_rearmed_chunks(const struct client *c);
+uint64_t client_probes(const struct client *c);
 
 /* Creates an order for chunks [first, first + n) of a region: marks them
  * pending, charges promotions to the GPU and evictions to host_node (-1:

@@ -243,6 +243,11 @@ static json_object *client_json(const struct client *c, const struct status_info
         json_object_object_add(o, "section", label ? json_object_new_string(label) : NULL);
         json_object_object_add(o, "device", json_object_new_int(client_device(c)));
         json_object_object_add(o, "pace_percent", json_u64(client_pace(c)));
+        /* its share of the sampler: sent, and in flight in its shim */
+        json_object_object_add(o, "rearmed_chunks", json_u64(client_rearmed_chunks(c)));
+        json_object_object_add(o, "rearming_chunks", json_u64(client_sampling_chunks(c)));
+        json_object_object_add(o, "probes", json_u64(client_probes(c)));
+        json_object_object_add(o, "probing", json_u64(client_probing_orders(c)));
         add_tiers(o, sum);
         if (h)
                 json_object_object_add(o, "heat", heat_json(h));

@@ -182,27 +182,66 @@ static int sample_append(struct policy_plan *p, size_t *cap, uint32_t r, uint32_
         return 0;
 }
 
+/* What each client may still be given this tick (policy_sample_params'
+ * client_*_max less its samples in flight); NULL arrays: no such limit. */
+struct client_room {
+        uint32_t *rearm, *probe;
+};
+
+/* What a limit of max (0: none) leaves beside in_flight. */
+static uint32_t room_left(uint32_t max, uint32_t in_flight) {
+        return max == 0 ? UINT32_MAX : in_flight >= max ? 0 : max - in_flight;
+}
+
+/* Sets up room for in's clients.  Returns 0 or -ENOMEM. */
+static int client_room_init(struct client_room *room, const struct policy_input *in,
+                            const struct policy_sample_params *sp) {
+        *room = (struct client_room){0};
+        if (!in->clients || in->n_clients == 0 || (sp->client_rearm_max == 0 && sp->client_probe_max == 0))
+                return 0;
+        room->rearm = calloc(2 * in->n_clients, sizeof(*room->rearm));
+        if (!room->rearm)
+                return -ENOMEM;
+        room->probe = room->rearm + in->n_clients;
+        for (size_t k = 0; k < in->n_clients; k++) {
+                room->rearm[k] = room_left(sp->client_rearm_max, in->clients[k].sampling_chunks);
+                room->probe[k] = room_left(sp->client_probe_max, in->clients[k].probing_cohorts);
+        }
+        return 0;
+}
+
+/* The room of region reg's client: a pointer to its count, or NULL (none kept). */
+static uint32_t *client_room_of(uint32_t *counts, const struct policy_input *in, const struct policy_region *reg) {
+        return counts && reg->client < in->n_clients ? &counts[reg->client] : NULL;
+}
+
 /* What one chunk of the lap yields: 0 (nothing), or the chunks it covers. */
 static int sample_one(const struct policy_input *in, const struct policy_sample_params *sp,
-                      const struct plan_siblings *sibs, uint32_t r, uint32_t i, struct policy_sample *ret, size_t *cap) {
+                      const struct plan_siblings *sibs, const struct client_room *room, uint32_t r, uint32_t i,
+                      struct policy_sample *ret, size_t *cap) {
         const struct policy_region *reg = &in->regions[r];
         const struct policy_chunk *c = &reg->chunks[i];
         const struct sibling_count *sib = sibs->of_region ? sibs->of_region[r] : NULL;
+        uint32_t *rearm_room = client_room_of(room->rearm, in, reg), *probe_room = client_room_of(room->probe, in, reg);
 
         if (ret->n_expired < POLICY_PROBES_MAX && policy_probe_unanswered(c, in->now, sp->probe_window)) {
                 ret->expired[ret->n_expired++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = 1};
                 return 0;
         }
-        if (ret->n_rearmed < sp->rearm_max && rearm_candidate(c, in->now, sp->stale_ticks) &&
-            !(sib && siblings_tell(&sib[i]))) {
+        if (ret->n_rearmed < sp->rearm_max && (!rearm_room || *rearm_room > 0) &&
+            rearm_candidate(c, in->now, sp->stale_ticks) && !(sib && siblings_tell(&sib[i]))) {
                 ret->n_rearmed++;
+                if (rearm_room)
+                        (*rearm_room)--;
                 return sample_append(&ret->plan, cap, r, i, 1) < 0 ? -ENOMEM : 1;
         }
-        if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
+        if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX && (!probe_room || *probe_room > 0) &&
             probe_candidate(c, sib ? &sib[i] : NULL, in->now, sp->probe_ticks)) {
                 uint32_t n = cohort_len(reg, sib, i);
 
                 ret->probes[ret->n_probes++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = n};
+                if (probe_room)
+                        (*probe_room)--;
                 return (int)n;
         }
         return 0;
@@ -212,6 +251,7 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                   struct policy_sample *ret) {
         size_t total = 0, cap = 0, start = 0, r = 0, at;
         struct plan_siblings sibs;
+        struct client_room room;
         int err;
 
         *ret = (struct policy_sample){0};
@@ -219,19 +259,24 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                 total += in->regions[k].n_chunks;
         if (total == 0 || (sp->rearm_max == 0 && sp->probe_max == 0))
                 return 0;
-        if ((err = siblings_build(&sibs, in, in->protect_ticks)) < 0)
+        if ((err = client_room_init(&room, in, sp)) < 0)
                 return err;
+        if ((err = siblings_build(&sibs, in, in->protect_ticks)) < 0) {
+                free(room.rearm);
+                return err;
+        }
         /* One lap at most, from the cursor; the region holding it found first. */
         at = (size_t)(*cursor % total);
         while (start + in->regions[r].n_chunks <= at)
                 start += in->regions[r++].n_chunks;
         for (size_t seen = 0; seen < total && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
-                int k = sample_one(in, sp, &sibs, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
+                int k = sample_one(in, sp, &sibs, &room, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
                 size_t step = k > 0 ? (size_t)k : 1;
 
                 if (k < 0) {
                         policy_plan_clear(&ret->plan);
                         siblings_free(&sibs);
+                        free(room.rearm);
                         return k;
                 }
                 /* a cohort is probed once: the lap goes on after it */
@@ -244,5 +289,6 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
         }
         *cursor = at;
         siblings_free(&sibs);
+        free(room.rearm);
         return 0;
 }

@@ -156,6 +156,10 @@ struct policy_node {
 struct policy_client {
         uint64_t quota_chunks; /* most chunks wanted in VRAM; UINT64_MAX = no quota */
         uint8_t priority;      /* 0 (default) .. 7: ranks above any lower priority's chunks */
+        /* demand's sampler (policy_sample()): this client's samples in flight,
+         * in its own shim's queue: chunks of re-arms and probes (cohorts) */
+        uint32_t sampling_chunks;
+        uint32_t probing_cohorts;
 };
 
 #define POLICY_PRIORITY_MAX 7u
@@ -323,8 +327,16 @@ struct policy_sample_params {
         uint32_t stale_ticks;  /* re-arm: not used within this long */
         uint32_t probe_ticks;  /* probe: nothing seen for this long */
         uint32_t probe_window; /* a probe not used again within this long of its eviction expired */
-        uint32_t rearm_max;    /* chunks re-armed */
+        uint32_t rearm_max;    /* chunks re-armed, all clients together */
         uint32_t probe_max;    /* cohorts probed, at most POLICY_PROBES_MAX */
+        /* With policy_input.clients: the most samples of one client in
+         * flight, its own (policy_client.sampling_chunks, .probing_cohorts)
+         * and these together.  A shim makes its client's samples in a queue
+         * of its own, so one that is slow (busy with its moves) or does not
+         * answer at all holds back its own sampling, not another's.
+         * 0 = no such limit. */
+        uint32_t client_rearm_max;
+        uint32_t client_probe_max;
 };
 
 /* A probe: chunks [first, first + n) of region `region`, each probed on

@@ -668,6 +668,53 @@ static void test_probe(void) {
         policy_plan_clear(&sm.plan);
 }
 
+/* policy_sample with clients: each client's samples in flight count
+ * against its own limit only, so a client whose shim has a tick's share
+ * out (slow, or not answering) is passed over and the others are not. */
+static void test_sample_clients(void) {
+        struct policy_chunk c[8] = {0}, v[16] = {0};
+        struct policy_region reg[3] = {{.chunks = c, .n_chunks = 4, .client = 0},
+                                       {.chunks = c + 4, .n_chunks = 4, .client = 1},
+                                       {.chunks = v, .n_chunks = 16, .client = 1}};
+        struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX, .sampling_chunks = 4, .probing_cohorts = 2},
+                                      {.quota_chunks = UINT64_MAX}};
+        struct policy_input in = {.regions = reg, .n_regions = 3, .now = 1000, .clients = cl, .n_clients = 2};
+        struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .rearm_max = 8, .probe_max = 4,
+                                          .client_rearm_max = 4, .client_probe_max = 2};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+
+        for (int i = 0; i < 8; i++)
+                c[i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 50};
+        for (int i = 0; i < 16; i++)
+                v[i] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = i < 8 ? 500 : 600};
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample clients: runs");
+        TAP_OK(sm.n_rearmed == 4 && sm.plan.n_moves == 1 && sm.plan.moves[0].region == 1 &&
+                       sm.plan.moves[0].n_chunks == 4,
+               "sample clients: client 0 has its share of re-arms out: only client 1's chunks are re-armed");
+        TAP_EQ_U64(sm.n_probes, 2, "sample clients: client 1's cohorts probed");
+        policy_plan_clear(&sm.plan);
+        cl[0].sampling_chunks = 2;
+        cl[1].sampling_chunks = 3;
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample clients: runs (room)");
+        TAP_OK(sm.n_rearmed == 3 && sm.plan.n_moves == 2 && sm.plan.moves[0].region == 0 &&
+                       sm.plan.moves[0].n_chunks == 2 && sm.plan.moves[1].region == 1 && sm.plan.moves[1].n_chunks == 1,
+               "sample clients: each client up to its own room (2 and 1)");
+        policy_plan_clear(&sm.plan);
+        cl[1].probing_cohorts = 2;
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample clients: runs (probes out)");
+        TAP_EQ_U64(sm.n_probes, 0, "sample clients: a client with its probes out gets no more");
+        policy_plan_clear(&sm.plan);
+        sp.client_rearm_max = sp.client_probe_max = 0;
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample clients: runs (no limits)");
+        TAP_OK(sm.n_rearmed == 8 && sm.n_probes == 2,
+               "sample clients: without per-client limits, what is in flight does not count");
+        policy_plan_clear(&sm.plan);
+}
+
 /* The prober: every tick at first; probes that mostly come back (the
  * cohorts in use) stretch the interval, probes that mostly find cold
  * cohorts shrink it, within 1 .. POLICY_PROBE_INTERVAL_MAX. */
@@ -750,6 +797,7 @@ int main(void) {
         test_demand_active();
         test_sample();
         test_probe();
+        test_sample_clients();
         test_prober();
         test_demand_uses();
         test_guard();
