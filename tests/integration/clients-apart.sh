@@ -21,17 +21,6 @@
 write_config 64M "[policy]" "rearm_rate = 400"
 check "kvtierd starts with a share of 8 re-arms a tick" start_daemon
 
-# poll JQ SECONDS: status until jq JQ of it prints true, up to SECONDS;
-# prints the last status read.
-poll() {
-        local s
-        for _ in $(seq $(($2 * 20))); do
-                s=$(status_json)
-                [ "$(jq "$1" <<<"$s" 2>/dev/null)" = true ] && break
-                sleep 0.05
-        done
-        echo "$s"
-}
 # client PID FIELD: the field of the client with that pid in the last status.
 client() { jq --argjson p "$1" --arg f "$2" '[.clients[] | select(.pid == $p) | .[$f]][0] // -1' <<<"$S"; }
 
@@ -42,16 +31,16 @@ ARGS="--regions 3 --region-size 64M --window 8M --steps 20 --step-ms 20"
 env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" "$ENGINE" $ARGS --seed 1 --until "$TMP/s.stop" \
         >"$TMP/s.out" 2>&1 &
 S_PID=$!
-S=$(poll "[.clients[] | select(.pid == $S_PID) | .rearmed_chunks > 0] | any" 10)
+S=$(status_when "[.clients[] | select(.pid == $S_PID) | .rearmed_chunks > 0] | any" true 10)
 check_gt "S's stale chunks are re-armed while it runs" "$(client $S_PID rearmed_chunks)" 0
 kill -STOP "$S_PID"
-S=$(poll "[.clients[] | select(.pid == $S_PID) | .rearming_chunks >= 8] | any" 5)
+S=$(status_when "[.clients[] | select(.pid == $S_PID) | .rearming_chunks >= 8] | any" true)
 check_gt "stopped, S holds re-arms unanswered" "$(client $S_PID rearming_chunks)" 0
 
 env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" "$ENGINE" $ARGS --seed 2 --until "$TMP/b.stop" \
         >"$TMP/b.out" 2>&1 &
 B_PID=$!
-S=$(poll "[.clients[] | select(.pid == $B_PID) | .rearmed_chunks > 0] | any" 5)
+S=$(status_when "[.clients[] | select(.pid == $B_PID) | .rearmed_chunks > 0] | any" true)
 check_gt "B's stale chunks are re-armed meanwhile" "$(client $B_PID rearmed_chunks)" 0
 check_gt "while S still holds them" "$(client $S_PID rearming_chunks)" 0
 check "and no order of S's timed out yet" bash -c "! grep -q 'unanswered' '$TMP/kvtierd.log'"

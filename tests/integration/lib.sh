@@ -118,11 +118,11 @@ stop_daemon() {
 
 status_json() { "$KVTIERCTL" -s "$SOCK" status --json; }
 
-# status_when JQ VALUE: status (JSON) once jq JQ of it prints VALUE, polled
-# for up to 5 s; the last one read if it never does.
+# status_when JQ VALUE [SECONDS]: status (JSON) once jq JQ of it prints
+# VALUE, polled for up to SECONDS (5); the last one read if it never does.
 status_when() {
         local s
-        for _ in $(seq 100); do
+        for _ in $(seq $((${3:-5} * 20))); do
                 s=$(status_json)
                 [ "$(jq "$1" <<<"$s")" = "$2" ] && break
                 sleep 0.05
