@@ -954,10 +954,18 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
         for (uint32_t i = hint->first_chunk; i < hint->first_chunk + hint->n_chunks; i++) {
                 struct policy_chunk *ch = &reg->chunks[i];
 
-                if (hot)
+                /* COLD and DONE say what a probe unanswered says: the
+                 * chunk in VRAM is unused, and demand may displace it (a
+                 * chunk in VRAM is otherwise fresh: policy.h).  Any use
+                 * after it, HOT or WILL_NEED too, makes it fresh again. */
+                if (hot) {
                         policy_chunk_touch(ch, r->tick, 1, conf_heat_half_life_ticks(r->conf));
-                else
+                        ch->flags &= (uint8_t)~CHUNK_COLD;
+                } else {
                         ch->last_use = ch->heat = 0;
+                        if (ch->tier == KVT_TIER_VRAM && ch->pending == KVT_TIER_NONE)
+                                ch->flags |= CHUNK_COLD;
+                }
                 if (hint->kind == KVT_HINT_PINNED)
                         ch->flags |= CHUNK_PINNED;
                 else if (hint->kind == KVT_HINT_HOT)

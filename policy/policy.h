@@ -99,8 +99,9 @@ enum policy_tier {
  * there: the GPU reads it in place and no further access is seen until it
  * is re-armed (policy_sample()) or moved. */
 #define POLICY_CHUNK_MAPPED 0x04u
-/* In VRAM, and a probe of its cohort found it unused (policy_sample()):
- * demand may displace it.  Any use clears it. */
+/* In VRAM, and a probe of its cohort found it unused (policy_sample()),
+ * or the engine hinted it COLD or DONE: demand may displace it.  Any use
+ * clears it. */
 #define POLICY_CHUNK_COLD 0x08u
 /* In VRAM and probed (policy_sample()) at last_move: one page of it is
  * on the host, unmapped; cleared when it is used or found expired. */

@@ -495,6 +495,58 @@ static void test_hits_and_avoided(void) {
         rig_down(&x);
 }
 
+/* A COLD or DONE hint on chunks in VRAM makes them what a probe that
+ * found them unused makes them: demand may displace them at once.  A use
+ * after the hint makes them fresh again. */
+static void test_cold_hint(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        const struct policy_chunk *c;
+        struct region *a;
+        struct kvt_hint h = {.region_id = 1, .first_chunk = 10, .n_chunks = 2, .kind = KVT_HINT_COLD};
+        bool evicted_hinted = false, evicted_other = false;
+
+        a = rig_up_region(&x, 16, &g);
+        c = region_chunks(a);
+        evict(&x, a, 0, 1);
+        client_set_grant_cap(x.cl, 0, 17 * CHUNK);
+        add(&x, 2, 1, KVT_TIER_VRAM); /* the budget full again */
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1); /* was in VRAM: a demand */
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "cold hint: plan, the budget full");
+        TAP_OK(c[0].pending == KVT_TIER_NONE && n_sent == 0, "cold hint: before it, the demand is held back");
+        TAP_EQ_INT(registry_hint(x.r, x.cl, &h), 0, "cold hint: COLD on chunks 10..11 in VRAM");
+        TAP_OK((c[10].flags & POLICY_CHUNK_COLD) && (c[11].flags & POLICY_CHUNK_COLD) &&
+                   !(c[9].flags & POLICY_CHUNK_COLD),
+               "cold hint: its chunks are cold, no others");
+        registry_chunk_touch(x.r, a, 11, 1);
+        TAP_OK(!(c[11].flags & POLICY_CHUNK_COLD), "cold hint: a use after it makes the chunk fresh again");
+        registry_advance_tick(x.r);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "cold hint: plan");
+        for (size_t i = 0; i < n_sent; i++)
+                if (sent[i].tier != KVT_TIER_VRAM) {
+                        evicted_hinted |= sent[i].region_id == 1 && sent[i].first_chunk <= 10 &&
+                                          sent[i].first_chunk + sent[i].n_chunks > 10;
+                        evicted_other |= !(sent[i].region_id == 1 && sent[i].first_chunk == 10 && sent[i].n_chunks == 1);
+                }
+        TAP_OK(evicted_hinted && !evicted_other, "cold hint: the hinted chunk still cold is evicted, nothing else");
+        sink_complete(x.r, x.cl, SINK_ALL, 0);
+        registry_advance_tick(x.r);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "cold hint: plan once it left");
+        TAP_OK(c[0].pending == KVT_TIER_VRAM, "cold hint: the demand comes in in its place");
+        h.kind = KVT_HINT_DONE;
+        h.first_chunk = 5;
+        h.n_chunks = 1;
+        TAP_EQ_INT(registry_hint(x.r, x.cl, &h), 0, "cold hint: DONE on chunk 5");
+        TAP_OK(c[5].flags & POLICY_CHUNK_COLD, "cold hint: DONE makes it cold too");
+        h.kind = KVT_HINT_HOT;
+        TAP_EQ_INT(registry_hint(x.r, x.cl, &h), 0, "cold hint: HOT on chunk 5");
+        TAP_OK(!(c[5].flags & POLICY_CHUNK_COLD), "cold hint: HOT makes it fresh");
+        rig_down(&x);
+}
+
 static void spill_hint(struct rig *x, uint32_t region, uint32_t first, uint32_t n, uint32_t kind) {
         struct kvt_hint h = {.region_id = region, .first_chunk = first, .n_chunks = n, .kind = kind};
 
@@ -891,6 +943,7 @@ int main(void) {
         test_mapped_armed();
         test_probe_window();
         test_spilled();
+        test_cold_hint();
         test_lap_resumes();
         test_sample_bounds();
         test_probe_from_done();
