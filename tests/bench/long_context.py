@@ -25,6 +25,7 @@ the reference's two best logits were there, and the largest logit
 difference over the steps before it (0 means bitwise equal).
 """
 import argparse
+import ctypes
 import hashlib
 import json
 import sys
@@ -72,6 +73,9 @@ def main():
                     help="the timed first token's memory (torch's allocator): bytes allocated at its start, "
                          "its peak, and the largest rise within one decoder layer, as prefill_memory in the "
                          "JSON line (what one layer's prefill needs in VRAM at once, beside what it keeps)")
+    ap.add_argument("--hint-kv-cold", type=int, metavar="LAG",
+                    help="tuned, an oracle of cold evidence: during every prefill, before decoder layer i runs, "
+                         "hint the K and V of layer i - LAG COLD (kvtier_hint; nothing without the shim)")
     a = ap.parse_args()
 
     cfg, model, ids = build(a.layers, a.context, a.new, a.seed)
@@ -89,6 +93,7 @@ def main():
             except TypeError:
                 return model.generate(inp, **kw)
 
+    cold = KvColdHints(model, a.hint_kv_cold) if a.hint_kv_cold is not None else None
     gen(ids[:, :256], 2)  # warm up kernels and allocator
     timer = ModuleTimer(model) if a.breakdown else None
     memory = LayerMemory(model) if a.memory else None
@@ -123,6 +128,7 @@ def main():
         "ids_sha": hashlib.sha256(json.dumps(new_ids).encode()).hexdigest()[:16], "ids_head": new_ids[:8],
         **({"prefill_ms": prefill_ms} if prefill_ms else {}),
         **({"prefill_memory": prefill_memory} if prefill_memory else {}),
+        **({"cold_hints": cold.n} if cold else {}),
     }))
 
 
@@ -167,6 +173,39 @@ class ModuleTimer:
         for h in self.handles:
             h.remove()
         return {k: round(v, 2) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}
+
+
+class KvColdHints:
+    """--hint-kv-cold LAG: what placement could do for a prefill if kvtier
+    knew which KV is finished.  Before decoder layer i runs a prefill (more
+    than one token), the K and V the cache holds for layer i - LAG are
+    hinted KVTIER_HINT_COLD.  The hint is given when the layer is launched,
+    which may be ahead of the GPU: LAG keeps it behind the kernels that
+    still read that KV.  A tuned run, not a default: an unmodified engine
+    gives no hints."""
+
+    def __init__(self, model, lag):
+        self.lag, self.n = lag, 0
+        try:
+            self.fn = ctypes.CDLL(None).kvtier_hint
+            self.fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        except AttributeError:  # no shim: nothing to hint
+            self.fn = None
+            return
+        for mod in model.model.layers:
+            mod.register_forward_pre_hook(self._pre, with_kwargs=True)
+
+    def _pre(self, mod, args, kwargs):
+        hs = args[0] if args else kwargs.get("hidden_states")
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        i = mod.self_attn.layer_idx - self.lag
+        if hs is None or hs.shape[1] <= 1 or cache is None or i < 0 or i >= len(getattr(cache, "layers", ())):
+            return
+        layer = cache.layers[i]
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if t is not None and t.numel():
+                self.fn(t.data_ptr(), t.numel() * t.element_size(), 2)  # KVTIER_HINT_COLD
+                self.n += 1
 
 
 class LayerMemory:
