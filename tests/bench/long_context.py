@@ -75,7 +75,8 @@ def main():
                          "JSON line (what one layer's prefill needs in VRAM at once, beside what it keeps)")
     ap.add_argument("--hint-kv-cold", type=int, metavar="LAG",
                     help="tuned, an oracle of cold evidence: during every prefill, before decoder layer i runs, "
-                         "hint the K and V of layer i - LAG COLD (kvtier_hint; nothing without the shim)")
+                         "hint the K and V of layer i - LAG COLD, or with LAG 0 of every layer the GPU has finished "
+                         "(kvtier_hint; nothing without the shim)")
     a = ap.parse_args()
 
     cfg, model, ids = build(a.layers, a.context, a.new, a.seed)
@@ -181,11 +182,13 @@ class KvColdHints:
     than one token), the K and V the cache holds for layer i - LAG are
     hinted KVTIER_HINT_COLD.  The hint is given when the layer is launched,
     which may be ahead of the GPU: LAG keeps it behind the kernels that
-    still read that KV.  A tuned run, not a default: an unmodified engine
-    gives no hints."""
+    still read that KV.  LAG 0 waits for the GPU instead: each layer's end
+    is an event, and the KV of every layer whose event has completed is
+    hinted (a prefill reads a layer's KV in that layer only).  A tuned run,
+    not a default: an unmodified engine gives no hints."""
 
     def __init__(self, model, lag):
-        self.lag, self.n = lag, 0
+        self.lag, self.n, self.ends = lag, 0, []
         try:
             self.fn = ctypes.CDLL(None).kvtier_hint
             self.fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -194,18 +197,43 @@ class KvColdHints:
             return
         for mod in model.model.layers:
             mod.register_forward_pre_hook(self._pre, with_kwargs=True)
+            if lag == 0:
+                mod.register_forward_hook(self._post, with_kwargs=True)
 
-    def _pre(self, mod, args, kwargs):
+    @staticmethod
+    def _prefill(args, kwargs):
         hs = args[0] if args else kwargs.get("hidden_states")
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        i = mod.self_attn.layer_idx - self.lag
-        if hs is None or hs.shape[1] <= 1 or cache is None or i < 0 or i >= len(getattr(cache, "layers", ())):
-            return
-        layer = cache.layers[i]
+        return cache if hs is not None and hs.shape[1] > 1 and hasattr(cache, "layers") else None
+
+    def _hint(self, cache, i):
+        layer = cache.layers[i] if 0 <= i < len(cache.layers) else None
         for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
             if t is not None and t.numel():
                 self.fn(t.data_ptr(), t.numel() * t.element_size(), 2)  # KVTIER_HINT_COLD
                 self.n += 1
+
+    def _pre(self, mod, args, kwargs):
+        cache = self._prefill(args, kwargs)
+        if cache is None:
+            return
+        if self.lag:
+            self._hint(cache, mod.self_attn.layer_idx - self.lag)
+            return
+        while self.ends and self.ends[0][2].query():
+            c, i, _ = self.ends.pop(0)
+            if c is cache:
+                self._hint(cache, i)
+
+    def _post(self, mod, args, kwargs, out):
+        cache = self._prefill(args, kwargs)
+        if cache is None:
+            return
+        if mod.self_attn.layer_idx == 0:
+            self.ends = []  # a new prefill: the last one's layers are gone
+        ev = torch.cuda.Event()
+        ev.record()
+        self.ends.append((cache, mod.self_attn.layer_idx, ev))
 
 
 class LayerMemory:

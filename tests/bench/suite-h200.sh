@@ -82,6 +82,10 @@ TWO_CONF='[client.lo]\ngid = 4242\npriority = 0\nquota = 1G\n[client.hi]\nuid = 
 # KVT_TWO_EXTRA: more configuration lines for the two-engine daemon (a
 # *tuned* run, such as '\n[gpu]\nyield_percent = 3').
 TWO_CONF="$TWO_CONF${KVT_TWO_EXTRA:-}"
+# KVT_HI_TURNS: hi's measured turns, alone and beside lo (4 by default: 256
+# steps, about half a second, shorter than the daemon's protection and probe
+# windows take to settle; 16 measures 2-3 s of it).
+HI_TURNS=${KVT_HI_TURNS:-4}
 
 # vram_peaks FILE [PREFIX]: every 0.5 s until killed, the VRAM each client
 # section holds (status), the most seen so far written to FILE as JSON;
@@ -144,7 +148,7 @@ run_pair() {
         lo_pid=$!
         for _ in $(seq 1200); do grep -q "measured turns start" "$T/lo.err" 2>/dev/null && break; sleep 0.1; done
         grep -q "measured turns start" "$T/lo.err" || echo "$tag: hi starts before lo's measured turns" | tee -a "$RET/runs.log"
-        "${pre[@]}" $TWO --turns 4 >"$T/hi.out" 2>>"$RET/runs.log"
+        "${pre[@]}" $TWO --turns "$HI_TURNS" >"$T/hi.out" 2>>"$RET/runs.log"
         hi_rc=$?
         grep -q "measured turns end" "$T/lo.err" && echo "lo's measured turns ended before hi's" | tee -a "$RET/runs.log"
         wait $lo_pid
@@ -217,8 +221,8 @@ runtag() {
                 esac ;;
         two)
                 case "$2" in
-                vram) run "$tag" - $TWO --turns 4 ;;
-                alone) KVT_DAEMON_EXTRA=$TWO_CONF run "$tag" 4G $TWO --turns 4 ;;
+                vram) run "$tag" - $TWO --turns "$HI_TURNS" ;;
+                alone) KVT_DAEMON_EXTRA=$TWO_CONF run "$tag" 4G $TWO --turns "$HI_TURNS" ;;
                 pair) run_pair ;;
                 pairvram) run_pair vram ;;
                 pairzerocopy) run_pair zerocopy ;;
