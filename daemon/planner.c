@@ -332,7 +332,8 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .rearm_max = pp->sample_chunks,
                                           .probe_max = held && d->probe_now ? pp->probe_cohorts : 0,
                                           .client_rearm_max = share->rearm_chunks,
-                                          .client_probe_max = share->probe_cohorts};
+                                          .client_probe_max = share->probe_cohorts,
+                                          .threads = pp->threads};
         struct policy_sample sm;
         struct kvt_order o;
         struct lap lap;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "policy.h"
+#include "plan-ctx.h"
 #include "siblings.h"
 
 void policy_prober_init(struct policy_prober *pr) {
@@ -215,6 +216,16 @@ static uint32_t *client_room_of(uint32_t *counts, const struct policy_input *in,
         return counts && reg->client < in->n_clients ? &counts[reg->client] : NULL;
 }
 
+/* Whether chunk c may yield anything in the lap: an expired probe (one is
+ * out), a re-arm (mapped host memory) while re-arms are wanted, a probe (in
+ * VRAM) while probes are.  A quick test that most chunks of a lap fail,
+ * before sample_one()'s. */
+static inline bool lap_maybe(const struct policy_chunk *c, bool rearm, bool probe) {
+        return (c->flags & POLICY_CHUNK_PROBE) ||
+               (rearm && (c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST) ||
+               (probe && c->tier == POLICY_TIER_VRAM);
+}
+
 /* What one chunk of the lap yields: 0 (nothing), or the chunks it covers. */
 static int sample_one(const struct policy_input *in, const struct policy_sample_params *sp,
                       const struct plan_siblings *sibs, const struct client_room *room, uint32_t r, uint32_t i,
@@ -261,7 +272,7 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                 return 0;
         if ((err = client_room_init(&room, in, sp)) < 0)
                 return err;
-        if ((err = siblings_build(&sibs, in, in->protect_ticks)) < 0) {
+        if ((err = siblings_build(&sibs, in, in->protect_ticks, plan_threads(sp->threads, in, total))) < 0) {
                 free(room.rearm);
                 return err;
         }
@@ -270,9 +281,20 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
         while (start + in->regions[r].n_chunks <= at)
                 start += in->regions[r++].n_chunks;
         for (size_t seen = 0; seen < total && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
-                int k = sample_one(in, sp, &sibs, &room, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
-                size_t step = k > 0 ? (size_t)k : 1;
+                const struct policy_region *reg = &in->regions[r];
+                bool rearm = ret->n_rearmed < sp->rearm_max,
+                     probe = ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX;
+                size_t step = 0;
+                int k = 0;
 
+                /* the run of chunks from here that cannot yield, passed at once */
+                while (at - start + step < reg->n_chunks && seen + step < total &&
+                       !lap_maybe(&reg->chunks[at - start + step], rearm, probe))
+                        step++;
+                if (step == 0) {
+                        k = sample_one(in, sp, &sibs, &room, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
+                        step = k > 0 ? (size_t)k : 1;
+                }
                 if (k < 0) {
                         policy_plan_clear(&ret->plan);
                         siblings_free(&sibs);

@@ -41,12 +41,12 @@ void plan_par(struct plan_ctx *x, void (*fn)(struct plan_part *)) {
                 w->run(w->pool, plan_part_run, x, x->n_threads);
 }
 
-/* Threads for a plan of n chunks (see policy_params.threads): at most the
- * workers', and POLICY_THREADS_MAX; auto also one per
- * POLICY_THREADS_MIN_CHUNKS chunks. */
-unsigned plan_threads(const struct policy_params *pp, const struct policy_input *in, size_t n) {
+/* Threads for a pass over n chunks asked threads (see
+ * policy_params.threads): at most the workers', and POLICY_THREADS_MAX;
+ * auto also one per POLICY_THREADS_MIN_CHUNKS chunks. */
+unsigned plan_threads(unsigned threads, const struct policy_input *in, size_t n) {
         unsigned lent = in->workers && in->workers->run && in->workers->n > 1 ? in->workers->n : 1;
-        unsigned t = pp->threads;
+        unsigned t = threads;
 
         if (t == 0) {
                 t = lent;

@@ -82,9 +82,9 @@ struct plan_ctx {
         struct plan_siblings sib;   /* demand: what siblings say of each offset (siblings.h) */
 };
 
-/* Threads for a plan of n chunks: pp->threads of in->workers' (see
- * policy_params.threads), 1 without workers. */
-unsigned plan_threads(const struct policy_params *pp, const struct policy_input *in, size_t n);
+/* Threads for a pass over n chunks: threads (policy_params.threads'
+ * meaning) of in->workers', 1 without workers. */
+unsigned plan_threads(unsigned threads, const struct policy_input *in, size_t n);
 
 /* Allocates x's arrays and parts for x->n chunks and x->n_threads parts.
  * Returns 0 or -ENOMEM (nothing left allocated). */

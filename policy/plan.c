@@ -829,12 +829,12 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         r = plan_check(pp, in, &x.n);
         if (r < 0 || x.n == 0)
                 return r;
-        x.n_threads = plan_threads(pp, in, x.n);
+        x.n_threads = plan_threads(pp->threads, in, x.n);
         r = plan_ctx_init(&x);
         if (r < 0)
                 return r;
         plan_decay_init(&x);
-        if (pp->kind == POLICY_DEMAND && (r = siblings_build(&x.sib, in, in->protect_ticks)) < 0) {
+        if (pp->kind == POLICY_DEMAND && (r = siblings_build(&x.sib, in, in->protect_ticks, x.n_threads)) < 0) {
                 plan_ctx_free(&x);
                 return r;
         }

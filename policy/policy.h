@@ -338,6 +338,8 @@ struct policy_sample_params {
          * 0 = no such limit. */
         uint32_t client_rearm_max;
         uint32_t client_probe_max;
+        uint32_t threads; /* of policy_input.workers', as policy_params.threads: for the sibling
+                           * counts the sample reads (the lap itself runs on the calling thread) */
 };
 
 /* A probe: chunks [first, first + n) of region `region`, each probed on

@@ -52,6 +52,14 @@ struct sibling_member {
         uint32_t client, n_chunks, region;
 };
 
+/* A group: members [first_member, first_member + n_members) of
+ * plan_siblings.order, their counts at counts + at, counted in blocks
+ * [first_block, next group's first_block) of offsets_per_block offsets. */
+struct sibling_group {
+        uint32_t first_member, n_members, n_chunks, offsets_per_block;
+        size_t at, first_block;
+};
+
 struct plan_siblings {
         /* Per region: its group's counts, indexed by chunk; NULL for a region
          * with no siblings, or whose group tells nothing.  Regions of one
@@ -61,6 +69,8 @@ struct plan_siblings {
         struct sibling_member *order; /* scratch: regions sorted by client and size */
         uint32_t n_groups, n_mute;    /* groups; of them those that tell nothing */
         uint32_t n_members;           /* regions in all groups */
+        struct sibling_group *groups; /* n_groups, then one that ends the blocks */
+        size_t n_blocks;
 };
 
 /* What a chunk's siblings decided of it, where its own evidence did not. */
@@ -71,8 +81,11 @@ enum sibling_word {
 };
 
 /* Counts every group's offsets for tick now and a protection of
- * protect_ticks.  Returns 0 or -ENOMEM (s left empty). */
-int siblings_build(struct plan_siblings *s, const struct policy_input *in, uint32_t protect_ticks);
+ * protect_ticks, on up to threads of in->workers (1: the calling thread
+ * alone; the counts do not depend on it).  Returns 0 or -ENOMEM (s left
+ * empty). */
+int siblings_build(struct plan_siblings *s, const struct policy_input *in, uint32_t protect_ticks,
+                   unsigned threads);
 
 void siblings_free(struct plan_siblings *s);
 

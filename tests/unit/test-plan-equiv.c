@@ -122,16 +122,22 @@ static void fill_params(struct snapshot *s, enum policy_kind k) {
 
 /* A random snapshot; large: tens of thousands of chunks (rank buckets with
  * many chunks), else up to a few thousand. */
+/* Regions of these sizes only, so that demand's sibling groups form
+ * (check_siblings_case()); 0 sizes: any. */
+static const uint32_t *sibling_sizes;
+static size_t n_sibling_sizes;
+
 static int snapshot_new(struct snapshot *s, enum policy_kind k, bool large) {
         static const uint32_t nows[] = {0, 1, 2, 7, 100, 1000, 5000, 3000000, UINT32_MAX - 2};
-        size_t n_regions = large ? 4 + below(MAX_REGIONS - 4) : below(12);
+        size_t n_regions = large || n_sibling_sizes ? 4 + below(MAX_REGIONS - 4) : below(12);
         uint32_t now = nows[below(sizeof(nows) / sizeof(nows[0]))], sizes[MAX_REGIONS];
         size_t at = 0;
         bool quotas = false;
 
         *s = (struct snapshot){0};
         for (size_t r = 0; r < n_regions; r++) {
-                sizes[r] = (uint32_t)(large ? below(4000) : chance(20) ? 0 : below(chance(20) ? 600 : 64));
+                sizes[r] = n_sibling_sizes ? sibling_sizes[below(n_sibling_sizes)]
+                                           : (uint32_t)(large ? below(4000) : chance(20) ? 0 : below(chance(20) ? 600 : 64));
                 s->n_chunks += sizes[r];
         }
         s->chunks = calloc(s->n_chunks + 1, sizeof(*s->chunks));
@@ -252,6 +258,56 @@ static bool check_case(enum policy_kind k, bool large, uint64_t seed, struct cov
         return same;
 }
 
+/* demand with sibling groups, which the reference planner predates:
+ * regions of a few sizes (groups of one client and size form, some of
+ * more offsets than one block of the threads' counting, policy/siblings.c),
+ * host chunks mapped or armed; the plans with 1, 2 or 3, and auto threads
+ * must be the same.  *told counts plans that judged chunks on their
+ * siblings' word. */
+static bool check_siblings_case(uint64_t seed, unsigned *told) {
+        static const uint32_t sizes[] = {8, 9, 300, 700, 1100};
+        const uint32_t threads[] = {2 + (uint32_t)(seed / 7 % 2), 0};
+        const struct policy_workers *pools[] = {workers_policy(seed / 3 % 2 ? pool3 : pool2),
+                                                workers_policy(pool_auto)};
+        struct policy_plan one = {0}, got = {0};
+        struct snapshot s;
+        bool same = true;
+        int r1, rg;
+
+        rng = seed;
+        sibling_sizes = sizes;
+        n_sibling_sizes = sizeof(sizes) / sizeof(sizes[0]);
+        r1 = snapshot_new(&s, POLICY_DEMAND, true);
+        sibling_sizes = NULL;
+        n_sibling_sizes = 0;
+        if (r1 < 0)
+                return false;
+        for (size_t i = 0; i < s.n_chunks; i++)
+                if (s.chunks[i].tier == KVT_TIER_HOST && chance(40))
+                        s.chunks[i].flags |= POLICY_CHUNK_MAPPED;
+        s.in.probe_window = (uint32_t)below(300);
+        s.pp.threads = 1;
+        r1 = policy_plan(&s.pp, &s.in, &one);
+        *told += r1 == 0 && one.sibling_demand_chunks + one.sibling_stale_chunks > 0;
+        for (size_t t = 0; t < 2 && same; t++) {
+                s.pp.threads = threads[t];
+                s.in.workers = pools[t];
+                rg = policy_plan(&s.pp, &s.in, &got);
+                same = rg == r1 && plans_equal(&got, &one) && got.sibling_groups == one.sibling_groups &&
+                       got.sibling_groups_mute == one.sibling_groups_mute &&
+                       got.sibling_demand_chunks == one.sibling_demand_chunks &&
+                       got.sibling_stale_chunks == one.sibling_stale_chunks;
+                if (!same)
+                        TAP_DIAG("demand, siblings: seed %" PRIu64 " with threads = %" PRIu32 " of a pool of %u "
+                                 "differs from one thread's",
+                                 seed, threads[t], pools[t]->n);
+                policy_plan_clear(&got);
+        }
+        policy_plan_clear(&one);
+        free(s.chunks);
+        return same;
+}
+
 int main(int argc, char **argv) {
         unsigned cases = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : CASES_DEFAULT;
         uint64_t seed0 = argc > 2 ? strtoull(argv[2], NULL, 0) : 0x6b7674696572ull;
@@ -277,6 +333,15 @@ int main(int argc, char **argv) {
                          cov.quotas);
                 TAP_OK(failed == 0, "%s: %u random snapshots (%u large) plan as the reference does",
                        policy_kind_name((enum policy_kind)k), i, n_large);
+        }
+        {
+                unsigned failed = 0, told = 0, i;
+
+                for (i = 0; i < cases / 10 && failed < 3; i++)
+                        failed += !check_siblings_case(seed0 + 0x5151 + i, &told);
+                TAP_DIAG("demand, siblings: %u plans judged chunks on their siblings' word", told);
+                TAP_OK(failed == 0 && told > 0, "demand, siblings: %u random snapshots plan alike on 1, 2-3 and auto threads",
+                       i);
         }
         workers_free(pool2);
         workers_free(pool3);

@@ -4,9 +4,12 @@
  * and in the sampler. */
 #include "config.h"
 
+#include <stdlib.h>
+
 #include "plan-moves.h"
 #include "policy.h"
 #include "protocol.h"
+#include "siblings.h"
 #include "tap.h"
 
 #define V KVT_TIER_VRAM
@@ -210,10 +213,49 @@ static void test_sample(void) {
         policy_plan_clear(&sm.plan);
 }
 
+/* A group whose offsets span several blocks of the counting (4 members:
+ * 4096 offsets a block, policy/siblings.c) is counted at every offset
+ * once, at the blocks' edges too. */
+static void test_blocks(void) {
+        enum { LEN = 9000, MEMBERS = 4 };
+        static const uint32_t at[] = {0, 4095, 4096, 8191, 8192, 8999};
+        struct policy_chunk *c = calloc((size_t)MEMBERS * LEN, sizeof(*c));
+        struct policy_region reg[MEMBERS];
+        struct policy_input in = {.regions = reg, .n_regions = MEMBERS, .now = 1000, .probe_window = 10};
+        struct plan_siblings s;
+        uint32_t wrong = 0;
+
+        if (!c)
+                abort();
+        for (int r = 0; r < MEMBERS; r++) {
+                reg[r] = (struct policy_region){.chunks = c + (size_t)r * LEN, .n_chunks = LEN};
+                for (uint32_t i = 0; i < LEN; i++)
+                        c[(size_t)r * LEN + i] = (struct policy_chunk){.tier = V, .last_move = 100};
+        }
+        for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+                c[at[k]].last_use = c[LEN + at[k]].last_use = 999; /* in use in VRAM */
+                c[2 * LEN + at[k]] = (struct policy_chunk){.tier = H, .last_use = 100, .last_move = 500}; /* armed */
+        }
+        TAP_EQ_INT(siblings_build(&s, &in, 50, 1), 0, "blocks: counted");
+        TAP_OK(s.n_groups == 1 && s.n_mute == 0 && s.of_region[0] && s.of_region[3] == s.of_region[0],
+               "blocks: one group, telling");
+        for (uint32_t i = 0; i < LEN && s.of_region[0]; i++) {
+                bool marked = false;
+
+                for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++)
+                        marked |= at[k] == i;
+                wrong += s.of_region[0][i].used != (marked ? 2 : 0) || s.of_region[0][i].armed != (marked ? 1 : 0);
+        }
+        TAP_EQ_INT(wrong, 0, "blocks: every offset counted once, the blocks' edges too");
+        siblings_free(&s);
+        free(c);
+}
+
 int main(void) {
         test_stale();
         test_demand();
         test_groups();
         test_sample();
+        test_blocks();
         return tap_done();
 }
