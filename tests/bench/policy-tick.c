@@ -7,7 +7,8 @@
  * kvtierd sizes it for that setting), the two alternating tick by tick (which
  * goes first alternates too) so that the ratio is measured under the same
  * load.  Goal (issue 4): under 10 ms per tick on the CI machine.  Not a test:
- * run by hand, e.g. tests/bench/policy-tick [CHUNKS] [TICKS] [THREADS].
+ * run by hand, e.g. tests/bench/policy-tick [CHUNKS] [TICKS] [THREADS] [POLICY]
+ * (POLICY: that one only, e.g. demand, for a profile of it).
  * Times are wall-clock (threads: CPU time would add theirs up); "memcpy" is
  * a reference measured in the same run: one copy of the 16 MiB chunk array,
  * what a pass over it costs at best.
@@ -85,6 +86,34 @@ static void print_row(const char *what, enum policy_kind k, const char *how, dou
                (unsigned long long)(p->evict_chunks + p->promote_chunks));
 }
 
+/* demand's tick also samples (policy_sample(): re-arms and probes, as the
+ * daemon's planner asks for them at the defaults, rearm_rate 25600 and
+ * probe_rate 800 a second at 10 ms ticks): the median of ticks of it as a
+ * row of its own, ms the scratch for their times: with 1 thread and with
+ * threads (its sibling counts; the lap runs on one). */
+static int sample_row(const char *what, const struct policy_input *in, size_t n_total, int ticks, double *ms,
+                      uint32_t threads) {
+        struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 10, .probe_window = 20,
+                                          .rearm_max = 256, .probe_max = 8, .threads = threads};
+        char how[16];
+        uint64_t cursor = 0;
+
+        for (int t = 0; t < ticks; t++) {
+                struct policy_sample sm;
+                double a = now_ms();
+
+                if (policy_sample(in, &sp, &cursor, &sm) < 0)
+                        return -1;
+                ms[t] = now_ms() - a;
+                policy_plan_clear(&sm.plan);
+        }
+        qsort(ms, (size_t)ticks, sizeof(*ms), cmp_double);
+        snprintf(how, sizeof(how), threads == 1 ? "1" : threads ? "%u" : "auto", threads);
+        printf("%-7s %-6s %-5s %10.2f %10.2f %14.0f\n", what, "sample", how, ms[ticks / 2], ms[0],
+               (double)n_total / (ms[ticks / 2] / 1e3));
+        return 0;
+}
+
 /* Ticks of threads = 1 and threads = threads alternating; the plans of the
  * two must be the same. */
 static int bench(const char *what, enum policy_kind k, const struct policy_input *in, size_t n_total, int ticks,
@@ -121,6 +150,9 @@ static int bench(const char *what, enum policy_kind k, const struct policy_input
         print_row(what, k, how, ms[1], ticks, n_total, &p[1]);
         printf("%-7s %-6s %-5s %10.2f %10.2f\n", what, policy_kind_name(k), "ratio", ms[0][ticks / 2] / ms[1][ticks / 2],
                ms[0][0] / ms[1][0]);
+        if (k == POLICY_DEMAND && (sample_row(what, in, n_total, ticks, ms[0], 1) < 0 ||
+                                   sample_row(what, in, n_total, ticks, ms[0], threads) < 0))
+                goto out;
         ret = 0;
 out:
         policy_plan_clear(&p[0]);
@@ -134,12 +166,17 @@ int main(int argc, char **argv) {
         size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)1 << 20;
         int ticks = argc > 2 ? atoi(argv[2]) : 11;
         uint32_t threads = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0;
+        int only = argc > 4 ? policy_kind_from_name(argv[4]) : -1;
         size_t n_regions = (n + REGION_CHUNKS - 1) / REGION_CHUNKS;
         struct policy_chunk *c = calloc(n, sizeof(*c));
         struct policy_region *regs = calloc(n_regions, sizeof(*regs));
         struct policy_input in = {.regions = regs, .n_regions = n_regions, .now = 1000};
         struct workers *pool = NULL;
 
+        if (argc > 4 && only < 0) {
+                fprintf(stderr, "policy-tick: no policy '%s'\n", argv[4]);
+                return 2;
+        }
         if (!c || !regs || n == 0 || ticks < 1 || workers_new(workers_threads_for(threads), &pool) < 0)
                 return 1;
         in.workers = workers_policy(pool);
@@ -181,7 +218,7 @@ int main(int argc, char **argv) {
                 /* 40 GB/s x 50 ms, the daemon's defaults */
                 in.max_move_chunks = (40ull << 30) / 20 / KVT_CHUNK_BYTES;
                 for (int k = 0; k < _POLICY_KIND_MAX; k++)
-                        if (bench(steady ? "steady" : "churn", (enum policy_kind)k, &in, n, ticks, threads) < 0)
+                        if ((only < 0 || k == only) && bench(steady ? "steady" : "churn", (enum policy_kind)k, &in, n, ticks, threads) < 0)
                                 return 1;
         }
         workers_free(pool);
