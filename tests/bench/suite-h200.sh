@@ -29,7 +29,8 @@
 #   in the logs, to see how a run's steps move as kvtier learns.
 # KVT_STATUS_JSON=1: each poll of the daemon's status (every KVT_POLL_S
 #   seconds, default 2; the two-engine pairs' every 0.5 s) also saves status
-#   --json as status-TAG.N.json;
+#   --json as status-TAG.N.json (a run repeated in one suite, TAG.rK for
+#   its K-th: status-TAG.r2.N.json);
 #   with KVT_DAEMON_TS=1 (kvtierd.log's lines after the wall clock) and
 #   KVT_DAEMON_EXTRA='[daemon]\nlog_level=debug' (its orders named),
 #   tests/bench/residency-report.py DIR TAG reads where a paged run kept
@@ -44,6 +45,16 @@ bench_setup results.jsonl
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$RET/gpu.txt"
 echo "binaries from commit $(cat "$C/COMMIT" 2>/dev/null || echo unknown)" | tee -a "$RET/gpu.txt"
 
+# poll_tag TAG: sets PTAG to TAG the first time, TAG.rK for its K-th run
+# in this suite: what names a run's status polls, so that a repeat keeps
+# its own.
+declare -A RUNS_OF
+poll_tag() {
+        RUNS_OF[$1]=$(( ${RUNS_OF[$1]:-0} + 1 ))
+        PTAG=$1
+        if [ "${RUNS_OF[$1]}" -gt 1 ]; then PTAG=$1.r${RUNS_OF[$1]}; fi
+}
+
 # run TAG BUDGET|- CMD...: one workload; with a budget under the shim and a
 # private kvtierd (status saved at the end).  Appends {"tag":..., result}.
 run() {
@@ -57,10 +68,11 @@ run() {
         else
                 echo "== $tag" >>"$RET/kvtierd.log" # residency-report.py finds its run's lines so
                 bench_budget_daemon "$budget" || return
+                poll_tag "$tag"
                 (n=0; while sleep "${KVT_POLL_S:-2}"; do
                         "$CTL" -s "$SOCK" status >>"$RET/status-$tag.txt" 2>&1
                         if [ -n "${KVT_STATUS_JSON:-}" ]; then
-                                "$CTL" -s "$SOCK" status --json >"$RET/status-$tag.$n.json" 2>/dev/null
+                                "$CTL" -s "$SOCK" status --json >"$RET/status-$PTAG.$n.json" 2>/dev/null
                                 n=$((n + 1))
                         fi
                 done) &
@@ -138,7 +150,8 @@ run_pair() {
         esac
         t0=$(date +%s.%N)
         if [ -z "${1:-}" ]; then
-                vram_peaks "$peaks" ${KVT_STATUS_JSON:+"$RET/status-$tag"} &
+                poll_tag "$tag"
+                vram_peaks "$peaks" ${KVT_STATUS_JSON:+"$RET/status-$PTAG"} &
                 poll=$!
         fi
         # under kvtier, lo's shim statistics (its paced launches) at its exit
