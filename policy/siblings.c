@@ -60,15 +60,16 @@ struct count_job {
         atomic_size_t next;
 };
 
-/* Offsets a block covers in a group of n_members: some
- * SIBLINGS_BLOCK_CHUNKS chunks in all, at least 256 offsets (4 KiB of
- * each member's chunks: shorter runs cost the prefetcher more than the
- * threads gain). */
+/* Offsets a block covers in a group of n_members and n_chunks offsets:
+ * for threads, some SIBLINGS_BLOCK_CHUNKS chunks in all, at least 256
+ * offsets (4 KiB of each member's chunks: shorter runs cost the prefetcher
+ * more than the threads gain); alone, all of them (each member's chunks in
+ * one run, as fast as it reads). */
 #define SIBLINGS_BLOCK_CHUNKS 16384u
-static uint32_t block_offsets(uint32_t n_members) {
+static uint32_t block_offsets(uint32_t n_members, uint32_t n_chunks, unsigned threads) {
         uint32_t b = SIBLINGS_BLOCK_CHUNKS / (n_members ? n_members : 1);
 
-        return b < 256 ? 256 : b;
+        return threads <= 1 ? n_chunks : b < 256 ? 256 : b;
 }
 
 static void count_blocks(void *arg, unsigned part) {
@@ -108,7 +109,7 @@ static bool group_tells(const struct sibling_count *k, uint32_t n_chunks) {
 /* The groups: runs of at least SIBLINGS_MIN_MEMBERS regions of one client
  * and size in s->order, each given its counts (zeroed) and its blocks, with
  * a last entry that ends the blocks.  Returns 0 or -ENOMEM. */
-static int group_up(struct plan_siblings *s, size_t n) {
+static int group_up(struct plan_siblings *s, size_t n, unsigned threads) {
         size_t total = 0, at = 0, blocks = 0;
 
         for (int pass = 0; pass < 2; pass++) {
@@ -125,13 +126,15 @@ static int group_up(struct plan_siblings *s, size_t n) {
                                 continue;
                         if (pass == 1) {
                                 struct sibling_group *gr = &s->groups[g];
+                                uint32_t members = (uint32_t)(e - j);
 
-                                *gr = (struct sibling_group){.first_member = (uint32_t)j,
-                                                             .n_members = (uint32_t)(e - j),
-                                                             .n_chunks = first->n_chunks,
-                                                             .offsets_per_block = block_offsets((uint32_t)(e - j)),
-                                                             .at = at,
-                                                             .first_block = blocks};
+                                *gr = (struct sibling_group){
+                                        .first_member = (uint32_t)j,
+                                        .n_members = members,
+                                        .n_chunks = first->n_chunks,
+                                        .offsets_per_block = block_offsets(members, first->n_chunks, threads),
+                                        .at = at,
+                                        .first_block = blocks};
                                 at += first->n_chunks;
                                 blocks += (first->n_chunks + gr->offsets_per_block - 1) / gr->offsets_per_block;
                         } else
@@ -172,12 +175,13 @@ int siblings_build(struct plan_siblings *s, const struct policy_input *in, uint3
                                                                 .n_chunks = in->regions[r].n_chunks,
                                                                 .region = (uint32_t)r};
         qsort(s->order, n, sizeof(*s->order), cmp_member);
-        if (group_up(s, n) < 0)
+        threads = in->workers && in->workers->run ? threads : 1;
+        if (group_up(s, n, threads) < 0)
                 goto nomem;
         if (s->n_groups == 0)
                 return 0;
         atomic_init(&job.next, 0);
-        if (threads > 1 && in->workers && in->workers->run && s->n_blocks > 1)
+        if (threads > 1 && s->n_blocks > 1)
                 in->workers->run(in->workers->pool, count_blocks, &job,
                                  threads < s->n_blocks ? threads : (unsigned)s->n_blocks);
         else

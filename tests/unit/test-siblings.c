@@ -213,15 +213,24 @@ static void test_sample(void) {
         policy_plan_clear(&sm.plan);
 }
 
-/* A group whose offsets span several blocks of the counting (4 members:
- * 4096 offsets a block, policy/siblings.c) is counted at every offset
- * once, at the blocks' edges too. */
+/* Lent "threads" that run the parts one after another on the caller's. */
+static void run_serial(void *pool, void (*fn)(void *arg, unsigned part), void *arg, unsigned n_parts) {
+        (void)pool;
+        for (unsigned p = 0; p < n_parts; p++)
+                fn(arg, p);
+}
+
+/* A group whose offsets span several blocks of the counting (threads, 4
+ * members: 4096 offsets a block, policy/siblings.c) is counted at every
+ * offset once, at the blocks' edges too. */
 static void test_blocks(void) {
+        static const struct policy_workers serial = {.n = 3, .run = run_serial};
         enum { LEN = 9000, MEMBERS = 4 };
         static const uint32_t at[] = {0, 4095, 4096, 8191, 8192, 8999};
         struct policy_chunk *c = calloc((size_t)MEMBERS * LEN, sizeof(*c));
         struct policy_region reg[MEMBERS];
-        struct policy_input in = {.regions = reg, .n_regions = MEMBERS, .now = 1000, .probe_window = 10};
+        struct policy_input in = {
+                .regions = reg, .n_regions = MEMBERS, .now = 1000, .probe_window = 10, .workers = &serial};
         struct plan_siblings s;
         uint32_t wrong = 0;
 
@@ -236,7 +245,8 @@ static void test_blocks(void) {
                 c[at[k]].last_use = c[LEN + at[k]].last_use = 999; /* in use in VRAM */
                 c[2 * LEN + at[k]] = (struct policy_chunk){.tier = H, .last_use = 100, .last_move = 500}; /* armed */
         }
-        TAP_EQ_INT(siblings_build(&s, &in, 50, 1), 0, "blocks: counted");
+        TAP_EQ_INT(siblings_build(&s, &in, 50, 3), 0, "blocks: counted");
+        TAP_EQ_U64(s.n_blocks, 3, "blocks: in three blocks");
         TAP_OK(s.n_groups == 1 && s.n_mute == 0 && s.of_region[0] && s.of_region[3] == s.of_region[0],
                "blocks: one group, telling");
         for (uint32_t i = 0; i < LEN && s.of_region[0]; i++) {
