@@ -258,27 +258,23 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
         return 0;
 }
 
-int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,
-                  struct policy_sample *ret) {
-        size_t total = 0, cap = 0, start = 0, r = 0, at;
-        struct plan_siblings sibs;
-        struct client_room room;
-        int err;
+/* The priority of region reg's client (0 without clients). */
+static uint32_t sample_priority(const struct policy_input *in, const struct policy_region *reg) {
+        uint32_t p = in->clients && reg->client < in->n_clients ? in->clients[reg->client].priority : 0;
 
-        *ret = (struct policy_sample){0};
-        for (size_t k = 0; k < in->n_regions; k++)
-                total += in->regions[k].n_chunks;
-        if (total == 0 || (sp->rearm_max == 0 && sp->probe_max == 0))
-                return 0;
-        if ((err = client_room_init(&room, in, sp)) < 0)
-                return err;
-        if ((err = siblings_build(&sibs, in, in->protect_ticks, plan_threads(sp->threads, in, total))) < 0) {
-                free(room.rearm);
-                return err;
-        }
-        /* One lap at most, from the cursor; the region holding it found first. */
-        at = (size_t)(*cursor % total);
-        while (start + in->regions[r].n_chunks <= at)
+        return p > POLICY_PRIORITY_MAX ? POLICY_PRIORITY_MAX : p;
+}
+
+/* One lap at most from flat chunk *at over the regions of priority prio
+ * (those of others passed at once), until the tick's re-arms and probes
+ * are all found; *at where it stopped (where it started, after a whole
+ * lap).  Returns 0 or -ENOMEM. */
+static int sample_lap(const struct policy_input *in, const struct policy_sample_params *sp,
+                      const struct plan_siblings *sibs, const struct client_room *room, size_t total, uint32_t prio,
+                      size_t *at, struct policy_sample *ret, size_t *cap) {
+        size_t start = 0, r = 0;
+
+        while (start + in->regions[r].n_chunks <= *at)
                 start += in->regions[r++].n_chunks;
         for (size_t seen = 0; seen < total && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
                 const struct policy_region *reg = &in->regions[r];
@@ -287,27 +283,69 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                 size_t step = 0;
                 int k = 0;
 
+                if (sample_priority(in, reg) != prio) /* another pass's region */
+                        step = reg->n_chunks - (*at - start);
+                step = step < total - seen ? step : total - seen;
                 /* the run of chunks from here that cannot yield, passed at once */
-                while (at - start + step < reg->n_chunks && seen + step < total &&
-                       !lap_maybe(&reg->chunks[at - start + step], rearm, probe))
+                while (*at - start + step < reg->n_chunks && seen + step < total &&
+                       !lap_maybe(&reg->chunks[*at - start + step], rearm, probe))
                         step++;
                 if (step == 0) {
-                        k = sample_one(in, sp, &sibs, &room, (uint32_t)r, (uint32_t)(at - start), ret, &cap);
+                        k = sample_one(in, sp, sibs, room, (uint32_t)r, (uint32_t)(*at - start), ret, cap);
+                        if (k < 0)
+                                return k;
                         step = k > 0 ? (size_t)k : 1;
-                }
-                if (k < 0) {
-                        policy_plan_clear(&ret->plan);
-                        siblings_free(&sibs);
-                        free(room.rearm);
-                        return k;
                 }
                 /* a cohort is probed once: the lap goes on after it */
                 seen += step;
-                at += step;
-                if (at == total)
-                        at = start = r = 0;
-                else if (at == start + in->regions[r].n_chunks)
+                *at += step;
+                if (*at == total)
+                        *at = start = r = 0;
+                while (*at == start + in->regions[r].n_chunks) /* on, past regions of no chunks */
                         start += in->regions[r++].n_chunks;
+        }
+        return 0;
+}
+
+int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,
+                  struct policy_sample *ret) {
+        size_t total = 0, cap = 0, at = 0;
+        bool present[POLICY_PRIORITY_MAX + 1] = {false};
+        struct plan_siblings sibs;
+        struct client_room room;
+        int err;
+
+        *ret = (struct policy_sample){0};
+        for (size_t k = 0; k < in->n_regions; k++) {
+                total += in->regions[k].n_chunks;
+                present[sample_priority(in, &in->regions[k])] = true;
+        }
+        if (total == 0 || (sp->rearm_max == 0 && sp->probe_max == 0))
+                return 0;
+        if ((err = client_room_init(&room, in, sp)) < 0)
+                return err;
+        if ((err = siblings_build(&sibs, in, in->protect_ticks, plan_threads(sp->threads, in, total))) < 0) {
+                free(room.rearm);
+                return err;
+        }
+        /* One lap at most from the cursor for each priority its regions
+         * have, the highest first: the plan serves demands by priority, and
+         * the samples that find them go first to those it would serve (a
+         * client outranked, its demands held back while another holds VRAM,
+         * would otherwise take the tick's share from one that is not).  The
+         * cursor goes on from where the last lap stopped. */
+        for (int p = POLICY_PRIORITY_MAX; p >= 0 && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);
+             p--) {
+                if (!present[p])
+                        continue;
+                at = (size_t)(*cursor % total);
+                err = sample_lap(in, sp, &sibs, &room, total, (uint32_t)p, &at, ret, &cap);
+                if (err < 0) {
+                        policy_plan_clear(&ret->plan);
+                        siblings_free(&sibs);
+                        free(room.rearm);
+                        return err;
+                }
         }
         *cursor = at;
         siblings_free(&sibs);

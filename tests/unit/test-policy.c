@@ -715,6 +715,48 @@ static void test_sample_clients(void) {
         policy_plan_clear(&sm.plan);
 }
 
+/* policy_sample with priorities: the plan serves a higher priority's
+ * demands first, and the samples that find demands go to it first: a
+ * lower priority's candidates, however many and wherever the cursor is,
+ * get what the higher's leave.  The cursor goes on from where the last
+ * lap stopped. */
+static void test_sample_priority(void) {
+        struct policy_chunk lo[16] = {0}, hi[16] = {0};
+        struct policy_region reg[2] = {{.chunks = lo, .n_chunks = 16, .client = 0},
+                                       {.chunks = hi, .n_chunks = 16, .client = 1}};
+        struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX, .priority = 0},
+                                      {.quota_chunks = UINT64_MAX, .priority = 7}};
+        struct policy_input in = {.regions = reg, .n_regions = 2, .now = 1000, .clients = cl, .n_clients = 2};
+        struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .rearm_max = 4};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+
+        for (int i = 0; i < 16; i++) {
+                lo[i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 50};
+                hi[i] = i % 4 ? (struct policy_chunk){.tier = V, .last_use = 10, .last_move = 500} : lo[i];
+        }
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample priority: runs");
+        TAP_OK(sm.n_rearmed == 4 && sm.plan.n_moves == 4 && sm.plan.moves[0].region == 1 &&
+                       sm.plan.moves[3].region == 1 && sm.plan.moves[3].first_chunk == 12,
+               "sample priority: the higher priority's four candidates are re-armed, none of the 16 before them");
+        TAP_EQ_U64(cursor, 29, "sample priority: the cursor is where the tick's share filled (after chunk 12 of 16 + 16)");
+        policy_plan_clear(&sm.plan);
+        sp.rearm_max = 6;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample priority: runs (room left)");
+        TAP_OK(sm.n_rearmed == 6 && sm.plan.n_moves == 5 && sm.plan.moves[4].region == 0 &&
+                       sm.plan.moves[4].first_chunk == 0 && sm.plan.moves[4].n_chunks == 2,
+               "sample priority: what the higher leaves goes to the lower, from the cursor");
+        TAP_EQ_U64(cursor, 2, "sample priority: the cursor goes on from where the lower's lap stopped");
+        policy_plan_clear(&sm.plan);
+        cl[0].priority = 7;
+        cursor = 0;
+        sp.rearm_max = 4;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample priority: runs (equal)");
+        TAP_OK(sm.n_rearmed == 4 && sm.plan.n_moves == 1 && sm.plan.moves[0].region == 0,
+               "sample priority: equal priorities: one lap from the cursor, as without clients");
+        policy_plan_clear(&sm.plan);
+}
+
 /* The prober: every tick at first; probes that mostly come back (the
  * cohorts in use) stretch the interval, probes that mostly find cold
  * cohorts shrink it, within 1 .. POLICY_PROBE_INTERVAL_MAX. */
@@ -798,6 +840,7 @@ int main(void) {
         test_sample();
         test_probe();
         test_sample_clients();
+        test_sample_priority();
         test_prober();
         test_demand_uses();
         test_guard();
