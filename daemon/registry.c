@@ -957,7 +957,10 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
                 /* COLD and DONE say what a probe unanswered says: the
                  * chunk in VRAM is unused, and demand may displace it (a
                  * chunk in VRAM is otherwise fresh: policy.h).  Any use
-                 * after it, HOT or WILL_NEED too, makes it fresh again. */
+                 * after it, HOT or WILL_NEED too, makes it fresh again; a
+                 * use soon after its arrival in VRAM counts in the probe
+                 * window's estimate as a late answer would
+                 * (policy_probe_late()): a hint proved wrong lengthens it. */
                 if (hot) {
                         policy_chunk_touch(ch, r->tick, 1, conf_heat_half_life_ticks(r->conf));
                         ch->flags &= (uint8_t)~CHUNK_COLD;
