@@ -49,8 +49,8 @@ swaps_in and swaps_out: sessions copied in and written back during the
 measured turns; --pool ssd adds the ssd_* fields (SsdTier.report() and
 main(): sessions spilled and restored in the measured turns, the compute
 stream's wait for restores, the initial spills and the final restores).
-Phase marks (wall-clock time.time()) go to stderr, to line up with a
-kvtierctl timeline.
+Phase marks ("paged_kv: WHAT at TIME pid PID", the wall clock of
+time.time()) go to stderr, to line up with a kvtierctl timeline.
 """
 import argparse
 import ctypes
@@ -494,7 +494,8 @@ def bound(a, turn_sets, session_bytes, steps):
 
 
 def mark(what):
-    print(f"paged_kv: {what} at {time.time():.3f}", file=sys.stderr, flush=True)
+    # the pid tells two engines' marks apart in one log (residency-report.py --client)
+    print(f"paged_kv: {what} at {time.time():.3f} pid {os.getpid()}", file=sys.stderr, flush=True)
 
 
 def main():

@@ -5,11 +5,17 @@ suite run's logs (tests/bench/suite-h200.sh with KVT_STATUS_JSON=1 and,
 for the orders, KVT_DAEMON_TS=1 and [daemon] log_level = debug):
 
     residency-report.py [--sessions 64] [--hot 8] [--session-chunks 8]
-                        [--pool-bytes 1073741824] DIR TAG
+                        [--pool-bytes 1073741824] [--client SECTION] DIR TAG
 
 DIR holds status-TAG.N.json (the daemon's status every poll), kvtierd.log
 and runs.log: of the last two, the lines under "== TAG" where the suite
-heads each run's lines so.  A pool is a region of --pool-bytes; with the
+heads each run's lines so.  TAG.rK is the K-th run of TAG in one suite
+(its polls status-TAG.rK.N.json, its lines under the K-th "== TAG").
+--client counts only the regions of the client of that [client.NAME]
+section (the two-engine pairs: hi, lo), and places the snapshots by the
+phase marks of that client's engine alone (paged_kv.py's marks name their
+pid; the status, each client's); it leaves the orders out, since a region's
+id is its client's and the daemon's order lines name no client.  A pool is a region of --pool-bytes; with the
 contiguous layout, chunk i of a pool belongs to session i //
 --session-chunks, and the hot sessions are paged_kv.py's (k * sessions //
 hot for k < hot).
@@ -32,7 +38,8 @@ import sys
 
 ORDER = re.compile(r"^(?:(\d+\.\d+) )?kvtierd: Order \d+: region (\d+) chunks (\d+)\+(\d+) "
                    r"(to vram|to host-mapped|to host|probed|re-armed)\.$")
-MARK = re.compile(r"^paged_kv: (.*) at (\d+\.\d+)$")
+MARK = re.compile(r"^paged_kv: (.*) at (\d+\.\d+)(?: pid (\d+))?$")
+REPEAT = re.compile(r"^(.*)\.r(\d+)$")
 STAMP = re.compile(r"^(\d+\.\d+) kvtierd: ")
 # paged_kv.py's marks, in the order they come, and the phase each starts
 PHASES = [("pools filled", "set-up"), ("warm-up starts", "warm-up"), ("measured turns start", "measured"),
@@ -49,39 +56,45 @@ def chunk_list(chunk_map):
 
 
 def snapshots(d, tag):
-    files = glob.glob(os.path.join(d, "status-%s.*.json" % glob.escape(tag)))
+    """status-TAG.N.json in d by N (not those of TAG.rK, a repeat's)."""
+    prefix = "status-%s." % tag
     keyed = []
-    for f in files:
-        n = f[:-len(".json")].rsplit(".", 1)[-1]
+    for f in glob.glob(os.path.join(d, glob.escape(prefix) + "*.json")):
+        n = os.path.basename(f)[len(prefix):-len(".json")]
         if n.isdigit():
             keyed.append((int(n), f))
     return [f for _, f in sorted(keyed)]
 
 
 def section(d, name, tag):
-    """The lines of file name in d under "== TAG" (the suite heads each run's
-    lines so), or all of them where it heads none."""
+    """The lines of file name in d under the K-th "== TAG" for TAG.rK, the
+    first for TAG (the suite heads each run's lines so), or all of them
+    where it heads none."""
     try:
         lines = open(os.path.join(d, name), errors="replace").read().splitlines()
     except OSError:
         return []
     if not any(x.startswith("== ") for x in lines):
         return lines
-    out, mine = [], False
+    m = REPEAT.match(tag)
+    head, k = (m.group(1), int(m.group(2))) if m else (tag, 1)
+    out, seen, mine = [], 0, False
     for line in lines:
         if line.startswith("== "):
-            mine = line[3:].strip() == tag
+            seen += line[3:].strip() == head
+            mine = line[3:].strip() == head and seen == k
         elif mine:
             out.append(line)
     return out
 
 
-def marks(lines):
-    """paged_kv.py's phase marks among lines: [(time, phase)]."""
+def marks(lines, pid=None):
+    """paged_kv.py's phase marks among lines: [(time, phase)]; those of
+    process pid where it is given."""
     out = []
     for line in lines:
         m = MARK.match(line)
-        if m and m.group(1) in PHASE_OF:
+        if m and m.group(1) in PHASE_OF and (pid is None or m.group(3) == str(pid)):
             out.append((float(m.group(2)), PHASE_OF[m.group(1)]))
     return out
 
@@ -100,6 +113,7 @@ def main():
     ap.add_argument("--hot", type=int, default=8)
     ap.add_argument("--session-chunks", type=int, default=8)
     ap.add_argument("--pool-bytes", type=int, default=1 << 30)
+    ap.add_argument("--client", metavar="SECTION", help="only the client of this [client.NAME] section")
     ap.add_argument("dir")
     ap.add_argument("tag")
     a = ap.parse_args()
@@ -113,20 +127,37 @@ def main():
     files = snapshots(a.dir, a.tag)
     if not files:
         sys.exit("no status-%s.N.json in %s" % (a.tag, a.dir))
-    ms = marks(section(a.dir, "runs.log", a.tag))
+    def mine(c):
+        return a.client is None or c.get("section") == a.client
+
+    pid = None
+    if a.client is not None:
+        for f in files:
+            with open(f) as fh:
+                pid = next((c.get("pid") for c in json.load(fh).get("clients", []) if mine(c)), None)
+            if pid is not None:
+                break
+        if pid is None:
+            sys.exit("no client of section %s in the status of %s" % (a.client, a.tag))
+    ms = marks(section(a.dir, "runs.log", a.tag), pid)
+    if pid is not None and not ms:
+        print("(no phase marks of pid %s: marks without a pid are not told apart, phases not placed)" % pid)
     log = section(a.dir, "kvtierd.log", a.tag)
     # the daemon's start by the wall clock: its first stamped line (a snapshot
     # is then that plus its uptime_ms, to within the daemon's start-up)
     started = next((float(m.group(1)) for m in map(STAMP.match, log) if m), None)
     sizes = {}
     cut = 0
-    print("snapshot  pool hot in VRAM  hot read in place  cold in VRAM  other in VRAM  held back  phase")
+    print("snapshot  pool hot in VRAM  hot read in place  cold in VRAM  other in VRAM  held back  phase"
+          + ("  (held back: all clients')" if a.client is not None else ""))
     for n, f in enumerate(files):
         with open(f) as fh:
             st = json.load(fh)
         hv = hn = hr = cv = ov = 0
         for c in st.get("clients", []):
             for r in c.get("regions", []):
+                if not mine(c):
+                    continue
                 sizes[r["region_id"]] = r["size_bytes"]
                 m = r.get("chunk_map")
                 if not m or r.get("chunk_map_truncated"):
@@ -150,6 +181,10 @@ def main():
     if cut:
         print("(%d maps missing or cut short in all: those regions not counted)" % cut)
 
+    if a.client is not None:
+        # a region's id is its client's: the daemon's order lines name no client
+        print("\n(--client: the orders are not counted, their lines name no client)")
+        return
     counts = {}
     for line in log:
         m = ORDER.match(line)

@@ -93,4 +93,48 @@ check "measured: 4 hot, 4 cold evicted mapped" [ "$(row "to host-mapped" measure
 check "measured: 2 chunks of another region promoted" [ "$(row "to vram" measured)" = "0 0 2" ]
 check "after: a cold chunk re-armed" [ "$(row re-armed after)" = "0 1 0" ]
 check "a bad hot set is refused" bash -c "! $REPORT --hot 0 '$D' made 2>/dev/null"
+
+# A hand-made pair, twice in one suite: two clients whose region ids are the
+# same (each client numbers its own), hi's and lo's phase marks in one log,
+# the second run's polls and lines apart from the first's.
+P=$TMP/pair
+mkdir -p "$P"
+pair_status() { # FILE UPTIME_MS HI_MAP LO_MAP
+        cat >"$1" <<EOF2
+{"uptime_ms": $2, "gpus": [{"demand": {"held_bytes": 0}}],
+ "clients": [{"pid": 101, "section": "hi", "regions": [{"region_id": 1, "size_bytes": 33554432, "chunk_map": "$3"}]},
+             {"pid": 202, "section": "lo", "regions": [{"region_id": 1, "size_bytes": 33554432, "chunk_map": "$4"}]}]}
+EOF2
+}
+pair_status "$P/status-pair.0.json" 2500 "V4 R8 V4" "H16"
+pair_status "$P/status-pair.r2.0.json" 2500 "V8 H8" "V16"
+pair_status "$P/status-pair.r2.1.json" 3500 "V8 H8" "V16"
+cat >"$P/runs.log" <<'EOF2'
+== pair
+paged_kv: warm-up starts at 11.000 pid 101
+paged_kv: measured turns start at 12.000 pid 202
+== pair
+paged_kv: measured turns start at 30.000 pid 101
+EOF2
+cat >"$P/kvtierd.log" <<'EOF2'
+== pair
+10.000 kvtierd: Listening on /run/x.sock: policy demand, tick 10 ms.
+== pair
+28.000 kvtierd: Listening on /run/x.sock: policy demand, tick 10 ms.
+EOF2
+out=$($REPORT --sessions 4 --hot 2 --session-chunks 4 --pool-bytes $((32 << 20)) --client hi "$P" pair 2>&1)
+check "--client hi reads the pair" [ $? -eq 0 ]
+diag "$out"
+check "--client hi: hi's chunks only (hot 4 of 8 in VRAM, 4 read in place, cold 4 in VRAM)" \
+        grep -Eq "^ +0 +4 / 8 +4 +4 +0 " <<<"$out"
+check "--client hi: placed by hi's marks (its warm-up), not lo's (measured)" grep -Eq "^ +0 .* MiB +warm-up$" <<<"$out"
+check "--client: the orders, which name no client, are not counted, and said" grep -q "orders are not counted" <<<"$out"
+check "pair: its own polls only, not its repeat's" [ "$(grep -Ec '^ +[0-9]+ ' <<<"$out")" = 1 ]
+out=$($REPORT --sessions 4 --hot 2 --session-chunks 4 --pool-bytes $((32 << 20)) --client lo "$P" pair.r2 2>&1)
+check "pair.r2: the repeat's two polls" [ "$(grep -Ec '^ +[0-9]+ ' <<<"$out")" = 2 ]
+check "pair.r2 --client lo: lo's chunks (16 in VRAM: 8 hot, 8 cold)" grep -Eq "^ +0 +8 / 8 +0 +8 +0 " <<<"$out"
+check "pair.r2 --client lo: no mark of lo's there, and said" grep -q "no phase marks of pid 202" <<<"$out"
+out=$($REPORT --sessions 4 --hot 2 --session-chunks 4 --pool-bytes $((32 << 20)) --client hi "$P" pair.r2 2>&1)
+check "pair.r2 --client hi: placed by the second run's lines (measured)" grep -Eq "^ +1 .* MiB +measured$" <<<"$out"
+check "an unknown client is refused" bash -c "! $REPORT --client nobody '$P' pair 2>/dev/null"
 done_testing
