@@ -86,4 +86,6 @@ typedef void (*CUpti_BuffersCallbackCompleteFunc)(CUcontext context, uint32_t st
         X(CUptiResult, cuptiActivityFlushAll, (uint32_t flag))                                     \
         X(CUptiResult, cuptiActivityGetNextRecord,                                                 \
           (uint8_t * buffer, size_t validBufferSizeBytes, CUpti_Activity * *record))               \
+        X(CUptiResult, cuptiActivityGetNumDroppedRecords,                                          \
+          (CUcontext context, uint32_t streamId, size_t * dropped))                                \
         X(CUptiResult, cuptiGetResultString, (CUptiResult result, const char **str))

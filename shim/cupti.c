@@ -103,6 +103,7 @@ void cupti_get_stats(struct cupti_stats *ret) {
         }
         ret->other_records = __atomic_load_n(&cp->stats.other_records, __ATOMIC_RELAXED);
         ret->buffers = __atomic_load_n(&cp->stats.buffers, __ATOMIC_RELAXED);
+        ret->dropped = __atomic_load_n(&cp->stats.dropped, __ATOMIC_RELAXED);
         ret->enabled_ns = __atomic_load_n(&cp->stats.enabled_ns, __ATOMIC_RELAXED);
         ret->loaded = __atomic_load_n(&cp->loaded, __ATOMIC_ACQUIRE);
 }
@@ -158,8 +159,8 @@ static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
 
 static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
         struct shim_cupti *cp = &kvt_shim()->cupti;
-
         CUpti_Activity *rec = NULL;
+        size_t dropped = 0;
 
         __atomic_fetch_add(&cp->stats.buffers, 1, __ATOMIC_RELAXED);
         while (buffer && cupti.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -168,6 +169,11 @@ static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, si
                 else
                         __atomic_fetch_add(&cp->stats.other_records, 1, __ATOMIC_RELAXED);
         }
+        /* A fault whose record CUPTI had no room for is a use never seen:
+         * counted, so that heat-stats tells a lost use from an unused chunk
+         * (CUPTI resets its count at each call). */
+        if (cupti.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+                __atomic_fetch_add(&cp->stats.dropped, (uint64_t)dropped, __ATOMIC_RELAXED);
         free(buffer);
 }
 
@@ -447,10 +453,10 @@ void cupti_dump_stats(const char *path) {
                 return;
         fprintf(f,
                 "{\"cupti_loaded\": %s, \"flush_ms\": %u, \"enabled_ms\": %llu, "
-                "\"buffers\": %llu, \"other_records\": %llu",
+                "\"buffers\": %llu, \"dropped\": %llu, \"other_records\": %llu",
                 s.loaded ? "true" : "false", CUPTI_FLUSH_MS,
                 (unsigned long long)(s.enabled_ns / 1000000), (unsigned long long)s.buffers,
-                (unsigned long long)s.other_records);
+                (unsigned long long)s.dropped, (unsigned long long)s.other_records);
         for (int k = 1; k < KVT_CUPTI_UM_KINDS; k++)
                 fprintf(f, ", \"%s\": %llu, \"%s_attributed\": %llu", names[k],
                         (unsigned long long)s.records[k], names[k], (unsigned long long)s.attributed[k]);

@@ -123,6 +123,7 @@ struct cupti_stats {
         uint64_t attributed[KVT_CUPTI_UM_KINDS]; /* of those, inside a captured region */
         uint64_t other_records;                  /* other activity kinds, unknown counter kinds */
         uint64_t buffers;                        /* buffers CUPTI completed */
+        uint64_t dropped;                        /* records CUPTI dropped: no buffer room */
         uint64_t enabled_ns;                     /* time the counters were on */
         bool loaded;                             /* libcupti found and counters configured */
 };

@@ -7,10 +7,14 @@
  * fakecuda_set_um_hook(); each becomes a CUpti_ActivityUnifiedMemoryCounter3
  * record in a buffer the client supplied, handed back on
  * cuptiActivityFlushAll() (full buffers wait for the next flush; past
- * MAX_PENDING of them records are dropped, as CUPTI drops them).
+ * MAX_PENDING of them records are dropped, as CUPTI drops them, and
+ * counted for cuptiActivityGetNumDroppedRecords(), which resets the count
+ * as CUPTI's does; one queue stands for every context and stream).
  *
  * FAKECUPTI_STATS=PATH: at exit, one JSON line with the records made and
- * dropped, for tests.
+ * dropped, for tests.  FAKECUPTI_BUFFER_RECORDS=N: at most N records a
+ * buffer, and FAKECUPTI_PENDING=N: at most N full buffers waiting for a
+ * flush (0 - MAX_PENDING), so that a test can make records be dropped.
  */
 
 #include <pthread.h>
@@ -47,8 +51,23 @@ static struct {
         struct buf pending[MAX_PENDING];
         size_t n_pending;
         uint64_t made, dropped;
+        uint64_t dropped_told;       /* by cuptiActivityGetNumDroppedRecords() */
+        size_t max_pending;          /* FAKECUPTI_PENDING */
+        size_t max_records;          /* FAKECUPTI_BUFFER_RECORDS; 0: as the buffer holds */
         bool forked; /* this is a fork child of the process that registered */
-} c = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} c = {.lock = PTHREAD_MUTEX_INITIALIZER, .max_pending = MAX_PENDING};
+
+static void __attribute__((constructor)) fakecupti_limits(void) {
+        const char *e;
+
+        if ((e = getenv("FAKECUPTI_PENDING")) && *e) {
+                unsigned long n = strtoul(e, NULL, 10);
+
+                c.max_pending = n < MAX_PENDING ? n : MAX_PENDING;
+        }
+        if ((e = getenv("FAKECUPTI_BUFFER_RECORDS")) && *e)
+                c.max_records = strtoul(e, NULL, 10);
+}
 
 static void atfork_child(void) {
         pthread_mutex_init(&c.lock, NULL);
@@ -65,8 +84,9 @@ static uint64_t now_ns(void) {
 /* Room for one record in the current buffer, asking the client for one;
  * NULL when records must be dropped. */
 static uint8_t *slot_locked(void) {
-        if (c.cur.data && c.cur.used + REC_BYTES > c.cur.size) {
-                if (c.n_pending == MAX_PENDING)
+        if (c.cur.data && (c.cur.used + REC_BYTES > c.cur.size ||
+                           (c.max_records && c.cur.used >= c.max_records * REC_BYTES))) {
+                if (c.n_pending >= c.max_pending)
                         return NULL;
                 c.pending[c.n_pending++] = c.cur;
                 c.cur = (struct buf){0};
@@ -216,6 +236,17 @@ CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBy
         if (next + REC_BYTES > buffer + validBufferSizeBytes)
                 return CUPTI_ERROR_MAX_LIMIT_REACHED;
         *record = (CUpti_Activity *)next;
+        return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId, size_t *dropped) {
+        (void)context, (void)streamId;
+        if (!dropped)
+                return CUPTI_ERROR_INVALID_PARAMETER;
+        pthread_mutex_lock(&c.lock);
+        *dropped = (size_t)(c.dropped - c.dropped_told);
+        c.dropped_told = c.dropped;
+        pthread_mutex_unlock(&c.lock);
         return CUPTI_SUCCESS;
 }
 

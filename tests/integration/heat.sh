@@ -142,6 +142,7 @@ check_gt "cupti: remote-map records attributed (a fault's map names its page)" "
 check "cupti: every heat touch came from a fault or remote-map record" \
         [ "$(cs heat_touches)" -eq "$(( $(cs gpu_fault_attributed) + $(cs remote_map_attributed) ))" ]
 check_gt "cupti: re-armed chunks faulted again: more faults than chunks" "$(cs gpu_fault_attributed)" 128
+check "cupti: no record dropped (the shim's buffers to spare)" [ "$(cs dropped)" = 0 ]
 s=$(status_json)
 check_gt "cupti: the daemon re-armed chunks" "$(jq '.gpus[0].demand.rearmed_chunks' <<<"$s")" 0
 # once the daemon has seen the engine go, what it had in flight was made or
@@ -163,6 +164,15 @@ check_le "cupti off: the window never came into VRAM by the daemon's books" "$co
 check "kvtierd stops" stop_daemon
 write_config 64M "[policy]" "name = lru" "prefetch = none" "evict_to = host-mapped"
 check "kvtierd starts again with lru" start_daemon
+
+# Records CUPTI had no room for (a buffer of one record, none waiting for a
+# flush) are uses never seen: heat-stats counts them, as CUPTI reports them.
+ENGINE_ENV="KVTIER_HEAT=cupti FAKECUPTI_BUFFER_RECORDS=1 FAKECUPTI_PENDING=0 FAKECUPTI_STATS=$TMP/drop.fake \
+KVTIER_DEBUG=heat-stats=$TMP/drop.heat" run_engine drop $ARGS
+check "dropped: pattern intact" grep -q "mismatched words 0" "$TMP/drop.out"
+check_gt "dropped: heat-stats counts the records CUPTI dropped" "$(jq -s 'last | .dropped' "$TMP/drop.heat")" 0
+check_le "dropped: no more than the fake dropped" "$(jq -s 'last | .dropped' "$TMP/drop.heat")" \
+        "$(jq -s 'last | .dropped' "$TMP/drop.fake")"
 
 # Under a CUPTI tool (injected through CUDA_INJECTION64_PATH) kvtier keeps
 # out; CUPTI merely loaded by the application does not stop it.
