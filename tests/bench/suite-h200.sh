@@ -154,14 +154,16 @@ run_pair() {
                 vram_peaks "$peaks" ${KVT_STATUS_JSON:+"$RET/status-$PTAG"} &
                 poll=$!
         fi
-        # under kvtier, lo's shim statistics (its paced launches) at its exit
+        # under kvtier, each engine's shim statistics at its exit (lo's paced launches,
+        # both engines' CUPTI records, those dropped too)
         "${pre[@]}" ${pre:+KVTIER_DEBUG=heat-stats=$RET/heat-$tag-lo.$(date +%s).json} python3 -c \
                 'import os, sys; os.setgroups([]); os.setgid(4242); os.execvp(sys.argv[1], sys.argv[1:])' \
                 $TWO "${lo[@]}" --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
         lo_pid=$!
         for _ in $(seq 1200); do grep -q "measured turns start" "$T/lo.err" 2>/dev/null && break; sleep 0.1; done
         grep -q "measured turns start" "$T/lo.err" || echo "$tag: hi starts before lo's measured turns" | tee -a "$RET/runs.log"
-        "${pre[@]}" $TWO --turns "$HI_TURNS" >"$T/hi.out" 2>>"$RET/runs.log"
+        "${pre[@]}" ${pre:+KVTIER_DEBUG=heat-stats=$RET/heat-$tag-hi.$(date +%s).json} $TWO --turns "$HI_TURNS" \
+                >"$T/hi.out" 2>>"$RET/runs.log"
         hi_rc=$?
         grep -q "measured turns end" "$T/lo.err" && echo "lo's measured turns ended before hi's" | tee -a "$RET/runs.log"
         wait $lo_pid
