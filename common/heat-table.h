@@ -47,7 +47,9 @@ struct kvt_heat_header {
         uint32_t n_slots;
         uint32_t reserved0;
         uint64_t size_bytes; /* bytes of the file in use now; only grows */
-        uint64_t reserved[5];
+        uint64_t lost_uses;  /* uses the shim's sources lost (CUPTI records dropped for want
+                              * of buffer room); only grows.  0 in a shim that counts none */
+        uint64_t reserved[4];
 };
 
 struct kvt_heat_slot {
@@ -100,6 +102,17 @@ void kvt_heat_header_init(void *base, uint32_t n_slots, uint64_t size_bytes);
  * zeroed by the caller; clear empties it.  Single writer only. */
 void kvt_heat_slot_publish(void *base, uint32_t i, uint32_t region_id, uint32_t n_chunks, uint64_t offset);
 void kvt_heat_slot_clear(void *base, uint32_t i);
+
+/* Counts n uses lost before they reached the table (writer side). */
+static inline void kvt_heat_lost_add(void *base, uint64_t n) {
+        __atomic_fetch_add(&((struct kvt_heat_header *)base)->lost_uses, n, __ATOMIC_RELAXED);
+}
+
+/* The uses the shim says it lost so far: a figure to show, nothing to
+ * decide by (the daemon trusts none of the table's contents). */
+static inline uint64_t kvt_heat_lost_load(const void *base) {
+        return __atomic_load_n(&((const struct kvt_heat_header *)base)->lost_uses, __ATOMIC_RELAXED);
+}
 
 /* Counts n accesses of counter j of the run at offset. */
 static inline void kvt_heat_counter_add(void *base, uint64_t offset, uint32_t j, uint32_t n) {

@@ -191,6 +191,7 @@ void heat_table_tick_begin(struct heat_table *t) {
         for (size_t i = 0; i < t->n_b; i++)
                 t->b[i].seen = false;
         t->want_scan = false;
+        t->stats.lost_uses = kvt_heat_lost_load(t->map); /* shown, never acted on */
 }
 
 /* Reads a bound region's counters into t->scratch; false if its slot was

@@ -44,5 +44,6 @@ struct heat_table_stats {
         uint64_t accesses;  /* sum of deltas passed to registry_chunk_touch() */
         uint64_t bad_slots; /* slots ignored as malformed */
         uint64_t remaps;    /* the file grew and was mapped again */
+        uint64_t lost_uses; /* uses the shim says its sources lost (the header's), last read */
 };
 const struct heat_table_stats *heat_table_stats(const struct heat_table *t);

@@ -224,6 +224,7 @@ static json_object *heat_json(const struct heat_table_stats *h) {
         json_object_object_add(o, "accesses", json_u64(h->accesses));
         json_object_object_add(o, "bad_slots", json_u64(h->bad_slots));
         json_object_object_add(o, "remaps", json_u64(h->remaps));
+        json_object_object_add(o, "lost_uses", json_u64(h->lost_uses));
         return o;
 }
 

@@ -170,10 +170,13 @@ static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, si
                         __atomic_fetch_add(&cp->stats.other_records, 1, __ATOMIC_RELAXED);
         }
         /* A fault whose record CUPTI had no room for is a use never seen:
-         * counted, so that heat-stats tells a lost use from an unused chunk
-         * (CUPTI resets its count at each call). */
-        if (cupti.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+         * counted (heat-stats, and the daemon's status through the heat
+         * table), so that a lost use is told from an unused chunk (CUPTI
+         * resets its count at each call). */
+        if (cupti.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
                 __atomic_fetch_add(&cp->stats.dropped, (uint64_t)dropped, __ATOMIC_RELAXED);
+                heat_note_lost((uint64_t)dropped);
+        }
         free(buffer);
 }
 

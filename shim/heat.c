@@ -57,7 +57,7 @@ static int table_create_locked(void) {
                 log_warning_errno(r, "Failed to record a trace to %s: %s, ignoring.",
                                   kvt_shim()->cfg.trace_path, strerror(-r));
         h->table_fd = fd;
-        h->table_map = map;
+        __atomic_store_n(&h->table_map, map, __ATOMIC_RELEASE); /* heat_note_lost() reads it unlocked */
         h->file_bytes = HEAT_INITIAL_BYTES;
         h->bump_offset = kvt_heat_counters_offset(HEAT_SLOTS);
         return 0;
@@ -218,6 +218,13 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         }
         regions_view_unlock();
         return counted;
+}
+
+void heat_note_lost(uint64_t n) {
+        void *map = __atomic_load_n(&kvt_shim()->heat.table_map, __ATOMIC_ACQUIRE);
+
+        if (map && n) /* mapped once and never unmapped: no lock needed */
+                kvt_heat_lost_add(map, n);
 }
 
 int heat_table_fd(struct kvt_heat_table *ret) {

@@ -31,6 +31,10 @@ void heat_region_del(uint32_t id);
  * chunks counted. */
 size_t heat_touch(uintptr_t addr, size_t len, uint32_t n);
 
+/* Counts n uses a source lost (CUPTI records dropped) in the table's
+ * header, for the daemon's status; nothing before the table exists. */
+void heat_note_lost(uint64_t n);
+
 /* Whether addr lies in a region with heat counters (takes the read lock). */
 bool heat_locate(uintptr_t addr);
 

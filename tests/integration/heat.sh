@@ -166,9 +166,16 @@ write_config 64M "[policy]" "name = lru" "prefetch = none" "evict_to = host-mapp
 check "kvtierd starts again with lru" start_daemon
 
 # Records CUPTI had no room for (a buffer of one record, none waiting for a
-# flush) are uses never seen: heat-stats counts them, as CUPTI reports them.
+# flush) are uses never seen: heat-stats counts them, as CUPTI reports them,
+# and the daemon shows them while the engine runs (the heat table's header).
 ENGINE_ENV="KVTIER_HEAT=cupti FAKECUPTI_BUFFER_RECORDS=1 FAKECUPTI_PENDING=0 FAKECUPTI_STATS=$TMP/drop.fake \
-KVTIER_DEBUG=heat-stats=$TMP/drop.heat" run_engine drop $ARGS
+KVTIER_DEBUG=heat-stats=$TMP/drop.heat" run_engine drop $ARGS --until "$TMP/drop.stop" &
+drop_pid=$!
+s=$(status_when '[.clients[] | .heat.lost_uses > 0] | any' true 20)
+check_gt "dropped: the daemon's status shows the uses the engine's shim lost" \
+        "$(jq '[.clients[] | .heat.lost_uses] | max // 0' <<<"$s")" 0
+touch "$TMP/drop.stop"
+wait $drop_pid
 check "dropped: pattern intact" grep -q "mismatched words 0" "$TMP/drop.out"
 check_gt "dropped: heat-stats counts the records CUPTI dropped" "$(jq -s 'last | .dropped' "$TMP/drop.heat")" 0
 check_le "dropped: no more than the fake dropped" "$(jq -s 'last | .dropped' "$TMP/drop.heat")" \

@@ -120,6 +120,11 @@ static void test_reader(void) {
         tick(t);
         TAP_EQ_U64(st->regions_bound, 1, "first tick binds the region");
         TAP_EQ_U64(st->accesses, 0, "counters before binding are the baseline");
+        TAP_EQ_U64(st->lost_uses, 0, "no use lost in a fresh table");
+        kvt_heat_lost_add(map, 7);
+        tick(t);
+        TAP_EQ_U64(st->lost_uses, 7, "the uses the shim lost are read from the header");
+        TAP_EQ_U64(st->accesses, 0, "and are no accesses");
 
         ctr(off)[3] += 5;
         before = region_chunks(r5)[2].last_use;
