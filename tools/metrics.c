@@ -264,6 +264,18 @@ static void print_clients(FILE *f, struct json_object *clients) {
                         fprintf(f, ",tier=\"%s\"} %" PRId64 "\n", tiers[t].tier, num(c, tiers[t].key));
                 }
         }
+        header(f, "kvtier_client_lost_uses_total", "counter",
+               "Uses a client's shim lost before kvtier saw them (CUPTI records dropped for want of buffer room).");
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *c = json_object_array_get_idx(clients, i), *v, *heat = NULL;
+                const char *name = json_object_object_get_ex(c, "name", &v) ? json_object_get_string(v) : "";
+
+                json_object_object_get_ex(c, "heat", &heat);
+                fprintf(f, "kvtier_client_lost_uses_total{client=\"%" PRId64 "\",pid=\"%" PRId64 "\",name=",
+                        num(c, "client_id"), num(c, "pid"));
+                label_value(f, name);
+                fprintf(f, "} %" PRId64 "\n", heat ? num(heat, "lost_uses") : 0);
+        }
 }
 
 static void print_migrations(FILE *f, struct json_object *mig) {

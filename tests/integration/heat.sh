@@ -174,6 +174,8 @@ drop_pid=$!
 s=$(status_when '[.clients[] | .heat.lost_uses > 0] | any' true 20)
 check_gt "dropped: the daemon's status shows the uses the engine's shim lost" \
         "$(jq '[.clients[] | .heat.lost_uses] | max // 0' <<<"$s")" 0
+check_gt "dropped: and the metrics count them" \
+        "$("$KVTIERCTL" -s "$SOCK" metrics | awk '/^kvtier_client_lost_uses_total\{/ { if ($2 > m) m = $2 } END { print m + 0 }')" 0
 touch "$TMP/drop.stop"
 wait $drop_pid
 check "dropped: pattern intact" grep -q "mismatched words 0" "$TMP/drop.out"
