@@ -258,13 +258,6 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
         return 0;
 }
 
-/* The priority of region reg's client (0 without clients). */
-static uint32_t sample_priority(const struct policy_input *in, const struct policy_region *reg) {
-        uint32_t p = in->clients && reg->client < in->n_clients ? in->clients[reg->client].priority : 0;
-
-        return p > POLICY_PRIORITY_MAX ? POLICY_PRIORITY_MAX : p;
-}
-
 /* One lap at most from flat chunk *at over the regions of priority prio
  * (those of others passed at once), until the tick's re-arms and probes
  * are all found; *at where it stopped (where it started, after a whole
@@ -283,7 +276,7 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                 size_t step = 0;
                 int k = 0;
 
-                if (sample_priority(in, reg) != prio) /* another pass's region */
+                if (region_priority(in, reg) != prio) /* another pass's region */
                         step = reg->n_chunks - (*at - start);
                 step = step < total - seen ? step : total - seen;
                 /* the run of chunks from here that cannot yield, passed at once */
@@ -318,7 +311,7 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
         *ret = (struct policy_sample){0};
         for (size_t k = 0; k < in->n_regions; k++) {
                 total += in->regions[k].n_chunks;
-                present[sample_priority(in, &in->regions[k])] = true;
+                present[region_priority(in, &in->regions[k])] = true;
         }
         if (total == 0 || (sp->rearm_max == 0 && sp->probe_max == 0))
                 return 0;

@@ -82,6 +82,15 @@ struct plan_ctx {
         struct plan_siblings sib;   /* demand: what siblings say of each offset (siblings.h) */
 };
 
+/* The priority of region reg's client, 0 .. POLICY_PRIORITY_MAX (0
+ * without clients): what ranks its chunks in a plan and orders the
+ * sampler's laps. */
+static inline uint32_t region_priority(const struct policy_input *in, const struct policy_region *reg) {
+        uint32_t prio = in->clients && reg->client < in->n_clients ? in->clients[reg->client].priority : 0;
+
+        return prio > POLICY_PRIORITY_MAX ? POLICY_PRIORITY_MAX : prio;
+}
+
 /* Threads for a pass over n chunks: threads (policy_params.threads'
  * meaning) of in->workers', 1 without workers. */
 unsigned plan_threads(unsigned threads, const struct policy_input *in, size_t n);

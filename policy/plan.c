@@ -144,14 +144,6 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
         return rank | (uint32_t)cls << RANK_CLASS_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
 }
 
-static uint32_t region_priority(const struct plan_ctx *x, const struct policy_region *reg) {
-        uint32_t prio = 0;
-
-        if (x->in->clients && reg->client < x->in->n_clients)
-                prio = x->in->clients[reg->client].priority;
-        return prio > POLICY_PRIORITY_MAX ? POLICY_PRIORITY_MAX : prio;
-}
-
 /* Sets a boost on chunks [first, last] of the flat array (pinned stay on top). */
 static void plan_boost(struct plan_ctx *x, size_t base, const struct predict_range *rg, uint16_t flag,
                        uint32_t bit, uint32_t *rmax) {
@@ -206,7 +198,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
         for (size_t r = r_lo; r < r_hi; r++) {
                 const struct policy_region *reg = &in->regions[r];
                 const struct policy_chunk *chunks = reg->chunks;
-                uint32_t prio = region_priority(x, reg), n = reg->n_chunks;
+                uint32_t prio = region_priority(in, reg), n = reg->n_chunks;
                 bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
