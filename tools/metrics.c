@@ -247,6 +247,15 @@ static void print_nodes(FILE *f, struct json_object *nodes) {
         node_gauge(f, nodes, "kvtier_node_chunks", "chunks", "Captured 2 MiB chunks whose host copy is on the node.");
 }
 
+/* A client's labels: client="ID",pid="PID",name="NAME" (escaped). */
+static void client_labels(FILE *f, struct json_object *c) {
+        struct json_object *v;
+        const char *name = json_object_object_get_ex(c, "name", &v) ? json_object_get_string(v) : "";
+
+        fprintf(f, "client=\"%" PRId64 "\",pid=\"%" PRId64 "\",name=", num(c, "client_id"), num(c, "pid"));
+        label_value(f, name);
+}
+
 static void print_clients(FILE *f, struct json_object *clients) {
         size_t n = clients ? json_object_array_length(clients) : 0;
 
@@ -254,26 +263,22 @@ static void print_clients(FILE *f, struct json_object *clients) {
         fprintf(f, "kvtier_clients %zu\n", n);
         header(f, "kvtier_client_tier_bytes", "gauge", "Captured bytes of a client by tier.");
         for (size_t i = 0; i < n; i++) {
-                struct json_object *c = json_object_array_get_idx(clients, i), *v;
-                const char *name = json_object_object_get_ex(c, "name", &v) ? json_object_get_string(v) : "";
+                struct json_object *c = json_object_array_get_idx(clients, i);
 
                 for (size_t t = 0; t < sizeof(tiers) / sizeof(tiers[0]); t++) {
-                        fprintf(f, "kvtier_client_tier_bytes{client=\"%" PRId64 "\",pid=\"%" PRId64 "\",name=",
-                                num(c, "client_id"), num(c, "pid"));
-                        label_value(f, name);
+                        fprintf(f, "kvtier_client_tier_bytes{");
+                        client_labels(f, c);
                         fprintf(f, ",tier=\"%s\"} %" PRId64 "\n", tiers[t].tier, num(c, tiers[t].key));
                 }
         }
         header(f, "kvtier_client_lost_uses_total", "counter",
                "Uses a client's shim lost before kvtier saw them (CUPTI records dropped for want of buffer room).");
         for (size_t i = 0; i < n; i++) {
-                struct json_object *c = json_object_array_get_idx(clients, i), *v, *heat = NULL;
-                const char *name = json_object_object_get_ex(c, "name", &v) ? json_object_get_string(v) : "";
+                struct json_object *c = json_object_array_get_idx(clients, i), *heat = NULL;
 
                 json_object_object_get_ex(c, "heat", &heat);
-                fprintf(f, "kvtier_client_lost_uses_total{client=\"%" PRId64 "\",pid=\"%" PRId64 "\",name=",
-                        num(c, "client_id"), num(c, "pid"));
-                label_value(f, name);
+                fprintf(f, "kvtier_client_lost_uses_total{");
+                client_labels(f, c);
                 fprintf(f, "} %" PRId64 "\n", heat ? num(heat, "lost_uses") : 0);
         }
 }
