@@ -223,7 +223,8 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
 void heat_note_lost(uint64_t n) {
         void *map = __atomic_load_n(&kvt_shim()->heat.table_map, __ATOMIC_ACQUIRE);
 
-        if (map && n) /* mapped once and never unmapped: no lock needed */
+        if (map && n) /* never unmapped while CUPTI's thread runs (a fork child, which has
+                       * none, drops it): no lock needed */
                 kvt_heat_lost_add(map, n);
 }
 
