@@ -37,7 +37,7 @@ for spec in "$@"; do
         python3 - "$R" "$T/status.json" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print(f"  rc {r['rc']} wall {r['wall_s']} s  ttft {r.get('ttft_s', 0):.3f} s  {r.get('error', '')}")
+print(f"  rc {r['rc']} wall {r['wall_s']} s  ttft {r.get('ttft_s', 0):.3f} s (first full-length {r.get('ttft_first_s', 0):.3f} s)  {r.get('error', '')}")
 pm = r.get("prefill_ms") or {}
 print("  ", ", ".join(f"{k.replace('model.layers.*.', '')} {v:.0f}" for k, v in list(pm.items())[:12]))
 if r.get("prefill_memory"):
