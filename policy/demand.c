@@ -112,11 +112,9 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
         return g->protect_ticks;
 }
 
-/* Whether chunk c may be re-armed now: mapped host memory, or host memory
- * nothing armed since its capture (policy_chunk_unarmed()), not used lately. */
+/* Whether chunk c may be re-armed now: mapped host memory not used lately. */
 static bool rearm_candidate(const struct policy_chunk *c, uint32_t now, uint32_t stale_ticks) {
-        return (((c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST) || policy_chunk_unarmed(c)) &&
-               c->pending == POLICY_TIER_NONE &&
+        return (c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST && c->pending == POLICY_TIER_NONE &&
                !(c->flags & POLICY_CHUNK_PINNED) && now >= c->last_use && now - c->last_use >= stale_ticks &&
                now >= c->last_move && now - c->last_move >= stale_ticks; /* not one that just moved */
 }
@@ -219,12 +217,12 @@ static uint32_t *client_room_of(uint32_t *counts, const struct policy_input *in,
 }
 
 /* Whether chunk c may yield anything in the lap: an expired probe (one is
- * out), a re-arm (mapped host memory, or never armed) while re-arms are
- * wanted, a probe (in VRAM) while probes are.  A quick test that most
- * chunks of a lap fail, before sample_one()'s. */
+ * out), a re-arm (mapped host memory) while re-arms are wanted, a probe (in
+ * VRAM) while probes are.  A quick test that most chunks of a lap fail,
+ * before sample_one()'s. */
 static inline bool lap_maybe(const struct policy_chunk *c, bool rearm, bool probe) {
         return (c->flags & POLICY_CHUNK_PROBE) ||
-               (rearm && (((c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST) || policy_chunk_unarmed(c))) ||
+               (rearm && (c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST) ||
                (probe && c->tier == POLICY_TIER_VRAM);
 }
 

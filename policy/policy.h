@@ -458,18 +458,6 @@ static inline bool policy_probe_unanswered(const struct policy_chunk *c, uint32_
                c->last_move && now >= c->last_move && now - c->last_move > window;
 }
 
-/* Whether chunk c has been in host memory, unmapped by the books, since its
- * capture, never moved nor re-armed: nothing armed it.  The GPU's first
- * touch of such a chunk (an engine filling its pool) may map it unseen (a
- * batch of faults comes as one record with one address, and the driver's
- * maps of pages other than the sample page are no heat), and mapped, its
- * later reads are never seen: policy_sample() re-arms it once, and its
- * siblings do not take it for armed until then. */
-static inline bool policy_chunk_unarmed(const struct policy_chunk *c) {
-        return c->tier == POLICY_TIER_HOST && c->last_move == 0 &&
-               !(c->flags & (POLICY_CHUNK_MAPPED | POLICY_CHUNK_REARMED));
-}
-
 /* Whether a fault at now on host chunk c is a refault: back within
  * protect_min_ticks of the move that took it there (a re-arm is no move).
  * What the thrash guard counts (policy_guard_tick()), in the daemon and in

@@ -25,9 +25,8 @@ static uint8_t sat_inc(uint8_t v) {
 
 /* Adds chunks [lo, hi) of reg to its group's counts at those offsets.  A
  * chunk in host memory counts as armed once its arm (the re-arm, or the
- * move that brought it to the host: its last_move; a capture there is no
- * arm, policy_chunk_unarmed()) is older than window, time for a use to
- * have shown.  One in VRAM that a probe found unused
+ * move that brought it to the host: its last_move) is older than window,
+ * time for a use to have shown.  One in VRAM that a probe found unused
  * (cold, or its probe unanswered past window) or the
  * engine hinted cold is armed and unused too: its sample page is out, so a
  * use would have shown, or the engine said it is done with it. */
@@ -46,7 +45,7 @@ static void count_range(struct sibling_count *k, const struct policy_region *reg
                 } else {
                         used = c->last_use && policy_demand_fresh_outside(c, age, protect_ticks);
                         armed = !used && c->tier == POLICY_TIER_HOST && !(c->flags & POLICY_CHUNK_MAPPED) &&
-                                !policy_chunk_unarmed(c) && now >= c->last_move && now - c->last_move > window;
+                                now >= c->last_move && now - c->last_move > window;
                 }
                 if (used)
                         k[i].used = sat_inc(k[i].used);

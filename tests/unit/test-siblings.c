@@ -103,28 +103,6 @@ static void test_stale(void) {
         policy_plan_clear(&p);
 }
 
-/* Chunks captured in host memory and never armed since are no evidence:
- * the GPU may have mapped them at a first touch no one saw.  Once
- * re-armed, they are. */
-static void test_unarmed(void) {
-        struct rig x;
-        struct policy_plan p;
-
-        rig_init(&x);
-        demand(&x, 5, 0);
-        x.c[1][3] = (struct policy_chunk){.tier = H}; /* captured there, nothing seen since */
-        x.c[2][3] = (struct policy_chunk){.tier = H};
-        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "unarmed: plans (two siblings never armed)");
-        TAP_OK(p.evict_chunks == 0 && p.sibling_stale_chunks == 0, "unarmed: they make nothing stale");
-        policy_plan_clear(&p);
-
-        x.c[1][3] = (struct policy_chunk){.tier = H, .last_move = 500, .flags = POLICY_CHUNK_REARMED};
-        x.c[2][3] = (struct policy_chunk){.tier = H, .last_move = 500, .flags = POLICY_CHUNK_REARMED};
-        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "unarmed: plans (both re-armed since)");
-        TAP_OK(p.evict_chunks == 1 && moved(&p, 0, 3, M), "unarmed: re-armed and unused, they do");
-        policy_plan_clear(&p);
-}
-
 /* Siblings in VRAM that probes found unused (cold, or a probe unanswered
  * past its window) are evidence as armed ones in host memory are: two of
  * them make the chunk at their offset stale, with no probe of its own. */
@@ -314,7 +292,6 @@ static void test_blocks(void) {
 int main(void) {
         test_stale();
         test_probed();
-        test_unarmed();
         test_demand();
         test_groups();
         test_sample();
