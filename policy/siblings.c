@@ -24,12 +24,9 @@ static uint8_t sat_inc(uint8_t v) {
 }
 
 /* Adds chunks [lo, hi) of reg to its group's counts at those offsets.  A
- * chunk in host memory counts as armed once its arm (the re-arm, or the
- * move that brought it to the host: its last_move) is older than window,
- * time for a use to have shown.  One in VRAM that a probe found unused
- * (cold, or its probe unanswered past window) or the
- * engine hinted cold is armed and unused too: its sample page is out, so a
- * use would have shown, or the engine said it is done with it. */
+ * chunk counts as armed once its arm (the re-arm, or the move that brought
+ * it to the host: its last_move) is older than window, time for a use to
+ * have shown. */
 static void count_range(struct sibling_count *k, const struct policy_region *reg, uint32_t lo, uint32_t hi,
                         uint32_t now, uint32_t protect_ticks, uint32_t window) {
         for (uint32_t i = lo; i < hi; i++) {
@@ -39,14 +36,12 @@ static void count_range(struct sibling_count *k, const struct policy_region *reg
 
                 if (c->pending != POLICY_TIER_NONE || (c->flags & (POLICY_CHUNK_SPILLED | POLICY_CHUNK_PINNED)))
                         continue;
-                if (c->tier == POLICY_TIER_VRAM) {
-                        armed = (c->flags & POLICY_CHUNK_COLD) || policy_probe_unanswered(c, now, window);
-                        used = !armed && c->last_use && age < protect_ticks;
-                } else {
+                if (c->tier == POLICY_TIER_VRAM)
+                        used = c->last_use && age < protect_ticks && !(c->flags & POLICY_CHUNK_COLD);
+                else
                         used = c->last_use && policy_demand_fresh_outside(c, age, protect_ticks);
-                        armed = !used && c->tier == POLICY_TIER_HOST && !(c->flags & POLICY_CHUNK_MAPPED) &&
-                                now >= c->last_move && now - c->last_move > window;
-                }
+                armed = !used && c->tier == POLICY_TIER_HOST && !(c->flags & POLICY_CHUNK_MAPPED) &&
+                        now >= c->last_move && now - c->last_move > window;
                 if (used)
                         k[i].used = sat_inc(k[i].used);
                 if (armed)

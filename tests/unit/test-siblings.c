@@ -103,34 +103,6 @@ static void test_stale(void) {
         policy_plan_clear(&p);
 }
 
-/* Siblings in VRAM that probes found unused (cold, or a probe unanswered
- * past its window) are evidence as armed ones in host memory are: two of
- * them make the chunk at their offset stale, with no probe of its own. */
-static void test_probed(void) {
-        struct rig x;
-        struct policy_plan p;
-
-        rig_init(&x);
-        x.in.budget_chunks = x.in.charged_chunks = CHUNKS + 2;
-        demand(&x, 5, 0);
-        x.c[1][3] = (struct policy_chunk){.tier = V, .last_use = 100, .last_move = 100, .flags = POLICY_CHUNK_COLD};
-        x.c[2][3] = (struct policy_chunk){.tier = V, .last_use = 100, .last_move = 995, .flags = POLICY_CHUNK_PROBE};
-        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "probed: plans (one probe cold, one still within its window)");
-        TAP_EQ_U64(p.sibling_stale_chunks, 0, "probed: a probe not yet due says nothing");
-        policy_plan_clear(&p);
-
-        x.c[2][3].last_move = 500; /* unanswered past the window */
-        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "probed: plans (two found unused)");
-        TAP_EQ_U64(p.sibling_stale_chunks, 1, "probed: the chunk in VRAM at their offset is stale on their word");
-        policy_plan_clear(&p);
-
-        x.c[1][3].last_use = 999; /* used since: no longer cold */
-        x.c[1][3].flags = 0;
-        TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "probed: plans (one used since)");
-        TAP_EQ_U64(p.sibling_stale_chunks, 0, "probed: a sibling in use keeps it");
-        policy_plan_clear(&p);
-}
-
 /* A chunk read in place (mapped, unseen) is a demand where two siblings at
  * its offset are. */
 static void test_demand(void) {
@@ -291,7 +263,6 @@ static void test_blocks(void) {
 
 int main(void) {
         test_stale();
-        test_probed();
         test_demand();
         test_groups();
         test_sample();
