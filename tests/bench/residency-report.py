@@ -5,7 +5,8 @@ suite run's logs (tests/bench/suite-h200.sh with KVT_STATUS_JSON=1 and,
 for the orders, KVT_DAEMON_TS=1 and [daemon] log_level = debug):
 
     residency-report.py [--sessions 64] [--hot 8] [--session-chunks 8]
-                        [--pool-bytes 1073741824] [--client SECTION] DIR TAG
+                        [--pool-bytes 1073741824] [--client SECTION]
+                        [--unseen-polls 8] DIR TAG
 
 DIR holds status-TAG.N.json (the daemon's status every poll), kvtierd.log
 and runs.log: of the last two, the lines under "== TAG" where the suite
@@ -23,7 +24,9 @@ hot for k < hot).
 Prints, per snapshot, the pools' hot chunks in VRAM and read in place, their
 cold chunks in VRAM, the other regions' chunks in VRAM (a region whose map
 the daemon cut short is left out, and said so) and the engine's phase at
-the time; then the chunks the daemon's orders named (promoted, evicted,
+the time; the hot chunks booked in host memory unmapped ("H": their next
+use should fault and be seen) in --unseen-polls polls or more in a row,
+which the engine reads unseen; then the chunks the daemon's orders named (promoted, evicted,
 probed, re-armed), hot, cold and other, by the engine's phase.  Phases come
 from paged_kv.py's marks in runs.log and need kvtierd.log's lines to carry
 the wall clock; without, the snapshots have none and the orders count for
@@ -114,6 +117,8 @@ def main():
     ap.add_argument("--session-chunks", type=int, default=8)
     ap.add_argument("--pool-bytes", type=int, default=1 << 30)
     ap.add_argument("--client", metavar="SECTION", help="only the client of this [client.NAME] section")
+    ap.add_argument("--unseen-polls", type=int, default=8, metavar="N",
+                    help="count the hot chunks booked in host memory unmapped in N polls or more in a row")
     ap.add_argument("dir")
     ap.add_argument("tag")
     a = ap.parse_args()
@@ -148,6 +153,9 @@ def main():
     started = next((float(m.group(1)) for m in map(STAMP.match, log) if m), None)
     sizes = {}
     cut = 0
+    # hot chunks booked H (host memory, unmapped: a use should fault and be
+    # seen) in polls in a row: now, and the longest, by (region, chunk)
+    streak, longest = {}, {}
     print("snapshot  pool hot in VRAM  hot read in place  cold in VRAM  other in VRAM  held back  phase"
           + ("  (held back: all clients')" if a.client is not None else ""))
     for n, f in enumerate(files):
@@ -172,6 +180,9 @@ def main():
                         hn += 1
                         hv += x in "Vv"
                         hr += x in "Rr"
+                        k = (r["region_id"], i)
+                        streak[k] = streak.get(k, 0) + 1 if x == "H" else 0
+                        longest[k] = max(longest.get(k, 0), streak[k])
                     else:
                         cv += x in "Vv"
         held = sum(g.get("demand", {}).get("held_bytes", 0) for g in st.get("gpus", [])) >> 20
@@ -180,6 +191,14 @@ def main():
 
     if cut:
         print("(%d maps missing or cut short in all: those regions not counted)" % cut)
+    # a hot chunk the engine reads every step, booked unmapped, would fault
+    # and come in: one that stays H poll after poll is read unseen
+    unseen = sorted(k for k, v in longest.items() if v >= a.unseen_polls)
+    print("hot chunks booked in host memory unmapped (H) in %d polls or more in a row: %d%s"
+          % (a.unseen_polls, len(unseen),
+             " (the longest %d polls), in regions %s" % (max(longest[k] for k in unseen),
+                                                        ", ".join(str(r) for r in sorted({k[0] for k in unseen})))
+             if unseen else ""))
 
     if a.client is not None:
         # a region's id is its client's: the daemon's order lines name no client

@@ -136,5 +136,11 @@ check "pair.r2 --client lo: lo's chunks (16 in VRAM: 8 hot, 8 cold)" grep -Eq "^
 check "pair.r2 --client lo: no mark of lo's there, and said" grep -q "no phase marks of pid 202" <<<"$out"
 out=$($REPORT --sessions 4 --hot 2 --session-chunks 4 --pool-bytes $((32 << 20)) --client hi "$P" pair.r2 2>&1)
 check "pair.r2 --client hi: placed by the second run's lines (measured)" grep -Eq "^ +1 .* MiB +measured$" <<<"$out"
+check "pair.r2 --client hi: no hot chunk unmapped in 8 polls in a row" \
+        grep -q "in 8 polls or more in a row: 0$" <<<"$out"
+out=$($REPORT --sessions 4 --hot 2 --session-chunks 4 --pool-bytes $((32 << 20)) --client hi --unseen-polls 2 \
+        "$P" pair.r2 2>&1)
+check "pair.r2 --client hi: its 4 hot chunks unmapped in both polls, in region 1" \
+        grep -q "in 2 polls or more in a row: 4 (the longest 2 polls), in regions 1$" <<<"$out"
 check "an unknown client is refused" bash -c "! $REPORT --client nobody '$P' pair 2>/dev/null"
 done_testing
