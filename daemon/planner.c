@@ -313,11 +313,13 @@ struct sample_share {
         uint32_t rearm_chunks, probe_cohorts;
 };
 
-/* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()).
- * Returns the orders issued, or -ENOMEM. */
+/* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()),
+ * after plan, the plan of the same input (the demands it held back, and
+ * the sibling counts it made, which the sample reads).  Returns the orders
+ * issued, or -ENOMEM. */
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
-                          const struct policy_params *pp, uint64_t held, const struct sample_share *share,
-                          const struct planner_ops *ops, void *userdata) {
+                          const struct policy_params *pp, const struct policy_plan *plan,
+                          const struct sample_share *share, const struct planner_ops *ops, void *userdata) {
         /* Probes only while demands wait for room: without them there is
          * nothing to make room for, and a probe would only empty VRAM. */
         /* A probe's answer is a remote map reported within a flush or two
@@ -330,10 +332,11 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .probe_ticks = MAX(window / 2, 1u),
                                           .probe_window = window,
                                           .rearm_max = pp->sample_chunks,
-                                          .probe_max = held && d->probe_now ? pp->probe_cohorts : 0,
+                                          .probe_max = plan->held_chunks && d->probe_now ? pp->probe_cohorts : 0,
                                           .client_rearm_max = share->rearm_chunks,
                                           .client_probe_max = share->probe_cohorts,
-                                          .threads = pp->threads};
+                                          .threads = pp->threads,
+                                          .siblings = plan->siblings};
         struct policy_sample sm;
         struct kvt_order o;
         struct lap lap;
@@ -483,7 +486,6 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                                            (in.max_move_chunks == UINT64_MAX ||
                                             plan.evict_chunks + plan.promote_chunks < in.max_move_chunks));
         held = plan.held_chunks;
-        policy_plan_clear(&plan);
         /* A tick's re-arms and probes, sampled in its plans (a demand re-plans
          * up to once a millisecond, and its probes cannot wait for the tick):
          * no more than the tick's share of each in all, and no more in flight
@@ -500,9 +502,10 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         pp.probe_cohorts = share.probe_cohorts - MIN(d->tick_probed, share.probe_cohorts);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
                 registry_gpu_sampled(r, g->device, in.probe_window);
-                ret = planner_sample(p, r, d, &in, &pp, held, &share, ops, userdata);
+                ret = planner_sample(p, r, d, &in, &pp, &plan, &share, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }
+        policy_plan_clear(&plan);
         if (ret >= 0)
                 planner_grants(r, g->device, ops, userdata);
         return ret < 0 ? ret : issued;

@@ -304,7 +304,8 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                   struct policy_sample *ret) {
         size_t total = 0, cap = 0, at = 0;
         bool present[POLICY_PRIORITY_MAX + 1] = {false};
-        struct plan_siblings sibs;
+        struct plan_siblings own = {0};
+        const struct plan_siblings *sibs = sp->siblings ? sp->siblings : &own;
         struct client_room room;
         int err;
 
@@ -317,7 +318,7 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                 return 0;
         if ((err = client_room_init(&room, in, sp)) < 0)
                 return err;
-        if ((err = siblings_build(&sibs, in, in->protect_ticks, plan_threads(sp->threads, in, total))) < 0) {
+        if (!sp->siblings && (err = siblings_build(&own, in, in->protect_ticks, plan_threads(sp->threads, in, total))) < 0) {
                 free(room.rearm);
                 return err;
         }
@@ -332,16 +333,16 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                 if (!present[p])
                         continue;
                 at = (size_t)(*cursor % total);
-                err = sample_lap(in, sp, &sibs, &room, total, (uint32_t)p, &at, ret, &cap);
+                err = sample_lap(in, sp, sibs, &room, total, (uint32_t)p, &at, ret, &cap);
                 if (err < 0) {
                         policy_plan_clear(&ret->plan);
-                        siblings_free(&sibs);
+                        siblings_free(&own);
                         free(room.rearm);
                         return err;
                 }
         }
         *cursor = at;
-        siblings_free(&sibs);
+        siblings_free(&own);
         free(room.rearm);
         return 0;
 }

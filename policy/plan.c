@@ -854,6 +854,11 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         }
         plan_emit(&x, &s, ret);
         ret->evict_chunks = s.n_evict;
+        /* the counts go with the plan, for the sample that follows it */
+        if (pp->kind == POLICY_DEMAND && (ret->siblings = malloc(sizeof(*ret->siblings)))) {
+                *ret->siblings = x.sib;
+                x.sib = (struct plan_siblings){0};
+        }
         plan_ctx_free(&x);
         return 0;
 }
@@ -862,5 +867,9 @@ void policy_plan_clear(struct policy_plan *p) {
         if (!p)
                 return;
         free(p->moves);
+        if (p->siblings) {
+                siblings_free(p->siblings);
+                free(p->siblings);
+        }
         *p = (struct policy_plan){0};
 }

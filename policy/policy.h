@@ -266,6 +266,9 @@ struct policy_move {
         int32_t host_node; /* evictions: the host NUMA node they go to (-1: the shim's choice); promotions -1 */
 };
 
+/* demand's sibling counts (policy/siblings.c), opaque here. */
+struct plan_siblings;
+
 struct policy_plan {
         struct policy_move *moves; /* evictions first, then promotions; owned, policy_plan_clear() */
         size_t n_moves;
@@ -283,6 +286,9 @@ struct policy_plan {
          * those judged so on their siblings' word alone */
         uint32_t sibling_groups, sibling_groups_mute, sibling_regions;
         uint64_t sibling_demand_chunks, sibling_stale_chunks;
+        /* demand: the sibling counts the plan built, for a sample of the same
+         * input (policy_sample_params.siblings); owned, policy_plan_clear() */
+        struct plan_siblings *siblings;
 };
 
 /* Plans moves for one GPU into *ret (previous contents are not freed).
@@ -340,6 +346,12 @@ struct policy_sample_params {
         uint32_t client_probe_max;
         uint32_t threads; /* of policy_input.workers', as policy_params.threads: for the sibling
                            * counts the sample reads (the lap itself runs on the calling thread) */
+        /* The counts of a plan of the same input (its policy_plan.siblings),
+         * read instead of counted again; NULL: counted anew.  Counting is
+         * the larger part of a sample of many chunks.  The plan's orders
+         * since change only chunks the lap passes by (an order in flight),
+         * and whatever their offsets' counts held before. */
+        const struct plan_siblings *siblings;
 };
 
 /* A probe: chunks [first, first + n) of region `region`, each probed on

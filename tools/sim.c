@@ -363,18 +363,18 @@ static int tick(struct sim *s, uint64_t at_ns) {
                 uint64_t used = (plan.evict_chunks + plan.promote_chunks) * TRACE_CHUNK_BYTES;
                 s->credit_bytes -= used < s->credit_bytes ? used : s->credit_bytes;
         }
-        policy_plan_clear(&plan);
         if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
                 /* probes only while demands wait for room and the prober
                  * says so, and re-arms yield to them then, as the daemon's
-                 * planner */
+                 * planner; on the plan's sibling counts, as its */
                 uint32_t window = in.probe_window;
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
                                                   .probe_ticks = window / 2 ? window / 2 : 1,
                                                   .probe_window = window,
                                                   .rearm_max = policy_rearm_share(s->pp->sample_chunks, held,
                                                                                   s->pp->probe_cohorts),
-                                                  .probe_max = held && probe_now ? s->pp->probe_cohorts : 0};
+                                                  .probe_max = held && probe_now ? s->pp->probe_cohorts : 0,
+                                                  .siblings = plan.siblings};
 
                 sp.rearm_max -= (uint32_t)MIN(sample_backlog(s, at_ns), (uint64_t)sp.rearm_max);
                 r = policy_sample(&in, &sp, &s->sample_cursor, &sample);
@@ -382,6 +382,7 @@ static int tick(struct sim *s, uint64_t at_ns) {
                         r = sample_apply(s, &sample, at_ns);
                 policy_plan_clear(&sample.plan);
         }
+        policy_plan_clear(&plan);
         return r < 0 ? r : 0;
 }
 

@@ -8,7 +8,10 @@
  * goes first alternates too) so that the ratio is measured under the same
  * load.  Goal (issue 4): under 10 ms per tick on the CI machine.  Not a test:
  * run by hand, e.g. tests/bench/policy-tick [CHUNKS] [TICKS] [THREADS] [POLICY]
- * (POLICY: that one only, e.g. demand, for a profile of it).
+ * (POLICY: that one only, e.g. demand, for a profile of it).  demand adds
+ * rows of its sample: on its own sibling counts (1 thread, THREADS), and on
+ * the plan's ("plan"), as the daemon samples after its plan: a tick is the
+ * plan and that.
  * Times are wall-clock (threads: CPU time would add theirs up); "memcpy" is
  * a reference measured in the same run: one copy of the 16 MiB chunk array,
  * what a pass over it costs at best.
@@ -90,11 +93,15 @@ static void print_row(const char *what, enum policy_kind k, const char *how, dou
  * daemon's planner asks for them at the defaults, rearm_rate 25600 and
  * probe_rate 800 a second at 10 ms ticks): the median of ticks of it as a
  * row of its own, ms the scratch for their times: with 1 thread and with
- * threads (its sibling counts; the lap runs on one). */
+ * threads (its sibling counts; the lap runs on one), or, where plan is
+ * given, on the counts of that plan of the same input, as the daemon's
+ * planner samples after its plan ("plan": the tick is that plan's time
+ * and this). */
 static int sample_row(const char *what, const struct policy_input *in, size_t n_total, int ticks, double *ms,
-                      uint32_t threads) {
+                      uint32_t threads, const struct policy_plan *plan) {
         struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 10, .probe_window = 20,
-                                          .rearm_max = 256, .probe_max = 8, .threads = threads};
+                                          .rearm_max = 256, .probe_max = 8, .threads = threads,
+                                          .siblings = plan ? plan->siblings : NULL};
         char how[16];
         uint64_t cursor = 0;
 
@@ -108,7 +115,7 @@ static int sample_row(const char *what, const struct policy_input *in, size_t n_
                 policy_plan_clear(&sm.plan);
         }
         qsort(ms, (size_t)ticks, sizeof(*ms), cmp_double);
-        snprintf(how, sizeof(how), threads == 1 ? "1" : threads ? "%u" : "auto", threads);
+        snprintf(how, sizeof(how), plan ? "plan" : threads == 1 ? "1" : threads ? "%u" : "auto", threads);
         printf("%-7s %-6s %-5s %10.2f %10.2f %14.0f\n", what, "sample", how, ms[ticks / 2], ms[0],
                (double)n_total / (ms[ticks / 2] / 1e3));
         return 0;
@@ -150,8 +157,9 @@ static int bench(const char *what, enum policy_kind k, const struct policy_input
         print_row(what, k, how, ms[1], ticks, n_total, &p[1]);
         printf("%-7s %-6s %-5s %10.2f %10.2f\n", what, policy_kind_name(k), "ratio", ms[0][ticks / 2] / ms[1][ticks / 2],
                ms[0][0] / ms[1][0]);
-        if (k == POLICY_DEMAND && (sample_row(what, in, n_total, ticks, ms[0], 1) < 0 ||
-                                   sample_row(what, in, n_total, ticks, ms[0], threads) < 0))
+        if (k == POLICY_DEMAND && (sample_row(what, in, n_total, ticks, ms[0], 1, NULL) < 0 ||
+                                   sample_row(what, in, n_total, ticks, ms[0], threads, NULL) < 0 ||
+                                   sample_row(what, in, n_total, ticks, ms[0], threads, &p[1]) < 0))
                 goto out;
         ret = 0;
 out:

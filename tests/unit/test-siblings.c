@@ -210,6 +210,32 @@ static void test_sample(void) {
                                                    (pr->first <= 5 && 5 < pr->first + pr->n));
         }
         TAP_OK(!probed_told, "sample: no probe covers a chunk whose siblings tell");
+
+        /* On the counts of a plan of the same input, as the daemon samples:
+         * the same samples, counted once. */
+        {
+                struct policy_plan p;
+                struct policy_sample again;
+                uint64_t cursor2 = 0;
+                bool same;
+
+                TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "sample: a plan of the same input");
+                TAP_OK(p.siblings != NULL, "sample: the plan keeps its sibling counts");
+                sp.siblings = p.siblings;
+                TAP_EQ_INT(policy_sample(&x.in, &sp, &cursor2, &again), 0, "sample: runs on the plan's counts");
+                same = again.plan.n_moves == sm.plan.n_moves && again.n_probes == sm.n_probes &&
+                       cursor2 == cursor;
+                for (size_t k = 0; same && k < sm.plan.n_moves; k++)
+                        same = again.plan.moves[k].region == sm.plan.moves[k].region &&
+                               again.plan.moves[k].first_chunk == sm.plan.moves[k].first_chunk &&
+                               again.plan.moves[k].n_chunks == sm.plan.moves[k].n_chunks;
+                for (size_t k = 0; same && k < sm.n_probes; k++)
+                        same = again.probes[k].region == sm.probes[k].region &&
+                               again.probes[k].first == sm.probes[k].first && again.probes[k].n == sm.probes[k].n;
+                TAP_OK(same, "sample: the same re-arms and probes as on its own counts");
+                policy_plan_clear(&again.plan);
+                policy_plan_clear(&p); /* its counts too (the sanitizer runs see a leak) */
+        }
         policy_plan_clear(&sm.plan);
 }
 
