@@ -260,28 +260,31 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
 
 /* One lap at most from flat chunk *at over the regions of priority prio
  * (those of others passed at once), until the tick's re-arms and probes
- * are all found; *at where it stopped (where it started, after a whole
- * lap).  Returns 0 or -ENOMEM. */
+ * are all found or POLICY_LAP_CHUNKS of prio's chunks are looked at; *at
+ * where it stopped (where it started, after a whole lap).  Returns 0 or
+ * -ENOMEM. */
 static int sample_lap(const struct policy_input *in, const struct policy_sample_params *sp,
                       const struct plan_siblings *sibs, const struct client_room *room, size_t total, uint32_t prio,
                       size_t *at, struct policy_sample *ret, size_t *cap) {
-        size_t start = 0, r = 0;
+        size_t start = 0, r = 0, looked = 0;
 
         while (start + in->regions[r].n_chunks <= *at)
                 start += in->regions[r++].n_chunks;
-        for (size_t seen = 0; seen < total && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
+        for (size_t seen = 0; seen < total && looked < POLICY_LAP_CHUNKS &&
+                              (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
                 const struct policy_region *reg = &in->regions[r];
                 bool rearm = ret->n_rearmed < sp->rearm_max,
                      probe = ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX;
+                bool mine = region_priority(in, reg) == prio;
                 size_t step = 0;
                 int k = 0;
 
-                if (region_priority(in, reg) != prio) /* another pass's region */
+                if (!mine) /* another pass's region */
                         step = reg->n_chunks - (*at - start);
                 step = step < total - seen ? step : total - seen;
                 /* the run of chunks from here that cannot yield, passed at once */
                 while (*at - start + step < reg->n_chunks && seen + step < total &&
-                       !lap_maybe(&reg->chunks[*at - start + step], rearm, probe))
+                       looked + step < POLICY_LAP_CHUNKS && !lap_maybe(&reg->chunks[*at - start + step], rearm, probe))
                         step++;
                 if (step == 0) {
                         k = sample_one(in, sp, sibs, room, (uint32_t)r, (uint32_t)(*at - start), ret, cap);
@@ -291,6 +294,7 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                 }
                 /* a cohort is probed once: the lap goes on after it */
                 seen += step;
+                looked += mine ? step : 0;
                 *at += step;
                 if (*at == total)
                         *at = start = r = 0;

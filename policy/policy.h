@@ -326,9 +326,16 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret);
  *   unused: it is reported (expired[]), for the caller to mark it
  *   POLICY_CHUNK_COLD.
  * The lap runs round-robin over the flat chunk index from *cursor (advanced
- * past what it took). */
+ * past what it took), looking at POLICY_LAP_CHUNKS of a priority's chunks
+ * a call at most. */
 #define POLICY_COHORT_CHUNKS 8u
 #define POLICY_PROBES_MAX    64u
+/* The most chunks of its priority one lap of policy_sample() looks at: a
+ * lap over more goes on from there at the next call.  So a sample's time
+ * is bounded whatever the memory's size, as DAMON bounds its own: 128 Ki
+ * chunks (256 GiB) take well under a millisecond, and a lap over 1 Mi
+ * chunks (2 TiB) goes round in eight ticks where it finds few candidates. */
+#define POLICY_LAP_CHUNKS    131072u
 
 struct policy_sample_params {
         uint32_t stale_ticks;  /* re-arm: not used within this long */

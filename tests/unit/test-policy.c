@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 #include "plan-moves.h"
 #include "policy.h"
@@ -720,6 +721,41 @@ static void test_sample_clients(void) {
  * lower priority's candidates, however many and wherever the cursor is,
  * get what the higher's leave.  The cursor goes on from where the last
  * lap stopped. */
+/* A lap looks at POLICY_LAP_CHUNKS chunks of its priority at most a call,
+ * and goes on from there at the next: a sample's time is bounded
+ * whatever the memory's size.  Regions of another priority passed over do
+ * not count. */
+static void test_sample_bound(void) {
+        const uint32_t n = POLICY_LAP_CHUNKS + POLICY_LAP_CHUNKS / 2;
+        struct policy_chunk *c = calloc(n + 8, sizeof(*c));
+        struct policy_region reg[2] = {{.chunks = c, .n_chunks = 8, .client = 0},
+                                       {.chunks = c + 8, .n_chunks = n, .client = 1}};
+        struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX, .priority = 7},
+                                      {.quota_chunks = UINT64_MAX, .priority = 0}};
+        struct policy_input in = {.regions = reg, .n_regions = 2, .clients = cl, .n_clients = 2, .now = 1000};
+        struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 1000, .rearm_max = 4};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+
+        if (!c) {
+                TAP_OK(0, "sample bound: memory");
+                return;
+        }
+        for (uint32_t i = 0; i < n + 8; i++) /* armed host chunks: nothing to re-arm */
+                c[i] = (struct policy_chunk){.tier = H, .last_use = 50, .last_move = 40};
+        c[8 + n - 1].flags = POLICY_CHUNK_MAPPED; /* the one candidate, at the end */
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample bound: runs");
+        TAP_EQ_U64(sm.n_rearmed, 0, "sample bound: the candidate lies past what one call looks at");
+        TAP_OK(cursor >= 8 + POLICY_LAP_CHUNKS && cursor < 8 + n - 1, "sample bound: the lap stopped short of it");
+        policy_plan_clear(&sm.plan);
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample bound: runs again");
+        TAP_OK(sm.n_rearmed == 1 && sm.plan.n_moves == 1 && sm.plan.moves[0].region == 1 &&
+                       sm.plan.moves[0].first_chunk == n - 1,
+               "sample bound: the next call goes on from there and finds it");
+        policy_plan_clear(&sm.plan);
+        free(c);
+}
+
 static void test_sample_priority(void) {
         struct policy_chunk lo[16] = {0}, hi[16] = {0};
         struct policy_region reg[2] = {{.chunks = lo, .n_chunks = 16, .client = 0},
@@ -841,6 +877,7 @@ int main(void) {
         test_probe();
         test_sample_clients();
         test_sample_priority();
+        test_sample_bound();
         test_prober();
         test_demand_uses();
         test_guard();
