@@ -322,7 +322,8 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                 return 0;
         if ((err = client_room_init(&room, in, sp)) < 0)
                 return err;
-        if (!sp->siblings && (err = siblings_build(&own, in, in->protect_ticks, plan_threads(sp->threads, in, total))) < 0) {
+        if (!sp->siblings &&
+            (err = siblings_build(&own, in, in->protect_ticks, plan_threads(sp->threads, in, total))) < 0) {
                 free(room.rearm);
                 return err;
         }

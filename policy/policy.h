@@ -333,7 +333,7 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret);
 /* The most chunks of its priority one lap of policy_sample() looks at: a
  * lap over more goes on from there at the next call.  So a sample's time
  * is bounded whatever the memory's size, as DAMON bounds its own: 128 Ki
- * chunks (256 GiB) take well under a millisecond, and a lap over 1 Mi
+ * chunks (256 GiB) took half a millisecond, and a lap over 1 Mi
  * chunks (2 TiB) goes round in eight ticks where it finds few candidates. */
 #define POLICY_LAP_CHUNKS    131072u
 
@@ -354,8 +354,8 @@ struct policy_sample_params {
         uint32_t threads; /* of policy_input.workers', as policy_params.threads: for the sibling
                            * counts the sample reads (the lap itself runs on the calling thread) */
         /* The counts of a plan of the same input (its policy_plan.siblings),
-         * read instead of counted again; NULL: counted anew.  Counting is
-         * the larger part of a sample of many chunks.  The plan's orders
+         * read instead of counted again; NULL: counted anew.  Counting was
+         * a third of a sample of 1M chunks.  The plan's orders
          * since change only chunks the lap passes by (an order in flight),
          * and whatever their offsets' counts held before. */
         const struct plan_siblings *siblings;
