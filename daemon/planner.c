@@ -431,7 +431,6 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         struct policy_input in = {0};
         struct policy_plan plan;
         struct sample_share share;
-        uint64_t held;
         size_t n = 0;
         int ret, issued = 0;
 
@@ -485,7 +484,6 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                                    ret >= 0 && pp.kind == POLICY_DEMAND &&
                                            (in.max_move_chunks == UINT64_MAX ||
                                             plan.evict_chunks + plan.promote_chunks < in.max_move_chunks));
-        held = plan.held_chunks;
         /* A tick's re-arms and probes, sampled in its plans (a demand re-plans
          * up to once a millisecond, and its probes cannot wait for the tick):
          * no more than the tick's share of each in all, and no more in flight
@@ -496,7 +494,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
          * second at most; a shim that is slow, or does not answer, holds
          * back its own samples, never another client's.  While demands wait
          * for room, re-arms yield to probes. */
-        share.rearm_chunks = policy_rearm_share(pp.sample_chunks, held, pp.probe_cohorts);
+        share.rearm_chunks = policy_rearm_share(pp.sample_chunks, plan.held_chunks, pp.probe_cohorts);
         share.probe_cohorts = pp.probe_cohorts;
         pp.sample_chunks = share.rearm_chunks - MIN(d->tick_rearmed, share.rearm_chunks);
         pp.probe_cohorts = share.probe_cohorts - MIN(d->tick_probed, share.probe_cohorts);

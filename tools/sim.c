@@ -322,7 +322,6 @@ static int tick(struct sim *s, uint64_t at_ns) {
         struct policy_input in = {.regions = s->views, .now = s->now, .budget_chunks = s->budget_chunks};
         struct policy_plan plan;
         struct policy_sample sample;
-        uint64_t held;
         bool probe_now;
         int r;
 
@@ -356,7 +355,6 @@ static int tick(struct sim *s, uint64_t at_ns) {
         s->stale = plan.stale_chunks;
         if (plan.held_chunks > s->res->held_max)
                 s->res->held_max = plan.held_chunks;
-        held = plan.held_chunks;
         for (size_t m = 0; m < plan.n_moves && r == 0; m++)
                 r = issue(s, &plan.moves[m], at_ns);
         if (s->cfg->rate_bytes_per_s) {
@@ -371,9 +369,9 @@ static int tick(struct sim *s, uint64_t at_ns) {
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
                                                   .probe_ticks = window / 2 ? window / 2 : 1,
                                                   .probe_window = window,
-                                                  .rearm_max = policy_rearm_share(s->pp->sample_chunks, held,
+                                                  .rearm_max = policy_rearm_share(s->pp->sample_chunks, plan.held_chunks,
                                                                                   s->pp->probe_cohorts),
-                                                  .probe_max = held && probe_now ? s->pp->probe_cohorts : 0,
+                                                  .probe_max = plan.held_chunks && probe_now ? s->pp->probe_cohorts : 0,
                                                   .siblings = plan.siblings};
 
                 sp.rearm_max -= (uint32_t)MIN(sample_backlog(s, at_ns), (uint64_t)sp.rearm_max);
