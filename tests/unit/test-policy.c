@@ -716,11 +716,6 @@ static void test_sample_clients(void) {
         policy_plan_clear(&sm.plan);
 }
 
-/* policy_sample with priorities: the plan serves a higher priority's
- * demands first, and the samples that find demands go to it first: a
- * lower priority's candidates, however many and wherever the cursor is,
- * get what the higher's leave.  The cursor goes on from where the last
- * lap stopped. */
 /* A lap looks at POLICY_LAP_CHUNKS chunks of its priority at most a call,
  * and goes on from there at the next: a sample's time is bounded
  * whatever the memory's size.  Regions of another priority passed over do
@@ -756,6 +751,11 @@ static void test_sample_bound(void) {
         free(c);
 }
 
+/* policy_sample with priorities: the plan serves a higher priority's
+ * demands first, and the samples that find demands go to it first: a
+ * lower priority's candidates, however many and wherever the cursor is,
+ * get what the higher's leave.  The cursor goes on from where the last
+ * lap stopped. */
 static void test_sample_priority(void) {
         struct policy_chunk lo[16] = {0}, hi[16] = {0};
         struct policy_region reg[2] = {{.chunks = lo, .n_chunks = 16, .client = 0},
