@@ -369,7 +369,8 @@ static int tick(struct sim *s, uint64_t at_ns) {
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
                                                   .probe_ticks = window / 2 ? window / 2 : 1,
                                                   .probe_window = window,
-                                                  .rearm_max = policy_rearm_share(s->pp->sample_chunks, plan.held_chunks,
+                                                  .rearm_max = policy_rearm_share(s->pp->sample_chunks,
+                                                                                  plan.held_chunks,
                                                                                   s->pp->probe_cohorts),
                                                   .probe_max = plan.held_chunks && probe_now ? s->pp->probe_cohorts : 0,
                                                   .siblings = plan.siblings};
