@@ -30,6 +30,12 @@
  *                                 run then on a thread of their own, and
  *                                 cudaStreamSynchronize waits for both (default 0:
  *                                 everything completes at once, host functions inline)
+ *   FAKECUDA_FAULT_BATCH=1        a kernel's GPU page faults come as one GPU_PAGE_FAULT
+ *                                 record (the first's address, value the count), as
+ *                                 the H200 batches them, and its remote maps of
+ *                                 adjacent memory as one REMOTE_MAP record (the
+ *                                 first's address, value the bytes of all): CUPTI's
+ *                                 record names a range (default 0: a record a page)
  *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
  *                                 (the real one synchronizes the device first)
  *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device, and one

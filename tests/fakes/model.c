@@ -131,6 +131,7 @@ static struct {
         uint64_t numa_bytes[MODEL_MAX_NUMA];      /* host copies placed on each node by a prefetch naming it */
         uint64_t numa_peak_bytes[MODEL_MAX_NUMA];
         bool misalign;
+        bool fault_batch; /* FAKECUDA_FAULT_BATCH: a kernel's faults and maps batched (um_batch) */
         unsigned delay_us;
         unsigned free_delay_us;
         unsigned event_delay_us;
@@ -173,14 +174,68 @@ void fakecuda_set_um_hook(fakecuda_um_hook hook) {
         __atomic_store_n(&um_hook, hook, __ATOMIC_RELEASE);
 }
 
-static void um_event(int kind, const void *page, uint64_t value, int dev) {
+static void um_emit(int kind, uintptr_t addr, uint64_t value, int dev) {
         fakecuda_um_hook h = __atomic_load_n(&um_hook, __ATOMIC_ACQUIRE);
 
         if (h)
-                h(kind, (uintptr_t)page, value, dev);
+                h(kind, addr, value, dev);
 }
 
 enum { UM_HTOD = 1, UM_DTOH = 2, UM_GPU_FAULT = 4, UM_REMOTE_MAP = 7 }; /* CUPTI's counter kinds */
+
+/* One kernel's faults and remote maps while FAKECUDA_FAULT_BATCH holds them
+ * (model_kernel()), under the lock: the first fault and the count, the run
+ * of adjacent maps being grown. */
+static struct {
+        bool on;
+        int dev;
+        uintptr_t fault_addr, map_addr;
+        uint64_t faults, map_bytes;
+} um_batch;
+
+static void um_batch_flush_map(void) {
+        if (um_batch.map_bytes)
+                um_emit(UM_REMOTE_MAP, um_batch.map_addr, um_batch.map_bytes, um_batch.dev);
+        um_batch.map_bytes = 0;
+}
+
+static void um_event(int kind, const void *page, uint64_t value, int dev) {
+        uintptr_t addr = (uintptr_t)page;
+
+        if (!um_batch.on || dev != um_batch.dev || (kind != UM_GPU_FAULT && kind != UM_REMOTE_MAP)) {
+                um_emit(kind, addr, value, dev);
+                return;
+        }
+        if (kind == UM_GPU_FAULT) {
+                if (!um_batch.faults++)
+                        um_batch.fault_addr = addr;
+                return;
+        }
+        if (um_batch.map_bytes && um_batch.map_addr + um_batch.map_bytes == addr) {
+                um_batch.map_bytes += value;
+                return;
+        }
+        um_batch_flush_map();
+        um_batch.map_addr = addr;
+        um_batch.map_bytes = value;
+}
+
+/* Starts holding a kernel's records on dev (FAKECUDA_FAULT_BATCH), or hands
+ * out what was held. */
+static void um_batch_begin(int dev) {
+        um_batch.on = m.fault_batch;
+        um_batch.dev = dev;
+        um_batch.faults = um_batch.map_bytes = 0;
+}
+
+static void um_batch_end(void) {
+        if (!um_batch.on)
+                return;
+        if (um_batch.faults)
+                um_emit(UM_GPU_FAULT, um_batch.fault_addr, um_batch.faults, um_batch.dev);
+        um_batch_flush_map();
+        um_batch.on = false;
+}
 
 /* "16G", "512M", "65536": binary suffixes K/M/G/T, optional B or iB. */
 static int parse_size(const char *s, uint64_t *ret) {
@@ -343,6 +398,8 @@ static void init_once(void) {
         m.advise_delay_us = (unsigned)env_long("FAKECUDA_ADVISE_DELAY_US", 0, 0, 10000000);
         s = getenv("FAKECUDA_MANAGED_MISALIGN");
         m.misalign = s && *s && strcmp(s, "0") != 0;
+        s = getenv("FAKECUDA_FAULT_BATCH");
+        m.fault_batch = s && *s && strcmp(s, "0") != 0;
         s = getenv("FAKECUDA_MEM");
         if (s && *s && parse_size(s, &total) < 0) {
                 fprintf(stderr, "fakecuda: invalid FAKECUDA_MEM=%s, ignoring.\n", s);
@@ -1461,6 +1518,7 @@ int model_kernel(int dev, void *ptr, size_t len, enum model_access access, uint6
                 kernel_run(ptr, len, 0, access, seed, &bad);
                 goto out;
         }
+        um_batch_begin(dev);
         for (size_t off = 0; off < len;) {
                 size_t i = page_index(a, p + off);
                 size_t in_page = p + off - (uintptr_t)page_host(a, i);
@@ -1473,6 +1531,7 @@ int model_kernel(int dev, void *ptr, size_t len, enum model_access access, uint6
                 kernel_run(data + in_page, n, off, access, seed, &bad);
                 off += n;
         }
+        um_batch_end();
 out:
         unlock();
 done:
