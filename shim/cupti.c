@@ -20,7 +20,7 @@
  * page mapped (256): so remote maps are the samples' answers.  The
  * driver's maps that follow the evictors' own SetAccessedBy look the same,
  * on every page but the sample page, which is never accessed-by: remote
- * maps count on that page only (heat_at()), and the daemon discounts what
+ * maps count on that page only (heat_record()), and the daemon discounts what
  * comes just after a mapped eviction all the same (registry.c).  So the
  * counters are on all the time; their
  * cost is measured in tests/bench/RESULTS.md.  Records are handed over every
@@ -126,14 +126,35 @@ static bool heat_kind(int kind) {
                kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING;
 }
 
-/* A remote map counts only on a chunk's sample page (captured chunks are 2
- * MiB aligned): the GPU maps that page only when a touch of it faults,
- * where the rest of a chunk a mapped eviction moves (accessed-by,
- * evictors.c) is mapped by the driver as its pages go, which is no use.  A
- * first touch of the rest of an unmapped chunk faults, and counts as such. */
-static bool heat_at(int kind, uint64_t address) {
-        return kind != CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP ||
-               (address & (KVT_CHUNK_BYTES - 1)) < KVT_SAMPLE_PAGE_BYTES;
+/* A remote map counts only on the chunks whose sample page it maps
+ * (captured chunks are 2 MiB aligned): the GPU maps that page only when a
+ * touch of it faults, where the rest of a chunk a mapped eviction moves
+ * (accessed-by, evictors.c) is mapped by the driver as its pages go, which
+ * is no use.  A record names a range, [address, address + value): every
+ * sample page in it counts, not the first address's alone.  A first touch
+ * of the rest of an unmapped chunk faults, and counts as such.  Returns the
+ * chunks counted. */
+static size_t remote_map_touch(uint64_t address, uint64_t bytes) {
+        uint64_t at = address, end = address + (bytes ? bytes : 1);
+        size_t counted = 0;
+
+        if (end < address) /* a range past the address space: its first page */
+                end = address + 1;
+        if ((at & (KVT_CHUNK_BYTES - 1)) >= KVT_SAMPLE_PAGE_BYTES) /* from the next chunk's */
+                at = (at | (KVT_CHUNK_BYTES - 1)) + 1;
+        else
+                at &= ~(KVT_CHUNK_BYTES - 1);
+        for (; at < end && at != 0; at += KVT_CHUNK_BYTES)
+                counted += heat_touch((uintptr_t)at, 0, 1);
+        return counted;
+}
+
+/* The chunks a heat record counts: a remote map's, or the chunk of any
+ * other's address. */
+static size_t heat_record(int kind, uint64_t address, uint64_t value) {
+        if (kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP)
+                return remote_map_touch(address, value);
+        return heat_touch((uintptr_t)address, 0, 1);
 }
 
 static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
@@ -148,7 +169,7 @@ static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
         if (!regions_maybe_captured((uintptr_t)r->address))
                 return;
         if (heat_kind(k)) {
-                if (heat_at(k, r->address) && heat_touch((uintptr_t)r->address, 0, 1))
+                if (heat_record(k, r->address, r->value))
                         __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
                 return;
         }

@@ -224,6 +224,25 @@ check "kvtierctl set policy.evict_to host-mapped" "$KVTIERCTL" -s "$SOCK" set po
 
 check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/kvtierd.log")" -eq 0 ]
 
+# A remote map names a range: on the H200 a kernel's faults come as one
+# record, and a record of the maps may cover many chunks (FAKECUDA_FAULT_BATCH
+# makes each kernel's maps of adjacent memory one record).  Every chunk whose
+# sample page the range covers is touched: the three regions captured beyond
+# the 64M grant (96 chunks), each filled by one kernel, count one use a chunk
+# at the least.  Counting the record's first address alone saw one chunk a
+# region, and the rest of each region stayed unseen, mapped.  No sampler: only
+# the fill's first touches are seen.
+check "kvtierd stops" stop_daemon
+write_config 64M "[policy]" "rearm_rate = 0" "probe_rate = 0"
+check "kvtierd restarts without a sampler" start_daemon
+ENGINE_ENV="FAKECUDA_FAULT_BATCH=1 KVTIER_HEAT=cupti KVTIER_DEBUG=heat-stats=$TMP/batch.heat" \
+        run_engine batch --regions 4 --region-size 64M --window 2M --steps 0
+check "batched faults: engine exits 0, pattern intact" grep -q "mismatched words 0" "$TMP/batch.out"
+check_le "batched faults: the fake batched the fill's maps (a record a kernel, not a chunk)" \
+        "$(jq -s 'last | .remote_map' "$TMP/batch.heat")" 8
+check_gt "batched faults: every chunk beyond the grant counted at its first touch" \
+        "$(jq -s 'last | .heat_touches' "$TMP/batch.heat")" 95
+
 # The trace recorder: format, order, bounds.
 ENGINE_ENV="KVTIER_HEAT=launch KVTIER_DEBUG=trace=$TMP/engine.trace" run_engine traced $ARGS; rc=$?
 check "traced run exits 0" [ $rc -eq 0 ]
