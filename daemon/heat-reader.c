@@ -26,6 +26,7 @@ struct binding {
         uint64_t offset;
         uint32_t *last; /* counter values last seen; NULL while unbound */
         bool seen;      /* the region still exists (this tick) */
+        bool was_bound; /* bound before: a new binding counts from the values then */
 };
 
 struct heat_table {
@@ -256,7 +257,15 @@ static void note_bad_slot(struct heat_table *t, uint32_t i, const char *why) {
         t->bad_logged = true;
 }
 
-/* Binds b to the slot in view v, with the counters now as the baseline. */
+/* Binds b to the slot in view v.  The first binding of a region counts
+ * from zero: the shim zeroes a region's counters when it registers it
+ * (shim/heat.h), and the binding comes a tick or more after the
+ * registration, while an engine that fills what it just allocated touches
+ * it at once.  A first touch of a chunk in host memory is its only fault
+ * (it maps the chunk): lost, the chunk stayed booked unmapped, and mapped
+ * it was never seen again.  A binding made again (its slot was rewritten
+ * under it) counts from the counters now, which it may have passed on
+ * already. */
 static int binding_bind(struct heat_table *t, struct binding *b, uint32_t slot,
                         const struct kvt_heat_slot_view *v) {
         b->last = malloc((size_t)b->region_chunks * sizeof(uint32_t));
@@ -269,7 +278,11 @@ static int binding_bind(struct heat_table *t, struct binding *b, uint32_t slot,
                 binding_unbind(b);
                 return 0;
         }
-        memcpy(b->last, t->scratch, (size_t)b->region_chunks * sizeof(uint32_t));
+        if (b->was_bound)
+                memcpy(b->last, t->scratch, (size_t)b->region_chunks * sizeof(uint32_t));
+        else
+                memset(b->last, 0, (size_t)b->region_chunks * sizeof(uint32_t));
+        b->was_bound = true;
         t->stats.regions_bound++;
         return 0;
 }
