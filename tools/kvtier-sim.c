@@ -76,6 +76,9 @@ static void usage(FILE *f) {
                 "                            1300, beside moves on the H200)\n"
                 "      --signal-delay-us=N   from a fault to the daemon's knowing of it (default 10000,\n"
                 "                            the shim's CUPTI flush period)\n"
+                "      --bind-delay-us=N     faults the daemon would know of sooner than this after their\n"
+                "                            region's capture are lost, the chunk mapped unseen (a daemon\n"
+                "                            that bound a region's heat counters late; default 0)\n"
                 "      --sample=N            chunks re-armed per tick (demand's sample_chunks)\n"
                 "      --probes=N            cohorts probed per tick (demand's probe_cohorts)\n"
                 "      --protect-min=N       demand's shortest protection, ticks\n"
@@ -184,6 +187,11 @@ static int parse_option(struct options *o, int c, const char *arg) {
                         return -EINVAL;
                 o->cfg.signal_delay_ns = (uint64_t)u * 1000;
                 return 0;
+        case 'J':
+                if (parse_u32(arg, &u) < 0)
+                        return -EINVAL;
+                o->cfg.bind_delay_ns = (uint64_t)u * 1000;
+                return 0;
         case 'A':
         case 'B':
         case 'C':
@@ -230,6 +238,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"observe", required_argument, NULL, 'V'},
                 {"fault-us", required_argument, NULL, 'U'},
                 {"signal-delay-us", required_argument, NULL, 'Y'},
+                {"bind-delay-us", required_argument, NULL, 'J'},
                 {"rearm-us", required_argument, NULL, 'A'},
                 {"probe-us", required_argument, NULL, 'B'},
                 {"evict-chunk-us", required_argument, NULL, 'C'},
@@ -292,13 +301,14 @@ static double speed(const struct sim_result *r, uint64_t extra_ns) {
 static void print_result(const char *name, const struct sim_result *r, const struct sim_config *cfg) {
         printf("policy=%s hit_rate=%.4f hits=%" PRIu64 " accesses=%" PRIu64 " to_vram_bytes=%" PRIu64
                " to_host_bytes=%" PRIu64 " stall_ms=%.3f peak_charged_bytes=%" PRIu64 " budget_bytes=%" PRIu64
-               " moves=%" PRIu64 " faults=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64 " rearm_ms=%.3f"
+               " moves=%" PRIu64 " faults=%" PRIu64 " faults_lost=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64
+               " rearm_ms=%.3f"
                " probes=%" PRIu64 " probes_back=%" PRIu64 " probes_expired=%" PRIu64
                 " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f zerocopy_ms=%.3f speed=%.4f margin_bytes=%" PRIu64
                " zerocopy_speed=%.4f consistent=%s\n",
                name, r->accesses ? (double)r->hits / (double)r->accesses : 0.0, r->hits, r->accesses,
                r->bytes_to_vram, r->bytes_to_host, (double)r->stall_ns / 1e6, r->peak_charged_bytes,
-               cfg->budget_bytes, r->moves, r->faults, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
+               cfg->budget_bytes, r->moves, r->faults, r->faults_lost, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
                r->probes_expired,
                r->held_max, r->protect_max, (double)r->span_ns / 1e6, (double)r->zerocopy_ns / 1e6,
                speed(r, r->stall_ns), cfg->margin_bytes, speed(r, r->zerocopy_ns), r->consistent ? "yes" : "no");

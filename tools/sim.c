@@ -36,6 +36,7 @@ struct sim {
         struct policy_chunk **chunks; /* per declared region, the daemon's view; NULL before R and after F */
         uint8_t **mapped;             /* per declared region and chunk: the GPU maps it (no fault on a touch) */
         uint32_t *last_active;        /* per declared region: tick of its last access */
+        uint64_t *born_ns;            /* per declared region: when it was captured (its R) */
         struct signal *signals;       /* faults on their way to the daemon, oldest first */
         size_t sig_head, n_sig, cap_sig;
         struct policy_guard guard;
@@ -428,6 +429,10 @@ static int access_chunk(struct sim *s, uint32_t reg, uint32_t i, uint32_t bytes,
         s->res->faults++;
         s->res->stall_ns += s->cfg->fault_ns;
         s->mapped[reg][i] = 1;
+        if (at_ns + s->cfg->signal_delay_ns < s->born_ns[reg] + s->cfg->bind_delay_ns) {
+                s->res->faults_lost++; /* mapped, and the daemon's view still unmapped */
+                return 0;
+        }
         return signal_push(s, reg, i, tick_of(s, at_ns + s->cfg->signal_delay_ns));
 }
 
@@ -478,6 +483,7 @@ static int on_region(struct sim *s, const struct trace_event *ev) {
         s->chunks[ev->region] = c;
         s->mapped[ev->region] = mapped;
         s->last_active[ev->region] = 0;
+        s->born_ns[ev->region] = ev->time_ns;
         return 0;
 }
 
@@ -544,6 +550,7 @@ static void sim_free(struct sim *s) {
         free(s->mapped);
         free(s->signals);
         free(s->last_active);
+        free(s->born_ns);
         free(s->views);
         free(s->view_region);
         free(s->promote.q);
@@ -569,13 +576,14 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
         s.evict.bytes_per_ns = min2(cfg->evict_gbps, cfg->link_gbps);
         s.chunks = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.chunks));
         s.last_active = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.last_active));
+        s.born_ns = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.born_ns));
         s.mapped = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.mapped));
         policy_guard_init(&s.guard, pp->protect_min_ticks);
         s.protect_ticks = s.guard.protect_ticks;
         policy_prober_init(&s.prober);
         s.views = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.views));
         s.view_region = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.view_region));
-        if (!s.chunks || !s.mapped || !s.last_active || !s.views || !s.view_region)
+        if (!s.chunks || !s.mapped || !s.last_active || !s.born_ns || !s.views || !s.view_region)
                 r = -ENOMEM;
         if (t->n_events)
                 ret->span_ns = t->events[t->n_events - 1].time_ns - t->events[0].time_ns;

@@ -31,6 +31,8 @@ struct sim_config {
         double mapped_gbps;  /* GPU reading a host chunk in place */
         uint64_t fault_ns;   /* a GPU fault on an unmapped host chunk, before it reads in place */
         uint64_t signal_delay_ns; /* from a fault to the daemon's knowing of it */
+        uint64_t bind_delay_ns;   /* a region's faults known to the daemon sooner after its capture
+                                   * are lost (the chunk is mapped unseen); 0: none */
         uint64_t rearm_ns;   /* the shim's time to re-arm one chunk (off the GPU's path), one at a time */
         uint64_t probe_ns;   /* the same to probe one chunk, in the same queue */
         uint64_t rate_bytes_per_s; /* the daemon's max_migration_rate; 0 = none */
@@ -44,6 +46,7 @@ struct sim_result {
         uint64_t zerocopy_ns; /* the same accesses all read in place from host memory */
         uint64_t span_ns;     /* the trace's first record to its last */
         uint64_t faults, refaults, rearmed;
+        uint64_t faults_lost; /* of faults: those bind_delay_ns lost */
         uint64_t probes, probes_back, probes_expired; /* cohorts probed, found in use, found cold */
         uint64_t rearm_ns;    /* the shim's time the samples took (re-arms and probes) */
         uint64_t held_max;    /* most demanded chunks held back in one plan */
