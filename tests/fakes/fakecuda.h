@@ -114,6 +114,10 @@ void fakecuda_read_kernel(const void *ptr, size_t len);
 typedef void (*fakecuda_um_hook)(int kind, uintptr_t addr, uint64_t value, int dev);
 void fakecuda_set_um_hook(fakecuda_um_hook hook);
 
+/* Reports one such record as given, whatever the memory it names: for
+ * tests of how a CUPTI client reads records the model never makes. */
+void fakecuda_um_record(int kind, uintptr_t addr, uint64_t value, int dev);
+
 /* Whether the runtime's exit-time teardown has run (CUDA is gone). */
 bool fakecuda_torn_down(void);
 

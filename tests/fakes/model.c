@@ -1542,6 +1542,12 @@ done:
 
 /* ---------------------------------------------------------------- introspection */
 
+void model_um_record(int kind, uintptr_t addr, uint64_t value, int dev) {
+        lock();
+        um_emit(kind, addr, value, dev);
+        unlock();
+}
+
 int model_get_stats(int dev, struct fakecuda_stats *ret) {
         lock();
         *ret = m.stats[dev];

@@ -148,6 +148,9 @@ int model_set(void *dst, int value, size_t count);
 int model_kernel(int dev, void *ptr, size_t len, enum model_access access, uint64_t seed,
                  uint64_t *ret_bad_words);
 
+/* Hands the CUPTI hook one record as given (fakecuda_um_record()). */
+void model_um_record(int kind, uintptr_t addr, uint64_t value, int dev);
+
 int model_get_stats(int dev, struct fakecuda_stats *ret);
 int model_reset_stats(int dev);
 int model_resident_bytes(const void *ptr, size_t len, int dev, uint64_t *ret_bytes);

@@ -873,6 +873,11 @@ int fakecuda_kernel_check(const void *ptr, size_t len, uint64_t seed, uint64_t *
         return kernel((void *)(uintptr_t)ptr, len, MODEL_ACCESS_CHECK, seed, ret_bad_words);
 }
 
+void fakecuda_um_record(int kind, uintptr_t addr, uint64_t value, int dev) {
+        model_init();
+        model_um_record(kind, addr, value, dev);
+}
+
 int fakecuda_kernel_read(const void *ptr, size_t len) {
         return kernel((void *)(uintptr_t)ptr, len, MODEL_ACCESS_READ, 0, NULL);
 }
