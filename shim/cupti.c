@@ -20,7 +20,7 @@
  * page mapped (256): so remote maps are the samples' answers.  The
  * driver's maps that follow the evictors' own SetAccessedBy look the same,
  * on every page but the sample page, which is never accessed-by: remote
- * maps count on that page only (heat_record()), and the daemon discounts what
+ * maps count on that page only (remote_map_touch()), and the daemon discounts what
  * comes just after a mapped eviction all the same (registry.c).  So the
  * counters are on all the time; their
  * cost is measured in tests/bench/RESULTS.md.  Records are handed over every
@@ -135,26 +135,21 @@ static bool heat_kind(int kind) {
  * of the rest of an unmapped chunk faults, and counts as such.  Returns the
  * chunks counted. */
 static size_t remote_map_touch(uint64_t address, uint64_t bytes) {
-        uint64_t at = address, end = address + (bytes ? bytes : 1);
+        uintptr_t at = (uintptr_t)address, end = (uintptr_t)(address + (bytes ? bytes : 1));
         size_t counted = 0;
 
-        if (end < address) /* a range past the address space: its first page */
-                end = address + 1;
+        if (end < at) /* a range past the address space: its first page */
+                end = at + 1;
+        /* no further than captured memory goes, whatever the record says */
+        if (!regions_maybe_captured_range(&at, &end))
+                return 0;
         if ((at & (KVT_CHUNK_BYTES - 1)) >= KVT_SAMPLE_PAGE_BYTES) /* from the next chunk's */
                 at = (at | (KVT_CHUNK_BYTES - 1)) + 1;
         else
-                at &= ~(KVT_CHUNK_BYTES - 1);
+                at &= ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
         for (; at < end && at != 0; at += KVT_CHUNK_BYTES)
-                counted += heat_touch((uintptr_t)at, 0, 1);
+                counted += heat_touch(at, 0, 1);
         return counted;
-}
-
-/* The chunks a heat record counts: a remote map's, or the chunk of any
- * other's address. */
-static size_t heat_record(int kind, uint64_t address, uint64_t value) {
-        if (kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP)
-                return remote_map_touch(address, value);
-        return heat_touch((uintptr_t)address, 0, 1);
 }
 
 static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
@@ -166,10 +161,15 @@ static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
                 return;
         }
         __atomic_fetch_add(&cp->stats.records[k], 1, __ATOMIC_RELAXED);
+        if (k == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP) { /* a range: its own bounds */
+                if (remote_map_touch(r->address, r->value))
+                        __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
+                return;
+        }
         if (!regions_maybe_captured((uintptr_t)r->address))
                 return;
         if (heat_kind(k)) {
-                if (heat_record(k, r->address, r->value))
+                if (heat_touch((uintptr_t)r->address, 0, 1))
                         __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
                 return;
         }

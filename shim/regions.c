@@ -170,6 +170,16 @@ bool regions_maybe_captured(uintptr_t addr) {
                addr < __atomic_load_n(&t->span_hi, __ATOMIC_RELAXED);
 }
 
+bool regions_maybe_captured_range(uintptr_t *lo, uintptr_t *hi) {
+        struct shim_regions *t = &kvt_shim()->regions;
+        uintptr_t span_lo = __atomic_load_n(&t->span_lo, __ATOMIC_RELAXED),
+                  span_hi = __atomic_load_n(&t->span_hi, __ATOMIC_RELAXED);
+
+        *lo = *lo > span_lo ? *lo : span_lo;
+        *hi = *hi < span_hi ? *hi : span_hi;
+        return *lo < *hi;
+}
+
 int regions_take(const void *ptr, struct shim_region *ret) {
         struct shim_regions *t = &kvt_shim()->regions;
         struct region_slot *s;

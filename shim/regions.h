@@ -115,6 +115,10 @@ const struct shim_region *regions_view_find(uintptr_t addr);
  * callers that scan many words (the launch hooks). */
 bool regions_maybe_captured(uintptr_t addr);
 
+/* Narrows [*lo, *hi) to the span that captured regions might lie in (the
+ * same bounds); false where nothing of it is left. */
+bool regions_maybe_captured_range(uintptr_t *lo, uintptr_t *hi);
+
 /* In the child of fork(): resets the locks (another thread may have held
  * them) and marks every region the parent's (inherited), without heat (the
  * table is the parent's). */

@@ -222,6 +222,20 @@ check_le "evicted unmapped: a touch maps, never migrates: the fake's peak within
         "$(stat_of ev-host managed_resident_peak_bytes)" $((64 << 20))
 check "kvtierctl set policy.evict_to host-mapped" "$KVTIERCTL" -s "$SOCK" set policy.evict_to host-mapped
 
+# Remote-map records the fakes never make on their own (um-records.c): one
+# that starts below the captured memory, one whose size runs far past it,
+# one off the sample pages.  Counted: the sample pages each covers within
+# captured memory, 2 + 31 chunks, and nothing else; at once.
+env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" KVTIER_MIN_SIZE=16M KVTIER_HEAT=cupti \
+        KVTIER_DEBUG=heat-stats="$TMP/records.heat" timeout 30 "$top_builddir/tests/integration/um-records" \
+        >"$TMP/records.out" 2>&1; rc=$?
+check "remote maps of odd ranges: exits 0 at once" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || diag "exit $rc: $(cat "$TMP/records.out")"
+check "remote maps of odd ranges: the sample pages they cover counted, 33 chunks" \
+        [ "$(jq -s 'map(.heat_touches) | max' "$TMP/records.heat" 2>/dev/null)" = 33 ]
+check "remote maps of odd ranges: two of the three records counted" \
+        [ "$(jq -s 'map(.remote_map_attributed) | max' "$TMP/records.heat" 2>/dev/null)" = 2 ]
+
 check "no peer was dropped for its heat table" [ "$(grep -c 'heat table' "$TMP/kvtierd.log")" -eq 0 ]
 
 # A remote map names a range: on the H200 a kernel's faults come as one
