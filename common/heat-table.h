@@ -16,10 +16,8 @@
  *                           starts at its slot's offset
  *
  * The shim is the only writer.  Counters only grow (modulo 2^32) with
- * relaxed atomic adds, from zero when the region is registered (with a
- * daemon that had it before, they are zeroed again); the daemon reads them
- * with aligned 32-bit atomic loads and turns the difference since its last
- * read (since zero, at its first) into accesses.
+ * relaxed atomic adds; the daemon reads them with aligned 32-bit atomic
+ * loads and turns the difference since its last read into accesses.
  * A slot is a seqlock: its generation is odd while the shim rewrites it and
  * changes on every rewrite, so the daemon reads {region_id, n_chunks,
  * offset} only as a consistent triple and notices a slot reused for
@@ -120,11 +118,4 @@ static inline uint64_t kvt_heat_lost_load(const void *base) {
 static inline void kvt_heat_counter_add(void *base, uint64_t offset, uint32_t j, uint32_t n) {
         uint32_t *c = (uint32_t *)((char *)base + offset);
         __atomic_fetch_add(&c[j], n, __ATOMIC_RELAXED);
-}
-
-/* Sets counter j of the run at offset (writer side: a region registered
- * again with a new daemon counts from zero). */
-static inline void kvt_heat_counter_store(void *base, uint64_t offset, uint32_t j, uint32_t v) {
-        uint32_t *c = (uint32_t *)((char *)base + offset);
-        __atomic_store_n(&c[j], v, __ATOMIC_RELAXED);
 }

@@ -220,19 +220,6 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         return counted;
 }
 
-void heat_region_reset(uint32_t id) {
-        struct shim_heat *h = &kvt_shim()->heat;
-
-        pthread_mutex_lock(&h->write_lock);
-        for (size_t i = 0; i < h->n_extents; i++)
-                if (h->extents[i].region_id == id) {
-                        for (uint32_t j = 0; j < h->extents[i].n_chunks; j++)
-                                kvt_heat_counter_store(h->table_map, h->extents[i].offset, j, 0);
-                        break;
-                }
-        pthread_mutex_unlock(&h->write_lock);
-}
-
 void heat_note_lost(uint64_t n) {
         void *map = __atomic_load_n(&kvt_shim()->heat.table_map, __ATOMIC_ACQUIRE);
 

@@ -26,12 +26,6 @@ int heat_region_add(const struct shim_region *r);
  * heat_touch() in progress on it. */
 void heat_region_del(uint32_t id);
 
-/* Zeroes region id's counters, before it is registered again with a new
- * daemon: a daemon counts a region's uses from zero (daemon/heat-reader.c),
- * and what the region saw before it was moved back to host memory is
- * history there.  A touch that races with it may or may not count. */
-void heat_region_reset(uint32_t id);
-
 /* Counts n accesses on every chunk of [addr, addr + len) that lies in a
  * captured region (len 0: the chunk holding addr).  Returns the number of
  * chunks counted. */

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "client.h"
-#include "heat.h"
 #include "launch.h"
 #include "log.h"
 #include "mover.h"
@@ -152,7 +151,6 @@ static void register_regions(struct mover *mv) {
                         continue;
                 }
                 reg.start_vram = false;
-                heat_region_reset(reg.id); /* the new daemon counts its uses from here */
                 regions_add_msg(&reg, &add);
                 r = client_register(mv->fd, &add, regions_mark_registered);
                 if (r >= 0 && !reg.untiered)

@@ -92,29 +92,5 @@ check "late capture: kvtierd starts again after the capture" start_daemon
 check "late capture: the region captured in the outage is registered with the new daemon" wait_regions 1
 wait $engine; rc=$?
 check "late capture: engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/late.out"
-
-# A new daemon counts a region's uses from zero (daemon/heat-reader.c): the
-# shim zeroes the counters of each region it registers again, so what the
-# engine touched before the restart is not taken for uses now.  The engine
-# fills its pool, reads one window and sleeps through the restart: the new
-# daemon must count nothing of it.
-check "kvtierd stops cleanly" stop_daemon
-write_config 64M
-check "kvtierd starts for the history check" start_daemon
-ENGINE_ENV="KVTIER_HEAT=cupti" run_engine quiet --regions 4 \
-        --region-size 64M --window 2M --steps 1 --step-ms 6000 &
-engine=$!
-check "quiet engine: the daemon lists its 4 regions" wait_regions 4
-sleep 0.5 # the fill's records reach the table (flushed every 10 ms)
-client_heat() { status_json | jq "[.clients[] | select(.name == \"kv-engine\") | .heat.$1 // 0] | add // 0"; }
-check_gt "quiet engine: the first daemon counted the fill's first touches" "$(client_heat accesses)" 95
-kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
-check "quiet engine: kvtierd starts again" start_daemon
-check "quiet engine: its 4 regions are registered again" wait_regions 4
-for _ in $(seq 100); do [ "$(client_heat regions_bound)" -ge 4 ] && break; sleep 0.05; done
-check_gt "quiet engine: the new daemon bound the 4 regions' counters" "$(client_heat regions_bound)" 3
-check_le "quiet engine: and counted no use from before the restart" "$(client_heat accesses)" 0
-wait $engine; rc=$?
-check "quiet engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/quiet.out"
 check "kvtierd stops cleanly" stop_daemon
 done_testing
