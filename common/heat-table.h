@@ -15,9 +15,10 @@
  *                           uint32_t counters, one per chunk; a region's run
  *                           starts at its slot's offset
  *
- * The shim is the only writer.  Counters only grow (modulo 2^32) with
- * relaxed atomic adds; the daemon reads them with aligned 32-bit atomic
- * loads and turns the difference since its last read into accesses.
+ * The shim is the only writer.  Counters only grow (modulo 2^32), from zero
+ * at the region's capture, with relaxed atomic adds; the daemon reads them
+ * with aligned 32-bit atomic loads and turns the difference since its last
+ * read (since zero, at its first) into accesses.
  * A slot is a seqlock: its generation is odd while the shim rewrites it and
  * changes on every rewrite, so the daemon reads {region_id, n_chunks,
  * offset} only as a consistent triple and notices a slot reused for

@@ -258,14 +258,16 @@ static void note_bad_slot(struct heat_table *t, uint32_t i, const char *why) {
 }
 
 /* Binds b to the slot in view v.  The first binding of a region counts
- * from zero: the shim zeroes a region's counters when it registers it
- * (shim/heat.h), and the binding comes a tick or more after the
- * registration, while an engine that fills what it just allocated touches
- * it at once.  A first touch of a chunk in host memory is its only fault
- * (it maps the chunk): lost, the chunk stayed booked unmapped, and mapped
- * it was never seen again.  A binding made again (its slot was rewritten
- * under it) counts from the counters now, which it may have passed on
- * already. */
+ * from zero: the shim zeroes a region's counters at its capture, and the
+ * binding comes a tick or more after the registration, while an engine
+ * that fills what it just allocated touches it at once.  A first touch of a
+ * chunk in host memory is its only fault (it maps the chunk): lost, the
+ * chunk stayed booked unmapped, and mapped it was never seen again.  A
+ * region registered again after a restart brings what it counted before:
+ * the GPU still maps what it faulted on then (the move back to host memory
+ * leaves a fault's mapping), and those chunks are booked mapped by it, to
+ * be re-armed.  A binding made again (its slot was rewritten under it)
+ * counts from the counters now, which it may have passed on already. */
 static int binding_bind(struct heat_table *t, struct binding *b, uint32_t slot,
                         const struct kvt_heat_slot_view *v) {
         b->last = malloc((size_t)b->region_chunks * sizeof(uint32_t));
