@@ -27,6 +27,7 @@ struct binding {
         uint32_t *last; /* counter values last seen; NULL while unbound */
         bool seen;      /* the region still exists (this tick) */
         bool was_bound; /* bound before: a new binding counts from the values then */
+        bool first_read; /* bound from zero, not read since: what it finds is one use a chunk */
 };
 
 struct heat_table {
@@ -243,9 +244,14 @@ int heat_table_collect(struct heat_table *t, struct registry *r, struct region *
                 if (!d)
                         continue;
                 b->last[j] = t->scratch[j];
+                /* since the capture, or since long before (a region registered
+                 * again): that it was touched is known, not when nor how often */
+                if (b->first_read)
+                        d = 1;
                 registry_chunk_touch(r, reg, j, d);
                 t->stats.accesses += d;
         }
+        b->first_read = false;
         return 0;
 }
 
@@ -263,11 +269,14 @@ static void note_bad_slot(struct heat_table *t, uint32_t i, const char *why) {
  * that fills what it just allocated touches it at once.  A first touch of a
  * chunk in host memory is its only fault (it maps the chunk): lost, the
  * chunk stayed booked unmapped, and mapped it was never seen again.  A
- * region registered again after a restart brings what it counted before:
- * the GPU still maps what it faulted on then (the move back to host memory
- * leaves a fault's mapping), and those chunks are booked mapped by it, to
- * be re-armed.  A binding made again (its slot was rewritten under it)
- * counts from the counters now, which it may have passed on already. */
+ * region registered again on a new connection (a restarted daemon, or this
+ * one after it dropped the client) brings what it counted before: the GPU
+ * still maps what it faulted on then (the move back to host memory leaves
+ * a fault's mapping), and those chunks are booked mapped by it, to be
+ * re-armed.  The first read passes one use a chunk on, whatever the count.
+ * A binding made again, its slot rewritten under it (which the shim does
+ * only for a new region, under a new id), takes the counters then as its
+ * baseline: what they hold is not known to be this region's. */
 static int binding_bind(struct heat_table *t, struct binding *b, uint32_t slot,
                         const struct kvt_heat_slot_view *v) {
         b->last = malloc((size_t)b->region_chunks * sizeof(uint32_t));
@@ -284,6 +293,7 @@ static int binding_bind(struct heat_table *t, struct binding *b, uint32_t slot,
                 memcpy(b->last, t->scratch, (size_t)b->region_chunks * sizeof(uint32_t));
         else
                 memset(b->last, 0, (size_t)b->region_chunks * sizeof(uint32_t));
+        b->first_read = !b->was_bound;
         b->was_bound = true;
         t->stats.regions_bound++;
         return 0;
