@@ -16,8 +16,9 @@
  * it); the daemon's samples unmap single pages of chunks (re-arms, probes),
  * whose next touch faults.  On the H200 a GPU_PAGE_FAULT record stands for
  * a whole batch of faults with one address (a kernel faulting on 256
- * probed pages gave 12 records), while each REMOTE_MAP record names the
- * page mapped (256): so remote maps are the samples' answers.  The
+ * probed pages gave 12 records), while a REMOTE_MAP record names the range
+ * mapped, its address and size (256 records for the 256 pages): so remote
+ * maps are the samples' answers.  The
  * driver's maps that follow the evictors' own SetAccessedBy look the same,
  * on every page but the sample page, which is never accessed-by: remote
  * maps count on that page only (remote_map_touch()), and the daemon discounts what
@@ -138,8 +139,8 @@ static size_t remote_map_touch(uint64_t address, uint64_t bytes) {
         uintptr_t at = (uintptr_t)address, end = (uintptr_t)(address + (bytes ? bytes : 1));
         size_t counted = 0;
 
-        if (end < at) /* a range past the address space: its first page */
-                end = at + 1;
+        if (end < at) /* a range past the end of the address space: to its end */
+                end = UINTPTR_MAX;
         /* no further than captured memory goes, whatever the record says */
         if (!regions_maybe_captured_range(&at, &end))
                 return 0;
