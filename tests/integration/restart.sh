@@ -98,24 +98,34 @@ check "late capture: engine exits 0, pattern intact" rc_and $rc grep -q "mismatc
 # again leaves them.  The new daemon counts a region's uses from zero at
 # its first read, so the chunks touched before are passed on as used and
 # booked mapped, to be re-armed; booked unmapped, their reads would never
-# be seen.  An engine that reads its whole pool (128 chunks) every 1.5 s:
-# the new daemon must see more than the 32 chunks of the one region that
-# was in VRAM, which alone the move unmaps (32 in 4 s when the shim zeroed
-# the counters at the re-registration).
+# be seen.  An engine fills four 64M regions (the 96 chunks beyond the
+# grant fault), reads all of them once and touches nothing for 8 s: in
+# that time the new daemon must have seen the 96 (none, with the counters
+# zeroed at the re-registration).
 check "kvtierd stops cleanly" stop_daemon
 write_config 64M
 check "kvtierd starts for the mapped-across-a-restart check" start_daemon
-ENGINE_ENV="KVTIER_HEAT=cupti" run_engine mapped --regions 4 --region-size 64M --window 256M --steps 7 \
-        --step-ms 1500 &
+ENGINE_ENV="KVTIER_HEAT=cupti" run_engine mapped --regions 4 --region-size 64M --window 256M --steps 1 \
+        --step-ms 8000 &
 engine=$!
-check "whole-pool reader: the daemon lists its 4 regions" wait_regions 4
-sleep 0.8 # its first read of the pool has faulted in what is in host memory
+# faults_reach N SECONDS: the daemon's demand faults once they reach N, or
+# what there are after SECONDS.
+faults_reach() {
+        local n=0
+        for _ in $(seq $(($2 * 20))); do
+                n=$(status_json 2>/dev/null | jq '.gpus[0].demand.demand_faults // 0')
+                [ "${n:-0}" -ge "$1" ] && break
+                sleep 0.05
+        done
+        echo "${n:-0}"
+}
+check_gt "whole-pool reader: the first daemon saw its fill fault the 96 chunks beyond the grant" \
+        "$(faults_reach 96 10)" 95
 kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
 check "whole-pool reader: kvtierd starts again" start_daemon
 check "whole-pool reader: its 4 regions are registered again" wait_regions 4
-sleep 4 # two reads of the pool or more
 check_gt "whole-pool reader: the new daemon saw the uses of the chunks mapped before the restart" \
-        "$(status_json | jq '.gpus[0].demand.demand_faults // 0')" 96
+        "$(faults_reach 96 2)" 95
 wait $engine; rc=$?
 check "whole-pool reader exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/mapped.out"
 check "kvtierd stops cleanly" stop_daemon
