@@ -116,8 +116,8 @@ static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records
 }
 
 /* Faults and remote maps are the heat.  A GPU_PAGE_FAULT record stands
- * for a batch of faults (its address one of them); each REMOTE_MAP record
- * names the page mapped, so the samples' answers come as remote maps.  A
+ * for a batch of faults (its address one of them); a REMOTE_MAP record
+ * names the range mapped, so the samples' answers come as remote maps.  A
  * first touch that maps a page yields both.  (Remote maps alone made
  * transformers' decode slower and the paged pool no faster on the H200:
  * tests/bench/RESULTS.md.) */
@@ -153,6 +153,14 @@ static size_t remote_map_touch(uint64_t address, uint64_t bytes) {
         return counted;
 }
 
+/* The chunks a record of a heat kind counts: a remote map's (above), or
+ * the chunk of the address. */
+static size_t heat_count(int kind, uint64_t address, uint64_t value) {
+        if (kind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP)
+                return remote_map_touch(address, value);
+        return heat_touch((uintptr_t)address, 0, 1);
+}
+
 static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
         struct shim_cupti *cp = &kvt_shim()->cupti;
         int k = r->counterKind;
@@ -162,15 +170,8 @@ static void um_record(const CUpti_ActivityUnifiedMemoryCounter3 *r) {
                 return;
         }
         __atomic_fetch_add(&cp->stats.records[k], 1, __ATOMIC_RELAXED);
-        if (k == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP) { /* a range: its own bounds */
-                if (remote_map_touch(r->address, r->value))
-                        __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
-                return;
-        }
-        if (!regions_maybe_captured((uintptr_t)r->address))
-                return;
         if (heat_kind(k)) {
-                if (heat_touch((uintptr_t)r->address, 0, 1))
+                if (heat_count(k, r->address, r->value))
                         __atomic_fetch_add(&cp->stats.attributed[k], 1, __ATOMIC_RELAXED);
                 return;
         }
