@@ -261,14 +261,10 @@ check "kvtierd restarts without a sampler" start_daemon
 # STOP is made, which ends the engine (it steps on in VRAM until then, so
 # that its regions live until the daemon has read their counters).
 faults_seen_since() {
-        local n=0
-        for _ in $(seq 200); do
-                n=$(($(status_json | jq '.gpus[0].demand.demand_faults // 0') - $1))
-                [ "$n" -ge 96 ] && break
-                sleep 0.05
-        done
+        local s
+        s=$(status_when "(.gpus[0].demand.demand_faults // 0) - $1 >= 96" true 10)
         touch "$2"
-        echo "$n"
+        echo $(($(jq '.gpus[0].demand.demand_faults // 0' <<<"$s") - $1))
 }
 faults0=$(status_json | jq '.gpus[0].demand.demand_faults // 0')
 ENGINE_ENV="KVTIER_HEAT=cupti" run_engine early --regions 4 --region-size 64M --window 2M --steps 0 \

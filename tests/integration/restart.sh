@@ -111,13 +111,7 @@ engine=$!
 # faults_reach N SECONDS: the daemon's demand faults once they reach N, or
 # what there are after SECONDS.
 faults_reach() {
-        local n=0
-        for _ in $(seq $(($2 * 20))); do
-                n=$(status_json 2>/dev/null | jq '.gpus[0].demand.demand_faults // 0')
-                [ "${n:-0}" -ge "$1" ] && break
-                sleep 0.05
-        done
-        echo "${n:-0}"
+        status_when "(.gpus[0].demand.demand_faults // 0) >= $1" true "$2" | jq '.gpus[0].demand.demand_faults // 0'
 }
 check_gt "whole-pool reader: the first daemon saw its fill fault the 96 chunks beyond the grant" \
         "$(faults_reach 96 10)" 95

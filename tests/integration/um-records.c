@@ -19,11 +19,12 @@
 #include <stdio.h>
 
 #include "cuda-abi.h"
+#include "cupti-abi.h"
 #include "fakecuda.h"
 
 KVT_CUDART_FUNCS(KVT_CUDA_PROTOTYPE)
 
-#define REMOTE_MAP 7 /* CUPTI's counter kind */
+#define REMOTE_MAP CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_REMOTE_MAP
 #define MIB        (1ull << 20)
 
 int main(void) {
