@@ -148,8 +148,15 @@ static size_t remote_map_touch(uint64_t address, uint64_t bytes) {
                 at = (at | (KVT_CHUNK_BYTES - 1)) + 1;
         else
                 at &= ~(uintptr_t)(KVT_CHUNK_BYTES - 1);
-        for (; at < end && at != 0; at += KVT_CHUNK_BYTES)
-                counted += heat_touch(at, 0, 1);
+        /* from a chunk's start, the chunks heat_touch() counts in [at, end)
+         * are those whose sample page is in it: a region's at once, and a
+         * chunk at a time where none is */
+        while (at < end && at != 0) {
+                size_t n = heat_touch(at, end - at, 1);
+
+                counted += n;
+                at += (n ? n : 1) * KVT_CHUNK_BYTES;
+        }
         return counted;
 }
 
