@@ -4,8 +4,11 @@
 # (default 512M): the daemon's chunk maps of its regions after allocation,
 # after the fill, after a read of everything, by letter (V in VRAM, H host
 # unmapped never seen since capture or its last arm, R host mapped at a use
-# seen, M mapped eviction), with the sampler off (KVT_POLICY_EXTRA) so that
-# an H after the fill is a chunk never seen.  Carry built by
+# seen, M mapped eviction), with the sampler off (KVT_POLICY_EXTRA), and the
+# moves ordered so far: the planner still moves chunks, so an H after the
+# fill is a chunk never seen or one moved out of VRAM since (to_host).  The
+# uses seen in host memory count each chunk's first use there once (twice if
+# it was moved out and used again).  Carry built by
 # tests/bench/package-suite.sh.
 #   bash .carry/first-touch-h200.sh [BUDGET] [first_touch.py options]
 set -u
@@ -14,7 +17,7 @@ C=$(cd "$(dirname "$0")" && pwd)
 bench_setup first-touch.jsonl
 budget=${1:-512M}
 shift || true
-# no samples: a chunk booked H after the fill was never seen, not re-armed
+# no samples: a chunk booked H after the fill was never seen or moved out, not re-armed
 export KVT_POLICY_EXTRA=${KVT_POLICY_EXTRA-'rearm_rate = 0\nprobe_rate = 0'}
 bench_budget_daemon "$budget" || exit 1
 maps() { # STEP: the letters of every chunk of the client's regions, counted
@@ -27,8 +30,10 @@ for c in s.get("clients", []):
         for tok in (r.get("chunk_map") or "").split():
             count[tok[0]] = count.get(tok[0], 0) + int(tok[1:])
 g = (s.get("gpus") or [{}])[0]
-print("  %-10s chunks by letter %s; uses seen in host memory %s" % (sys.argv[1], dict(sorted(count.items())),
-      (g.get("demand") or {}).get("demand_faults")))' "$1"
+mv = g.get("moves") or {}
+print("  %-10s chunks by letter %s; uses seen in host memory %s; moves to_vram %s to_host %s" % (sys.argv[1],
+      dict(sorted(count.items())), (g.get("demand") or {}).get("demand_faults"),
+      (mv.get("to_vram") or {}).get("orders"), (mv.get("to_host") or {}).get("orders")))' "$1"
 }
 LD_PRELOAD=$C/libkvtier.so KVTIER_SOCKET=$SOCK KVTIER_DEBUG=heat-stats=$RET/heat.json \
         python3 "$C/first_touch.py" "$@" >"$T/out" 2>&1 &
