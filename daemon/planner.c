@@ -320,7 +320,8 @@ struct sample_share {
 static int planner_sample(struct planner *p, struct registry *r, struct gpu_demand *d, const struct policy_input *in,
                           const struct policy_params *pp, const struct policy_plan *plan,
                           const struct sample_share *share, const struct planner_ops *ops, void *userdata) {
-        /* Probes only while demands wait for room: without them there is
+        /* Probes only while demands wait for room, and only in VRAM they
+         * may take (of their priority or lower): without them there is
          * nothing to make room for, and a probe would only empty VRAM. */
         /* A probe's answer is a remote map reported within a flush or two
          * of the chunk's next use.  How long to wait for it is learnt from
@@ -333,6 +334,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .probe_window = window,
                                           .rearm_max = pp->sample_chunks,
                                           .probe_max = plan->held_chunks && d->probe_now ? pp->probe_cohorts : 0,
+                                          .probe_priority_max = plan->held_priority,
                                           .client_rearm_max = share->rearm_chunks,
                                           .client_probe_max = share->probe_cohorts,
                                           .threads = pp->threads,

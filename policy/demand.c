@@ -274,7 +274,8 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                               (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
                 const struct policy_region *reg = &in->regions[r];
                 bool rearm = ret->n_rearmed < sp->rearm_max,
-                     probe = ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX;
+                     probe = ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
+                             prio <= sp->probe_priority_max;
                 bool mine = region_priority(in, reg) == prio;
                 size_t step = 0;
                 int k = 0;

@@ -793,6 +793,58 @@ static void test_sample_priority(void) {
         policy_plan_clear(&sm.plan);
 }
 
+/* demand: the plan tells the highest priority of the demands it held
+ * back, and probes go only to VRAM of that priority or lower: a chunk of a
+ * higher priority outranks those demands however cold it is, so probing it
+ * makes room for nobody and costs its client a fault if it is in use. */
+static void test_probe_priority(void) {
+        struct policy_chunk lo[1] = {0}, hi[3] = {0};
+        struct policy_region reg[2] = {{.chunks = lo, .n_chunks = 1, .client = 0},
+                                       {.chunks = hi, .n_chunks = 2, .client = 1}};
+        struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX, .priority = 0},
+                                      {.quota_chunks = UINT64_MAX, .priority = 7}};
+        struct policy_params pp = params(POLICY_DEMAND);
+        struct policy_input in = {.regions = reg, .n_regions = 2, .clients = cl, .n_clients = 2, .now = 1000,
+                                  .budget_chunks = 2, .charged_chunks = 2, .max_move_chunks = UINT64_MAX,
+                                  .protect_ticks = 50};
+        struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .probe_max = 4};
+        struct policy_sample sm;
+        struct policy_plan p;
+        uint64_t cursor = 0;
+
+        /* hi holds the budget with chunks nothing was seen of lately; lo
+         * uses a chunk in host memory again and again */
+        hi[0] = hi[1] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = 500};
+        lo[0] = (struct policy_chunk){.tier = KVT_TIER_HOST, .last_use = 999};
+        policy_chunk_touch(&lo[0], 998, 1, pp.heat_half_life_ticks);
+        policy_chunk_touch(&lo[0], 999, 1, pp.heat_half_life_ticks);
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "probe priority: plans");
+        TAP_OK(p.n_moves == 0 && p.held_chunks == 1 && p.held_priority == 0,
+               "probe priority: lo's demand is held back, at priority 0 (%zu moves, %llu held, priority %u)",
+               p.n_moves, (unsigned long long)p.held_chunks, p.held_priority);
+        sp.probe_priority_max = p.held_priority;
+        policy_plan_clear(&p);
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe priority: samples");
+        TAP_EQ_U64(sm.n_probes, 0, "probe priority: hi's chunks are not probed for lo's demand");
+        policy_plan_clear(&sm.plan);
+
+        /* hi wants a chunk too: its demand is held back as well, and hi's
+         * own VRAM is where room for it can come from */
+        reg[1].n_chunks = 3;
+        hi[2] = lo[0];
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "probe priority: plans (hi's demand)");
+        TAP_OK(p.held_chunks == 2 && p.held_priority == 7,
+               "probe priority: both demands held back, the highest at priority 7 (%llu held, priority %u)",
+               (unsigned long long)p.held_chunks, p.held_priority);
+        sp.probe_priority_max = p.held_priority;
+        policy_plan_clear(&p);
+        cursor = 0;
+        TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe priority: samples (hi's demand)");
+        TAP_OK(sm.n_probes == 1 && sm.probes[0].region == 1 && sm.probes[0].first == 0 && sm.probes[0].n == 2,
+               "probe priority: hi's two resident chunks are probed, as one cohort");
+        policy_plan_clear(&sm.plan);
+}
+
 /* The prober: every tick at first; probes that mostly come back (the
  * cohorts in use) stretch the interval, probes that mostly find cold
  * cohorts shrink it, within 1 .. POLICY_PROBE_INTERVAL_MAX. */
@@ -877,6 +929,7 @@ int main(void) {
         test_probe();
         test_sample_clients();
         test_sample_priority();
+        test_probe_priority();
         test_sample_bound();
         test_prober();
         test_demand_uses();
