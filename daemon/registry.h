@@ -98,6 +98,7 @@ struct gpu_stats {
         /* As the last plan left them (planner.c): */
         uint32_t protect_ticks;  /* the thrash guard's protection */
         uint64_t held_chunks;    /* demands held back: read in place */
+        uint32_t held_priority;  /* the highest client priority of those (probes go no higher) */
         uint64_t stale_chunks;   /* chunks in VRAM nothing used for a protection period */
         /* sibling regions (policy/siblings.h): groups, those that tell nothing,
          * their regions; demands and stale chunks on siblings' word alone */

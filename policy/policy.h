@@ -278,7 +278,7 @@ struct policy_plan {
         uint64_t held_chunks;     /* demand: fresh chunks in host memory that stay there (read in
                                    * place: the VRAM they would need holds fresher or resident ones) */
         uint32_t held_priority;   /* demand: the highest client priority of those (0 without):
-                                   * VRAM of a higher priority can make no room for any of them */
+                                   * VRAM of a higher priority can make room for none of them */
         uint64_t stale_chunks;    /* demand: chunks in VRAM, evictable, ranking below a new
                                    * allocation (not both fresh and in an active region): what
                                    * one may displace (the daemon's capture grant) */
@@ -345,12 +345,13 @@ struct policy_sample_params {
         uint32_t probe_window; /* a probe not used again within this long of its eviction expired */
         uint32_t rearm_max;    /* chunks re-armed, all clients together */
         uint32_t probe_max;    /* cohorts probed, at most POLICY_PROBES_MAX */
-        /* Probes only in regions of this client priority or lower (0: of
-         * priority 0 alone, all of them without clients): the VRAM that
-         * the demands held back may take (policy_plan.held_priority).  A
-         * chunk of a higher priority outranks them however cold it is, so
-         * its probe would make room for nobody and cost its client a fault
-         * if it is in use.  POLICY_PRIORITY_MAX: every region. */
+        /* Probes only in regions of this client priority or lower: of the
+         * highest priority of the demands held back, or lower
+         * (policy_plan.held_priority).  A chunk of a higher priority
+         * outranks all of them however cold it is, so its probe would make
+         * room for nobody and cost its client a fault if it is in use.
+         * POLICY_PRIORITY_MAX: every region.  The zero default is priority
+         * 0 alone, which is every region where no client has a priority. */
         uint32_t probe_priority_max;
         /* With policy_input.clients: the most samples of one client in
          * flight, its own (policy_client.sampling_chunks, .probing_cohorts)

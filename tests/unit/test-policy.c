@@ -798,23 +798,23 @@ static void test_sample_priority(void) {
  * higher priority outranks those demands however cold it is, so probing it
  * makes room for nobody and costs its client a fault if it is in use. */
 static void test_probe_priority(void) {
-        struct policy_chunk lo[1] = {0}, hi[3] = {0};
-        struct policy_region reg[2] = {{.chunks = lo, .n_chunks = 1, .client = 0},
+        struct policy_chunk lo[2] = {0}, hi[3] = {0};
+        struct policy_region reg[2] = {{.chunks = lo, .n_chunks = 2, .client = 0},
                                        {.chunks = hi, .n_chunks = 2, .client = 1}};
         struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX, .priority = 0},
                                       {.quota_chunks = UINT64_MAX, .priority = 7}};
         struct policy_params pp = params(POLICY_DEMAND);
         struct policy_input in = {.regions = reg, .n_regions = 2, .clients = cl, .n_clients = 2, .now = 1000,
-                                  .budget_chunks = 2, .charged_chunks = 2, .max_move_chunks = UINT64_MAX,
+                                  .budget_chunks = 3, .charged_chunks = 3, .max_move_chunks = UINT64_MAX,
                                   .protect_ticks = 50};
         struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .probe_max = 4};
         struct policy_sample sm;
         struct policy_plan p;
         uint64_t cursor = 0;
 
-        /* hi holds the budget with chunks nothing was seen of lately; lo
-         * uses a chunk in host memory again and again */
-        hi[0] = hi[1] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = 500};
+        /* hi and lo hold the budget with chunks nothing was seen of lately;
+         * lo uses a chunk in host memory again and again */
+        hi[0] = hi[1] = lo[1] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = 500};
         lo[0] = (struct policy_chunk){.tier = KVT_TIER_HOST, .last_use = 999};
         policy_chunk_touch(&lo[0], 998, 1, pp.heat_half_life_ticks);
         policy_chunk_touch(&lo[0], 999, 1, pp.heat_half_life_ticks);
@@ -825,13 +825,17 @@ static void test_probe_priority(void) {
         sp.probe_priority_max = p.held_priority;
         policy_plan_clear(&p);
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe priority: samples");
-        TAP_EQ_U64(sm.n_probes, 0, "probe priority: hi's chunks are not probed for lo's demand");
+        TAP_OK(sm.n_probes == 1 && sm.probes[0].region == 0 && sm.probes[0].first == 1,
+               "probe priority: lo's own stale chunk is probed for it, none of hi's (%zu probes)", sm.n_probes);
         policy_plan_clear(&sm.plan);
 
         /* hi wants a chunk too: its demand is held back as well, and hi's
          * own VRAM is where room for it can come from */
         reg[1].n_chunks = 3;
         hi[2] = lo[0];
+        lo[1] = (struct policy_chunk){.tier = KVT_TIER_HOST, .last_use = 10};
+        in.charged_chunks = 2;
+        in.budget_chunks = 2;
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "probe priority: plans (hi's demand)");
         TAP_OK(p.held_chunks == 2 && p.held_priority == 7,
                "probe priority: both demands held back, the highest at priority 7 (%llu held, priority %u)",
@@ -843,6 +847,15 @@ static void test_probe_priority(void) {
         TAP_OK(sm.n_probes == 1 && sm.probes[0].region == 1 && sm.probes[0].first == 0 && sm.probes[0].n == 2,
                "probe priority: hi's two resident chunks are probed, as one cohort");
         policy_plan_clear(&sm.plan);
+
+        /* room for one: hi's demand is served, lo's still waits, and the
+         * priority held back is lo's again */
+        in.budget_chunks = 3;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "probe priority: plans (room for one)");
+        TAP_OK(p.promote_chunks == 1 && moved(&p, 1, 2, V) && p.held_chunks == 1 && p.held_priority == 0,
+               "probe priority: hi's demand promoted, lo's held back at priority 0 (%llu held, priority %u)",
+               (unsigned long long)p.held_chunks, p.held_priority);
+        policy_plan_clear(&p);
 }
 
 /* The prober: every tick at first; probes that mostly come back (the
