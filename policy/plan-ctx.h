@@ -35,8 +35,8 @@ struct plan_part {
         struct plan_ctx *x;
         unsigned t;          /* its index */
         uint32_t rmin, rmax; /* plan_rank: of the regions it ranked */
-        uint64_t fresh_host; /* plan_rank: demand's fresh chunks outside VRAM it ranked */
-        uint64_t fresh_prio[POLICY_PRIORITY_MAX + 1]; /* plan_rank: of them, by client priority */
+        uint64_t fresh_prio[POLICY_PRIORITY_MAX + 1]; /* plan_rank: demand's fresh chunks outside
+                                                       * VRAM it ranked, by client priority */
         uint64_t stale_vram; /* plan_rank: demand's stale, evictable chunks in VRAM */
         uint64_t sibling_demand, sibling_stale; /* plan_rank: of those, on their siblings' word */
         uint32_t *hist;      /* 2 x HIST_N counters (part 0: x->hist) */
@@ -65,10 +65,10 @@ struct plan_ctx {
         size_t n_ev, n_pr;
         uint32_t *hist;      /* 2 x HIST_N counters: all chunks, scratch */
         uint32_t rmin, rmax; /* range of the ranks of unpinned chunks */
-        uint64_t fresh_host; /* demand: fresh chunks outside VRAM (uses seen, not yet served) */
-        uint64_t fresh_prio[POLICY_PRIORITY_MAX + 1]; /* of them, by client priority */
+        uint64_t fresh_prio[POLICY_PRIORITY_MAX + 1]; /* demand: fresh chunks outside VRAM (uses
+                                                       * seen, not yet served), by client priority */
         uint64_t stale_vram; /* demand: stale, evictable chunks in VRAM */
-        uint64_t sibling_demand, sibling_stale; /* of fresh_host and stale_vram, on siblings' word */
+        uint64_t sibling_demand, sibling_stale; /* of fresh_prio's and stale_vram, on siblings' word */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
         uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */
         unsigned n_threads;         /* parts of each pass, >= 1 (plan_threads()) */

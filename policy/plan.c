@@ -190,7 +190,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 .active_ticks = pp->active_ticks,
                 .decay = x->decay,
         };
-        uint64_t fresh_host = 0, stale_vram = 0, sibling_demand = 0, sibling_stale = 0;
+        uint64_t stale_vram = 0, sibling_demand = 0, sibling_stale = 0;
         bool streams = pp->prefetch_depth > 0;
         bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
         uint32_t rmin = part->rmin, rmax = part->rmax;
@@ -204,7 +204,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 uint32_t *rank = x->rank + x->start[r];
                 const struct sibling_count *sib = x->sib.of_region ? x->sib.of_region[r] : NULL;
                 struct predict_state st;
-                uint64_t fresh_before = fresh_host;
+                uint64_t fresh_host = 0;
 
                 predict_init(&st);
                 for (uint32_t i = 0; i < n; i++) {
@@ -232,7 +232,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                         if (streams)
                                 predict_stream_add(&st, i, c->last_use);
                 }
-                part->fresh_prio[prio] += fresh_host - fresh_before;
+                part->fresh_prio[prio] += fresh_host;
                 if (predict) {
                         uint32_t boosted = rmax; /* boosts raise it; rmax itself stays in a register */
 
@@ -243,7 +243,6 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
         }
         part->rmin = rmin;
         part->rmax = rmax;
-        part->fresh_host += fresh_host;
         part->stale_vram += stale_vram;
         part->sibling_demand += sibling_demand;
         part->sibling_stale += sibling_stale;
@@ -255,7 +254,7 @@ static void plan_rank_part(struct plan_part *part) {
 
         part->rmin = UINT32_MAX;
         part->rmax = 0;
-        part->fresh_host = part->stale_vram = part->sibling_demand = part->sibling_stale = 0;
+        part->stale_vram = part->sibling_demand = part->sibling_stale = 0;
         memset(part->fresh_prio, 0, sizeof(part->fresh_prio));
         while (plan_take(x, x->n_rblocks, &b))
                 plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], part);
@@ -267,14 +266,13 @@ static void plan_rank(struct plan_ctx *x) {
         uint32_t rmin = UINT32_MAX, rmax = 0;
 
         plan_par(x, plan_rank_part);
-        x->fresh_host = x->stale_vram = x->sibling_demand = x->sibling_stale = 0;
+        x->stale_vram = x->sibling_demand = x->sibling_stale = 0;
         memset(x->fresh_prio, 0, sizeof(x->fresh_prio));
         for (unsigned t = 0; t < x->n_threads; t++) {
                 for (uint32_t q = 0; q <= POLICY_PRIORITY_MAX; q++)
                         x->fresh_prio[q] += x->part[t].fresh_prio[q];
                 rmin = x->part[t].rmin < rmin ? x->part[t].rmin : rmin;
                 rmax = x->part[t].rmax > rmax ? x->part[t].rmax : rmax;
-                x->fresh_host += x->part[t].fresh_host;
                 x->stale_vram += x->part[t].stale_vram;
                 x->sibling_demand += x->part[t].sibling_demand;
                 x->sibling_stale += x->part[t].sibling_stale;
@@ -768,7 +766,7 @@ static bool over_quota(const struct plan_ctx *x, size_t at) {
 }
 
 static void plan_emit(struct plan_ctx *x, const struct selection *s, struct policy_plan *p) {
-        uint64_t promoted_fresh = 0, promoted_prio[POLICY_PRIORITY_MAX + 1] = {0};
+        uint64_t promoted_fresh[POLICY_PRIORITY_MAX + 1] = {0};
         size_t r = 0;
 
         for (size_t j = 0; s->n_evict && j < x->n_ev; j++) {
@@ -787,17 +785,17 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
                 if (key_of(x, at) >= s->promote_min && !over_quota(x, at)) {
                         plan_append(x, at, POLICY_TIER_VRAM, -1, &r, p);
                         p->promote_chunks++;
-                        bool fresh = x->pp->kind == POLICY_DEMAND && (x->rank[at] >> RANK_CLASS_SHIFT & 6u) == 4u;
-
-                        promoted_fresh += fresh;
-                        promoted_prio[x->rank[at] >> RANK_PRIORITY_SHIFT] += fresh;
+                        promoted_fresh[x->rank[at] >> RANK_PRIORITY_SHIFT] +=
+                                x->pp->kind == POLICY_DEMAND && (x->rank[at] >> RANK_CLASS_SHIFT & 6u) == 4u;
                         p->prefetch_chunks += (x->flags[at] & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;
                 }
         }
-        p->held_chunks = x->fresh_host > promoted_fresh ? x->fresh_host - promoted_fresh : 0;
+        /* a promoted demand is one of its priority's fresh chunks */
         for (uint32_t q = 0; q <= POLICY_PRIORITY_MAX; q++)
-                if (x->fresh_prio[q] > promoted_prio[q])
+                if (x->fresh_prio[q] > promoted_fresh[q]) {
+                        p->held_chunks += x->fresh_prio[q] - promoted_fresh[q];
                         p->held_priority = q;
+                }
         p->stale_chunks = x->stale_vram;
         p->sibling_groups = x->sib.n_groups;
         p->sibling_groups_mute = x->sib.n_mute;
