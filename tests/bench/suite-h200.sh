@@ -26,7 +26,9 @@
 #     (lo reads its pool from host memory)
 # KVT_STEP_LOG=1: the paged runs also write each step's wall time
 #   (paged_kv.py --step-log: it waits for every step) to steps-TAG.txt
-#   in the logs, to see how a run's steps move as kvtier learns.
+#   in the logs, to see how a run's steps move as kvtier learns; the
+#   two-engine pairs, each engine's to steps-TAG-hi.T.txt and -lo.T.txt
+#   (T the second it started), to see whether hi's slow steps come with lo's.
 # KVT_STATUS_JSON=1: each poll of the daemon's status (every KVT_POLL_S
 #   seconds, default 2; the two-engine pairs' every 0.5 s) also saves status
 #   --json as status-TAG.N.json (a run repeated in one suite, TAG.rK for
@@ -138,7 +140,7 @@ EOF
 # would with the KV it cannot hold (what lo's link-bound kernels cost hi).
 # Plain all-VRAM lo runs 10 times the turns: its steps are that much faster.
 run_pair() {
-        local t0 lo_pid hi_rc lo_rc poll="" peaks=$T/peaks.json tag=two-pair${1:-} pre=() lo=(--turns 16)
+        local t0 lo_pid hi_rc lo_rc poll="" peaks=$T/peaks.json tag=two-pair${1:-} pre=() lo=(--turns 16) hist=()
         rm -f "$peaks"
         echo "== $tag" | tee -a "$RET/runs.log" "$RET/kvtierd.log"
         case "${1:-}" in
@@ -149,6 +151,7 @@ run_pair() {
         zerocopy) lo=(--turns 24 --pool zerocopy) ;;
         esac
         t0=$(date +%s.%N)
+        [ -n "${KVT_STEP_LOG:-}" ] && hist=(--step-log "$RET/steps-$tag-SEC.${t0%.*}.txt")
         if [ -z "${1:-}" ]; then
                 poll_tag "$tag"
                 vram_peaks "$peaks" ${KVT_STATUS_JSON:+"$RET/status-$PTAG"} &
@@ -158,11 +161,11 @@ run_pair() {
         # both engines' CUPTI records, those dropped too)
         "${pre[@]}" ${pre:+KVTIER_DEBUG=heat-stats=$RET/heat-$tag-lo.$(date +%s).json} python3 -c \
                 'import os, sys; os.setgroups([]); os.setgid(4242); os.execvp(sys.argv[1], sys.argv[1:])' \
-                $TWO "${lo[@]}" --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
+                $TWO "${lo[@]}" "${hist[@]/SEC/lo}" --seed 2 >"$T/lo.out" 2>"$T/lo.err" &
         lo_pid=$!
         for _ in $(seq 1200); do grep -q "measured turns start" "$T/lo.err" 2>/dev/null && break; sleep 0.1; done
         grep -q "measured turns start" "$T/lo.err" || echo "$tag: hi starts before lo's measured turns" | tee -a "$RET/runs.log"
-        "${pre[@]}" ${pre:+KVTIER_DEBUG=heat-stats=$RET/heat-$tag-hi.$(date +%s).json} $TWO --turns "$HI_TURNS" \
+        "${pre[@]}" ${pre:+KVTIER_DEBUG=heat-stats=$RET/heat-$tag-hi.$(date +%s).json} $TWO --turns "$HI_TURNS" "${hist[@]/SEC/hi}" \
                 >"$T/hi.out" 2>>"$RET/runs.log"
         hi_rc=$?
         grep -q "measured turns end" "$T/lo.err" && echo "lo's measured turns ended before hi's" | tee -a "$RET/runs.log"
