@@ -1012,7 +1012,9 @@ static bool touch_is_own_mapping(const struct registry *r, const struct policy_c
 
         if (ch->pending == KVT_TIER_HOST_MAPPED)
                 return true;
-        return (ch->flags & CHUNK_OWN_MAP) && ch->last_move && r->tick - ch->last_move <= MAX(quiet, 1u);
+        /* re-armed since (its last_move the re-arm's): a touch is a use */
+        return (ch->flags & (CHUNK_OWN_MAP | CHUNK_REARMED)) == CHUNK_OWN_MAP && ch->last_move &&
+               r->tick - ch->last_move <= MAX(quiet, 1u);
 }
 
 /* Notes a demand for registry_gpu_judge_demands().  A demand sets
@@ -1068,6 +1070,9 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
          * read in place) are uses, not faults. */
         if (ch->tier != KVT_TIER_HOST || ch->pending != KVT_TIER_NONE || (ch->flags & CHUNK_MAPPED))
                 return;
+        /* the re-arm that verified a mapped eviction found it in use */
+        if ((ch->flags & (CHUNK_OWN_MAP | CHUNK_REARMED)) == (CHUNK_OWN_MAP | CHUNK_REARMED))
+                g->verified_used++;
         ch->flags |= CHUNK_MAPPED;
         g->demand_faults++;
         if (policy_refault(ch, r->tick, conf_protect_min_ticks(r->conf)))
@@ -1271,6 +1276,8 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
         for (uint32_t i = o->first; i < o->first + o->n; i++) {
                 struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
+                /* a re-arm of a mapped eviction's chunk, never seen used since */
+                bool verify = ok && (o->flags & KVT_ORDER_REARM) && policy_chunk_unverified(ch);
 
                 g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
@@ -1291,6 +1298,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                          * mapped again, a demand that registry_chunk_touch() could
                          * not count while the re-arm was in flight */
                         g->demand_faults++;
+                        g->verified_used += verify;
                         demand_note(r, reg, i);
                 } else if (ok && (o->flags & KVT_ORDER_REARM))
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
@@ -1299,10 +1307,17 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                  * use has had time to show (policy/siblings.h).  Within a
                  * mapped eviction's quiet window the eviction's tick stands
                  * (the window is keyed on it), and it is as recent. */
+                /* A verifying re-arm keeps CHUNK_OWN_MAP: with CHUNK_REARMED,
+                 * it says that the next use seen is one the eviction hid.  It
+                 * keeps the eviction's tick too: the chunk counted as armed
+                 * from there (policy/siblings.h), and a use it finds shows
+                 * at once. */
                 if (ok && (o->flags & KVT_ORDER_REARM) && ch->tier == KVT_TIER_HOST &&
                     !touch_is_own_mapping(r, ch)) {
-                        ch->flags = (uint8_t)((ch->flags & ~CHUNK_OWN_MAP) | CHUNK_REARMED);
-                        ch->last_move = r->tick;
+                        ch->flags = (uint8_t)((ch->flags & ~(verify ? 0 : CHUNK_OWN_MAP)) | CHUNK_REARMED);
+                        if (!verify)
+                                ch->last_move = r->tick;
+                        g->verified_chunks += verify;
                 }
                 /* Promoted, or a probe that failed: no probe. */
                 if ((ok && o->tier == KVT_TIER_VRAM && !(o->flags & KVT_ORDER_PROBE)) || !ok)

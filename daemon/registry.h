@@ -76,6 +76,11 @@ struct gpu_stats {
         uint64_t evicted_chunks; /* evictions completed, probes not counted */
         uint64_t rearmed_chunks; /* re-arms completed */
         uint64_t own_maps_ignored; /* uses seen during or just after a mapped eviction: its own mapping */
+        /* re-arms of chunks a mapped eviction left unverified
+         * (policy_chunk_unverified()), and of those the chunks seen used
+         * next, before any other move: uses the eviction had hidden, or
+         * come since */
+        uint64_t verified_chunks, verified_used;
         /* Chunk uses seen (registry_chunk_touch(): one per chunk and tick it
          * was seen used in, its own mappings not counted), by the chunk's
          * confirmed tier then: [KVT_TIER_VRAM] over the sum is the VRAM hit

@@ -42,6 +42,8 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object_object_add(o, "rearming_chunks", json_u64(g->sampling_chunks));
         json_object_object_add(o, "probing", json_u64(g->probing_orders));
         json_object_object_add(o, "own_maps_ignored", json_u64(g->own_maps_ignored));
+        json_object_object_add(o, "verified_chunks", json_u64(g->verified_chunks));
+        json_object_object_add(o, "verified_used", json_u64(g->verified_used));
         json_object_object_add(o, "rearm_ms", json_u64(g->rearm_ns / 1000000));
         json_object_object_add(o, "probe_ms", json_u64(g->probe_ns / 1000000));
         json_object_object_add(o, "probes", json_u64(g->probes));

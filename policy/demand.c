@@ -112,9 +112,11 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
         return g->protect_ticks;
 }
 
-/* Whether chunk c may be re-armed now: mapped host memory not used lately. */
+/* Whether chunk c may be re-armed now: mapped host memory not used lately,
+ * or host memory a mapped eviction left unverified that long ago. */
 static bool rearm_candidate(const struct policy_chunk *c, uint32_t now, uint32_t stale_ticks) {
-        return (c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST && c->pending == POLICY_TIER_NONE &&
+        return ((c->flags & POLICY_CHUNK_MAPPED) || policy_chunk_unverified(c)) && c->tier == POLICY_TIER_HOST &&
+               c->pending == POLICY_TIER_NONE &&
                !(c->flags & POLICY_CHUNK_PINNED) && now >= c->last_use && now - c->last_use >= stale_ticks &&
                now >= c->last_move && now - c->last_move >= stale_ticks; /* not one that just moved */
 }
@@ -217,12 +219,13 @@ static uint32_t *client_room_of(uint32_t *counts, const struct policy_input *in,
 }
 
 /* Whether chunk c may yield anything in the lap: an expired probe (one is
- * out), a re-arm (mapped host memory) while re-arms are wanted, a probe (in
+ * out), a re-arm (host memory mapped, or left by a mapped eviction) while
+ * re-arms are wanted, a probe (in
  * VRAM) while probes are.  A quick test that most chunks of a lap fail,
  * before sample_one()'s. */
 static inline bool lap_maybe(const struct policy_chunk *c, bool rearm, bool probe) {
         return (c->flags & POLICY_CHUNK_PROBE) ||
-               (rearm && (c->flags & POLICY_CHUNK_MAPPED) && c->tier == POLICY_TIER_HOST) ||
+               (rearm && (c->flags & (POLICY_CHUNK_MAPPED | POLICY_CHUNK_OWN_MAP)) && c->tier == POLICY_TIER_HOST) ||
                (probe && c->tier == POLICY_TIER_VRAM);
 }
 
@@ -240,7 +243,8 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
                 return 0;
         }
         if (ret->n_rearmed < sp->rearm_max && (!rearm_room || *rearm_room > 0) &&
-            rearm_candidate(c, in->now, sp->stale_ticks) && !(sib && siblings_tell(&sib[i]))) {
+            rearm_candidate(c, in->now, sp->stale_ticks) &&
+            (policy_chunk_unverified(c) || !(sib && siblings_tell(&sib[i])))) {
                 ret->n_rearmed++;
                 if (rearm_room)
                         (*rearm_room)--;

@@ -109,7 +109,9 @@ enum policy_tier {
 #define POLICY_PROBE_BITS  POLICY_CHUNK_PROBE
 /* In host memory by a mapped eviction (tier HOST_MAPPED) at last_move: the
  * uses seen just after it are the driver's own remote maps (the daemon's
- * quiet window).  Cleared by the chunk's next move. */
+ * quiet window).  Until it is re-armed (POLICY_CHUNK_REARMED) or seen used
+ * (POLICY_CHUNK_MAPPED), its sample page's state is unverified:
+ * policy_chunk_unverified().  Cleared by the chunk's next move. */
 #define POLICY_CHUNK_OWN_MAP 0x20u
 /* The chunk's memory was released to the SSD tier (kvtier_spill): it holds
  * nothing, counts against no budget and is never moved or sampled until the
@@ -318,7 +320,10 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret);
  *   Re-arm: a chunk in host memory mapped by the GPU (POLICY_CHUNK_MAPPED)
  *   and not used within stale_ticks (one that just faulted would only fault
  *   again) has a page unmapped (a move to POLICY_TIER_HOST, its tier):
- *   the GPU's next touch of that page faults, a demand.
+ *   the GPU's next touch of that page faults, a demand.  So has, once, a
+ *   chunk a mapped eviction left unverified (policy_chunk_unverified())
+ *   stale_ticks before, whatever its siblings say: they may have been
+ *   evicted in use alike.
  *   Probe: a cohort in VRAM nothing was seen of for probe_ticks (chunks of
  *   a region that came into VRAM together, same last_move, at most
  *   POLICY_COHORT_CHUNKS) is probed in one order, each chunk on its own:
@@ -485,6 +490,19 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
 static inline bool policy_probe_unanswered(const struct policy_chunk *c, uint32_t now, uint32_t window) {
         return (c->flags & POLICY_CHUNK_PROBE) && c->tier == POLICY_TIER_VRAM && c->pending == POLICY_TIER_NONE &&
                c->last_move && now >= c->last_move && now - c->last_move > window;
+}
+
+/* Whether host chunk c came there by a mapped eviction and was neither
+ * seen used nor re-armed since.  Its sample page should be unmapped, so that
+ * its next use faults; but a touch while the eviction moved may have mapped
+ * it with no remote map naming that page.  In a two-engine pair on the H200
+ * 24 chunks of a buffer the engine wrote every step stayed booked so,
+ * unseen, for 13 s, read in place (tests/bench/RESULTS.md, twenty-first
+ * session).  So demand's sampler re-arms such a chunk once
+ * (policy_sample()): if it is in use, that shows at once. */
+static inline bool policy_chunk_unverified(const struct policy_chunk *c) {
+        return c->tier == POLICY_TIER_HOST &&
+               (c->flags & (POLICY_CHUNK_OWN_MAP | POLICY_CHUNK_REARMED | POLICY_CHUNK_MAPPED)) == POLICY_CHUNK_OWN_MAP;
 }
 
 /* Whether a fault at now on host chunk c is a refault: back within

@@ -116,11 +116,15 @@ static void flight_land(struct sim *s, const struct flight *f) {
                  * GPU's next touch is seen, a mapped eviction's sample page too
                  * (the rest is mapped), so a host chunk's next use faults, one
                  * small fault, with no re-arm.  (On the GPU a touch while the
-                 * eviction moves maps that page; the model has none then.) */
+                 * eviction moves maps that page; the model has none then, but
+                 * books the eviction as the registry does, unverified, so
+                 * that the sampler's one re-arm of it costs what it costs.) */
                 c[i].tier = (uint8_t)(f->tier == POLICY_TIER_HOST_MAPPED ? POLICY_TIER_HOST : f->tier);
                 c[i].pending = 0;
                 c[i].last_move = tick_of(s, f->done_ns);
-                c[i].flags &= (uint8_t)~(POLICY_CHUNK_MAPPED | POLICY_CHUNK_REARMED);
+                c[i].flags &= (uint8_t)~(POLICY_CHUNK_MAPPED | POLICY_CHUNK_REARMED | POLICY_CHUNK_OWN_MAP);
+                if (f->tier == POLICY_TIER_HOST_MAPPED)
+                        c[i].flags |= POLICY_CHUNK_OWN_MAP;
                 if (f->tier == POLICY_TIER_VRAM)
                         c[i].flags &= (uint8_t)~(POLICY_PROBE_BITS | POLICY_CHUNK_COLD);
                 else /* evicted unanswered: expired (as the registry), no longer in VRAM */
@@ -274,11 +278,15 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
                 uint32_t reg = s->view_region[mv->region];
 
                 for (uint32_t i = mv->first_chunk; i < mv->first_chunk + mv->n_chunks; i++) {
-                        /* timed from now, as the registry times it from the shim's making it */
-                        s->chunks[reg][i].flags = (uint8_t)((s->chunks[reg][i].flags & ~POLICY_CHUNK_MAPPED &
-                                                             ~POLICY_CHUNK_OWN_MAP) |
-                                                            POLICY_CHUNK_REARMED);
-                        s->chunks[reg][i].last_move = s->now;
+                        struct policy_chunk *c = &s->chunks[reg][i];
+
+                        /* timed from now, as the registry times it from the
+                         * shim's making it; one that verifies a mapped
+                         * eviction from the eviction, as there */
+                        if (!policy_chunk_unverified(c))
+                                c->last_move = s->now;
+                        c->flags = (uint8_t)((c->flags & ~POLICY_CHUNK_MAPPED & ~POLICY_CHUNK_OWN_MAP) |
+                                             POLICY_CHUNK_REARMED);
                         s->mapped[reg][i] = 0;
                 }
                 s->res->rearmed += mv->n_chunks;

@@ -365,6 +365,59 @@ static void test_mapped_armed(void) {
         rig_down(&x);
 }
 
+/* A mapped eviction's chunk the GPU never was seen to use is re-armed once
+ * to verify it (policy_chunk_unverified()): the re-arm keeps the
+ * eviction's tick and its mark, so that a use found next is counted as one
+ * the eviction hid (verified_used), and the chunk is verified only once. */
+static void test_verify(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        const struct policy_chunk *c;
+        struct region *a;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+        uint32_t evicted_at;
+
+        a = rig_up_region(&x, 8, &g);
+        c = region_chunks(a);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_order_new(x.r, a, 0, 3, KVT_TIER_HOST_MAPPED, -1, &o), 0, "verify: mapped eviction of 0..2");
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        evicted_at = c[0].last_move;
+        TAP_OK(policy_chunk_unverified(&c[0]) && policy_chunk_unverified(&c[1]), "verify: evicted, unverified");
+        for (int i = 0; i < 20; i++) /* past the quiet window and protect_min */
+                registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 2, &o), 0, "verify: chunks 0..1 re-armed");
+        done.order_id = o.order_id;
+        TAP_EQ_INT(registry_order_done(x.r, x.cl, &done), 0, "verify: done");
+        TAP_EQ_U64(g->verified_chunks, 2, "verify: two chunks verified");
+        TAP_OK(!policy_chunk_unverified(&c[0]) && (c[0].flags & POLICY_CHUNK_OWN_MAP) &&
+                       (c[0].flags & POLICY_CHUNK_REARMED) && !(c[0].flags & CHUNK_MAPPED),
+               "verify: verified, its mark kept, armed");
+        TAP_EQ_U64(c[0].last_move, evicted_at, "verify: the eviction's tick kept");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1); /* the page the eviction left mapped, unmapped now, faults */
+        TAP_EQ_U64(g->own_maps_ignored, 0, "verify: a use just after it is no mapping of the eviction's");
+        TAP_EQ_U64(g->verified_used, 1, "verify: the use it found is counted");
+        TAP_EQ_U64(g->demand_faults, 1, "verify: and is a demand");
+        registry_chunk_touch(x.r, a, 2, 1); /* unverified, past the window: an ordinary first use */
+        TAP_EQ_U64(g->verified_used, 1, "verify: a first use of an unverified chunk is not counted so");
+        TAP_EQ_U64(g->demand_faults, 2, "verify: but is a demand");
+        for (int i = 0; i < 20; i++)
+                registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 0, 1, &o), 0, "verify: chunk 0 re-armed again (mapped now)");
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        TAP_EQ_U64(g->verified_chunks, 2, "verify: an ordinary re-arm verifies nothing");
+        TAP_OK(!(c[0].flags & POLICY_CHUNK_OWN_MAP), "verify: and drops the mark");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 0, 1);
+        TAP_EQ_U64(g->verified_used, 1, "verify: its use is no hidden one");
+        rig_down(&x);
+}
+
 /* The probe window is learnt from how long probes took to come back: the
  * 90th percentile of the last 32 returns, three times over, within
  * [protect_min / 8, protect_min]; late returns of expired probes count. */
@@ -941,6 +994,7 @@ int main(void) {
         test_probe_expired();
         test_quiet_window();
         test_mapped_armed();
+        test_verify();
         test_probe_window();
         test_spilled();
         test_cold_hint();

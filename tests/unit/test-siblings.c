@@ -239,6 +239,49 @@ static void test_sample(void) {
         policy_plan_clear(&sm.plan);
 }
 
+/* A chunk a mapped eviction left unverified (policy_chunk_unverified()) is
+ * re-armed once its eviction is stale_ticks old, whatever its siblings
+ * say: they may have been evicted in use alike, and it may be read in
+ * place unseen.  Verified, its siblings speak for it again. */
+static void test_verify(void) {
+        struct rig x;
+        struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 5, .probe_window = 10,
+                                          .rearm_max = 100};
+        struct policy_sample sm;
+        uint64_t cursor = 0;
+        bool r1c2 = false, r1c5 = false, r2c2 = false, r3c5 = false;
+
+        rig_init(&x);
+        demand(&x, 4, 2);
+        demand(&x, 5, 2);
+        armed(&x, 4, 5, 500);
+        armed(&x, 5, 5, 500);
+        armed(&x, 1, 2, 500); /* unverified, where two siblings are in use */
+        x.c[1][2].flags = POLICY_CHUNK_OWN_MAP;
+        armed(&x, 1, 5, 500); /* unverified, where two are armed */
+        x.c[1][5].flags = POLICY_CHUNK_OWN_MAP;
+        armed(&x, 2, 2, 500); /* verified already */
+        x.c[2][2].flags = POLICY_CHUNK_OWN_MAP | POLICY_CHUNK_REARMED;
+        armed(&x, 3, 5, 990); /* unverified, evicted within stale_ticks */
+        x.c[3][5].flags = POLICY_CHUNK_OWN_MAP;
+        TAP_EQ_INT(policy_sample(&x.in, &sp, &cursor, &sm), 0, "verify: runs");
+        for (size_t k = 0; k < sm.plan.n_moves; k++) {
+                const struct policy_move *m = &sm.plan.moves[k];
+                bool c2 = 2 >= m->first_chunk && 2 < m->first_chunk + m->n_chunks,
+                     c5 = 5 >= m->first_chunk && 5 < m->first_chunk + m->n_chunks;
+
+                r1c2 |= m->region == 1 && c2;
+                r1c5 |= m->region == 1 && c5;
+                r2c2 |= m->region == 2 && c2;
+                r3c5 |= m->region == 3 && c5;
+        }
+        TAP_OK(r1c2, "verify: re-armed where its siblings are in use");
+        TAP_OK(r1c5, "verify: and where they are armed");
+        TAP_OK(!r2c2, "verify: once: a verified chunk's siblings tell for it");
+        TAP_OK(!r3c5, "verify: not before its eviction is stale_ticks old");
+        policy_plan_clear(&sm.plan);
+}
+
 /* Lent "threads" that run the parts one after another on the caller's. */
 static void run_serial(void *pool, void (*fn)(void *arg, unsigned part), void *arg, unsigned n_parts) {
         (void)pool;
@@ -292,6 +335,7 @@ int main(void) {
         test_demand();
         test_groups();
         test_sample();
+        test_verify();
         test_blocks();
         return tap_done();
 }
