@@ -36,6 +36,12 @@
  *                                 adjacent memory as one REMOTE_MAP record (the
  *                                 first's address, value the bytes of all): CUPTI's
  *                                 record names a range (default 0: a record a page)
+ *   FAKECUDA_SILENT_EVICT=1       a page that moves to the host while accessed-by all
+ *                                 but its first 4 KiB (kvtier's mapped eviction) keeps
+ *                                 that page mapped for the device too, with no record:
+ *                                 as if a touch while it moved had mapped it unseen
+ *                                 (what a two-engine pair on the H200 suggested,
+ *                                 not established there; default 0)
  *   FAKECUDA_FREE_DELAY_US=N      cudaFree sleeps N us before it releases memory
  *                                 (the real one synchronizes the device first)
  *   FAKECUDA_STATS=PATH           at exit, append one JSON line per device, and one

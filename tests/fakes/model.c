@@ -132,6 +132,7 @@ static struct {
         uint64_t numa_peak_bytes[MODEL_MAX_NUMA];
         bool misalign;
         bool fault_batch; /* FAKECUDA_FAULT_BATCH: a kernel's faults and maps batched (um_batch) */
+        bool silent_evict; /* FAKECUDA_SILENT_EVICT: a mapped eviction's sample page stays mapped, unseen */
         unsigned delay_us;
         unsigned free_delay_us;
         unsigned event_delay_us;
@@ -400,6 +401,8 @@ static void init_once(void) {
         m.misalign = s && *s && strcmp(s, "0") != 0;
         s = getenv("FAKECUDA_FAULT_BATCH");
         m.fault_batch = s && *s && strcmp(s, "0") != 0;
+        s = getenv("FAKECUDA_SILENT_EVICT");
+        m.silent_evict = s && *s && strcmp(s, "0") != 0;
         s = getenv("FAKECUDA_MEM");
         if (s && *s && parse_size(s, &total) < 0) {
                 fprintf(stderr, "fakecuda: invalid FAKECUDA_MEM=%s, ignoring.\n", s);
@@ -844,7 +847,8 @@ static void page_to_host(struct alloc *a, size_t i) {
         p->loc = MODEL_LOC_HOST;
         p->mapped_by = 0; /* a new host page: no GPU maps it yet */
         p->sample_pref = p->sample_out = false;
-        p->rearmed = p->accessed_by && p->first_free; /* its first 4 KiB page unmapped */
+        /* its first 4 KiB page unmapped (FAKECUDA_SILENT_EVICT: mapped, unseen) */
+        p->rearmed = p->accessed_by && p->first_free && !m.silent_evict;
         host_replace(a, i, data);
         free(data);
         /* the driver maps it for the devices it is accessed by, as it goes */
