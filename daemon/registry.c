@@ -1012,7 +1012,7 @@ static bool touch_is_own_mapping(const struct registry *r, const struct policy_c
 
         if (ch->pending == KVT_TIER_HOST_MAPPED)
                 return true;
-        /* re-armed since (its last_move the re-arm's): a touch is a use */
+        /* re-armed since, to verify it: a touch is a use */
         return (ch->flags & (CHUNK_OWN_MAP | CHUNK_REARMED)) == CHUNK_OWN_MAP && ch->last_move &&
                r->tick - ch->last_move <= MAX(quiet, 1u);
 }
@@ -1306,12 +1306,11 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                  * "armed and not used since" means something only after a
                  * use has had time to show (policy/siblings.h).  Within a
                  * mapped eviction's quiet window the eviction's tick stands
-                 * (the window is keyed on it), and it is as recent. */
-                /* A verifying re-arm keeps CHUNK_OWN_MAP: with CHUNK_REARMED,
-                 * it says that the next use seen is one the eviction hid.  It
-                 * keeps the eviction's tick too: the chunk counted as armed
-                 * from there (policy/siblings.h), and a use it finds shows
-                 * at once. */
+                 * (the window is keyed on it), and it is as recent.  A
+                 * re-arm that verifies a mapped eviction keeps CHUNK_OWN_MAP
+                 * (with CHUNK_REARMED: the next use seen is one the eviction
+                 * may have hidden) and the eviction's tick: the chunk counted
+                 * as armed from there, and a use it finds shows at once. */
                 if (ok && (o->flags & KVT_ORDER_REARM) && ch->tier == KVT_TIER_HOST &&
                     !touch_is_own_mapping(r, ch)) {
                         ch->flags = (uint8_t)((ch->flags & ~(verify ? 0 : CHUNK_OWN_MAP)) | CHUNK_REARMED);

@@ -497,7 +497,7 @@ static inline bool policy_probe_unanswered(const struct policy_chunk *c, uint32_
  * its next use faults; but a touch while the eviction moved may have mapped
  * it with no remote map naming that page.  In a two-engine pair on the H200
  * 24 chunks of a buffer the engine wrote every step stayed booked so,
- * unseen, for 13 s, read in place (tests/bench/RESULTS.md, twenty-first
+ * unseen, for 14 s, read in place (tests/bench/RESULTS.md, twenty-first
  * session).  So demand's sampler re-arms such a chunk once
  * (policy_sample()): if it is in use, that shows at once. */
 static inline bool policy_chunk_unverified(const struct policy_chunk *c) {
