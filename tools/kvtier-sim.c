@@ -79,6 +79,12 @@ static void usage(FILE *f) {
                 "      --bind-delay-us=N     faults the daemon would know of sooner than this after their\n"
                 "                            region's capture are lost, the chunk mapped unseen (a daemon\n"
                 "                            that bound a region's heat counters late; default 0)\n"
+                "      --closed-loop         the engine waits for its stalls: each record comes as much\n"
+                "                            later as the stalls before it (the trace's times are\n"
+                "                            all-VRAM's), so a slow run gives the daemon more ticks\n"
+                "      --measure-ms=FROM[:TO]\n"
+                "                            count only the accesses the trace times from FROM ms (to\n"
+                "                            TO ms): a benchmark's measured turns (default all)\n"
                 "      --sample=N            chunks re-armed per tick (demand's sample_chunks)\n"
                 "      --probes=N            cohorts probed per tick (demand's probe_cohorts)\n"
                 "      --protect-min=N       demand's shortest protection, ticks\n"
@@ -87,6 +93,29 @@ static void usage(FILE *f) {
                 "  -h, --help                this text\n"
                 "      --version             show the version\n\n"
                 "Exit status: 0 success, 1 bad trace or failure, 2 usage error.\n");
+}
+
+/* FROM[:TO] in ms, into [from, to) in ns; TO after FROM. */
+static int parse_window(const char *s, uint64_t *ret_from, uint64_t *ret_to) {
+        unsigned long long from, to = 0;
+        char *end;
+
+        errno = 0;
+        from = strtoull(s, &end, 10);
+        if (errno || end == s || (*end && *end != ':') || s[0] == '-')
+                return -EINVAL;
+        if (*end == ':') {
+                const char *t = end + 1;
+
+                to = strtoull(t, &end, 10);
+                if (errno || end == t || *end || t[0] == '-' || to <= from)
+                        return -EINVAL;
+        }
+        if (from > UINT64_MAX / 1000000 || to > UINT64_MAX / 1000000)
+                return -EINVAL;
+        *ret_from = from * 1000000;
+        *ret_to = to * 1000000;
+        return 0;
 }
 
 static int parse_double(const char *s, double *ret) {
@@ -200,6 +229,11 @@ static int parse_option(struct options *o, int c, const char *arg) {
                 *(c == 'A' ? &o->cfg.rearm_ns : c == 'B' ? &o->cfg.probe_ns : &o->cfg.evict_chunk_ns) =
                         (uint64_t)u * 1000;
                 return 0;
+        case 'K':
+                o->cfg.closed_loop = true;
+                return 0;
+        case 'T':
+                return parse_window(arg, &o->cfg.measure_from_ns, &o->cfg.measure_to_ns);
         case 'S':
                 o->set |= OPT_SET_SAMPLE;
                 return parse_u32(arg, &o->overrides.sample_chunks);
@@ -242,6 +276,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"rearm-us", required_argument, NULL, 'A'},
                 {"probe-us", required_argument, NULL, 'B'},
                 {"evict-chunk-us", required_argument, NULL, 'C'},
+                {"closed-loop", no_argument, NULL, 'K'},
+                {"measure-ms", required_argument, NULL, 'T'},
                 {"sample", required_argument, NULL, 'S'},
                 {"probes", required_argument, NULL, 'Q'},
                 {"protect-min", required_argument, NULL, 'm'},
@@ -304,13 +340,15 @@ static void print_result(const char *name, const struct sim_result *r, const str
                " moves=%" PRIu64 " faults=%" PRIu64 " faults_lost=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64
                " rearm_ms=%.3f"
                " probes=%" PRIu64 " probes_back=%" PRIu64 " probes_expired=%" PRIu64
-                " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f zerocopy_ms=%.3f speed=%.4f margin_bytes=%" PRIu64
+                " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f delay_ms=%.3f zerocopy_ms=%.3f speed=%.4f"
+               " margin_bytes=%" PRIu64
                " zerocopy_speed=%.4f consistent=%s\n",
                name, r->accesses ? (double)r->hits / (double)r->accesses : 0.0, r->hits, r->accesses,
                r->bytes_to_vram, r->bytes_to_host, (double)r->stall_ns / 1e6, r->peak_charged_bytes,
                cfg->budget_bytes, r->moves, r->faults, r->faults_lost, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
                r->probes_expired,
-               r->held_max, r->protect_max, (double)r->span_ns / 1e6, (double)r->zerocopy_ns / 1e6,
+               r->held_max, r->protect_max, (double)r->span_ns / 1e6, (double)r->delay_ns / 1e6,
+               (double)r->zerocopy_ns / 1e6,
                speed(r, r->stall_ns), cfg->margin_bytes, speed(r, r->zerocopy_ns), r->consistent ? "yes" : "no");
 }
 

@@ -412,18 +412,20 @@ static void on_free(struct sim *s, uint32_t reg) {
  * in place, after a fault where the GPU has no mapping of the chunk: the
  * only access the daemon sees (SIM_OBSERVE_SIGNALS), cfg->signal_delay_ns
  * later. */
-static int access_chunk(struct sim *s, uint32_t reg, uint32_t i, uint32_t bytes, uint64_t at_ns) {
+static int access_chunk(struct sim *s, uint32_t reg, uint32_t i, uint32_t bytes, uint64_t at_ns, bool measured) {
         struct policy_chunk *c = &s->chunks[reg][i];
         uint64_t read_ns = (uint64_t)((double)bytes / s->cfg->mapped_gbps);
+        uint64_t stall = 0;
+        int r = 0;
 
-        s->res->accesses++;
-        s->res->zerocopy_ns += read_ns;
+        s->res->accesses += measured;
+        s->res->zerocopy_ns += measured ? read_ns : 0;
         if (s->cfg->observe == SIM_OBSERVE_ALL) {
                 policy_chunk_touch(c, s->now, 1, s->pp->heat_half_life_ticks);
                 c->flags &= (uint8_t)~POLICY_CHUNK_COLD;
         }
         if (c->tier == POLICY_TIER_VRAM) {
-                s->res->hits++;
+                s->res->hits += measured;
                 if (s->mapped[reg][i] != 2 || s->cfg->observe == SIM_OBSERVE_ALL)
                         return 0;
                 /* a probe's page: one small fault, seen */
@@ -431,25 +433,40 @@ static int access_chunk(struct sim *s, uint32_t reg, uint32_t i, uint32_t bytes,
                 s->res->faults++;
                 return signal_push(s, reg, i, tick_of(s, at_ns + s->cfg->signal_delay_ns));
         }
-        s->res->stall_ns += read_ns;
-        if (s->mapped[reg][i] || s->cfg->observe == SIM_OBSERVE_ALL)
-                return 0;
-        s->res->faults++;
-        s->res->stall_ns += s->cfg->fault_ns;
-        s->mapped[reg][i] = 1;
-        if (at_ns + s->cfg->signal_delay_ns < s->born_ns[reg] + s->cfg->bind_delay_ns) {
-                s->res->faults_lost++; /* mapped, and the daemon's view still unmapped */
-                return 0;
+        stall = read_ns;
+        if (!s->mapped[reg][i] && s->cfg->observe != SIM_OBSERVE_ALL) {
+                s->res->faults++;
+                stall += s->cfg->fault_ns;
+                s->mapped[reg][i] = 1;
+                if (at_ns + s->cfg->signal_delay_ns < s->born_ns[reg] + s->cfg->bind_delay_ns)
+                        s->res->faults_lost++; /* mapped, and the daemon's view still unmapped */
+                else
+                        r = signal_push(s, reg, i, tick_of(s, at_ns + s->cfg->signal_delay_ns));
         }
-        return signal_push(s, reg, i, tick_of(s, at_ns + s->cfg->signal_delay_ns));
+        s->res->stall_ns += measured ? stall : 0;
+        s->res->delay_ns += s->cfg->closed_loop ? stall : 0;
+        return r;
+}
+
+/* Whether a record the trace times at time_ns is in the measured window. */
+static bool measured(const struct sim_config *cfg, uint64_t time_ns) {
+        return time_ns >= cfg->measure_from_ns && (cfg->measure_to_ns == 0 || time_ns < cfg->measure_to_ns);
+}
+
+/* When a record the trace times at time_ns comes: later by the stalls so
+ * far where the engine waits for them (closed_loop). */
+static uint64_t event_ns(const struct sim *s, uint64_t time_ns) {
+        return time_ns + s->res->delay_ns;
 }
 
 static int on_access(struct sim *s, const struct trace_event *ev) {
+        bool in = measured(s->cfg, ev->time_ns);
+        uint64_t at = event_ns(s, ev->time_ns);
         int r = 0;
 
         s->last_active[ev->region] = s->now; /* a kernel was launched on it */
         for (uint32_t i = ev->first_chunk; i < ev->first_chunk + ev->n_chunks && r == 0; i++)
-                r = access_chunk(s, ev->region, i, ev->bytes ? ev->bytes : TRACE_CHUNK_BYTES, ev->time_ns);
+                r = access_chunk(s, ev->region, i, ev->bytes ? ev->bytes : TRACE_CHUNK_BYTES, at, in);
         return r;
 }
 
@@ -491,21 +508,22 @@ static int on_region(struct sim *s, const struct trace_event *ev) {
         s->chunks[ev->region] = c;
         s->mapped[ev->region] = mapped;
         s->last_active[ev->region] = 0;
-        s->born_ns[ev->region] = ev->time_ns;
+        s->born_ns[ev->region] = event_ns(s, ev->time_ns);
         return 0;
 }
 
 static int on_event(struct sim *s, const struct trace_event *ev) {
+        uint64_t at = event_ns(s, ev->time_ns);
         int r;
 
-        while (s->next_tick_ns <= ev->time_ns) {
+        while (s->next_tick_ns <= at) {
                 r = tick(s, s->next_tick_ns);
                 if (r < 0)
                         return r;
                 s->next_tick_ns += s->cfg->tick_ns;
                 s->now++;
         }
-        lanes_land(s, ev->time_ns);
+        lanes_land(s, at);
         switch (ev->op) {
         case TRACE_REGION:
                 return on_region(s, ev);
@@ -593,8 +611,15 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
         s.view_region = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.view_region));
         if (!s.chunks || !s.mapped || !s.last_active || !s.born_ns || !s.views || !s.view_region)
                 r = -ENOMEM;
-        if (t->n_events)
-                ret->span_ns = t->events[t->n_events - 1].time_ns - t->events[0].time_ns;
+        if (t->n_events) {
+                uint64_t first = t->events[0].time_ns, last = t->events[t->n_events - 1].time_ns;
+
+                if (cfg->measure_from_ns > first)
+                        first = cfg->measure_from_ns;
+                if (cfg->measure_to_ns && cfg->measure_to_ns < last)
+                        last = cfg->measure_to_ns;
+                ret->span_ns = last > first ? last - first : 0;
+        }
         for (size_t e = 0; e < t->n_events && r == 0; e++)
                 r = on_event(&s, &t->events[e]);
         if (r == 0)

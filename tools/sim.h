@@ -37,6 +37,15 @@ struct sim_config {
         uint64_t probe_ns;   /* the same to probe one chunk, in the same queue */
         uint64_t rate_bytes_per_s; /* the daemon's max_migration_rate; 0 = none */
         enum sim_observe observe;
+        /* The engine waits for its stalls: each record comes as much later
+         * as the stalls before it took (a trace's times are all-VRAM's), so
+         * that the daemon has the ticks a slow run gives it.  false: the
+         * trace's times as they are. */
+        bool closed_loop;
+        /* Only accesses the trace times within [measure_from_ns,
+         * measure_to_ns) count in the result's accesses, hits, stall and
+         * span (a benchmark's measured turns); 0, 0: all of them. */
+        uint64_t measure_from_ns, measure_to_ns;
 };
 
 struct sim_result {
@@ -44,7 +53,8 @@ struct sim_result {
         uint64_t bytes_to_vram, bytes_to_host;
         uint64_t stall_ns;    /* modelled GPU time of host reads and faults */
         uint64_t zerocopy_ns; /* the same accesses all read in place from host memory */
-        uint64_t span_ns;     /* the trace's first record to its last */
+        uint64_t span_ns;     /* the trace's first record to its last (within the measured window) */
+        uint64_t delay_ns;    /* closed_loop: how much later the last record came than the trace says */
         uint64_t faults, refaults, rearmed;
         uint64_t faults_lost; /* of faults: those bind_delay_ns lost */
         uint64_t probes, probes_back, probes_expired; /* cohorts probed, found in use, found cold */

@@ -139,6 +139,32 @@ check "armed: every re-arm was region 2's, followed by a fault, or verified regi
 check "armed: region 1's read faults once a chunk" [ "$(field "$line" faults)" = $(($(field "$base" faults) + 2)) ]
 check "armed: with no re-arm before it but the verifying one" [ "$(field "$line" rearmed)" = "$(field "$base" rearmed)" ]
 
+# A measured window counts only the accesses the trace times within it:
+# five reads of four chunks 400 ms apart, from 300 to 1300 ms: the reads at
+# 400, 800 and 1200 (12 chunk accesses) over a span of 1000 ms.
+line=$("$SIM" --budget=8M --margin=0 -p demand --measure-ms=300:1300 "$TMP/tiny2.trace" | grep '^policy=demand ')
+check "measure: only the window's accesses count" [ "$(field "$line" accesses)" = 12 ]
+check "measure: the window's span" [ "$(field "$line" span_ms)" = 1000.000 ]
+all=$("$SIM" --budget=8M --margin=0 -p demand "$TMP/tiny2.trace" | grep '^policy=demand ')
+check "measure: the whole trace otherwise" [ "$(field "$all" accesses)" = 20 ]
+check "open loop: the trace's times as they are" [ "$(field "$all" delay_ms)" = 0.000 ]
+# Closed loop: each record comes later by the stalls before it, so that the
+# run's delay is all its stalls.  A region of 64 chunks past a budget of
+# 8 that another fills, read whole every millisecond for 500: open, the
+# reads outrun the ticks that would find the other cold; closed, each
+# read's stalls give the daemon its ticks (232 hits against 2,984).
+{ printf 'kvtier-trace 1\nR 1 8\nR 2 64\n'; for t in $(seq 0 499); do printf 'A %d 2 0 64\n' $((t * 1000000)); done; } >"$TMP/slow.trace"
+open=$("$SIM" --budget=16M --margin=0 -p demand "$TMP/slow.trace" | grep '^policy=demand ')
+closed=$("$SIM" --budget=16M --margin=0 -p demand --closed-loop "$TMP/slow.trace" | grep '^policy=demand ')
+check "closed loop: the delay is the run's stalls" [ "$(field "$closed" delay_ms)" = "$(field "$closed" stall_ms)" ]
+check_gt "closed loop: the stalls delayed the run" "$(field "$closed" delay_ms | cut -d. -f1)" 0
+check_gt "closed loop: more ticks, more of the region in VRAM when read" \
+        "$(field "$closed" hits)" "$(field "$open" hits)"
+for bad in 5:3 x 3: -1 5:-2; do
+        "$SIM" --measure-ms=$bad "$TMP/tiny2.trace" >/dev/null 2>&1
+        check "measure: --measure-ms=$bad is a usage error" [ $? = 2 ]
+done
+
 # A bad trace is an error that names file:line.
 printf 'kvtier-trace 1\nR 1 4\nA 10 1 3 2\n' >"$TMP/bad.trace"
 out=$("$SIM" "$TMP/bad.trace" 2>&1); rc=$?

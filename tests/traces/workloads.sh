@@ -75,4 +75,32 @@ check "captured at each fill: the model runs, bound at once and bound late" [ -n
 check "bound 40 ms late: first touches lost" [ "$(field "$late" faults_lost)" -gt 0 ]
 check "bound 40 ms late: slower than bound at once" gt "$(field "$whole" speed)" "$(field "$late" speed)"
 check "bound 40 ms late: bytes moved consistent with residency" [ "$(field "$late" consistent)" = yes ]
+
+# The suite's own runs, as the model sees them: each pool captured at its
+# fill (16 pools of 64 ms of trace time: the steps start at 1024 ms), the
+# engine waiting for its stalls (--closed-loop: a slow step gives the
+# daemon its ticks, as on the GPU), and only the measured turns counted:
+# turns 1-4 after one warm-up turn (--measure-ms=1088:1344), or 12-15 after
+# twelve (kvtierwarm, 1792:2048).  Asserted: within the span the GPU ran
+# them at, widened by a fifth each way (RESULTS.md, twentieth and
+# twenty-first sessions: hot 5 0.75-0.82 on an H100; hot 8 0.51-0.54 on an
+# H100, 0.63-0.71 on an H200; hot 16 after twelve turns 0.77 on an H200).
+# Hot 16 in the suite's window is reported, not asserted: the H200 ran it
+# at 0.13-0.20 and the H100 at 0.26-0.27, where the model says more.
+suite_run() {
+        "$GEN" paged-contiguous 2 "$1" at-fill |
+                "$SIM" --budget=4G -p demand --closed-loop --measure-ms="$2" - 2>&1 | grep '^policy=demand '
+}
+for run in 5:1088:1344:0.60:0.98 8:1088:1344:0.41:0.85 16:1792:2048:0.61:0.92; do
+        IFS=: read -r hot from to low high <<<"$run"
+        line=$(suite_run "$hot" "$from:$to")
+        speed=$(field "$line" speed)
+        diag "the suite's hot $hot, turns from $from ms, closed loop: demand speed $speed"
+        check "the suite's hot $hot, measured from $from ms: within the GPU's span, $low-$high of all-VRAM" \
+                ge "$speed" "$low"
+        check "the suite's hot $hot, measured from $from ms: ... and not above" ge "$high" "$speed"
+done
+line=$(suite_run 16 1088:1344)
+diag "the suite's hot 16, turns from 1088 ms, closed loop: demand speed $(field "$line" speed)" \
+        "(the GPU: 0.13-0.27)"
 done_testing
