@@ -1277,7 +1277,8 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                 struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
                 /* a re-arm of a mapped eviction's chunk, never seen used since */
-                bool verify = ok && (o->flags & KVT_ORDER_REARM) && policy_chunk_unverified(ch);
+                bool verify = ok && (o->flags & KVT_ORDER_REARM) && policy_chunk_unverified(ch) &&
+                              !(ch->flags & CHUNK_SPILLED);
 
                 g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
@@ -1297,8 +1298,9 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                          * unseen for protect_min before): its page faulted and is
                          * mapped again, a demand that registry_chunk_touch() could
                          * not count while the re-arm was in flight */
+                        ch->flags |= CHUNK_MAPPED; /* as registry_chunk_touch() would have */
                         g->demand_faults++;
-                        g->verified_used += verify;
+                        g->verified_used += verify && !touch_is_own_mapping(r, ch);
                         demand_note(r, reg, i);
                 } else if (ok && (o->flags & KVT_ORDER_REARM))
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
@@ -1310,7 +1312,9 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                  * re-arm that verifies a mapped eviction keeps CHUNK_OWN_MAP
                  * (with CHUNK_REARMED: the next use seen is one the eviction
                  * may have hidden) and the eviction's tick: the chunk counted
-                 * as armed from there, and a use it finds shows at once. */
+                 * as armed from there, and a use it finds shows at once.  One
+                 * made within the window (a protect_min shorter than it) is
+                 * not booked, and is made again once the window is over. */
                 if (ok && (o->flags & KVT_ORDER_REARM) && ch->tier == KVT_TIER_HOST &&
                     !touch_is_own_mapping(r, ch)) {
                         ch->flags = (uint8_t)((ch->flags & ~(verify ? 0 : CHUNK_OWN_MAP)) | CHUNK_REARMED);

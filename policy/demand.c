@@ -225,7 +225,8 @@ static uint32_t *client_room_of(uint32_t *counts, const struct policy_input *in,
  * before sample_one()'s. */
 static inline bool lap_maybe(const struct policy_chunk *c, bool rearm, bool probe) {
         return (c->flags & POLICY_CHUNK_PROBE) ||
-               (rearm && (c->flags & (POLICY_CHUNK_MAPPED | POLICY_CHUNK_OWN_MAP)) && c->tier == POLICY_TIER_HOST) ||
+               (rearm && c->tier == POLICY_TIER_HOST &&
+                ((c->flags & POLICY_CHUNK_MAPPED) || policy_chunk_unverified(c))) ||
                (probe && c->tier == POLICY_TIER_VRAM);
 }
 

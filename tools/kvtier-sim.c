@@ -100,15 +100,17 @@ static int parse_window(const char *s, uint64_t *ret_from, uint64_t *ret_to) {
         unsigned long long from, to = 0;
         char *end;
 
+        if (s[strspn(s, "0123456789:")] != '\0') /* no sign, no space */
+                return -EINVAL;
         errno = 0;
         from = strtoull(s, &end, 10);
-        if (errno || end == s || (*end && *end != ':') || s[0] == '-')
+        if (errno || end == s || (*end && *end != ':'))
                 return -EINVAL;
         if (*end == ':') {
                 const char *t = end + 1;
 
                 to = strtoull(t, &end, 10);
-                if (errno || end == t || *end || t[0] == '-' || to <= from)
+                if (errno || end == t || *end || to <= from)
                         return -EINVAL;
         }
         if (from > UINT64_MAX / 1000000 || to > UINT64_MAX / 1000000)

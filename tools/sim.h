@@ -54,7 +54,7 @@ struct sim_result {
         uint64_t stall_ns;    /* modelled GPU time of host reads and faults */
         uint64_t zerocopy_ns; /* the same accesses all read in place from host memory */
         uint64_t span_ns;     /* the trace's first record to its last (within the measured window) */
-        uint64_t delay_ns;    /* closed_loop: how much later the last record came than the trace says */
+        uint64_t delay_ns;    /* closed_loop: all the stalls the engine waited for (0 otherwise) */
         uint64_t faults, refaults, rearmed;
         uint64_t faults_lost; /* of faults: those bind_delay_ns lost */
         uint64_t probes, probes_back, probes_expired; /* cohorts probed, found in use, found cold */

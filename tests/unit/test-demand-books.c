@@ -415,6 +415,28 @@ static void test_verify(void) {
         registry_advance_tick(x.r);
         registry_chunk_touch(x.r, a, 0, 1);
         TAP_EQ_U64(g->verified_used, 1, "verify: its use is no hidden one");
+
+        /* used while the verifying re-arm is in flight: one use, counted once */
+        TAP_OK(!policy_chunk_unverified(&c[2]), "verify: a chunk seen used is no longer unverified");
+        TAP_EQ_INT(registry_order_new(x.r, a, 3, 1, KVT_TIER_HOST_MAPPED, -1, &o), 0, "verify: mapped eviction of 3");
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 3, 1, &o), 0, "verify: chunk 3 re-armed within the quiet window");
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        TAP_OK(policy_chunk_unverified(&c[3]) && g->verified_chunks == 2,
+               "verify: within the quiet window it is not booked: still unverified");
+        for (int i = 0; i < 20; i++)
+                registry_advance_tick(x.r);
+        TAP_EQ_INT(registry_rearm_new(x.r, a, 3, 1, &o), 0, "verify: chunk 3 re-armed past the window");
+        registry_chunk_touch(x.r, a, 3, 1); /* a use while it is in flight */
+        done.order_id = o.order_id;
+        (void)registry_order_done(x.r, x.cl, &done);
+        TAP_OK(g->verified_chunks == 3 && g->verified_used == 2 && (c[3].flags & CHUNK_MAPPED),
+               "verify: a use in flight is found, and the chunk booked mapped");
+        registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, a, 3, 1); /* the same fault's record, or a later use */
+        TAP_EQ_U64(g->verified_used, 2, "verify: and counted once");
         rig_down(&x);
 }
 

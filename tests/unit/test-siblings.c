@@ -260,8 +260,8 @@ static void test_verify(void) {
         x.c[1][2].flags = POLICY_CHUNK_OWN_MAP;
         armed(&x, 1, 5, 500); /* unverified, where two are armed */
         x.c[1][5].flags = POLICY_CHUNK_OWN_MAP;
-        armed(&x, 2, 2, 500); /* verified already */
-        x.c[2][2].flags = POLICY_CHUNK_OWN_MAP | POLICY_CHUNK_REARMED;
+        armed(&x, 2, 2, 500); /* verified already, used since (mapped): an ordinary candidate */
+        x.c[2][2].flags = POLICY_CHUNK_OWN_MAP | POLICY_CHUNK_REARMED | POLICY_CHUNK_MAPPED;
         armed(&x, 3, 5, 990); /* unverified, evicted within stale_ticks */
         x.c[3][5].flags = POLICY_CHUNK_OWN_MAP;
         TAP_EQ_INT(policy_sample(&x.in, &sp, &cursor, &sm), 0, "verify: runs");
