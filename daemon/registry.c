@@ -1276,9 +1276,11 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
         for (uint32_t i = o->first; i < o->first + o->n; i++) {
                 struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
-                /* a re-arm of a mapped eviction's chunk, never seen used since */
+                /* a re-arm of a mapped eviction's chunk, never seen used
+                 * since, past the eviction's quiet window (one within it is
+                 * not booked: see below) */
                 bool verify = ok && (o->flags & KVT_ORDER_REARM) && policy_chunk_unverified(ch) &&
-                              !(ch->flags & CHUNK_SPILLED);
+                              !(ch->flags & CHUNK_SPILLED) && !touch_is_own_mapping(r, ch);
 
                 g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
@@ -1300,7 +1302,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                          * not count while the re-arm was in flight */
                         ch->flags |= CHUNK_MAPPED; /* as registry_chunk_touch() would have */
                         g->demand_faults++;
-                        g->verified_used += verify && !touch_is_own_mapping(r, ch);
+                        g->verified_used += verify;
                         demand_note(r, reg, i);
                 } else if (ok && (o->flags & KVT_ORDER_REARM))
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;

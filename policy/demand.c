@@ -112,11 +112,16 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
         return g->protect_ticks;
 }
 
-/* Whether chunk c may be re-armed now: mapped host memory not used lately,
- * or host memory a mapped eviction left unverified that long ago. */
+/* Whether chunk c is host memory a re-arm may unmap: mapped by the GPU, or
+ * left unverified by a mapped eviction. */
+static inline bool rearmable(const struct policy_chunk *c) {
+        return c->tier == POLICY_TIER_HOST && ((c->flags & POLICY_CHUNK_MAPPED) || policy_chunk_unverified(c));
+}
+
+/* Whether chunk c may be re-armed now: rearmable, and neither used nor
+ * moved lately. */
 static bool rearm_candidate(const struct policy_chunk *c, uint32_t now, uint32_t stale_ticks) {
-        return ((c->flags & POLICY_CHUNK_MAPPED) || policy_chunk_unverified(c)) && c->tier == POLICY_TIER_HOST &&
-               c->pending == POLICY_TIER_NONE &&
+        return rearmable(c) && c->pending == POLICY_TIER_NONE &&
                !(c->flags & POLICY_CHUNK_PINNED) && now >= c->last_use && now - c->last_use >= stale_ticks &&
                now >= c->last_move && now - c->last_move >= stale_ticks; /* not one that just moved */
 }
@@ -225,8 +230,7 @@ static uint32_t *client_room_of(uint32_t *counts, const struct policy_input *in,
  * before sample_one()'s. */
 static inline bool lap_maybe(const struct policy_chunk *c, bool rearm, bool probe) {
         return (c->flags & POLICY_CHUNK_PROBE) ||
-               (rearm && c->tier == POLICY_TIER_HOST &&
-                ((c->flags & POLICY_CHUNK_MAPPED) || policy_chunk_unverified(c))) ||
+               (rearm && rearmable(c)) ||
                (probe && c->tier == POLICY_TIER_VRAM);
 }
 

@@ -459,14 +459,14 @@ static uint64_t event_ns(const struct sim *s, uint64_t time_ns) {
         return time_ns + s->res->delay_ns;
 }
 
-static int on_access(struct sim *s, const struct trace_event *ev) {
+/* The access record ev, coming at at_ns (event_ns()). */
+static int on_access(struct sim *s, const struct trace_event *ev, uint64_t at_ns) {
         bool in = measured(s->cfg, ev->time_ns);
-        uint64_t at = event_ns(s, ev->time_ns);
         int r = 0;
 
         s->last_active[ev->region] = s->now; /* a kernel was launched on it */
         for (uint32_t i = ev->first_chunk; i < ev->first_chunk + ev->n_chunks && r == 0; i++)
-                r = access_chunk(s, ev->region, i, ev->bytes ? ev->bytes : TRACE_CHUNK_BYTES, at, in);
+                r = access_chunk(s, ev->region, i, ev->bytes ? ev->bytes : TRACE_CHUNK_BYTES, at_ns, in);
         return r;
 }
 
@@ -474,8 +474,8 @@ static int on_access(struct sim *s, const struct trace_event *ev) {
  * budget + margin where the last plan saw as many stale chunks in VRAM to
  * make room (the daemon's grant), else in host memory, unmapped.
  * SIM_OBSERVE_ALL keeps the old start: host-mapped, for every policy to
- * promote. */
-static int on_region(struct sim *s, const struct trace_event *ev) {
+ * promote.  It comes at at_ns (event_ns()). */
+static int on_region(struct sim *s, const struct trace_event *ev, uint64_t at_ns) {
         struct policy_chunk *c = calloc(ev->n_chunks, sizeof(*c));
         uint8_t *mapped = calloc(ev->n_chunks, 1);
         uint64_t margin = s->cfg->margin_bytes / TRACE_CHUNK_BYTES;
@@ -508,7 +508,7 @@ static int on_region(struct sim *s, const struct trace_event *ev) {
         s->chunks[ev->region] = c;
         s->mapped[ev->region] = mapped;
         s->last_active[ev->region] = 0;
-        s->born_ns[ev->region] = event_ns(s, ev->time_ns);
+        s->born_ns[ev->region] = at_ns;
         return 0;
 }
 
@@ -526,9 +526,9 @@ static int on_event(struct sim *s, const struct trace_event *ev) {
         lanes_land(s, at);
         switch (ev->op) {
         case TRACE_REGION:
-                return on_region(s, ev);
+                return on_region(s, ev, at);
         case TRACE_ACCESS:
-                return on_access(s, ev);
+                return on_access(s, ev, at);
         case TRACE_FREE:
                 on_free(s, ev->region);
                 break;
