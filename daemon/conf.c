@@ -76,7 +76,7 @@ struct conf {
         unsigned prefetch_depth;
         unsigned evict_unmapped; /* [policy] evict_to = host */
         unsigned threads;        /* [policy] threads: 0 = auto */
-        uint64_t overlap_bytes;  /* [policy] overlap */
+        struct budget_spec overlap; /* [policy] overlap: bytes, or a percentage of the budget */
         struct budget_spec capture_margin; /* [gpu] capture_margin: bytes, or a percentage of the budget */
         unsigned yield_percent;            /* [gpu] yield_percent */
         unsigned protect_min_ms, protect_max_ms; /* [policy] demand's thrash guard */
@@ -244,11 +244,11 @@ static const struct conf_key conf_table[] = {
          "Threads that share the per-chunk passes of a policy tick (plans do not depend on it); 0 = auto: "
          "the CPUs kvtierd may run on, at most 4, one per 64K chunks; 1 = the tick's own thread only",
          offsetof(struct conf, threads)},
-        {"policy", "overlap", CONF_BYTES, 0, 16 * TIB, "0",
+        {"policy", "overlap", CONF_BUDGET, 0, 16 * TIB, "0",
          "VRAM over each GPU's budget that promotions may take while evictions are under way that bring it "
-         "back (at most the bytes those evictions free), so that newly wanted chunks do not wait for them; "
-         "0 = the budget is never exceeded",
-         offsetof(struct conf, overlap_bytes)},
+         "back (at most the bytes those evictions free), so that newly wanted chunks do not wait for them: "
+         "bytes or a percentage of the budget; 0 = the budget is never exceeded",
+         offsetof(struct conf, overlap)},
         {"policy", "protect_min", CONF_UINT, 1, 600000, "200",
          "demand: milliseconds a use keeps a chunk where it is at the least, and the window in which an "
          "evicted chunk that faults again counts as a refault",
@@ -1223,7 +1223,7 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         ret->prefetch_depth = c->prefetch ? c->prefetch_depth : 0;
         ret->evict_tier = c->evict_unmapped ? KVT_TIER_HOST : KVT_TIER_HOST_MAPPED;
         ret->threads = c->threads;
-        ret->overlap_chunks = (uint32_t)MIN(c->overlap_bytes / KVT_CHUNK_BYTES, (uint64_t)UINT32_MAX);
+        ret->overlap_chunks = 0; /* a GPU's own: conf_overlap_bytes() of its budget */
         /* Keys that a policy does not use stay out of its decisions. */
         if (kind == POLICY_LRU || kind == POLICY_WINDOW)
                 ret->hysteresis_ticks = 0;
@@ -1239,12 +1239,15 @@ void conf_policy_params(const struct conf *c, struct policy_params *ret) {
         }
 }
 
-uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes) {
-        uint64_t b = c->capture_margin.percent
-                             ? (uint64_t)((unsigned __int128)budget_bytes * c->capture_margin.percent / 100)
-                             : c->capture_margin.bytes;
+/* b for a GPU of budget_bytes, in whole chunks. */
+static uint64_t budget_share(const struct budget_spec *b, uint64_t budget_bytes) {
+        uint64_t n = b->percent ? (uint64_t)((unsigned __int128)budget_bytes * b->percent / 100) : b->bytes;
 
-        return b / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+        return n / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+}
+
+uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes) {
+        return budget_share(&c->capture_margin, budget_bytes);
 }
 
 unsigned conf_yield_percent(const struct conf *c) {
@@ -1255,8 +1258,8 @@ unsigned conf_protect_min_ticks(const struct conf *c) {
         return ms_to_ticks(c, c->protect_min_ms);
 }
 
-uint64_t conf_overlap_bytes(const struct conf *c) {
-        return c->overlap_bytes / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+uint64_t conf_overlap_bytes(const struct conf *c, uint64_t budget_bytes) {
+        return budget_share(&c->overlap, budget_bytes);
 }
 
 bool conf_policy_demand(const struct conf *c) {

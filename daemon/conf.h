@@ -96,9 +96,10 @@ uint64_t conf_host_budget(const struct conf *c);
 /* The [policy] section as parameters for policy_plan(). */
 void conf_policy_params(const struct conf *c, struct policy_params *ret);
 unsigned conf_heat_half_life_ticks(const struct conf *c);
-/* [policy] overlap in whole chunks: how far promotions may take a GPU's
- * charge over its budget while evictions are in flight. */
-uint64_t conf_overlap_bytes(const struct conf *c);
+/* [policy] overlap for a GPU of budget_bytes, in whole chunks: how far
+ * promotions may take its charge over the budget while evictions are in
+ * flight (policy_params.overlap_chunks is 0 until the planner sets it). */
+uint64_t conf_overlap_bytes(const struct conf *c, uint64_t budget_bytes);
 /* [gpu] capture_margin for a GPU of budget_bytes, in whole chunks: how far
  * over the budget new captures may start in VRAM. */
 uint64_t conf_capture_margin(const struct conf *c, uint64_t budget_bytes);

@@ -442,6 +442,8 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         if (ret < 0)
                 return ret;
         conf_policy_params(p->conf, &pp);
+        pp.overlap_chunks = (uint32_t)MIN(conf_overlap_bytes(p->conf, g->budget_bytes) / KVT_CHUNK_BYTES,
+                                          (uint64_t)UINT32_MAX);
         in.regions = p->views;
         in.n_regions = n;
         if (p->n_clients) {

@@ -229,7 +229,7 @@ int registry_node_budget_reload(struct registry *r, int node) {
 /* Bytes a GPU's charge may go over its budget now: promotions running
  * ahead of the evictions in flight, up to [policy] overlap. */
 static uint64_t gpu_overlap_bytes(const struct registry *r, const struct gpu_stats *g) {
-        return MIN(conf_overlap_bytes(r->conf), g->evicting_chunks * KVT_CHUNK_BYTES);
+        return MIN(conf_overlap_bytes(r->conf, g->budget_bytes), g->evicting_chunks * KVT_CHUNK_BYTES);
 }
 
 /* Charges a promotion: never past the budget and the overlap. */

@@ -97,12 +97,13 @@ static json_object *hit_rate_json(const struct gpu_stats *g) {
         return all ? json_object_new_double((double)g->uses_seen[KVT_TIER_VRAM] / (double)all) : NULL;
 }
 
-static json_object *gpu_json(const struct gpu_stats *g, unsigned tick_ms) {
+static json_object *gpu_json(const struct gpu_stats *g, const struct conf *conf, unsigned tick_ms) {
         json_object *o = json_object_new_object(), *moves;
 
         json_object_object_add(o, "device", json_object_new_int(g->device));
         json_object_object_add(o, "host_node", json_object_new_int(g->host_node));
         json_object_object_add(o, "budget_bytes", json_u64(g->budget_bytes));
+        json_object_object_add(o, "overlap_bytes", json_u64(conf_overlap_bytes(conf, g->budget_bytes)));
         json_object_object_add(o, "charged_bytes", json_u64(g->charged_bytes));
         json_object_object_add(o, "peak_charged_bytes", json_u64(g->peak_charged_bytes));
         json_object_object_add(o, "evicting_bytes", json_u64(g->evicting_chunks * KVT_CHUNK_BYTES));
@@ -272,7 +273,6 @@ static json_object *policy_params_json(const struct conf *conf) {
         json_object_object_add(o, "max_migration_rate", json_u64(conf_max_migration_rate(conf)));
         json_object_object_add(o, "evict_to", json_object_new_string(kvt_tier_name(pp.evict_tier)));
         json_object_object_add(o, "threads", json_u64(pp.threads));
-        json_object_object_add(o, "overlap_bytes", json_u64((uint64_t)pp.overlap_chunks * KVT_CHUNK_BYTES));
         return o;
 }
 
@@ -324,7 +324,7 @@ int status_json(const struct registry *r, const struct status_info *info, char *
         json_object_object_add(root, "socket", json_object_new_string(info->socket));
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 if (registry_gpu(r, d))
-                        json_object_array_add(gpus, gpu_json(registry_gpu(r, d), info->tick_ms));
+                        json_object_array_add(gpus, gpu_json(registry_gpu(r, d), info->conf, info->tick_ms));
         json_object_object_add(root, "gpus", gpus);
         for (int n = 0; n < KVT_MAX_NODES; n++)
                 if (registry_node(r, n))

@@ -53,17 +53,19 @@ check "set policy.window reaches the hybrid policy" [ "$(jqs .policy_params.wind
 "$KVTIERCTL" -s "$SOCK" set policy.prefetch sometimes >/dev/null 2>&1; rc=$?
 check "a bad policy.prefetch exits 1" [ $rc -eq 1 ]
 check "prefetch unchanged" [ "$(jqs .policy_params.prefetch_depth)" = 4 ]
-check "overlap is 0 by default" [ "$(jqs .policy_params.overlap_bytes)" = 0 ]
-"$KVTIERCTL" -s "$SOCK" set policy.overlap 16M
-check "set policy.overlap reaches the policy" [ "$(jqs .policy_params.overlap_bytes)" = $((16 << 20)) ]
-"$KVTIERCTL" -s "$SOCK" set policy.overlap lots >/dev/null 2>&1; rc=$?
-check "a bad policy.overlap exits 1, overlap unchanged" \
-        rc_and $((rc != 1)) [ "$(jqs .policy_params.overlap_bytes)" = $((16 << 20)) ]
-"$KVTIERCTL" -s "$SOCK" set policy.overlap 0
 
 "$KVTIERCTL" -s "$SOCK" set vram_budget 0 32M; rc=$?
 check "set vram_budget 0 32M exits 0" [ $rc -eq 0 ]
 check "GPU 0 budget is 32M" [ "$(gpu0 budget_bytes)" = $((32 << 20)) ]
+check "overlap is 0 by default" [ "$(gpu0 overlap_bytes)" = 0 ]
+"$KVTIERCTL" -s "$SOCK" set policy.overlap 16M
+check "set policy.overlap reaches GPU 0" [ "$(gpu0 overlap_bytes)" = $((16 << 20)) ]
+"$KVTIERCTL" -s "$SOCK" set policy.overlap lots >/dev/null 2>&1; rc=$?
+check "a bad policy.overlap exits 1, overlap unchanged" \
+        rc_and $((rc != 1)) [ "$(gpu0 overlap_bytes)" = $((16 << 20)) ]
+"$KVTIERCTL" -s "$SOCK" set policy.overlap 25%
+check "overlap 25% of GPU 0's 32M budget is 8M" [ "$(gpu0 overlap_bytes)" = $((8 << 20)) ]
+"$KVTIERCTL" -s "$SOCK" set policy.overlap 0
 "$KVTIERCTL" -s "$SOCK" set vram_budget 64 1G >"$TMP/set.out" 2>&1; rc=$?
 check "a GPU out of range exits 1, saying so" rc_and $((rc != 1)) grep -q "GPU index must be 0..63" "$TMP/set.out"
 
