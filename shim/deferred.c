@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "deferred.h"
+#include "exit.h"
 #include "hooks.h"
 #include "log.h"
 #include "real.h"
@@ -56,6 +57,10 @@ static void *reaper_main(void *arg) {
                         d->tail = NULL;
                 pthread_mutex_unlock(&d->lock);
 
+                if (!exit_gate_enter()) {
+                        free(p); /* the process exits: the memory goes with it (exit.h) */
+                        continue;
+                }
                 e = rt->cudaEventSynchronize(p->event);
                 if (e != cudaSuccess)
                         /* A failed stream: its work will not run, freeing cannot race it. */
@@ -63,6 +68,7 @@ static void *reaper_main(void *arg) {
                                   rt->cudaGetErrorString(e));
                 rt->cudaEventDestroy(p->event);
                 p->release(rt, &p->region);
+                exit_gate_leave();
                 atomic_fetch_sub(&d->pending_bytes, p->region.size_bytes);
                 free(p);
         }

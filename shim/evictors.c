@@ -13,15 +13,14 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "evictors.h"
+#include "exit.h"
 #include "log.h"
 #include "protocol.h"
-#include "state.h"
 #include "util.h"
 
 /* An eviction is split into parts, one per evictor, of at least this many
@@ -121,7 +120,7 @@ static struct cudaMemLocation host_target(struct evictors *set, int dev, int nod
  * the process is exiting an error says nothing of the node: the runtime's
  * teardown overtook the call. */
 static bool host_refused(struct evictors *set, int dev, struct cudaMemLocation loc, cudaError_t e) {
-        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma || atomic_load(&kvt_shim()->exiting))
+        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma || exit_begun())
                 return false;
         log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); "
                  "plain host memory instead.",
@@ -481,7 +480,11 @@ static void *evictor_main(void *arg) {
                 cudaError_t err;
 
                 pthread_mutex_unlock(&set->lock);
-                err = evictor_do(self, &s);
+                if (exit_gate_enter()) {
+                        err = evictor_do(self, &s);
+                        exit_gate_leave();
+                } else
+                        err = cudaErrorCudartUnloading; /* the exit cancels it (exit.h) */
                 pthread_mutex_lock(&set->lock);
                 evictor_put(set, &s, err);
         }

@@ -16,19 +16,18 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "evictors.h"
+#include "exit.h"
 #include "log.h"
 #include "numa-cpus.h"
 #include "pipeline.h"
 #include "protocol.h"
 #include "regions.h"
-#include "state.h"
 #include "util.h"
 
 /* Contiguous chunks of one region moving to one tier: one or more orders.
@@ -269,26 +268,7 @@ static int run_pin(struct run *r) {
 static int run_status(cudaError_t e) {
         if (e == cudaSuccess)
                 return 0;
-        return e == cudaErrorCudartUnloading || atomic_load(&kvt_shim()->exiting) ? -ENOENT : -EIO;
-}
-
-static void note_exit(void) {
-        atomic_store(&kvt_shim()->exiting, true);
-}
-
-/* Registers note_exit() once per process, after the runtime came up (it
- * registers its teardown when it initializes): atexit handlers run last
- * registered first, so the exit is known before the runtime goes. */
-static void exit_hook(void) {
-        struct kvt_shim *st = kvt_shim();
-        pid_t me = getpid();
-
-        if (st->exit_hook_pid == me)
-                return;
-        st->exit_hook_pid = me;
-        if (atexit(note_exit) != 0)
-                log_debug("Could not register the mover's exit handler: moves cut short by the exit will "
-                          "count as failed.");
+        return e == cudaErrorCudartUnloading || exit_begun() ? -ENOENT : -EIO;
 }
 
 /* Reports each order of run r: its elapsed time is the run's, shared out
@@ -327,16 +307,18 @@ static void report(struct pipeline *p, const struct run *r, int status, cudaErro
 
 /* Ends run r, the one way out: a pinned run's move ended with e (a
  * promotion is finished, the region unpinned), an unpinned one never
- * started (status).  Reports every order and frees r. */
-static void run_end(struct pipeline *p, struct run *r, int status, cudaError_t e) {
+ * started (status).  Reports every order and frees r.  Without cuda (the
+ * process exits, exit.h) it makes no CUDA call: the promotion is left
+ * unfinished and its event to the runtime's teardown. */
+static void run_end(struct pipeline *p, struct run *r, int status, cudaError_t e, bool cuda) {
         if (r->pinned) {
-                if (r->tier == KVT_TIER_VRAM)
+                if (r->tier == KVT_TIER_VRAM && cuda)
                         e = promote_finish(p, r, e);
                 regions_release(r->region_id);
                 status = run_status(e);
         }
         report(p, r, status, e);
-        if (r->event)
+        if (r->event && cuda)
                 (void)p->rt->cudaEventDestroy(r->event);
         free(r->orders);
         free(r);
@@ -350,15 +332,23 @@ static void in_flight_add(struct pipeline *p, struct run *r) {
                 p->max_in_flight = p->n_in_flight;
 }
 
-/* Pins run r's region and starts it, in flight from then on. */
+/* Pins run r's region and starts it, in flight from then on; once the
+ * process exits, cancels it (exit.h). */
 static void run_issue(struct pipeline *p, struct run *r) {
-        int status = run_pin(r);
-        cudaError_t e = status == 0 ? run_start(p, r) : cudaSuccess;
+        int status;
+        cudaError_t e;
 
+        if (!exit_gate_enter()) {
+                run_end(p, r, -ENOENT, cudaSuccess, false);
+                return;
+        }
+        status = run_pin(r);
+        e = status == 0 ? run_start(p, r) : cudaSuccess;
         if (status == 0 && e == cudaSuccess)
                 in_flight_add(p, r);
         else
-                run_end(p, r, status, e);
+                run_end(p, r, status, e, true);
+        exit_gate_leave();
 }
 
 /* A run of orders[0..n), copied; NULL without memory. */
@@ -422,14 +412,18 @@ void pipeline_submit(struct pipeline *p, const struct kvt_order *orders, size_t 
         submit_pass(p, orders, n, false);
 }
 
+/* Once the process exits (exit.h) no CUDA call is made: a promotion in
+ * flight ends cut short, and an eviction once the evictors let go of it
+ * (they cancel what they had not begun). */
 size_t pipeline_reap(struct pipeline *p) {
         uint64_t v;
         ssize_t n = read(p->wake_fd, &v, sizeof(v));
+        bool cuda = exit_gate_enter();
 
         (void)n; /* EAGAIN: nothing woke us; a timeout polls anyway */
         for (struct run **i = &p->head; *i;) {
                 struct run *r = *i;
-                cudaError_t e = run_poll(p, r);
+                cudaError_t e = cuda || r->tier != KVT_TIER_VRAM ? run_poll(p, r) : cudaErrorCudartUnloading;
 
                 if (e == cudaErrorNotReady) {
                         i = &r->next;
@@ -439,8 +433,10 @@ size_t pipeline_reap(struct pipeline *p) {
                 if (!*i)
                         p->tail = i;
                 p->n_in_flight--;
-                run_end(p, r, 0, e);
+                run_end(p, r, 0, e, cuda);
         }
+        if (cuda)
+                exit_gate_leave();
         return p->n_in_flight;
 }
 
@@ -449,6 +445,10 @@ size_t pipeline_reap(struct pipeline *p) {
  * after it has run, and that function writes to wake_fd. */
 void pipeline_drain(struct pipeline *p) {
         evictors_drain(p->evictors);
+        if (!exit_gate_enter()) {
+                (void)pipeline_reap(p); /* the process exits: ends every run with no CUDA call */
+                return;
+        }
         for (int d = 0; d < KVT_MAX_GPUS; d++)
                 for (unsigned k = 0; k < PIPELINE_STREAMS; k++)
                         if (p->gpu[d].streams[k] && p->rt->cudaSetDevice(d) == cudaSuccess)
@@ -461,9 +461,10 @@ void pipeline_drain(struct pipeline *p) {
 
                         p->head = r->next;
                         p->n_in_flight--;
-                        run_end(p, r, 0, cudaErrorUnknown);
+                        run_end(p, r, 0, cudaErrorUnknown, true);
                 }
         p->tail = &p->head;
+        exit_gate_leave();
 }
 
 size_t pipeline_in_flight(const struct pipeline *p) {

@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "deferred.h"
+#include "exit.h"
 #include "hooks.h"
 #include "cupti.h"
 #include "heat.h"
@@ -80,6 +81,7 @@ static void atfork_child(void) {
         pthread_mutex_init(&kvt_shim()->announce_lock, NULL);
         deferred_atfork_child();
         cupti_atfork_child();
+        exit_atfork_child();
         ssd_atfork_child();
         launch_set_pace(100); /* the child's connection will be its own */
 }

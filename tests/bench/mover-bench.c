@@ -57,12 +57,14 @@
  * evictions take 1.5 s or more.
  *
  * --exit-midway instead puts the region in VRAM, orders it evicted and
- * calls exit() while the eviction's prefetch is in flight: the runtime's
- * teardown overtakes the move, which the pipeline must report as cancelled
- * (the memory goes with the process), not failed.  An exit handler made
- * before the runtime's waits for the report and ends the process: 0 if the
- * order was reported and nothing failed, 1 otherwise.  Meant for
- * FAKECUDA_PREFETCH_DELAY_US, so that the eviction takes long enough.
+ * calls exit() while the eviction's prefetch is in flight: the shim's exit
+ * handler waits for the calls under way (the fake's teardown says if it
+ * overtakes one), and the pipeline must report the order, done or
+ * cancelled (the memory goes with the process), not failed.  An exit
+ * handler made before the runtime's waits for the report and ends the
+ * process: 0 if the order was reported and nothing failed, 1 otherwise.
+ * Meant for FAKECUDA_PREFETCH_DELAY_US, so that the eviction takes long
+ * enough.
  *
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB

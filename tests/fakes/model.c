@@ -335,8 +335,23 @@ static void atfork_child(void) {
 /* The real runtime tears its contexts down in an atexit handler registered
  * when it initializes: after it has run, CUDA (and CUPTI with it) is gone,
  * although shared-library destructors still run later. */
+static unsigned calls_under_way;
+
+void model_call_begin(void) {
+        __atomic_add_fetch(&calls_under_way, 1, __ATOMIC_SEQ_CST);
+}
+
+void model_call_end(void) {
+        __atomic_sub_fetch(&calls_under_way, 1, __ATOMIC_SEQ_CST);
+}
+
 static void teardown(void) {
-        __atomic_store_n(&m.torn_down, true, __ATOMIC_RELEASE);
+        unsigned n;
+
+        __atomic_store_n(&m.torn_down, true, __ATOMIC_SEQ_CST);
+        n = __atomic_load_n(&calls_under_way, __ATOMIC_SEQ_CST);
+        if (n > 0)
+                fprintf(stderr, "fakecuda: the runtime tore down with %u calls under way on other threads\n", n);
 }
 
 bool fakecuda_torn_down(void) {

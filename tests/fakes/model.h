@@ -52,6 +52,11 @@ bool model_enter(void);
 /* Called by every runtime entry point: registers the runtime's exit-time
  * teardown on the first. */
 void model_runtime_started(void);
+/* A call spending the driver's time (an advice, a prefetch's copy) begins
+ * and ends: the teardown says so if it runs while one is under way on
+ * another thread, which the real runtime may crash on. */
+void model_call_begin(void);
+void model_call_end(void);
 
 /* Whether model_init() ran: any runtime call or cuInit initializes CUDA. */
 bool model_initialized(void);

@@ -383,7 +383,9 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
                 model_count_numa_location(model_current_device());
         /* the driver's time for the call, outside the model's lock */
         if (model_advise_delay_us() > 0) {
+                model_call_begin();
                 usleep(model_advise_delay_us());
+                model_call_end();
                 if (r == 0 && fakecuda_torn_down())
                         return fail(cudaErrorUnknown); /* overtaken by the teardown (as below) */
         }
@@ -423,8 +425,10 @@ cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMe
                 model_ctx_lock(ctx);
                 if (loc == MODEL_LOC_HOST)
                         model_host_prefetch_busy(model_current_device(), 1);
+                model_call_begin();
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                         ;
+                model_call_end();
                 if (loc == MODEL_LOC_HOST)
                         model_host_prefetch_busy(model_current_device(), -1);
                 model_ctx_unlock(ctx);

@@ -114,13 +114,18 @@ diag "$(grep '^samples-first:' "$TMP/samples.out")"
 FAKECUDA_PREFETCH_DELAY_US=75000 "$BENCH" --size 192M --samples-wait >"$TMP/samples-wait.out" 2>&1; rc=$?
 check "samples wait behind moves half a second at most" [ $rc -eq 0 ]
 diag "$(grep '^samples-wait:' "$TMP/samples-wait.out")"
-# A move the process's exit overtakes (its prefetch in flight when the
-# runtime tears down, which then fails with cudaErrorUnknown, as on the
-# H200) is reported cancelled, not failed: the memory goes with the process.
+# The process exits with an eviction's prefetch in flight: the shim's exit
+# handler waits for the calls under way before the runtime tears down (a
+# call the teardown overtakes may crash the process: one engine of the
+# suite died of SIGSEGV at exit on an H100), starts no other, and every
+# order is reported, none failed: what was not moved is cancelled, the
+# memory going with the process.
 FAKECUDA_PREFETCH_DELAY_US=50000 "$BENCH" --size 64M --exit-midway >"$TMP/exit.out" 2>&1; rc=$?
-check "a move cut short by the exit is cancelled, not failed" \
-        rc_and $rc grep -q "^exit-midway: 3 of 3 orders reported after the exit began: 1 cancelled, 0 failed" "$TMP/exit.out"
-diag "$(grep '^exit-midway:' "$TMP/exit.out")"
+check "an exit with a move in flight reports every order, none failed" \
+        rc_and $rc grep -q "^exit-midway: 3 of 3 orders reported after the exit began: [0-9]* cancelled, 0 failed" "$TMP/exit.out"
+check "... and the runtime's teardown found no call of the shim's under way" \
+        rc_and $rc [ "$(grep -c "calls under way" "$TMP/exit.out")" = 0 ]
+diag "$(grep '^exit-midway:\|^fakecuda:' "$TMP/exit.out")"
 
 # The interference probe keeps working (its figures mean something only on
 # a GPU): idle, five moving phases, each with steps counted.
