@@ -133,10 +133,10 @@ static void test_with_overlap(void) {
 
         rig_up(&x, "25%"); /* of the 8M budget: 1 chunk, in the plan and in the books */
         fill_then_switch(&x);
-        TAP_EQ_U64(ordered(true), 1, "overlap 25%: one of 4..7 promoted in the same tick");
-        TAP_EQ_U64(x.g->charged_bytes, 5 * CHUNK, "overlap 25%: charged 5 chunks, budget 4");
+        TAP_EQ_U64(ordered(true), 1, "overlap 25%%: one of 4..7 promoted in the same tick");
+        TAP_EQ_U64(x.g->charged_bytes, 5 * CHUNK, "overlap 25%%: charged 5 chunks, budget 4");
         TAP_EQ_INT(registry_order_new(x.r, x.reg, 4, 1, KVT_TIER_VRAM, -1, &o), -ENOSPC,
-                   "overlap 25%: a second promotion is refused by the books");
+                   "overlap 25%%: a second promotion is refused by the books");
         rig_down(&x);
 
         rig_up(&x, "64M"); /* more than anything evicts */
