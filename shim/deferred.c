@@ -96,6 +96,7 @@ static int reaper_start(const struct kvt_cudart *rt) {
                 return r;
         pthread_setname_np(t, "kvtier-reaper");
         d->reaper_running = true;
+        exit_hook(); /* the runtime is up: the reaper's calls wait for no teardown */
         return 0;
 }
 

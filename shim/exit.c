@@ -38,11 +38,11 @@ static void at_exit(void) {
 
 void exit_hook(void) {
         struct kvt_shim *st = kvt_shim();
-        pid_t me = getpid();
+        pid_t me = getpid(), was = atomic_load(&st->exit_hook_pid);
 
-        if (st->exit_hook_pid == me)
+        /* once per process, whichever thread comes first */
+        if (was == me || !atomic_compare_exchange_strong(&st->exit_hook_pid, &was, me))
                 return;
-        st->exit_hook_pid = me;
         if (atexit(at_exit) != 0)
                 log_debug("Could not register the shim's exit handler: its threads' CUDA calls may meet the "
                           "runtime's teardown, and moves it cuts short count as failed.");

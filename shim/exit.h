@@ -6,18 +6,23 @@
  * the reaper) see it.  The CUDA runtime tears its contexts down in an
  * atexit handler; a call another thread is making at that moment may fail,
  * or crash the process.  So the shim's threads make their CUDA calls
- * inside a gate: exit_hook() registers, once the runtime is up, an atexit
- * handler that runs before the runtime's teardown, closes the gate and
- * waits (EXIT_WAIT_MS at most) for the calls under way to return.  From
- * then on no call of theirs starts: what they had left to do is cancelled,
- * its memory going with the process.  The engine's own threads are not
- * gated: their calls are theirs.
+ * inside a gate: exit_hook() registers, once the runtime is up (the
+ * mover's pipeline or the reaper starts), an atexit handler that runs
+ * before the runtime's teardown, closes the gate and waits (EXIT_WAIT_MS at
+ * most) for the calls under way to return.  From then on no move, sample
+ * or deferred free of theirs starts: what they had left to do is
+ * cancelled, its memory going with the process, and the daemon hears of
+ * it as cancelled (a promotion whose copy had ended too: its books go
+ * with the connection).  The engine's own threads are not gated: their
+ * calls are theirs.
  */
 
 #include <stdbool.h>
 
-/* How long the exit waits for the shim's CUDA calls under way: a move's
- * part or a sample's, a few ms on the H200 and H100 even behind faults. */
+/* How long the exit waits for the shim's CUDA calls under way: an
+ * eviction's part, a sample's, a promotion's copy, or the reaper's wait
+ * for the stream of a free.  Past it the exit goes on, as it did before
+ * the gate (the engine's exit must not hang on a stream that never ends). */
 #define EXIT_WAIT_MS 2000
 
 /* Registers the exit handler once per process (a forked child registers

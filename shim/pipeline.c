@@ -529,6 +529,9 @@ void pipeline_free(struct pipeline *p) {
                 for (unsigned k = 0; k < PIPELINE_STREAMS; k++)
                         if (p->gpu[d].streams[k])
                                 (void)p->rt->cudaStreamDestroy(p->gpu[d].streams[k]);
-        close(p->wake_fd);
+        /* once the process exits, a promotion cut short may still run its
+         * host function, which writes to wake_fd: left open then */
+        if (!exit_begun())
+                close(p->wake_fd);
         free(p);
 }

@@ -223,13 +223,13 @@ struct kvt_shim {
         struct shim_launch launch;
         struct shim_standalone standalone;
         /* exit.c: the process has begun to exit (an atexit handler
-         * registered with the mover's pipeline, once the CUDA runtime is up,
-         * runs before the runtime's own teardown); the shim threads' CUDA
-         * calls under way, which it waits for; exit_hook_pid: the process
-         * that registered it (a forked child registers its own) */
+         * registered by the mover's pipeline or the reaper, once the CUDA
+         * runtime is up, runs before the runtime's own teardown); the shim
+         * threads' CUDA calls under way, which it waits for; exit_hook_pid:
+         * the process that registered it (a forked child registers its own) */
         _Atomic bool exiting;
         _Atomic unsigned cuda_calls;
-        pid_t exit_hook_pid;
+        _Atomic pid_t exit_hook_pid;
         struct trace *trace; /* trace.c: the recorder, or NULL */
         struct shim_ssd ssd;  /* ssd.c */
 };
