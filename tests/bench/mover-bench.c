@@ -7,7 +7,7 @@
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
  *               [--check-only] [--explore | --overtake | --contend | --interfere | --samples-first |
- *                --samples-wait | --exit-midway | --soak BYTES]
+ *                --samples-wait | --exit-midway | --exit-midway-up | --soak BYTES]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -64,7 +64,10 @@
  * handler made before the runtime's waits for the report and ends the
  * process: 0 if the order was reported and nothing failed, 1 otherwise.
  * Meant for FAKECUDA_PREFETCH_DELAY_US, so that the eviction takes long
- * enough.
+ * enough.  --exit-midway-up does the same with the region in host memory
+ * and a promotion of it: its copy issued, the exit comes before the
+ * pipeline has seen its event, so it is ended with no CUDA call
+ * (cancelled).
  *
  * --contend instead times a promotion of the region's second half alone,
  * then again in one batch with the eviction of its first half (16 MiB
@@ -455,6 +458,7 @@ static int samples_wait(struct bench *b) {
  * orders it waits to see reported. */
 static struct bench *exit_bench;
 static uint64_t exit_expected;
+static bool exit_up; /* --exit-midway-up: a promotion, not an eviction */
 
 /* The last exit handler to run (made before the runtime's): reaps the
  * report of the move the exit overtook, and ends the process. */
@@ -481,8 +485,12 @@ static int exit_midway(struct bench *b) {
          * tier's NUMA node) is done before the exit */
         if (move_all(b, b->evict_tier, n_chunks, 1) < 0 || move_all(b, KVT_TIER_VRAM, n_chunks, 1) < 0)
                 return -EIO;
+        if (exit_up && move_all(b, b->evict_tier, n_chunks, 1) < 0)
+                return -EIO;
         exit_bench = b;
         exit_expected = b->done + 1;
+        if (exit_up)
+                exit(submit_each(b, 0, n_chunks, n_chunks, KVT_TIER_VRAM) == exit_expected ? 0 : 1);
         (void)submit_each(b, 0, n_chunks, n_chunks, b->evict_tier);
         usleep(100000); /* the evictor is in its prefetch */
         exit(0);
@@ -1015,6 +1023,7 @@ int main(int argc, char **argv) {
                 { "samples-first", no_argument, NULL, 'F' },
                 { "samples-wait", no_argument, NULL, 'W' },
                 { "exit-midway", no_argument, NULL, 'X' },
+                { "exit-midway-up", no_argument, NULL, 'U' },
                 { "evict-to", required_argument, NULL, 't' },
                 { "soak", required_argument, NULL, 'S' },
                 {},
@@ -1061,6 +1070,9 @@ int main(int argc, char **argv) {
                 case 'W':
                         do_samples_wait = true;
                         break;
+                case 'U':
+                        exit_up = true;
+                        /* fall through */
                 case 'X':
                         do_exit = true;
                         /* before the runtime's teardown is registered: runs after it */

@@ -126,6 +126,13 @@ check "an exit with a move in flight reports every order, none failed" \
 check "... and the runtime's teardown found no call of the shim's under way" \
         rc_and $rc [ "$(grep -c "calls under way" "$TMP/exit.out")" = 0 ]
 diag "$(grep '^exit-midway:\|^fakecuda:' "$TMP/exit.out")"
+# ... and with a promotion issued when the exit comes: ended with no CUDA
+# call, reported cancelled.
+FAKECUDA_PREFETCH_DELAY_US=50000 "$BENCH" --size 64M --exit-midway-up >"$TMP/exit-up.out" 2>&1; rc=$?
+check "an exit with a promotion in flight: reported cancelled, none failed" \
+        rc_and $rc grep -q "^exit-midway: 4 of 4 orders reported after the exit began: 1 cancelled, 0 failed" \
+        "$TMP/exit-up.out"
+diag "$(grep '^exit-midway:\|^fakecuda:' "$TMP/exit-up.out")"
 
 # The interference probe keeps working (its figures mean something only on
 # a GPU): idle, five moving phases, each with steps counted.
