@@ -10,7 +10,6 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "exit.h"
@@ -23,6 +22,8 @@
  * itself. */
 static _Thread_local unsigned inside;
 
+/* The atexit handler: closes the gate, then waits for the calls under way
+ * (those of the exiting thread aside), EXIT_WAIT_MS at most. */
 static void at_exit(void) {
         struct kvt_shim *st = kvt_shim();
         uint64_t deadline = now_ns() + (uint64_t)EXIT_WAIT_MS * 1000000;
