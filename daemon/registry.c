@@ -1268,7 +1268,7 @@ static uint32_t book_tier(uint32_t tier) {
 }
 
 static void order_apply(struct registry *r, const struct order *o, int status) {
-        bool ok = status == 0;
+        bool ok = status == 0, rearm = ok && (o->flags & KVT_ORDER_REARM);
         struct region *reg = o->region;
         struct gpu_stats *g = &r->gpus[reg->device];
         uint64_t uncharge = 0, moved = 0;
@@ -1276,11 +1276,12 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
         for (uint32_t i = o->first; i < o->first + o->n; i++) {
                 struct policy_chunk *ch = &reg->chunks[i];
                 bool was = chunk_charged(ch);
+                /* a re-arm within a mapped eviction's quiet window: not
+                 * booked (see below) */
+                bool quiet = rearm && touch_is_own_mapping(r, ch);
                 /* a re-arm of a mapped eviction's chunk, never seen used
-                 * since, past the eviction's quiet window (one within it is
-                 * not booked: see below) */
-                bool verify = ok && (o->flags & KVT_ORDER_REARM) && policy_chunk_unverified(ch) &&
-                              !(ch->flags & CHUNK_SPILLED) && !touch_is_own_mapping(r, ch);
+                 * since, past that window */
+                bool verify = rearm && !quiet && policy_chunk_unverified(ch) && !(ch->flags & CHUNK_SPILLED);
 
                 g->evicting_chunks -= chunk_evicting(ch);
                 chunk_book(r, ch, false);
@@ -1295,7 +1296,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         ch->flags &= (uint8_t)~(CHUNK_MAPPED | CHUNK_OWN_MAP | CHUNK_REARMED);
                         if (o->tier == KVT_TIER_HOST_MAPPED)
                                 ch->flags |= CHUNK_OWN_MAP | (touched ? CHUNK_MAPPED : 0);
-                } else if (ok && (o->flags & KVT_ORDER_REARM) && ch->last_use >= o->sent_tick) {
+                } else if (rearm && ch->last_use >= o->sent_tick) {
                         /* used since the re-arm was ordered (a re-arm's chunk was
                          * unseen for protect_min before): its page faulted and is
                          * mapped again, a demand that registry_chunk_touch() could
@@ -1304,7 +1305,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         g->demand_faults++;
                         g->verified_used += verify;
                         demand_note(r, reg, i);
-                } else if (ok && (o->flags & KVT_ORDER_REARM))
+                } else if (rearm)
                         ch->flags &= (uint8_t)~CHUNK_MAPPED;
                 /* A re-arm is timed from when the shim made it, as a probe is:
                  * "armed and not used since" means something only after a
@@ -1317,8 +1318,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                  * as armed from there, and a use it finds shows at once.  One
                  * made within the window (a protect_min shorter than it) is
                  * not booked, and is made again once the window is over. */
-                if (ok && (o->flags & KVT_ORDER_REARM) && ch->tier == KVT_TIER_HOST &&
-                    !touch_is_own_mapping(r, ch)) {
+                if (rearm && !quiet && ch->tier == KVT_TIER_HOST) {
                         ch->flags = (uint8_t)((ch->flags & ~(verify ? 0 : CHUNK_OWN_MAP)) | CHUNK_REARMED);
                         if (!verify)
                                 ch->last_move = r->tick;
