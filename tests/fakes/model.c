@@ -276,6 +276,13 @@ static long env_long(const char *name, long def, long min, long max) {
         return v;
 }
 
+/* A flag: set and not "0". */
+static bool env_flag(const char *name) {
+        const char *s = getenv(name);
+
+        return s && *s && strcmp(s, "0") != 0;
+}
+
 static void parse_fail(const char *spec) {
         char *copy = strdup(spec), *save = NULL;
 
@@ -332,10 +339,7 @@ static void atfork_child(void) {
         m.forked = true;
 }
 
-/* The real runtime tears its contexts down in an atexit handler registered
- * when it initializes: after it has run, CUDA (and CUPTI with it) is gone,
- * although shared-library destructors still run later. */
-static unsigned calls_under_way;
+static unsigned calls_under_way; /* model_call_begin() .. _end() */
 
 void model_call_begin(void) {
         __atomic_add_fetch(&calls_under_way, 1, __ATOMIC_SEQ_CST);
@@ -345,6 +349,9 @@ void model_call_end(void) {
         __atomic_sub_fetch(&calls_under_way, 1, __ATOMIC_SEQ_CST);
 }
 
+/* The real runtime tears its contexts down in an atexit handler registered
+ * when it initializes: after it has run, CUDA (and CUPTI with it) is gone,
+ * although shared-library destructors still run later. */
 static void teardown(void) {
         unsigned n;
 
@@ -412,12 +419,9 @@ static void init_once(void) {
         m.free_delay_us = (unsigned)env_long("FAKECUDA_FREE_DELAY_US", 0, 0, 10000000);
         m.event_delay_us = (unsigned)env_long("FAKECUDA_EVENT_DELAY_US", 0, 0, 10000000);
         m.advise_delay_us = (unsigned)env_long("FAKECUDA_ADVISE_DELAY_US", 0, 0, 10000000);
-        s = getenv("FAKECUDA_MANAGED_MISALIGN");
-        m.misalign = s && *s && strcmp(s, "0") != 0;
-        s = getenv("FAKECUDA_FAULT_BATCH");
-        m.fault_batch = s && *s && strcmp(s, "0") != 0;
-        s = getenv("FAKECUDA_SILENT_EVICT");
-        m.silent_evict = s && *s && strcmp(s, "0") != 0;
+        m.misalign = env_flag("FAKECUDA_MANAGED_MISALIGN");
+        m.fault_batch = env_flag("FAKECUDA_FAULT_BATCH");
+        m.silent_evict = env_flag("FAKECUDA_SILENT_EVICT");
         s = getenv("FAKECUDA_MEM");
         if (s && *s && parse_size(s, &total) < 0) {
                 fprintf(stderr, "fakecuda: invalid FAKECUDA_MEM=%s, ignoring.\n", s);
