@@ -16,7 +16,7 @@
 # 1.6G with them).
 . "$(dirname "$0")/lib.sh"
 
-write_config 64M "[policy]" "policy = demand"
+write_config 64M
 check "kvtierd starts" start_daemon
 export FAKECUDA_SILENT_EVICT=1 FAKE_ENGINE_LAUNCH=direct
 check "an engine whose mapped evictions hide their next use runs" \
