@@ -21,6 +21,7 @@
 #include "exit.h"
 #include "log.h"
 #include "protocol.h"
+#include "regions.h"
 #include "util.h"
 
 /* An eviction is split into parts, one per evictor, of at least this many
@@ -181,10 +182,12 @@ static cudaError_t sample_out(const struct kvt_cudart *rt, void **pages, size_t 
 }
 
 /* Samples each chunk of [ptr, len) of GPU dev (EVICT_MAP_REARM or
- * EVICT_MAP_PROBE), at most SAMPLE_PART_CHUNKS: one page each, on s.  A
+ * EVICT_MAP_PROBE), at most SAMPLE_PART_CHUNKS: one page each, on s; known:
+ * the chunks' REGION_ADVISED_* bits.  A
  * re-arm toggles read duplication on the page, which takes the GPU's
  * mapping of a host page down.  A probe first makes the host the page's
- * preferred location (its next touch maps it there, and CUPTI names it),
+ * preferred location unless the chunk's is (its next touch maps it there,
+ * and CUPTI names it),
  * toggles it (a page a touch mapped on the host since the last probe is
  * unmapped; one in VRAM stays), then sends it to the host, which unmaps it
  * from VRAM: each advice comes before the copy, never waiting for it.  A
@@ -192,7 +195,7 @@ static cudaError_t sample_out(const struct kvt_cudart *rt, void **pages, size_t 
  * the books do not count (it is 1/512 of the chunk and returns with the
  * chunk's next promotion). */
 static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, int dev, enum evict_map map,
-                                 cudaStream_t s) {
+                                 unsigned known, cudaStream_t s) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
         const struct kvt_cudart *rt = set->rt;
@@ -204,7 +207,7 @@ static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, in
              off += KVT_CHUNK_BYTES) {
                 char *pg = ptr + off;
 
-                if (map == EVICT_MAP_PROBE)
+                if (map == EVICT_MAP_PROBE && !(known & REGION_ADVISED_HOST))
                         e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseSetPreferredLocation, host);
                 if (e == cudaSuccess)
                         e = rt->cudaMemAdvise(pg, SAMPLE_PAGE_BYTES, cudaMemAdviseSetReadMostly, gpu);
@@ -221,36 +224,54 @@ static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, in
         return e == cudaSuccess ? rt->cudaStreamSynchronize(s) : e;
 }
 
-/* Advises [ptr, len) of GPU dev (whole chunks) for the host before it
- * moves: once the preferred location is the host, GPU accesses during and
- * after the move map the pages instead of faulting them back.  The
- * preferred location is plain host memory, never the NUMA node the
- * prefetch puts the pages on: with a NUMA node as the preferred location,
- * the H200's accesses migrated the pages back into VRAM, accessed-by or
- * not.  A mapped eviction (EVICT_MAP_SET) has each chunk accessed by the
- * GPU but for its sample page (SAMPLE_PAGE_BYTES): one piece of advice a
- * chunk, at the edge the samples split anyway.  A failed advice leaves the
+/* Advises eviction e's pages (whole chunks) for the host before they
+ * move, but for what they already have (e->known): once the preferred
+ * location is the host, GPU accesses during and after the move map the
+ * pages instead of faulting them back.  The preferred location is plain
+ * host memory, never the NUMA node the prefetch puts the pages on: with a
+ * NUMA node as the preferred location, the H200's accesses migrated the
+ * pages back into VRAM, accessed-by or not.  A mapped eviction
+ * (EVICT_MAP_SET) has each chunk accessed by the GPU but for its sample
+ * page (SAMPLE_PAGE_BYTES): one piece of advice a chunk, at the edge the
+ * samples split anyway.  Promotions leave the advice as it is, so a
+ * chunk's advice is made at its first eviction and not again: every
+ * piece of advice takes the driver's lock on the whole address space,
+ * waiting for every move and fault under way.  A failed advice leaves the
  * pages in VRAM, which the daemon keeps charged; an eviction whose part
  * failed may have the others' pages on the host, charged all the same (the
  * safe side of the books). */
-static cudaError_t advise_host(struct evictors *set, char *ptr, size_t len, int dev, enum evict_map map) {
+static cudaError_t advise_host(struct evictors *set, const struct eviction *ev) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
-        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, ev->device};
         const struct kvt_cudart *rt = set->rt;
-        cudaError_t e = rt->cudaMemAdvise(ptr, len, cudaMemAdviseSetPreferredLocation, host);
+        char *ptr = ev->ptr;
+        cudaError_t e = cudaSuccess;
 
-        if (e != cudaSuccess || map == EVICT_MAP_KEEP)
+        if (!(ev->known & REGION_ADVISED_HOST))
+                e = rt->cudaMemAdvise(ptr, ev->len, cudaMemAdviseSetPreferredLocation, host);
+        if (e != cudaSuccess || ev->map == EVICT_MAP_KEEP)
                 return e;
-        if (map != EVICT_MAP_SET)
-                return rt->cudaMemAdvise(ptr, len, cudaMemAdviseUnsetAccessedBy, gpu);
-        for (size_t off = 0; off < len && e == cudaSuccess; off += KVT_CHUNK_BYTES) {
-                size_t n = len - off < KVT_CHUNK_BYTES ? len - off : KVT_CHUNK_BYTES;
+        if (ev->map == EVICT_MAP_UNSET)
+                return ev->known & REGION_ADVISED_UNMAPPED ? cudaSuccess
+                                                           : rt->cudaMemAdvise(ptr, ev->len, cudaMemAdviseUnsetAccessedBy, gpu);
+        for (size_t off = 0; off < ev->len && e == cudaSuccess && !(ev->known & REGION_ADVISED_MAPPED);
+             off += KVT_CHUNK_BYTES) {
+                size_t n = ev->len - off < KVT_CHUNK_BYTES ? ev->len - off : KVT_CHUNK_BYTES;
 
                 if (n > SAMPLE_PAGE_BYTES)
                         e = rt->cudaMemAdvise(ptr + off + SAMPLE_PAGE_BYTES, n - SAMPLE_PAGE_BYTES,
                                               cudaMemAdviseSetAccessedBy, gpu);
         }
         return e;
+}
+
+/* Whether eviction e (a move) needs advice beyond what it has. */
+static bool needs_advice(const struct eviction *e) {
+        unsigned want = REGION_ADVISED_HOST | (e->map == EVICT_MAP_SET     ? REGION_ADVISED_MAPPED
+                                               : e->map == EVICT_MAP_UNSET ? REGION_ADVISED_UNMAPPED
+                                                                           : 0u);
+
+        return (e->known & want) != want;
 }
 
 /* Says whether an evictor has a context of its own on GPU dev: the first
@@ -351,9 +372,10 @@ static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
         if (err != cudaSuccess)
                 return err;
         if (s->advise)
-                return advise_host(self->set, e->ptr, e->len, e->device, e->map);
+                return advise_host(self->set, e);
         if (is_sample(e))
-                return advise_sample(self->set, (char *)e->ptr + s->off, s->len, e->device, e->map, stream);
+                return advise_sample(self->set, (char *)e->ptr + s->off, s->len, e->device, e->map, e->known,
+                                     stream);
         err = host_prefetch(self->set, (char *)e->ptr + s->off, s->len, e->device, e->host_node, stream);
         return err == cudaSuccess ? self->set->rt->cudaStreamSynchronize(stream) : err;
 }
@@ -555,7 +577,9 @@ void evictors_submit(struct evictors *set, struct eviction *e) {
                                      : MAX(share, EVICT_PART_MIN_BYTES);
         e->next_off = e->parts_moving = 0;
         e->advising = false;
-        e->advised = is_sample(e); /* a sample is all parts, no advice of the whole */
+        /* a sample is all parts, no advice of the whole; nor a move whose
+         * chunks have their advice */
+        e->advised = is_sample(e) || !needs_advice(e);
         e->done = e->len == 0;     /* nothing to move */
         e->err = cudaSuccess;
         e->queued_ns = now_ns();

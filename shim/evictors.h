@@ -57,13 +57,14 @@ enum evict_map {
 
 /* One eviction: [ptr, ptr + len) of GPU device's managed memory to host
  * NUMA node host_node (-1: plain host memory).  The caller fills the first
- * five fields and keeps the struct until its end has been returned. */
+ * six fields and keeps the struct until its end has been returned. */
 struct eviction {
         void *ptr;
         size_t len;
         int device;
         int host_node;
         enum evict_map map;
+        unsigned known; /* REGION_ADVISED_* bits all of its chunks have (regions.h): advice not repeated */
         /* evictors.c's, under its mutex */
         struct eviction *next_queued;
         size_t part_bytes;     /* the evictors take parts of this many bytes (the last may be shorter) */

@@ -179,14 +179,50 @@ static cudaError_t promote_start(struct pipeline *p, struct run *r) {
         return r->event ? cudaSuccess : p->rt->cudaStreamSynchronize(r->stream);
 }
 
-/* Ends a promotion whose prefetch ended with e: preferred location the GPU,
- * so that the pages stay.  A failure is rolled back as far as CUDA lets us:
- * with preferred location GPU a later touch would fault every page in,
- * over budget, so the evictors take back what moved. */
+/* The advice eviction e's chunks have (regions.h), which its evictor need
+ * not repeat: none with cfg.advise_always. */
+static void advice_known(const struct pipeline *p, struct eviction *e) {
+        e->known = p->cfg.advise_always ? 0 : regions_advised(e->ptr, e->len);
+}
+
+/* Books the advice a move (not a sample) left on eviction e's chunks once
+ * it ended with err: the host their preferred location, mapped as its map
+ * says; after a failure, unknown. */
+static void advice_note(const struct eviction *e, cudaError_t err) {
+        unsigned bits = REGION_ADVISED_HOST;
+
+        if (e->map == EVICT_MAP_REARM || e->map == EVICT_MAP_PROBE)
+                return;
+        if (e->map == EVICT_MAP_SET)
+                bits |= REGION_ADVISED_MAPPED;
+        else if (e->map == EVICT_MAP_UNSET)
+                bits |= REGION_ADVISED_UNMAPPED;
+        else
+                bits |= e->known & (REGION_ADVISED_MAPPED | REGION_ADVISED_UNMAPPED);
+        regions_set_advised(e->ptr, e->len, err == cudaSuccess ? bits : 0);
+}
+
+/* Submits e, a move, and waits for its end, which it books and returns. */
+static cudaError_t move_sync(struct pipeline *p, struct eviction *e) {
+        cudaError_t err;
+
+        advice_known(p, e);
+        err = evictors_move(p->evictors, e);
+        advice_note(e, err);
+        return err;
+}
+
+/* Ends a promotion whose prefetch ended with e.  The pages keep the advice
+ * of their last eviction (preferred location the host, accessed-by as it
+ * was): a prefetch moves them whatever their preferred location, and the
+ * GPU's accesses find them in VRAM; advice here would take the driver's
+ * lock once a promotion for nothing.  A failure is rolled back as far as
+ * CUDA lets us: the evictors take back what moved, so that the books
+ * (chunks on the host) stay true. */
 static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaError_t e) {
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
 
-        if (e == cudaSuccess && (e = p->rt->cudaSetDevice(r->device)) == cudaSuccess)
+        if (p->cfg.advise_always && e == cudaSuccess && (e = p->rt->cudaSetDevice(r->device)) == cudaSuccess)
                 e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetPreferredLocation, gpu);
         if (e != cudaSuccess) {
                 struct eviction back = {.ptr = r->ptr,
@@ -195,7 +231,7 @@ static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaE
                                         .host_node = gpu_node(p, r->device),
                                         .map = EVICT_MAP_KEEP};
 
-                (void)evictors_move(p->evictors, &back);
+                (void)move_sync(p, &back);
         }
         return e;
 }
@@ -221,6 +257,7 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                        : r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET
                                                          : EVICT_MAP_UNSET,
         };
+        advice_known(p, &r->eviction);
         evictors_submit(p->evictors, &r->eviction);
         return cudaSuccess;
 }
@@ -314,6 +351,8 @@ static void run_end(struct pipeline *p, struct run *r, int status, cudaError_t e
         if (r->pinned) {
                 if (r->tier == KVT_TIER_VRAM && cuda)
                         e = promote_finish(p, r, e);
+                else if (cuda)
+                        advice_note(&r->eviction, e);
                 regions_release(r->region_id);
                 status = run_status(e);
         }
@@ -488,7 +527,7 @@ cudaError_t pipeline_move_host_sync(struct pipeline *p, void *ptr, size_t len, i
         if (dev < 0 || dev >= KVT_MAX_GPUS)
                 return cudaErrorInvalidDevice;
         e.host_node = gpu_node(p, dev);
-        return evictors_move(p->evictors, &e);
+        return move_sync(p, &e);
 }
 
 int pipeline_new(const struct pipeline_config *cfg, const struct kvt_cudart *rt, pipeline_done_fn done,

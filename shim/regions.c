@@ -22,6 +22,7 @@ struct region_slot {
         unsigned busy;     /* orders running on it */
         unsigned draining; /* spills waiting for busy to drop to 0 */
         uint8_t *standing; /* REGION_STANDING_* per chunk; NULL until the first HOT, PINNED or spill */
+        uint8_t *advised;  /* REGION_ADVISED_* per chunk; NULL: each chunk has r.advised */
 };
 
 /* Index of the first slot with base > p. */
@@ -66,6 +67,7 @@ static void slot_remove(struct region_slot *s) {
         struct shim_regions *t = &kvt_shim()->regions;
 
         free(s->standing);
+        free(s->advised);
         pthread_rwlock_wrlock(&t->view_lock);
         memmove(s, s + 1, (size_t)(&t->slots[t->n_slots] - (s + 1)) * sizeof(*s));
         t->n_slots--;
@@ -329,6 +331,71 @@ out:
         return r;
 }
 
+/* Sets chunks [first, first + n) of s (in range) to bits.  Under lock.
+ * Without memory for the array the region's bits become unknown, the safe
+ * side: every move then advises in full. */
+static void advised_set(struct region_slot *s, uint32_t first, uint32_t n, unsigned bits) {
+        uint32_t chunks = (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT);
+
+        if (!s->advised) {
+                if (s->r.advised == bits)
+                        return;
+                if (!(s->advised = malloc(chunks))) {
+                        s->r.advised = 0;
+                        return;
+                }
+                memset(s->advised, s->r.advised, chunks);
+        }
+        memset(s->advised + first, (int)bits, n);
+}
+
+/* The captured region holding the whole chunks [ptr, ptr + len), and the
+ * first of them; NULL if they are not all in one.  Under lock. */
+static struct region_slot *find_chunks(const void *ptr, size_t len, uint32_t *ret_first, uint32_t *ret_n) {
+        struct region_slot *s = find_containing((uintptr_t)ptr);
+        uintptr_t off;
+
+        if (!s || len == 0)
+                return NULL;
+        off = (uintptr_t)ptr - s->r.base;
+        if ((off | len) & (KVT_CHUNK_BYTES - 1) || len > s->r.span_bytes - off)
+                return NULL;
+        *ret_first = (uint32_t)(off >> KVT_CHUNK_SHIFT);
+        *ret_n = (uint32_t)(len >> KVT_CHUNK_SHIFT);
+        return s;
+}
+
+unsigned regions_advised(const void *ptr, size_t len) {
+        struct shim_regions *t = &kvt_shim()->regions;
+        struct region_slot *s;
+        uint32_t first, n;
+        unsigned bits = 0;
+
+        pthread_mutex_lock(&t->lock);
+        s = find_chunks(ptr, len, &first, &n);
+        if (s && !s->advised)
+                bits = s->r.advised;
+        else if (s) {
+                bits = REGION_ADVISED_HOST | REGION_ADVISED_MAPPED | REGION_ADVISED_UNMAPPED;
+                for (uint32_t i = first; i < first + n; i++)
+                        bits &= s->advised[i];
+        }
+        pthread_mutex_unlock(&t->lock);
+        return bits;
+}
+
+void regions_set_advised(const void *ptr, size_t len, unsigned bits) {
+        struct shim_regions *t = &kvt_shim()->regions;
+        struct region_slot *s;
+        uint32_t first, n;
+
+        pthread_mutex_lock(&t->lock);
+        s = find_chunks(ptr, len, &first, &n);
+        if (s)
+                advised_set(s, first, n, bits);
+        pthread_mutex_unlock(&t->lock);
+}
+
 int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_region *ret) {
         struct shim_regions *t = &kvt_shim()->regions;
         struct region_slot *s;
@@ -351,6 +418,7 @@ int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_
         for (uint32_t i = first; s->standing && i < first + n; i++)
                 s->standing[i] = (uint8_t)(spilled ? s->standing[i] | REGION_STANDING_SPILLED
                                                    : s->standing[i] & ~REGION_STANDING_SPILLED);
+        advised_set(s, first, n, 0);
         if (spilled) {
                 uintptr_t base = s->r.base;
 

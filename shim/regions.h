@@ -20,6 +20,7 @@ struct shim_region {
         bool inherited;      /* a parent's region, seen after fork(): never registered */
         bool untiered;       /* a VMM mapping (vmm.c): base and sizes as mapped, never moved */
         bool heat;           /* it has counters in the heat table (heat.c), at heat_offset */
+        uint8_t advised;     /* REGION_ADVISED_* of every chunk as added (what capture() advised) */
         uint64_t heat_offset;
 };
 
@@ -77,9 +78,26 @@ int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, str
  * spilled (spilled: their memory is about to be released) or back (not
  * spilled).  Marking waits until no order runs on the region, refusing new
  * ones meanwhile, so that none runs on those chunks while their memory is
- * discarded and refilled.  Copies the region to *ret.  Returns 0, -ENOENT,
+ * discarded and refilled.  Either way their advice bits become unknown
+ * (the SSD tier advises the chunks it refills).  Copies the region to *ret.  Returns 0, -ENOENT,
  * -EINVAL (range) or -ENOMEM. */
 int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_region *ret);
+
+/* What the shim's advice last left on a chunk, so that a move repeats none
+ * of it: the evictors skip advice a chunk already has, and promotions
+ * make none (the pages move; the preferred location stays the host).  A
+ * bit clear says unknown, never the opposite. */
+#define REGION_ADVISED_HOST     0x1u /* preferred location: the host, the whole chunk */
+#define REGION_ADVISED_MAPPED   0x2u /* accessed-by the GPU, all of the chunk but its sample page */
+#define REGION_ADVISED_UNMAPPED 0x4u /* accessed-by nobody */
+
+/* The REGION_ADVISED_* bits every whole chunk in [ptr, ptr + len) has: 0
+ * where any of it lies outside a captured region. */
+unsigned regions_advised(const void *ptr, size_t len);
+
+/* Sets the advice bits of the whole chunks in [ptr, ptr + len) of the
+ * captured region holding ptr to bits (0 after advice failed: unknown). */
+void regions_set_advised(const void *ptr, size_t len, unsigned bits);
 
 /* A malloc'd copy of region id's standing bits (*ret_chunks of them), or
  * *ret = NULL when it has none.  Returns 0, -ENOENT or -ENOMEM. */

@@ -178,6 +178,8 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
                 return log_warning_errno(ENOMEM, "Failed to allocate %zu bytes of managed memory: %s, using plain cudaMalloc.",
                                          size, rt->cudaGetErrorString(e));
         r.start_vram = client_grant_take(r.device, r.span_bytes);
+        /* as capture_advise() leaves each chunk: nobody accessed-by it */
+        r.advised = r.start_vram ? REGION_ADVISED_UNMAPPED : REGION_ADVISED_HOST | REGION_ADVISED_UNMAPPED;
         e = capture_advise(rt, &r);
         if (e != cudaSuccess) {
                 rt->cudaFree(r.alloc_ptr);

@@ -7,7 +7,7 @@
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
  *               [--check-only] [--explore | --overtake | --contend | --interfere | --samples-first |
- *                --samples-wait | --exit-midway | --exit-midway-up | --soak BYTES]
+ *                --samples-wait | --exit-midway | --exit-midway-up | --soak BYTES | --round-trips N]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
  * is evicted, the GPU writes every other chunk again while the region is in
@@ -153,6 +153,20 @@ static cudaError_t prefetch_recorded(const void *p, size_t len, struct cudaMemLo
                 promote_returned_ns = now_ns();
                 pthread_mutex_unlock(&starts_lock);
         }
+        return e;
+}
+
+/* The pipeline's advice calls and the time they took (--round-trips). */
+static cudaError_t (*real_advise)(const void *, size_t, enum cudaMemoryAdvise, struct cudaMemLocation);
+static _Atomic uint64_t advise_calls, advise_ns;
+
+static cudaError_t advise_recorded(const void *p, size_t len, enum cudaMemoryAdvise advice,
+                                   struct cudaMemLocation loc) {
+        uint64_t t0 = now_ns();
+        cudaError_t e = real_advise(p, len, advice, loc);
+
+        advise_ns += now_ns() - t0;
+        advise_calls++;
         return e;
 }
 
@@ -969,6 +983,45 @@ static int soak(struct bench *b, uint64_t bytes) {
         return bad == 0 && b->failed == 0 ? 0 : -EBADMSG;
 }
 
+/* --round-trips N: N times the GPU writes the region (even chunks
+ * SEED_FIRST, odd SEED_SECOND), the mover evicts it and promotes it back
+ * in 16 MiB orders; each trip's rates and the advice calls each way.  The
+ * pipeline keeps the advice of a chunk's first eviction, so trips after the
+ * first should make none.  Then the region is checked on the host and on
+ * the GPU, as check() does.  Exit 1 if a word was lost. */
+static int round_trips(struct bench *b, unsigned n) {
+        const uint32_t run = 8;
+        uint64_t host_bad, gpu_bad;
+
+        for (unsigned i = 0; i < n; i++) {
+                uint64_t calls0, ns0, calls1, ns1;
+                double down, up;
+
+                if (fill_chunks(b, false, SEED_FIRST) < 0 || fill_chunks(b, true, SEED_SECOND) < 0)
+                        return -EIO;
+                calls0 = advise_calls, ns0 = advise_ns;
+                down = move_all(b, b->evict_tier, run, BATCH);
+                calls1 = advise_calls, ns1 = advise_ns;
+                up = down < 0 ? -1 : move_all(b, KVT_TIER_VRAM, run, BATCH);
+                if (up < 0)
+                        return -EIO;
+                printf("round trip %u: down %.1f GB/s, %llu advice calls in %.3f ms; up %.1f GB/s, %llu advice "
+                       "calls in %.3f ms\n",
+                       i, gbps(b->reg.span_bytes, down), (unsigned long long)(calls1 - calls0),
+                       (double)(ns1 - ns0) / 1e6, gbps(b->reg.span_bytes, up),
+                       (unsigned long long)(advise_calls - calls1), (double)(advise_ns - ns1) / 1e6);
+        }
+        if (move_all(b, b->evict_tier, run, BATCH) < 0)
+                return -EIO;
+        host_bad = host_check(b);
+        if (move_all(b, KVT_TIER_VRAM, run, BATCH) < 0)
+                return -EIO;
+        gpu_bad = gpu_check(b);
+        printf("round trips: words lost or wrong: host %llu, gpu %llu\n", (unsigned long long)host_bad,
+               (unsigned long long)gpu_bad);
+        return host_bad == 0 && gpu_bad == 0 ? 0 : -EBADMSG;
+}
+
 static int setup(struct bench *b, uint64_t size) {
         static struct kvt_cudart recorded;
         struct pipeline_config cfg;
@@ -988,6 +1041,8 @@ static int setup(struct bench *b, uint64_t size) {
         recorded = *real_cudart();
         real_prefetch = recorded.cudaMemPrefetchAsync;
         recorded.cudaMemPrefetchAsync = prefetch_recorded;
+        real_advise = recorded.cudaMemAdvise;
+        recorded.cudaMemAdvise = advise_recorded;
         b->rt = &recorded;
         e = b->rt->cudaMallocManaged(&p, size + CHUNK, cudaMemAttachGlobal);
         if (e != cudaSuccess) {
@@ -1005,7 +1060,8 @@ static int setup(struct bench *b, uint64_t size) {
         r = regions_add(&b->reg);
         if (r < 0)
                 return r;
-        cfg = (struct pipeline_config){.host_numa = env.host_numa, .sysfs_root = "/sys"};
+        cfg = (struct pipeline_config){
+                .host_numa = env.host_numa, .sysfs_root = "/sys", .advise_always = env.advise_always};
         printf("mover: %u streams per GPU, host_numa %d, %u evictor threads\n", PIPELINE_STREAMS,
                cfg.host_numa, PIPELINE_EVICTORS);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);
@@ -1026,6 +1082,7 @@ int main(int argc, char **argv) {
                 { "exit-midway-up", no_argument, NULL, 'U' },
                 { "evict-to", required_argument, NULL, 't' },
                 { "soak", required_argument, NULL, 'S' },
+                { "round-trips", required_argument, NULL, 'R' },
                 {},
         };
         const char *runs = "2M,8M,64M,256M,1G";
@@ -1034,6 +1091,7 @@ int main(int argc, char **argv) {
         bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
              do_interfere = false, do_samples = false, do_samples_wait = false, do_exit = false;
         uint64_t soak_bytes = 0;
+        unsigned trips = 0;
         struct bench b = { .evict_tier = KVT_TIER_HOST_MAPPED };
         struct shim_region taken;
         int c, r;
@@ -1078,6 +1136,17 @@ int main(int argc, char **argv) {
                         /* before the runtime's teardown is registered: runs after it */
                         atexit(exit_linger);
                         break;
+                case 'R': {
+                        char *end;
+                        unsigned long v = strtoul(optarg, &end, 10);
+
+                        trips = *optarg && !*end && v >= 1 && v <= 1000 ? (unsigned)v : 0;
+                        if (!trips) {
+                                fprintf(stderr, "--round-trips: 1..1000, not %s\n", optarg);
+                                return 2;
+                        }
+                        break;
+                }
                 case 'S':
                         if (parse_bytes(optarg, &soak_bytes) < 0 || soak_bytes == 0) {
                                 fprintf(stderr, "--soak: bytes to order moved, not %s\n", optarg);
@@ -1105,6 +1174,7 @@ int main(int argc, char **argv) {
         }
         (void)b.rt->cudaMemGetInfo(&free0, &total);
         r = soak_bytes     ? soak(&b, soak_bytes)
+            : trips        ? round_trips(&b, trips)
             : do_explore   ? explore(&b)
             : do_overtake  ? overtake(&b)
             : do_contend   ? contend(&b)
@@ -1118,7 +1188,7 @@ int main(int argc, char **argv) {
         if (b.rt->cudaMemGetInfo(&free1, &total) == cudaSuccess)
                 printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
                        free1 >> 20);
-        if (r == 0 && !check_only && !soak_bytes && !do_explore && !do_overtake && !do_contend && !do_interfere &&
+        if (r == 0 && !check_only && !soak_bytes && !trips && !do_explore && !do_overtake && !do_contend && !do_interfere &&
             !do_samples && !do_samples_wait && !do_exit) {
                 char *list = strdup(runs), *save = NULL;
 

@@ -195,6 +195,33 @@ check "one evictor without a context: its refusal logged" \
 check_gt "one evictor without a context: the other evicts in its own" \
         "$(stat_of split-refused prefetch_calls_created_ctx)" 0
 
+# A chunk's advice is made at its first eviction and kept: promotions make
+# none, and the chunk's later evictions repeat none (each piece of advice
+# takes the driver's lock on the whole address space).  With the preferred
+# location left on the host, the GPU's writes after each promotion find the
+# pages in VRAM: no fault past the first touches, nothing over the link.
+trips() { # NAME ENV...: three round trips of 64M in 16M orders
+        local name=$1; shift
+        env FAKECUDA_STATS="$TMP/$name.stats" "$@" "$BENCH" --size 64M --round-trips 3 >"$TMP/$name.out" 2>&1
+}
+advice_of() { # NAME TRIP: the advice calls down and up
+        sed -n "s/^round trip $2: down [^,]*, \([0-9]*\) advice calls in [^;]*; up [^,]*, \([0-9]*\) advice.*/\1 \2/p" \
+                "$TMP/$1.out"
+}
+trips kept; rc=$?
+check "round trips: exit 0, no write lost" \
+        rc_and $rc grep -q "round trips: words lost or wrong: host 0, gpu 0" "$TMP/kept.out"
+[ $rc -eq 0 ] || diag "$(cat "$TMP/kept.out")"
+check "first eviction: the preferred location, and accessed-by for each of 32 chunks" \
+        [ "$(advice_of kept 0)" = "33 0" ]
+check "later trips: no advice either way" [ "$(advice_of kept 1) $(advice_of kept 2)" = "0 0 0 0" ]
+check "the GPU's writes after each promotion found VRAM: 32 first touches faulted, no more" \
+        [ "$(stat_of kept faults)" -eq 32 ]
+check "nothing read over the link" [ "$(stat_of kept remote_bytes)" -eq 0 ]
+trips always KVTIER_DEBUG=advise-always
+check "advise-always: every eviction advised in full, every promotion its preferred location" \
+        [ "$(advice_of always 1) $(advice_of always 2)" = "33 1 33 1" ]
+
 BUDGET=$((64 << 20))
 write_config 64M
 check "kvtierd starts" start_daemon

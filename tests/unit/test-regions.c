@@ -157,6 +157,41 @@ static void test_double_free_while_busy(void) {
         TAP_EQ_INT(regions_lookup((void *)(uintptr_t)busy.base, &r), -ENOENT, "it is gone");
 }
 
+/* The advice bits a move reads (regions_advised()): each chunk's as
+ * captured, then as set, and the bits every chunk of a range has; unknown
+ * (0) for what is not whole chunks of one captured region, after a failed
+ * advice, and after a spill (the SSD tier advises what it refills). */
+static void test_advised(void) {
+        const unsigned hu = REGION_ADVISED_HOST | REGION_ADVISED_UNMAPPED,
+                       hm = REGION_ADVISED_HOST | REGION_ADVISED_MAPPED;
+        struct shim_region host = {.device = 0,
+                                   .base = 4096 * MIB,
+                                   .size_bytes = 8 * MIB,
+                                   .span_bytes = 8 * MIB,
+                                   .advised = (uint8_t)hu};
+        struct shim_region r;
+        char *base;
+
+        TAP_EQ_INT(regions_add(&host), 0, "a region captured in host memory");
+        base = (char *)host.base;
+        TAP_EQ_INT(regions_advised(base, 8 * MIB), hu, "each chunk as captured: host, accessed-by nobody");
+        regions_set_advised(base + 2 * MIB, 4 * MIB, hm);
+        TAP_EQ_INT(regions_advised(base + 2 * MIB, 4 * MIB), hm, "two chunks as a mapped eviction left them");
+        TAP_EQ_INT(regions_advised(base, 8 * MIB), REGION_ADVISED_HOST, "all four: what each has");
+        TAP_EQ_INT(regions_advised(base + 6 * MIB, 2 * MIB), hu, "the last one: as captured");
+        TAP_EQ_INT(regions_advised(base + MIB, 2 * MIB), 0, "not whole chunks: unknown");
+        TAP_EQ_INT(regions_advised(base + 6 * MIB, 4 * MIB), 0, "past the region's end: unknown");
+        TAP_EQ_INT(regions_advised((void *)(uintptr_t)(1280 * MIB), 2 * MIB), 0, "a mapping's chunk: unknown");
+        regions_set_advised(base + 2 * MIB, 2 * MIB, 0);
+        TAP_EQ_INT(regions_advised(base + 2 * MIB, 2 * MIB), 0, "after a failed advice: unknown");
+        TAP_EQ_INT(regions_advised(base + 4 * MIB, 2 * MIB), hm, "its neighbour kept its bits");
+        TAP_EQ_INT(regions_mark_spilled(base + 4 * MIB, 2 * MIB, true, &r), 0, "that chunk spilled");
+        TAP_EQ_INT(regions_mark_spilled(base + 4 * MIB, 2 * MIB, false, &r), 0, "and restored");
+        TAP_EQ_INT(regions_advised(base + 4 * MIB, 2 * MIB), 0, "a restored chunk: unknown");
+        TAP_EQ_INT(regions_take(base, &r), 0, "the region freed");
+        TAP_EQ_INT(regions_advised(base, 2 * MIB), 0, "a freed region: unknown");
+}
+
 int main(void) {
         TAP_EQ_INT(regions_add(&captured), 0, "a captured region added");
         TAP_EQ_INT(regions_add(&mapping), 0, "a mapping added");
@@ -167,6 +202,7 @@ int main(void) {
         test_registration();
         test_unmap();
         test_double_free_while_busy();
+        test_advised();
         test_fork();
         return tap_done();
 }
