@@ -13,8 +13,8 @@ carry_kvtier "$out"
 obj=$(mktemp -d)
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/engine -c tests/gpu/backend-cuda.cu -o "$obj/backend.o"
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/bench -c tests/bench/pinned-ref-cuda.cu -o "$obj/pinned.o"
-for f in tests/bench/mover-bench.c shim/pipeline.c shim/evictors.c shim/numa-cpus.c shim/regions.c shim/real.c shim/sym.c common/log.c common/util.c common/protocol.c; do
-        cc -O2 -std=gnu11 -pthread -Ibuild -Icommon -Ishim -Iinclude -Itests/bench -c "$f" -o "$obj/$(basename "$f" .c).o"
+for f in tests/bench/mover-bench.c shim/pipeline.c shim/evictors.c shim/exit.c shim/numa-cpus.c shim/regions.c shim/real.c shim/sym.c shim/env.c shim/state.c common/log.c common/util.c common/protocol.c; do
+        cc -O2 -std=gnu11 -pthread -Ibuild -Icommon -Ishim -Iinclude -Itests/bench -DKVT_RUNSTATEDIR='"/run"' -c "$f" -o "$obj/$(basename "$f" .c).o"
 done
 "$nvcc" -arch=sm_90 -cudart shared "$obj"/*.o -o "$out/mover-bench-cuda" -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -ldl -lpthread
 rm -rf "$obj"
