@@ -151,7 +151,7 @@ static int parse_heat(const char *v, struct shim_config *cfg) {
 }
 
 /* A comma list of diagnostics: print-env, trace=PATH, heat-stats=PATH,
- * host-numa=BOOL, advise-always (so a path holds no comma).  One bad item leaves all of
+ * host-numa=BOOL (so a path holds no comma).  One bad item leaves all of
  * them at their defaults: a half-applied list would measure something else
  * than was asked. */
 static int parse_debug(const char *v, struct shim_config *cfg) {
@@ -174,8 +174,6 @@ static int parse_debug(const char *v, struct shim_config *cfg) {
                         r = parse_path(val, &d.heat_stats_path);
                 else if (strcmp(item, "host-numa") == 0 && val)
                         r = parse_bool(val, &d.host_numa);
-                else if (strcmp(item, "advise-always") == 0 && !val)
-                        d.advise_always = true;
                 else
                         r = -EINVAL;
         }
@@ -218,12 +216,11 @@ static const struct env_var user_vars[] = {
 
 /* Not for users: what changes how the shim is measured or what it records. */
 static const struct env_var test_vars[] = {
-        {"KVTIER_DEBUG", "a list of print-env, trace=PATH, heat-stats=PATH, host-numa=BOOL, advise-always", "none",
+        {"KVTIER_DEBUG", "a list of print-env, trace=PATH, heat-stats=PATH, host-numa=BOOL", "none",
          "print-env: print this table at load (kvtier-run --print-env); trace: record every sampled access "
          "in the kvtier-trace 1 format, for kvtier-sim; heat-stats: one JSON line of sampler statistics at "
          "exit; host-numa=0: the host tier in plain host memory where the daemon names no node, the "
-         "mover's threads unbound, the GPU's home node unknown to the daemon; advise-always: every move "
-         "advised in full, its advice not kept",
+         "mover's threads unbound, the GPU's home node unknown to the daemon",
          parse_debug},
 };
 

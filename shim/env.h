@@ -40,7 +40,6 @@ struct shim_config {
         char *heat_stats_path; /* heat-stats=PATH: sampler statistics at exit */
         char *trace_path;      /* trace=PATH: record sampled accesses there */
         bool print_env;        /* print-env: print the table at load */
-        bool advise_always;    /* advise-always: every move advised in full (pipeline.h) */
 };
 
 /* The defaults, as the table states them: the configuration before the

@@ -255,9 +255,7 @@ int mover_start(void) {
         if (!mv)
                 return -ENOMEM;
         mv->fd = -1;
-        mv->cfg = (struct pipeline_config){.host_numa = kvt_shim()->cfg.host_numa,
-                                            .sysfs_root = "/sys",
-                                            .advise_always = kvt_shim()->cfg.advise_always};
+        mv->cfg = (struct pipeline_config){.host_numa = kvt_shim()->cfg.host_numa, .sysfs_root = "/sys"};
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         /* The engine's signals are the engine's: the mover (and the

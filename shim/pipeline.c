@@ -158,11 +158,11 @@ static cudaEvent_t event_after(struct pipeline *p, cudaStream_t s) {
 
 /* Starts promoting run r: its prefetch to the GPU on one of the pipeline's
  * streams, then an event to track it (without one, the stream is waited
- * for here: slower, still correct).  The prefetch comes before the
- * preferred-location advice (promote_finish()): if it fails, the daemon's
- * books (chunk on the host, uncharged) stay true.  The evictors hold back
- * while the call is made: on the H200 it returns only once the pages have
- * moved, and evictions beside it slowed it down. */
+ * for here: slower, still correct).  No advice: if the prefetch fails,
+ * promote_finish() sends back what moved, and the daemon's books (chunk on
+ * the host, uncharged) stay true.  The evictors hold back while the call
+ * is made: on the H200 it returns only once the pages have moved, and
+ * evictions beside it slowed it down. */
 static cudaError_t promote_start(struct pipeline *p, struct run *r) {
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
         cudaError_t e;
@@ -180,9 +180,9 @@ static cudaError_t promote_start(struct pipeline *p, struct run *r) {
 }
 
 /* The advice eviction e's chunks have (regions.h), which its evictor need
- * not repeat: none with cfg.advise_always. */
-static void advice_known(const struct pipeline *p, struct eviction *e) {
-        e->known = p->cfg.advise_always ? 0 : regions_advised(e->ptr, e->len);
+ * not repeat. */
+static void advice_known(struct eviction *e) {
+        e->known = regions_advised(e->ptr, e->len);
 }
 
 /* Books the advice a move (not a sample) left on eviction e's chunks once
@@ -206,7 +206,7 @@ static void advice_note(const struct eviction *e, cudaError_t err) {
 static cudaError_t move_sync(struct pipeline *p, struct eviction *e) {
         cudaError_t err;
 
-        advice_known(p, e);
+        advice_known(e);
         err = evictors_move(p->evictors, e);
         advice_note(e, err);
         return err;
@@ -220,10 +220,6 @@ static cudaError_t move_sync(struct pipeline *p, struct eviction *e) {
  * CUDA lets us: the evictors take back what moved, so that the books
  * (chunks on the host) stay true. */
 static cudaError_t promote_finish(struct pipeline *p, const struct run *r, cudaError_t e) {
-        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
-
-        if (p->cfg.advise_always && e == cudaSuccess && (e = p->rt->cudaSetDevice(r->device)) == cudaSuccess)
-                e = p->rt->cudaMemAdvise(r->ptr, r->len, cudaMemAdviseSetPreferredLocation, gpu);
         if (e != cudaSuccess) {
                 struct eviction back = {.ptr = r->ptr,
                                         .len = r->len,
@@ -257,7 +253,7 @@ static cudaError_t run_start(struct pipeline *p, struct run *r) {
                        : r->tier == KVT_TIER_HOST_MAPPED ? EVICT_MAP_SET
                                                          : EVICT_MAP_UNSET,
         };
-        advice_known(p, &r->eviction);
+        advice_known(&r->eviction);
         evictors_submit(p->evictors, &r->eviction);
         return cudaSuccess;
 }

@@ -50,8 +50,6 @@ struct pipeline_config {
                                  * that name a node go there regardless), the mover's threads
                                  * on that node's CPUs */
         const char *sysfs_root; /* where sysfs is: "/sys" */
-        bool advise_always;     /* every move advised in full, as before the advice was kept
-                                 * (KVTIER_DEBUG=advise-always, an experiment) */
 };
 
 typedef void (*pipeline_done_fn)(const struct kvt_order_done *done, void *userdata);

@@ -1060,8 +1060,7 @@ static int setup(struct bench *b, uint64_t size) {
         r = regions_add(&b->reg);
         if (r < 0)
                 return r;
-        cfg = (struct pipeline_config){
-                .host_numa = env.host_numa, .sysfs_root = "/sys", .advise_always = env.advise_always};
+        cfg = (struct pipeline_config){.host_numa = env.host_numa, .sysfs_root = "/sys"};
         printf("mover: %u streams per GPU, host_numa %d, %u evictor threads\n", PIPELINE_STREAMS,
                cfg.host_numa, PIPELINE_EVICTORS);
         return pipeline_new(&cfg, b->rt, on_done, b, &b->pipe);

@@ -218,9 +218,6 @@ check "later trips: no advice either way" [ "$(advice_of kept 1) $(advice_of kep
 check "the GPU's writes after each promotion found VRAM: 32 first touches faulted, no more" \
         [ "$(stat_of kept faults)" -eq 32 ]
 check "nothing read over the link" [ "$(stat_of kept remote_bytes)" -eq 0 ]
-trips always KVTIER_DEBUG=advise-always
-check "advise-always: every eviction advised in full, every promotion its preferred location" \
-        [ "$(advice_of always 1) $(advice_of always 2)" = "33 1 33 1" ]
 
 BUDGET=$((64 << 20))
 write_config 64M
