@@ -53,8 +53,9 @@ static void usage(FILE *f) {
                 "  -t, --tick-us=N           planning tick in microseconds (default 10000, kvtierd's tick_ms)\n"
                 "      --promote-gbps=F      host->VRAM prefetch bandwidth, GB/s (default 48)\n"
                 "      --evict-gbps=F        VRAM->host bandwidth, GB/s (default 12)\n"
-                "      --evict-chunk-us=N    an eviction's advice per chunk, before its pages move (default\n"
-                "                            500, the shim's mapped evictions beside moves on the H200)\n"
+                "      --evict-chunk-us=N    a chunk's first eviction's advice, before its pages move (the\n"
+                "                            shim keeps it; default 500, mapped evictions beside moves on\n"
+                "                            the H200)\n"
                 "      --link-gbps=F         PCIe link, each direction, GB/s (default 55)\n"
                 "      --mapped-gbps=F       GPU reads of host-mapped memory, GB/s (default 51)\n"
                 "      --rate=BYTES          migration rate limit per second, 0 = none (default 40G)\n"
@@ -339,7 +340,7 @@ static double speed(const struct sim_result *r, uint64_t extra_ns) {
 static void print_result(const char *name, const struct sim_result *r, const struct sim_config *cfg) {
         printf("policy=%s hit_rate=%.4f hits=%" PRIu64 " accesses=%" PRIu64 " to_vram_bytes=%" PRIu64
                " to_host_bytes=%" PRIu64 " stall_ms=%.3f peak_charged_bytes=%" PRIu64 " budget_bytes=%" PRIu64
-               " moves=%" PRIu64 " faults=%" PRIu64 " faults_lost=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64
+               " moves=%" PRIu64 " advised=%" PRIu64 " faults=%" PRIu64 " faults_lost=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64
                " rearm_ms=%.3f"
                " probes=%" PRIu64 " probes_back=%" PRIu64 " probes_expired=%" PRIu64
                 " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f delay_ms=%.3f zerocopy_ms=%.3f speed=%.4f"
@@ -347,7 +348,7 @@ static void print_result(const char *name, const struct sim_result *r, const str
                " zerocopy_speed=%.4f consistent=%s\n",
                name, r->accesses ? (double)r->hits / (double)r->accesses : 0.0, r->hits, r->accesses,
                r->bytes_to_vram, r->bytes_to_host, (double)r->stall_ns / 1e6, r->peak_charged_bytes,
-               cfg->budget_bytes, r->moves, r->faults, r->faults_lost, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
+               cfg->budget_bytes, r->moves, r->advised, r->faults, r->faults_lost, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
                r->probes_expired,
                r->held_max, r->protect_max, (double)r->span_ns / 1e6, (double)r->delay_ns / 1e6,
                (double)r->zerocopy_ns / 1e6,

@@ -35,6 +35,8 @@ struct sim {
         struct sim_result *res;
         struct policy_chunk **chunks; /* per declared region, the daemon's view; NULL before R and after F */
         uint8_t **mapped;             /* per declared region and chunk: the GPU maps it (no fault on a touch) */
+        uint8_t **advised;            /* per declared region and chunk: evicted once, its advice made (the
+                                       * shim keeps it: later evictions advise nothing) */
         uint32_t *last_active;        /* per declared region: tick of its last access */
         uint64_t *born_ns;            /* per declared region: when it was captured (its R) */
         struct signal *signals;       /* faults on their way to the daemon, oldest first */
@@ -158,9 +160,14 @@ static int issue(struct sim *s, const struct policy_move *m, uint64_t at_ns) {
         uint64_t start = at_ns > l->free_ns ? at_ns : l->free_ns;
         uint64_t bytes = (uint64_t)m->n_chunks * TRACE_CHUNK_BYTES;
         struct flight f = {.region = reg, .first = m->first_chunk, .n = m->n_chunks, .tier = m->tier};
+        uint64_t advise = 0;
 
-        f.done_ns = start + (uint64_t)((double)bytes / l->bytes_per_ns) +
-                    (l == &s->evict ? m->n_chunks * s->cfg->evict_chunk_ns : 0);
+        for (uint32_t i = m->first_chunk; l == &s->evict && i < m->first_chunk + m->n_chunks; i++) {
+                advise += !s->advised[reg][i];
+                s->advised[reg][i] = 1;
+        }
+        s->res->advised += advise;
+        f.done_ns = start + (uint64_t)((double)bytes / l->bytes_per_ns) + advise * s->cfg->evict_chunk_ns;
         l->free_ns = f.done_ns;
         for (uint32_t i = m->first_chunk; i < m->first_chunk + m->n_chunks; i++) {
                 s->evicting += s->chunks[reg][i].tier == POLICY_TIER_VRAM && m->tier != POLICY_TIER_VRAM;
@@ -404,8 +411,10 @@ static void on_free(struct sim *s, uint32_t reg) {
         }
         free(c);
         free(s->mapped[reg]);
+        free(s->advised[reg]);
         s->chunks[reg] = NULL;
         s->mapped[reg] = NULL;
+        s->advised[reg] = NULL;
 }
 
 /* A GPU access to chunk i of region reg, of bytes: a hit in VRAM; else read
@@ -477,14 +486,15 @@ static int on_access(struct sim *s, const struct trace_event *ev, uint64_t at_ns
  * promote.  It comes at at_ns (event_ns()). */
 static int on_region(struct sim *s, const struct trace_event *ev, uint64_t at_ns) {
         struct policy_chunk *c = calloc(ev->n_chunks, sizeof(*c));
-        uint8_t *mapped = calloc(ev->n_chunks, 1);
+        uint8_t *mapped = calloc(ev->n_chunks, 1), *advised = calloc(ev->n_chunks, 1);
         uint64_t margin = s->cfg->margin_bytes / TRACE_CHUNK_BYTES;
         uint64_t limit = s->budget_chunks + (margin < s->stale ? margin : s->stale);
         bool vram = s->cfg->observe == SIM_OBSERVE_SIGNALS && s->charged + ev->n_chunks <= limit;
 
-        if (!c || !mapped) {
+        if (!c || !mapped || !advised) {
                 free(c);
                 free(mapped);
+                free(advised);
                 return -ENOMEM;
         }
         if (vram) {
@@ -507,6 +517,7 @@ static int on_region(struct sim *s, const struct trace_event *ev, uint64_t at_ns
         }
         s->chunks[ev->region] = c;
         s->mapped[ev->region] = mapped;
+        s->advised[ev->region] = advised;
         s->last_active[ev->region] = 0;
         s->born_ns[ev->region] = at_ns;
         return 0;
@@ -572,8 +583,12 @@ static void sim_free(struct sim *s) {
         if (s->mapped)
                 for (size_t reg = 0; reg < s->t->n_regions; reg++)
                         free(s->mapped[reg]);
+        if (s->advised)
+                for (size_t reg = 0; reg < s->t->n_regions; reg++)
+                        free(s->advised[reg]);
         free(s->chunks);
         free(s->mapped);
+        free(s->advised);
         free(s->signals);
         free(s->last_active);
         free(s->born_ns);
@@ -604,12 +619,13 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
         s.last_active = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.last_active));
         s.born_ns = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.born_ns));
         s.mapped = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.mapped));
+        s.advised = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.advised));
         policy_guard_init(&s.guard, pp->protect_min_ticks);
         s.protect_ticks = s.guard.protect_ticks;
         policy_prober_init(&s.prober);
         s.views = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.views));
         s.view_region = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.view_region));
-        if (!s.chunks || !s.mapped || !s.last_active || !s.born_ns || !s.views || !s.view_region)
+        if (!s.chunks || !s.mapped || !s.advised || !s.last_active || !s.born_ns || !s.views || !s.view_region)
                 r = -ENOMEM;
         if (t->n_events) {
                 uint64_t first = t->events[0].time_ns, last = t->events[t->n_events - 1].time_ns;

@@ -26,7 +26,8 @@ struct sim_config {
         uint64_t tick_ns;
         double promote_gbps; /* host -> VRAM prefetch, GB/s (1e9 bytes) */
         double evict_gbps;   /* VRAM -> host */
-        uint64_t evict_chunk_ns; /* and an eviction's advice, per chunk, before its pages move */
+        uint64_t evict_chunk_ns; /* and an eviction's advice, per chunk, before its pages move: a
+                                  * chunk's first eviction only (the shim keeps its advice) */
         double link_gbps;    /* caps both directions (each direction of the duplex link) */
         double mapped_gbps;  /* GPU reading a host chunk in place */
         uint64_t fault_ns;   /* a GPU fault on an unmapped host chunk, before it reads in place */
@@ -56,6 +57,7 @@ struct sim_result {
         uint64_t span_ns;     /* the trace's first record to its last (within the measured window) */
         uint64_t delay_ns;    /* closed_loop: all the stalls the engine waited for (0 otherwise) */
         uint64_t faults, refaults, rearmed;
+        uint64_t advised;     /* chunks evicted with their advice made: each at its first eviction */
         uint64_t faults_lost; /* of faults: those bind_delay_ns lost */
         uint64_t probes, probes_back, probes_expired; /* cohorts probed, found in use, found cold */
         uint64_t rearm_ns;    /* the shim's time the samples took (re-arms and probes) */

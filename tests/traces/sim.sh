@@ -139,6 +139,15 @@ check "armed: every re-arm was region 2's, followed by a fault, or verified regi
 check "armed: region 1's read faults once a chunk" [ "$(field "$line" faults)" = $(($(field "$base" faults) + 2)) ]
 check "armed: with no re-arm before it but the verifying one" [ "$(field "$line" rearmed)" = "$(field "$base" rearmed)" ]
 
+# An eviction's advice is paid once a chunk, at its first eviction (the
+# shim keeps it): two halves of a region of 4 chunks take turns in a budget
+# of 2, every chunk goes out several times, and 4 evictions are advised.
+{ printf 'kvtier-trace 1\nR 1 4\n'; for k in $(seq 0 9); do printf 'A %d 1 %d 2\n' $((k * 100000000)) $(((k % 2) * 2)); done; } \
+        >"$TMP/twice.trace"
+line=$("$SIM" --budget=4M --margin=0 --observe=all -p lru "$TMP/twice.trace" | grep '^policy=lru ')
+check_gt "advice once: chunks evicted more than once" "$(($(field "$line" to_host_bytes) >> 21))" 4
+check "advice once: 4 evictions advised, one a chunk" [ "$(field "$line" advised)" = 4 ]
+
 # A measured window counts only the accesses the trace times within it:
 # five reads of four chunks 400 ms apart, from 300 to 1300 ms: the reads at
 # 400, 800 and 1200 (12 chunk accesses) over a span of 1000 ms.
