@@ -79,8 +79,8 @@ int regions_note_hint(const void *ptr, uint32_t first, uint32_t n, int kind, str
  * spilled).  Marking waits until no order runs on the region, refusing new
  * ones meanwhile, so that none runs on those chunks while their memory is
  * discarded and refilled.  Either way their advice bits become unknown
- * (the SSD tier advises the chunks it refills).  Copies the region to *ret.  Returns 0, -ENOENT,
- * -EINVAL (range) or -ENOMEM. */
+ * (the SSD tier advises the chunks it refills).  Copies the region to
+ * *ret.  Returns 0, -ENOENT, -EINVAL (range) or -ENOMEM. */
 int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_region *ret);
 
 /* What the shim's advice last left on a chunk, so that a move repeats none
