@@ -3,8 +3,9 @@
 # .carry-mover, ignored by git): kvtierd, kvtierctl, libkvtier.so and their
 # runtime libraries, mover-bench-cuda (the shim's pipeline and region table
 # linked with real CUDA kernels and the pinned-memcpy reference), evict-par
-# (what limits an eviction: threads, contexts, processes), and the
-# scripts.  Then, on the GPU machine: bash DIR/mover-h200.sh
+# (what limits an eviction: threads, contexts, processes), capture-advice
+# (a mapped eviction's advice made at the capture or at the first
+# eviction), and the scripts.  Then, on the GPU machine: bash DIR/mover-h200.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-.carry-mover}
@@ -19,5 +20,6 @@ done
 "$nvcc" -arch=sm_90 -cudart shared "$obj"/*.o -o "$out/mover-bench-cuda" -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -ldl -lpthread
 rm -rf "$obj"
 "$nvcc" -O2 -std=c++17 -arch=sm_90 tests/gpu/evict-par.cu -o "$out/evict-par" -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -lpthread
+"$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/gpu tests/gpu/capture-advice.cu -o "$out/capture-advice"
 cp tests/bench/mover-h200.sh tests/bench/paged_kv.py tests/bench/long_context.py tests/bench/probe_engine.py "$out/"
 ls -la "$out"
