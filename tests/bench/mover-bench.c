@@ -983,12 +983,33 @@ static int soak(struct bench *b, uint64_t bytes) {
         return bad == 0 && b->failed == 0 ? 0 : -EBADMSG;
 }
 
+/* Probes every chunk of the region (in VRAM), one order a chunk in one
+ * batch, as the daemon's sampler sends them.  Returns 0 or -EIO. */
+static int probe_all(struct bench *b) {
+        uint32_t n_chunks = (uint32_t)(b->reg.span_bytes / CHUNK);
+        uint64_t expected = b->done, failed = b->failed;
+
+        for (uint32_t c = 0; c < n_chunks; c += BATCH) {
+                struct kvt_order o[BATCH];
+                size_t k = orders_for(b, o, c, MIN(BATCH, n_chunks - c), 1, KVT_TIER_HOST);
+
+                for (size_t i = 0; i < k; i++)
+                        o[i].flags = KVT_ORDER_PROBE;
+                pipeline_submit(b->pipe, o, k);
+                expected += k;
+        }
+        wait_all(b, expected);
+        return b->failed == failed ? 0 : -EIO;
+}
+
 /* --round-trips N: N times the GPU writes the region (even chunks
  * SEED_FIRST, odd SEED_SECOND), the mover evicts it and promotes it back
  * in 16 MiB orders; each trip's rates and the advice calls each way.  The
  * pipeline keeps the advice of a chunk's first eviction, so trips after the
  * first should make none.  Then the region is checked on the host and on
- * the GPU, as check() does.  Exit 1 if a word was lost. */
+ * the GPU, as check() does, every chunk probed (one 4 KiB page each sent
+ * to the host, the rest staying in VRAM) and read again.  Exit 1 if a word
+ * was lost. */
 static int round_trips(struct bench *b, unsigned n) {
         const uint32_t run = 8;
         uint64_t host_bad, gpu_bad;
@@ -1017,6 +1038,9 @@ static int round_trips(struct bench *b, unsigned n) {
         if (move_all(b, KVT_TIER_VRAM, run, BATCH) < 0)
                 return -EIO;
         gpu_bad = gpu_check(b);
+        if (probe_all(b) < 0)
+                return -EIO;
+        gpu_bad += gpu_check(b);
         printf("round trips: words lost or wrong: host %llu, gpu %llu\n", (unsigned long long)host_bad,
                (unsigned long long)gpu_bad);
         return host_bad == 0 && gpu_bad == 0 ? 0 : -EBADMSG;

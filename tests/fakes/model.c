@@ -68,7 +68,8 @@ struct page {
         /* A 4 KiB sample of a page on a device (kvtier's probe): advice and a
          * prefetch to the host over less than a page send that one 4 KiB page
          * out, unmapped, and leave the rest where it is (as on the H200).
-         * sample_pref: its preferred location became the host; sample_out:
+         * sample_pref: its preferred location became the host (or the whole
+         * page's is: a promotion leaves kvtier's eviction advice); sample_out:
          * it is out, and the device's next touch faults (a fault and a
          * remote map) and maps it. */
         bool sample_pref, sample_out;
@@ -1228,8 +1229,10 @@ int model_prefetch(int caller, const void *ptr, size_t count, int loc, int numa,
         for (size_t i = first; i <= last; i++) {
                 struct page *p = &a->pages[i];
 
-                if (loc == MODEL_LOC_HOST && count < MODEL_PAGE_BYTES && p->loc >= 0 && p->sample_pref &&
-                    !p->read_mostly) {
+                /* less than a page to the host, where the 4 KiB page's preferred
+                 * location is the host (advised for it, or for the whole page) */
+                if (loc == MODEL_LOC_HOST && count < MODEL_PAGE_BYTES && p->loc >= 0 &&
+                    (p->sample_pref || (p->preferred == MODEL_LOC_HOST && !p->preferred_numa)) && !p->read_mostly) {
                         if (!p->sample_out)
                                 m.stats[p->loc].d2h_bytes += 4096;
                         p->sample_out = true; /* 4 KiB out, unmapped; the rest stays */

@@ -200,6 +200,9 @@ check_gt "one evictor without a context: the other evicts in its own" \
 # takes the driver's lock on the whole address space).  With the preferred
 # location left on the host, the GPU's writes after each promotion find the
 # pages in VRAM: no fault past the first touches, nothing over the link.
+# Then each chunk is probed: its 4 KiB sample page alone goes to the host
+# (the chunk's preferred location is the host already, so the probe makes
+# no advice of its own there), and the GPU's next read faults on it once.
 trips() { # NAME ENV...: three round trips of 64M in 16M orders
         local name=$1; shift
         env FAKECUDA_STATS="$TMP/$name.stats" "$@" "$BENCH" --size 64M --round-trips 3 >"$TMP/$name.out" 2>&1
@@ -215,9 +218,11 @@ check "round trips: exit 0, no write lost" \
 check "first eviction: the preferred location, and accessed-by for each of 32 chunks" \
         [ "$(advice_of kept 0)" = "33 0" ]
 check "later trips: no advice either way" [ "$(advice_of kept 1) $(advice_of kept 2)" = "0 0 0 0" ]
-check "the GPU's writes after each promotion found VRAM: 32 first touches faulted, no more" \
-        [ "$(stat_of kept faults)" -eq 32 ]
+check "the GPU's accesses after each promotion found VRAM: 32 first touches and 32 probed pages faulted, no more" \
+        [ "$(stat_of kept faults)" -eq 64 ]
 check "nothing read over the link" [ "$(stat_of kept remote_bytes)" -eq 0 ]
+check "moved to the host: four evictions of 64M, and a 4 KiB page for each of 32 probes" \
+        [ "$(stat_of kept d2h_bytes)" -eq $((4 * (64 << 20) + 32 * 4096)) ]
 
 BUDGET=$((64 << 20))
 write_config 64M
