@@ -365,7 +365,7 @@ static bool is_sample(const struct eviction *e) {
  * for, or a part of a sample.  Not under the lock: the calls may block for
  * the whole copy. */
 static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
-        const struct eviction *e = s->e; /* its first five fields are fixed while it is queued */
+        const struct eviction *e = s->e; /* its first six fields are fixed while it is queued */
         cudaStream_t stream;
         cudaError_t err = evictor_enter(self, e->device, &stream);
 

@@ -418,7 +418,6 @@ int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_
         for (uint32_t i = first; s->standing && i < first + n; i++)
                 s->standing[i] = (uint8_t)(spilled ? s->standing[i] | REGION_STANDING_SPILLED
                                                    : s->standing[i] & ~REGION_STANDING_SPILLED);
-        advised_set(s, first, n, 0);
         if (spilled) {
                 uintptr_t base = s->r.base;
 
@@ -434,6 +433,8 @@ int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_
                 }
                 s->draining--;
         }
+        /* once no run is left to book the advice it made */
+        advised_set(s, first, n, 0);
         *ret = s->r;
 out:
         pthread_mutex_unlock(&t->lock);
