@@ -349,20 +349,24 @@ static void advised_set(struct region_slot *s, uint32_t first, uint32_t n, unsig
         memset(s->advised + first, (int)bits, n);
 }
 
-/* The captured region holding the whole chunks [ptr, ptr + len), and the
- * first of them; NULL if they are not all in one.  Under lock. */
-static struct region_slot *find_chunks(const void *ptr, size_t len, uint32_t *ret_first, uint32_t *ret_n) {
+/* The captured region holding the whole chunks [ptr, ptr + len) into
+ * *ret, the first of them and their number.  Returns 0, -ENOENT (no
+ * captured region at ptr) or -EINVAL (not whole chunks, or past its end).
+ * Under lock. */
+static int find_chunks(const void *ptr, size_t len, struct region_slot **ret, uint32_t *ret_first,
+                       uint32_t *ret_n) {
         struct region_slot *s = find_containing((uintptr_t)ptr);
         uintptr_t off;
 
-        if (!s || len == 0)
-                return NULL;
+        if (!s)
+                return -ENOENT;
         off = (uintptr_t)ptr - s->r.base;
         if ((off | len) & (KVT_CHUNK_BYTES - 1) || len > s->r.span_bytes - off)
-                return NULL;
+                return -EINVAL;
+        *ret = s;
         *ret_first = (uint32_t)(off >> KVT_CHUNK_SHIFT);
         *ret_n = (uint32_t)(len >> KVT_CHUNK_SHIFT);
-        return s;
+        return 0;
 }
 
 unsigned regions_advised(const void *ptr, size_t len) {
@@ -372,7 +376,8 @@ unsigned regions_advised(const void *ptr, size_t len) {
         unsigned bits = 0;
 
         pthread_mutex_lock(&t->lock);
-        s = find_chunks(ptr, len, &first, &n);
+        if (len == 0 || find_chunks(ptr, len, &s, &first, &n) < 0)
+                s = NULL;
         if (s && !s->advised)
                 bits = s->r.advised;
         else if (s) {
@@ -390,8 +395,7 @@ void regions_set_advised(const void *ptr, size_t len, unsigned bits) {
         uint32_t first, n;
 
         pthread_mutex_lock(&t->lock);
-        s = find_chunks(ptr, len, &first, &n);
-        if (s)
+        if (find_chunks(ptr, len, &s, &first, &n) == 0)
                 advised_set(s, first, n, bits);
         pthread_mutex_unlock(&t->lock);
 }
@@ -399,19 +403,13 @@ void regions_set_advised(const void *ptr, size_t len, unsigned bits) {
 int regions_mark_spilled(const void *ptr, size_t len, bool spilled, struct shim_region *ret) {
         struct shim_regions *t = &kvt_shim()->regions;
         struct region_slot *s;
-        uint32_t chunks, first = 0, n = (uint32_t)(len >> KVT_CHUNK_SHIFT);
-        int r = 0;
+        uint32_t first, n;
+        int r;
 
         pthread_mutex_lock(&t->lock);
-        s = find_containing((uintptr_t)ptr);
-        chunks = s ? (uint32_t)(s->r.span_bytes >> KVT_CHUNK_SHIFT) : 0;
-        if (s)
-                first = (uint32_t)(((uintptr_t)ptr - s->r.base) >> KVT_CHUNK_SHIFT);
-        if (!s || ((uintptr_t)ptr | len) & (KVT_CHUNK_BYTES - 1) || n > chunks - first) {
-                r = s ? -EINVAL : -ENOENT;
+        if ((r = find_chunks(ptr, len, &s, &first, &n)) < 0)
                 goto out;
-        }
-        if (spilled && !s->standing && !(s->standing = calloc(chunks, 1))) {
+        if (spilled && !s->standing && !(s->standing = calloc(s->r.span_bytes >> KVT_CHUNK_SHIFT, 1))) {
                 r = -ENOMEM;
                 goto out;
         }
