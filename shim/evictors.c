@@ -265,11 +265,17 @@ static cudaError_t advise_host(struct evictors *set, const struct eviction *ev) 
         return e;
 }
 
+unsigned evictors_advice(const struct eviction *e) {
+        unsigned mapping = REGION_ADVISED_MAPPED | REGION_ADVISED_UNMAPPED;
+
+        return REGION_ADVISED_HOST | (e->map == EVICT_MAP_SET     ? REGION_ADVISED_MAPPED
+                                      : e->map == EVICT_MAP_UNSET ? REGION_ADVISED_UNMAPPED
+                                                                  : e->known & mapping);
+}
+
 /* Whether eviction e (a move) needs advice beyond what it has. */
 static bool needs_advice(const struct eviction *e) {
-        unsigned want = REGION_ADVISED_HOST | (e->map == EVICT_MAP_SET     ? REGION_ADVISED_MAPPED
-                                               : e->map == EVICT_MAP_UNSET ? REGION_ADVISED_UNMAPPED
-                                                                           : 0u);
+        unsigned want = evictors_advice(e);
 
         return (e->known & want) != want;
 }

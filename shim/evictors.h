@@ -92,6 +92,11 @@ void evictors_submit(struct evictors *set, struct eviction *e);
  * first error of its advice or parts). */
 cudaError_t evictors_poll(struct evictors *set, struct eviction *e);
 
+/* The REGION_ADVISED_* bits (regions.h) that move e leaves on its chunks
+ * once done: the host their preferred location, mapped as its map says
+ * (EVICT_MAP_KEEP: as they were, e->known).  Not for samples. */
+unsigned evictors_advice(const struct eviction *e);
+
 /* Submits e and waits for its end, which it returns. */
 cudaError_t evictors_move(struct evictors *set, struct eviction *e);
 

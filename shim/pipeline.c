@@ -189,17 +189,8 @@ static void advice_known(struct eviction *e) {
  * it ended with err: the host their preferred location, mapped as its map
  * says; after a failure, unknown. */
 static void advice_note(const struct eviction *e, cudaError_t err) {
-        unsigned bits = REGION_ADVISED_HOST;
-
-        if (e->map == EVICT_MAP_REARM || e->map == EVICT_MAP_PROBE)
-                return;
-        if (e->map == EVICT_MAP_SET)
-                bits |= REGION_ADVISED_MAPPED;
-        else if (e->map == EVICT_MAP_UNSET)
-                bits |= REGION_ADVISED_UNMAPPED;
-        else
-                bits |= e->known & (REGION_ADVISED_MAPPED | REGION_ADVISED_UNMAPPED);
-        regions_set_advised(e->ptr, e->len, err == cudaSuccess ? bits : 0);
+        if (e->map != EVICT_MAP_REARM && e->map != EVICT_MAP_PROBE)
+                regions_set_advised(e->ptr, e->len, err == cudaSuccess ? evictors_advice(e) : 0);
 }
 
 /* Submits e, a move, and waits for its end, which it books and returns. */
