@@ -10,6 +10,10 @@
 //          eviction advises them (preferred location host, accessed-by the
 //          GPU for all of each chunk but its first 4 KiB, the sample page)
 //          and prefetches them to the host
+//   mapped at the capture: accessed-by the GPU as above, the preferred
+//          location left the GPU (so the first touch still places the
+//          pages in VRAM); the first eviction advises the preferred
+//          location host (one call) and prefetches
 //   early  at the capture: prefetched to the GPU (which populates the pages
 //          there), then the same advice; the first touch; the first
 //          eviction is the prefetch alone
@@ -30,11 +34,13 @@ __global__ void fill(unsigned long long *p, size_t n) {
                 p[i] = i * 0x9E3779B97F4A7C15ull;
 }
 
-// Preferred location host, accessed-by the GPU but for each chunk's first page.
-static void advise_mapped(char *p, size_t bytes, int dev) {
+// Accessed-by the GPU but for each chunk's first page, after the preferred
+// location host where pref says so.
+static void advise_mapped(char *p, size_t bytes, int dev, bool pref) {
         cudaMemLocation host = {cudaMemLocationTypeHost, 0}, gpu = {cudaMemLocationTypeDevice, dev};
 
-        CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
+        if (pref)
+                CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
         for (size_t off = 0; off < bytes; off += CHUNK)
                 CK(cudaMemAdvise(p + off + PAGE, CHUNK - PAGE, cudaMemAdviseSetAccessedBy, gpu));
 }
@@ -57,7 +63,8 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&out, sizeof(*out)));
         printf("capture-advice: %zu MiB, %zu chunks\n", mib, bytes / CHUNK);
         for (int r = 0; r < rounds; r++)
-                for (int early = 0; early < 2; early++) {
+                for (int v = 0; v < 3; v++) {
+                        static const char *const name[] = {"now", "mapped", "early"};
                         void *raw;
                         char *p;
                         double t0, cap, touch, adv, move, read;
@@ -65,20 +72,25 @@ int main(int argc, char **argv) {
                         CK(cudaMallocManaged(&raw, bytes + CHUNK, cudaMemAttachGlobal));
                         p = (char *)(((uintptr_t)raw + CHUNK - 1) & ~(uintptr_t)(CHUNK - 1));
                         t0 = now_ms();
-                        if (early) {
+                        if (v == 2) {
                                 CK(cudaMemPrefetchAsync(p, bytes, gpu, 0, s));
                                 CK(cudaStreamSynchronize(s));
-                                advise_mapped(p, bytes, dev);
-                        } else
+                                advise_mapped(p, bytes, dev, true);
+                        } else {
                                 CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, gpu));
+                                if (v == 1)
+                                        advise_mapped(p, bytes, dev, false);
+                        }
                         cap = now_ms() - t0;
                         t0 = now_ms();
                         fill<<<1056, 512, 0, s>>>((unsigned long long *)p, n);
                         CK(cudaStreamSynchronize(s));
                         touch = now_ms() - t0;
                         t0 = now_ms();
-                        if (!early)
-                                advise_mapped(p, bytes, dev);
+                        if (v == 0)
+                                advise_mapped(p, bytes, dev, true);
+                        else if (v == 1)
+                                CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
                         adv = now_ms() - t0;
                         t0 = now_ms();
                         CK(cudaMemPrefetchAsync(p, bytes, host, 0, s));
@@ -87,9 +99,9 @@ int main(int argc, char **argv) {
                         read = timed_launch(s, out, &got, [&] {
                                 sum<<<1056, 512, 0, s>>>((const unsigned long long *)p, n, out);
                         });
-                        printf("round %d %-5s capture %8.3f ms  first touch %8.3f ms  eviction: advice %8.3f ms, "
+                        printf("round %d %-6s capture %8.3f ms  first touch %8.3f ms  eviction: advice %8.3f ms, "
                                "move %8.3f ms (%.1f GB/s)  read in place %8.3f ms, words %s\n",
-                               r, early ? "early" : "now", cap, touch, adv, move, bytes / move / 1e6, read,
+                               r, name[v], cap, touch, adv, move, bytes / move / 1e6, read,
                                got == want ? "intact" : "WRONG");
                         CK(cudaFree(raw));
                         if (got != want)
