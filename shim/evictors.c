@@ -254,12 +254,18 @@ static cudaError_t advise_host(struct evictors *set, const struct eviction *ev) 
         if (ev->map == EVICT_MAP_UNSET)
                 return ev->known & REGION_ADVISED_UNMAPPED ? cudaSuccess
                                                            : rt->cudaMemAdvise(ptr, ev->len, cudaMemAdviseUnsetAccessedBy, gpu);
-        for (size_t off = 0; off < ev->len && e == cudaSuccess && !(ev->known & REGION_ADVISED_MAPPED);
-             off += KVT_CHUNK_BYTES) {
-                size_t n = ev->len - off < KVT_CHUNK_BYTES ? ev->len - off : KVT_CHUNK_BYTES;
+        return ev->known & REGION_ADVISED_MAPPED ? cudaSuccess : evictors_map_chunks(rt, ptr, ev->len, ev->device);
+}
+
+cudaError_t evictors_map_chunks(const struct kvt_cudart *rt, void *ptr, size_t len, int dev) {
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, dev};
+        cudaError_t e = cudaSuccess;
+
+        for (size_t off = 0; off < len && e == cudaSuccess; off += KVT_CHUNK_BYTES) {
+                size_t n = len - off < KVT_CHUNK_BYTES ? len - off : KVT_CHUNK_BYTES;
 
                 if (n > SAMPLE_PAGE_BYTES)
-                        e = rt->cudaMemAdvise(ptr + off + SAMPLE_PAGE_BYTES, n - SAMPLE_PAGE_BYTES,
+                        e = rt->cudaMemAdvise((char *)ptr + off + SAMPLE_PAGE_BYTES, n - SAMPLE_PAGE_BYTES,
                                               cudaMemAdviseSetAccessedBy, gpu);
         }
         return e;

@@ -97,6 +97,11 @@ cudaError_t evictors_poll(struct evictors *set, struct eviction *e);
  * (EVICT_MAP_KEEP: as they were, e->known).  Not for samples. */
 unsigned evictors_advice(const struct eviction *e);
 
+/* Advises GPU dev accessed-by all of each chunk of [ptr, ptr + len) (which
+ * starts on a chunk) but its first page, the sample page: what a mapped
+ * eviction leaves, REGION_ADVISED_MAPPED.  Returns the first error. */
+cudaError_t evictors_map_chunks(const struct kvt_cudart *rt, void *ptr, size_t len, int dev);
+
 /* Submits e and waits for its end, which it returns. */
 cudaError_t evictors_move(struct evictors *set, struct eviction *e);
 

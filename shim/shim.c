@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "deferred.h"
+#include "evictors.h"
 #include "exit.h"
 #include "hooks.h"
 #include "cupti.h"
@@ -131,8 +132,8 @@ static cudaError_t managed_alloc_aligned(const struct kvt_cudart *rt, size_t spa
         return cudaSuccess;
 }
 
-/* Where a capture starts: in VRAM while the daemon's grant has room (the
- * GPU's first touch then places it there, as plain cudaMalloc would), else
+/* Where a capture starts: in VRAM while the daemon's grant has room (where
+ * capture_prepare() then places it, as plain cudaMalloc would), else
  * in host memory, unmapped, so that the GPU's first touch faults (a demand
  * the daemon sees) and reads it in place until the daemon promotes it. */
 static cudaError_t capture_advise(const struct kvt_cudart *rt, const struct shim_region *r) {
@@ -141,6 +142,36 @@ static cudaError_t capture_advise(const struct kvt_cudart *rt, const struct shim
         if (r->start_vram)
                 loc = (struct cudaMemLocation){cudaMemLocationTypeDevice, r->device};
         return rt->cudaMemAdvise((void *)r->base, r->span_bytes, cudaMemAdviseSetPreferredLocation, loc);
+}
+
+/* A capture that starts in VRAM gets at once the advice its first eviction
+ * would make: its pages populated in VRAM by a prefetch (where the GPU's
+ * first touch would place them), then the preferred location the host and
+ * the GPU accessed-by all of each chunk but its sample page.  Its
+ * evictions are then prefetches alone: each advice call takes the driver's
+ * lock on the whole address space, and made at a first eviction, under
+ * pressure, it waits for every move under way.  Returns the
+ * REGION_ADVISED_* bits the chunks have: a failure leaves the rest to the
+ * first eviction, and the first touch to place what was not populated. */
+static unsigned capture_prepare(const struct kvt_cudart *rt, const struct shim_region *r) {
+        const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
+        void *base = (void *)r->base;
+        cudaStream_t s;
+        cudaError_t e;
+
+        /* a stream of its own: the engine's may be capturing a graph */
+        if (rt->cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+                return REGION_ADVISED_UNMAPPED;
+        e = rt->cudaMemPrefetchAsync(base, r->span_bytes, gpu, 0, s);
+        if (e == cudaSuccess)
+                e = rt->cudaStreamSynchronize(s);
+        (void)rt->cudaStreamDestroy(s);
+        if (e != cudaSuccess || rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host) != cudaSuccess)
+                return REGION_ADVISED_UNMAPPED;
+        if (evictors_map_chunks(rt, base, r->span_bytes, r->device) != cudaSuccess)
+                return REGION_ADVISED_HOST;
+        return REGION_ADVISED_HOST | REGION_ADVISED_MAPPED;
 }
 
 /* Backs an allocation with managed memory, placed as capture_advise() says,
@@ -178,14 +209,14 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
                 return log_warning_errno(ENOMEM, "Failed to allocate %zu bytes of managed memory: %s, using plain cudaMalloc.",
                                          size, rt->cudaGetErrorString(e));
         r.start_vram = client_grant_take(r.device, r.span_bytes);
-        /* as capture_advise() leaves each chunk: nobody accessed-by it */
-        r.advised = r.start_vram ? REGION_ADVISED_UNMAPPED : REGION_ADVISED_HOST | REGION_ADVISED_UNMAPPED;
         e = capture_advise(rt, &r);
         if (e != cudaSuccess) {
                 rt->cudaFree(r.alloc_ptr);
                 return log_warning_errno(EIO, "Failed to advise managed memory: %s, using plain cudaMalloc.",
                                          rt->cudaGetErrorString(e));
         }
+        /* host memory as capture_advise() leaves it: nobody accessed-by it */
+        r.advised = r.start_vram ? capture_prepare(rt, &r) : REGION_ADVISED_HOST | REGION_ADVISED_UNMAPPED;
         /* Registered once the ADD is sent (client_register); the mover's
          * registration pass, which takes the announce lock held here,
          * cannot announce it a second time meanwhile. */

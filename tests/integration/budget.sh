@@ -59,6 +59,27 @@ check_le "slow cudaFree: peak VRAM by the fake's counters, frees included, withi
         "$(stat_of slow-free managed_resident_peak_bytes)" $BUDGET
 check "slow cudaFree: orders on freed regions are cancellations, not failures" \
         [ "$(status_json | jq .migrations.orders_failed)" -eq 0 ]
+
+# A capture that starts in VRAM is placed there at once and advised as its
+# first eviction would leave it (shim.c, capture_prepare()): the GPU's first
+# touch finds its chunks in VRAM and does not fault, and each chunk but its
+# sample page is accessed-by the GPU.  One 64M region within the budget.
+ENGINE_ENV="KVTIER_LOG=debug" run_engine prepared --regions 1 --region-size 64M --window 64M --steps 2 \
+        --step-ms 10; rc=$?
+check "VRAM-start capture: engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/prepared.out"
+check "VRAM-start capture: captured in VRAM" grep -q "as region 1, in VRAM" "$TMP/prepared.out"
+check "VRAM-start capture: the first touch did not fault" [ "$(stat_of prepared faults)" -eq 0 ]
+# one preferred location each way, and 32 chunks accessed-by
+check_gt "VRAM-start capture: advised at once" "$(stat_of prepared advise_calls)" 33
+# A failure there leaves the rest to the first touch and the first eviction.
+for fail in prefetch:1 advise:2 advise:4; do
+        ENGINE_ENV="FAKECUDA_FAIL=$fail" run_engine "prepared-$fail" --regions 1 --region-size 64M --window 64M \
+                --steps 2 --step-ms 10; rc=$?
+        check "VRAM-start capture, its $fail failing: engine exits 0, pattern intact" \
+                rc_and $rc grep -q "mismatched words 0" "$TMP/prepared-$fail.out"
+done
+check_gt "VRAM-start capture, its prefetch failing: the first touch placed it" \
+        "$(stat_of prepared-prefetch:1 faults)" 0
 check "daemon stops cleanly on SIGTERM" stop_daemon
 
 # Without a daemon the shim fails open: plain cudaMalloc, same result.
