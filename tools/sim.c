@@ -35,8 +35,9 @@ struct sim {
         struct sim_result *res;
         struct policy_chunk **chunks; /* per declared region, the daemon's view; NULL before R and after F */
         uint8_t **mapped;             /* per declared region and chunk: the GPU maps it (no fault on a touch) */
-        uint8_t **advised;            /* per declared region and chunk: evicted once, its advice made (the
-                                       * shim keeps it: later evictions advise nothing) */
+        uint8_t **advised;            /* per declared region and chunk: its advice made, at its capture in
+                                       * VRAM or its first eviction (the shim keeps it: later evictions
+                                       * advise nothing) */
         uint32_t *last_active;        /* per declared region: tick of its last access */
         uint64_t *born_ns;            /* per declared region: when it was captured (its R) */
         struct signal *signals;       /* faults on their way to the daemon, oldest first */
@@ -498,6 +499,8 @@ static int on_region(struct sim *s, const struct trace_event *ev, uint64_t at_ns
                 return -ENOMEM;
         }
         if (vram) {
+                /* advised at its capture, as its first eviction would leave it */
+                memset(advised, 1, ev->n_chunks);
                 s->started_vram += ev->n_chunks;
                 s->stale -= s->charged + ev->n_chunks > s->budget_chunks
                                     ? MIN(s->stale, s->charged + ev->n_chunks - s->budget_chunks)

@@ -147,6 +147,15 @@ check "armed: with no re-arm before it but the verifying one" [ "$(field "$line"
 line=$("$SIM" --budget=4M --margin=0 --observe=all -p lru "$TMP/twice.trace" | grep '^policy=lru ')
 check_gt "advice once: chunks evicted more than once" "$(($(field "$line" to_host_bytes) >> 21))" 4
 check "advice once: 4 evictions advised, one a chunk" [ "$(field "$line" advised)" = 4 ]
+# A region that starts in VRAM was advised at its capture: two regions of 4
+# chunks in a budget of 4 take turns, and only the second's chunks (which
+# started in host memory) are advised, at their first eviction.
+{ printf 'kvtier-trace 1\nR 1 4\nR 2 4\n'; for k in $(seq 0 9); do printf 'A %d %d 0 4\n' $((k * 100000000)) $((k % 2 + 1)); done; } \
+        >"$TMP/prepared.trace"
+line=$("$SIM" --budget=8M --margin=0 -p lru "$TMP/prepared.trace" | grep '^policy=lru ')
+check_gt "advice at the capture: both regions' chunks evicted" "$(($(field "$line" to_host_bytes) >> 21))" 8
+check "advice at the capture: the 4 chunks that started in host memory advised, none of the others" \
+        [ "$(field "$line" advised)" = 4 ]
 
 # A measured window counts only the accesses the trace times within it:
 # five reads of four chunks 400 ms apart, from 300 to 1300 ms: the reads at
