@@ -41,6 +41,14 @@ for fw in torch torch-expandable cupy jax; do
         res "$fw" "$(compare "$a" "$b")"
 done
 
+# CUDA graphs captured in each mode while the shim captures their pool's
+# segments, and 8 threads allocating at once: results equal or not.
+a=$(timeout 150 python3 "$C/graph_probe.py" 2>"$E/cap-graph.err" | tail -n 1)
+b=$(KVTIER_CAPACITY=400G LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" KVTIER_LOG=info \
+        timeout 150 python3 "$C/graph_probe.py" 2>>"$E/cap-graph.err" | tail -n 1)
+echo "graph plain: $a"; echo "graph shim:  $b"
+res "graphs, threads" "$([ -n "$a" ] && [ "$a" = "$b" ] && ! grep -q error <<<"$a" && echo same || echo DIFF)"
+
 a=$(timeout 60 "$C/static_probe" 2>"$E/cap-static.err" | tail -n 1)
 b=$(KVT_PROBE_STATUS="$CTL -s $SOCK status --json >$T/static.json" LD_PRELOAD="$C/libkvtier.so" KVTIER_SOCKET="$SOCK" \
         KVTIER_LOG=info KVTIER_CAPACITY=400G KVTIER_CUDART="$C/cudart/libcudart.so.13" timeout 60 "$C/static_probe" \

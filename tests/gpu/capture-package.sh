@@ -15,5 +15,5 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 "$cuda/bin/nvcc" -O2 -arch=sm_90 tests/gpu/static_probe.cu -o "$out/static_probe" # default: static cudart
 if ldd "$out/static_probe" | grep -q libcudart; then echo "static_probe links libcudart dynamically" >&2; exit 1; fi
 cp -L "$cuda/lib64/libcudart.so.13" "$out/cudart/"
-cp tests/gpu/capture_probe.py tests/gpu/capture-h200.sh "$out/"
+cp tests/gpu/capture_probe.py tests/gpu/graph_probe.py tests/gpu/capture-h200.sh "$out/"
 ls -la "$out"
