@@ -37,17 +37,20 @@ sim() {
         check "$name: bytes moved consistent with residency" [ "$(field "$demand" consistent)" = yes ]
 }
 
-# HOT:NAME:LOW:HIGH: the hot set, and the span of fractions of all-VRAM
-# (the same call's all-VRAM run) the H200 ran it at with sibling regions
-# and no hints, widened by a fifth each way (RESULTS.md, 2026-12-03, twelfth
-# session: hot 5 0.70-0.84, hot 8 0.43-0.55).
-for hot in 5:a-quarter:0.56:1.01 8:half:0.34:0.66; do
-        IFS=: read -r n name low high <<<"$hot"
+# HOT:NAME:LOW: the hot set, and the least fraction of all-VRAM (the same
+# call's all-VRAM run) the H200 ran it at with sibling regions and no
+# hints, less a fifth (RESULTS.md, 2026-12-03, twelfth session: hot 5
+# 0.70-0.84, hot 8 0.43-0.55).  This shape, timed over the whole trace, is
+# not what the suite times: the span on both sides is asserted below, on
+# the suite's own runs.  (Above it here since the captures are advised at
+# once: hot 8 0.78, where the H100 ran the suite at 0.55-0.62,
+# twenty-fourth session.)
+for hot in 5:a-quarter:0.56 8:half:0.34; do
+        IFS=: read -r n name low <<<"$hot"
         if sim "paged contiguous, hot set $name of the budget" 4G paged-contiguous 10 "$n"; then
                 speed=$(field "$demand" speed)
-                check "paged contiguous, hot set $name of the budget: demand within the H200's span, $low-$high of all-VRAM" \
+                check "paged contiguous, hot set $name of the budget: demand at least $low of all-VRAM" \
                         ge "$speed" "$low"
-                check "paged contiguous, hot set $name of the budget: ... and not above" ge "$high" "$speed"
                 check "paged contiguous, hot set $name of the budget: demand faster than lru" \
                         ge "$speed" "$(field "$lru" speed)"
         fi
@@ -84,9 +87,11 @@ check "bound 40 ms late: bytes moved consistent with residency" [ "$(field "$lat
 # twelve (kvtierwarm, 1792:2048).  Asserted: within the span the GPU ran
 # them at, widened by a fifth each way (RESULTS.md, twentieth and
 # twenty-first sessions: hot 5 0.75-0.82 on an H100; hot 8 0.51-0.54 on an
-# H100, 0.63-0.71 on an H200; hot 16 after twelve turns 0.77 on an H200).
-# Hot 16 in the suite's window is reported, not asserted: the H200 ran it
-# at 0.13-0.20 and the H100 at 0.26-0.27, where the model says more.
+# H100, 0.63-0.71 on an H200, and 0.55-0.62 on an H100 with the captures
+# advised at once, twenty-fourth session; hot 16 after twelve turns 0.77 on
+# an H200).  Hot 16 in the suite's window is reported, not asserted: the
+# H200 ran it at 0.13-0.20 and the H100 at 0.26-0.27, 0.33-0.50 with the
+# captures advised, where the model says more.
 suite_run() {
         "$GEN" paged-contiguous 2 "$1" at-fill |
                 "$SIM" --budget=4G -p demand --closed-loop --measure-ms="$2" - 2>&1 | grep '^policy=demand '
@@ -102,5 +107,5 @@ for run in 5:1088:1344:0.60:0.98 8:1088:1344:0.41:0.85 16:1792:2048:0.61:0.92; d
 done
 line=$(suite_run 16 1088:1344)
 diag "the suite's hot 16, turns from 1088 ms, closed loop: demand speed $(field "$line" speed)" \
-        "(the GPU: 0.13-0.27)"
+        "(the GPU: 0.13-0.50)"
 done_testing
