@@ -166,7 +166,6 @@ typedef enum CUstreamCaptureStatus_enum { KVT_CU_CAPTURE_STATUS(KVT_CUDA_ENUM) }
 #undef KVT_CUDA_ENUM
 /* The calling thread's default stream, as cuda.h defines it. */
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
-#define cudaStreamPerThread ((cudaStream_t)0x2)
 #endif
 
 /*
