@@ -234,7 +234,8 @@ static cudaError_t advise_sample(struct evictors *set, char *ptr, size_t len, in
  * (EVICT_MAP_SET) has each chunk accessed by the GPU but for its sample
  * page (SAMPLE_PAGE_BYTES): one piece of advice a chunk, at the edge the
  * samples split anyway.  Promotions leave the advice as it is, so a
- * chunk's advice is made at its first eviction and not again: every
+ * chunk's advice is made once (at its first eviction, or at its capture
+ * where that starts in VRAM: shim.c) and not again: every
  * piece of advice takes the driver's lock on the whole address space,
  * waiting for every move and fault under way.  A failed advice leaves the
  * pages in VRAM, which the daemon keeps charged; an eviction whose part

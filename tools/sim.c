@@ -499,7 +499,8 @@ static int on_region(struct sim *s, const struct trace_event *ev, uint64_t at_ns
                 return -ENOMEM;
         }
         if (vram) {
-                /* advised at its capture, as its first eviction would leave it */
+                /* advised at its capture, as its first eviction would leave it; the
+                 * capture's own time (the engine's allocation) is not modelled */
                 memset(advised, 1, ev->n_chunks);
                 s->started_vram += ev->n_chunks;
                 s->stale -= s->charged + ev->n_chunks > s->budget_chunks

@@ -70,13 +70,23 @@ check "VRAM-start capture: engine exits 0, pattern intact" rc_and $rc grep -q "m
 check "VRAM-start capture: captured in VRAM" grep -q "as region 1, in VRAM" "$TMP/prepared.out"
 check "VRAM-start capture: the first touch did not fault" [ "$(stat_of prepared faults)" -eq 0 ]
 # one preferred location each way, and 32 chunks accessed-by
-check_gt "VRAM-start capture: advised at once" "$(stat_of prepared advise_calls)" 33
-# A failure there leaves the rest to the first touch and the first eviction.
+check "VRAM-start capture: advised at once, each chunk but its sample page" \
+        [ "$(stat_of prepared advise_calls)" -eq 34 ]
+# A failure there leaves the rest to the first touch and the first eviction,
+# which must make the advice that is missing: two regions in the budget of
+# one, so that the first's chunks are evicted, the budget held by the
+# fake's own count (a chunk left preferring the GPU would fault back in).
 for fail in prefetch:1 advise:2 advise:4; do
-        ENGINE_ENV="FAKECUDA_FAIL=$fail" run_engine "prepared-$fail" --regions 1 --region-size 64M --window 64M \
-                --steps 2 --step-ms 10; rc=$?
+        orders=$(status_json | jq .migrations.orders_failed)
+        ENGINE_ENV="FAKECUDA_FAIL=$fail" run_engine "prepared-$fail" --regions 2 --region-size 64M --window 32M --hint \
+                --steps 40 --step-ms 15 --max-vram $BUDGET; rc=$?
         check "VRAM-start capture, its $fail failing: engine exits 0, pattern intact" \
                 rc_and $rc grep -q "mismatched words 0" "$TMP/prepared-$fail.out"
+        check_gt "VRAM-start capture, its $fail failing: chunks evicted" "$(stat_of "prepared-$fail" d2h_bytes)" 0
+        check_le "VRAM-start capture, its $fail failing: peak VRAM by the fake's counters within the budget" \
+                "$(stat_of "prepared-$fail" managed_resident_peak_bytes)" $BUDGET
+        check "VRAM-start capture, its $fail failing: no order failed" \
+                [ "$(status_json | jq .migrations.orders_failed)" -eq "$orders" ]
 done
 check_gt "VRAM-start capture, its prefetch failing: the first touch placed it" \
         "$(stat_of prepared-prefetch:1 faults)" 0
