@@ -479,8 +479,10 @@ static bool release_locked(struct shim_ssd *s, struct ssd_handle *h) {
 
 /* Before a released range is refilled: its whole chunks go where a capture
  * would start, in VRAM while the client's grant has room, else in host
- * memory unmapped; they are advised so and prefetched there, which
- * populates the discarded pages without moving data.  Copying into pages
+ * memory unmapped (the GPU's access dropped: a chunk advised at its capture
+ * or a mapped eviction had it, and the daemon books these unmapped, so
+ * that their next use is seen); they are advised so and prefetched there,
+ * which populates the discarded pages without moving data.  Copying into pages
  * not populated instead made the driver fault them in 4 KiB at a time,
  * far below the link's speed (tests/bench/RESULTS.md).  Returns 0 or -EIO. */
 static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
@@ -498,6 +500,9 @@ static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
         rt->cudaSetDevice(h->device);
         st = stream_of(s, h->device);
         if (!st || rt->cudaMemAdvise((void *)lo, hi - lo, cudaMemAdviseSetPreferredLocation, loc) != cudaSuccess ||
+            (h->to_host && rt->cudaMemAdvise((void *)lo, hi - lo, cudaMemAdviseUnsetAccessedBy,
+                                             (struct cudaMemLocation){cudaMemLocationTypeDevice, h->device}) !=
+                                   cudaSuccess) ||
             rt->cudaMemPrefetchAsync((void *)lo, hi - lo, loc, 0, st) != cudaSuccess ||
             rt->cudaStreamSynchronize(st) != cudaSuccess)
                 return -EIO;

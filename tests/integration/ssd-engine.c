@@ -24,13 +24,15 @@
  *                                 makes DIR/restored and waits for
  *                                 DIR/restored.go (the test reads the daemon's
  *                                 books meanwhile), then checks every word
- *   ssd-engine books DIR [MIB]    one 32 MiB captured range (after MIB of
- *                                 another, filled first), filled by the GPU,
+ *   ssd-engine books DIR [MIB [late]]  one 32 MiB captured range (after MIB
+ *                                 of another, filled first; with late, once
+ *                                 the range is spilled), filled by the GPU,
  *                                 spilled, restored; after each step it makes
  *                                 DIR/STEP (filled, spilled, restored) and waits
  *                                 for DIR/STEP.go, so that the test can read the
  *                                 daemon's books; prints the range's bytes in
- *                                 VRAM after each
+ *                                 VRAM and its pages the GPU is advised to
+ *                                 access (accessed-by) after each
  *   ssd-engine keep N SEED GO RC K   N random ranges (device and host)
  *                                 spilled, "ready N ranges, B bytes" printed;
  *                                 once the file GO exists (the test restarted
@@ -455,11 +457,17 @@ static int hang(void) {
 static int step_wait(const char *dir, const char *step, const void *ptr, size_t len) {
         char path[4096];
         uint64_t vram = 0;
+        unsigned mapped = 0;
         struct stat st;
         FILE *f;
 
         (void)fakecuda_resident_bytes(ptr, len, 0, &vram);
-        printf("%s: %" PRIu64 " bytes in VRAM\n", step, vram);
+        for (size_t off = 0; off < len; off += FAKECUDA_PAGE_BYTES) {
+                struct fakecuda_page_info pi;
+
+                mapped += fakecuda_page_info((const char *)ptr + off, &pi) == 0 && (pi.accessed_by & 1u);
+        }
+        printf("%s: %" PRIu64 " bytes in VRAM, %u pages accessed-by\n", step, vram, mapped);
         snprintf(path, sizeof(path), "%s/%s", dir, step);
         if (!(f = fopen(path, "w")))
                 return -errno;
@@ -470,14 +478,21 @@ static int step_wait(const char *dir, const char *step, const void *ptr, size_t 
         return stat(path, &st);
 }
 
-static int books(const char *dir, size_t filler_mib) {
+static int fill_filler(size_t mib) {
+        char *filler;
+
+        return mib && (cudaMalloc((void **)&filler, mib * MIB) != cudaSuccess ||
+                       fakecuda_kernel_fill(filler, mib * MIB, 9) != 0)
+                       ? -ENOMEM
+                       : 0;
+}
+
+static int books(const char *dir, size_t filler_mib, bool late) {
         struct range x = {.len = 32 * MIB, .device = true};
         cudaStream_t st;
-        char *filler;
         int r;
 
-        if (filler_mib && (cudaMalloc((void **)&filler, filler_mib * MIB) != cudaSuccess ||
-                           fakecuda_kernel_fill(filler, filler_mib * MIB, 9) != 0))
+        if (!late && fill_filler(filler_mib) < 0)
                 return 3;
         if (cudaMalloc((void **)&x.ptr, x.len) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess ||
             fakecuda_kernel_fill(x.ptr, x.len, 5) != 0 || snapshot(&x) < 0)
@@ -488,6 +503,8 @@ static int books(const char *dir, size_t filler_mib) {
                 printf("spill: %d\n", r);
                 return 1;
         }
+        if (late && fill_filler(filler_mib) < 0)
+                return 3;
         if (step_wait(dir, "spilled", x.ptr, x.len) < 0)
                 return 1;
         if ((r = kvtier_try_restore(x.handle, st)) < 0 || (r = kvtier_try_restore_wait(x.handle)) < 0 ||
@@ -590,8 +607,8 @@ int main(int argc, char **argv) {
                 return hang();
         if (argc == 3 && strcmp(argv[1], "early") == 0)
                 return early(argv[2]);
-        if ((argc == 3 || argc == 4) && strcmp(argv[1], "books") == 0)
-                return books(argv[2], argc == 4 ? strtoull(argv[3], NULL, 0) : 0);
+        if ((argc >= 3 && argc <= 5) && strcmp(argv[1], "books") == 0 && (argc < 5 || strcmp(argv[4], "late") == 0))
+                return books(argv[2], argc >= 4 ? strtoull(argv[3], NULL, 0) : 0, argc == 5);
         if (argc == 7 && strcmp(argv[1], "keep") == 0)
                 return keep(atoi(argv[2]), strtoull(argv[3], NULL, 0), argv[4], atoi(argv[5]),
                             atoi(argv[6]));
@@ -609,6 +626,6 @@ int main(int argc, char **argv) {
         }
         fprintf(stderr,
                 "usage: ssd-engine roundtrip N SEED | fault RC | fault-spill RC | quota BYTES RC | hang | "
-                "absent RC | early DIR | books DIR [MIB] | keep N SEED GO RC K | fork | claim TOKEN HANDLE\n");
+                "absent RC | early DIR | books DIR [MIB [late]] | keep N SEED GO RC K | fork | claim TOKEN HANDLE\n");
         return 2;
 }

@@ -83,7 +83,7 @@ check "O_DIRECT refused: kvtierd says so once" [ "$(grep -c "refuses O_DIRECT" "
 step_books() {
         for _ in $(seq 400); do [ -e "$steps/$1" ] && break; sleep 0.05; done
         sleep 0.2 # the engine's HINT reaches the daemon in order, but on its own socket
-        status_json | jq -r '"\(.clients[0].regions[-1].chunk_map) \(.gpus[0].charged_bytes)"'
+        status_json | jq -r "\"\\(.clients[0].regions[${RANGE_AT:--1}].chunk_map) \\(.gpus[0].charged_bytes)\""
         touch "$steps/$1.go"
 }
 # books NAME [FILLER_MIB]: the engine's steps, into $filled, $spilled, $restored
@@ -125,6 +125,18 @@ check "books, budget full: spilled, booked as released ($spilled)" [ "$spilled" 
 check "books, budget full: restored to host memory, no VRAM charged ($restored)" \
         in_tiers "$restored" HRhr 16 $((64 << 20))
 check "books, budget full: the restored range holds no VRAM" grep -q '^restored: 0 bytes in VRAM' "$TMP/books-full.out"
+# A range that started in VRAM was advised at its capture as a mapped
+# eviction leaves it (accessed-by the GPU); restored to host memory, its
+# grant taken while it was spilled, it is booked unmapped, and must be so:
+# a mapping left in place would let the GPU read it unseen.
+restart_with "" "block_size = 1M" "[policy]" "hysteresis_ticks = 100000"
+RANGE_AT=0 books books-late "64 late" # the filler comes after the range
+check "books, grant taken while spilled: the range started in VRAM, accessed-by ($filled)" \
+        grep -q "^filled: $((32 << 20)) bytes in VRAM, 16 pages accessed-by" "$TMP/books-late.out"
+check "books, grant taken while spilled: restored to host memory ($restored)" \
+        in_tiers "$restored" HRhr 16 $((64 << 20))
+check "books, grant taken while spilled: the restored range is not mapped by the GPU" \
+        grep -q '^restored: 0 bytes in VRAM, 0 pages accessed-by' "$TMP/books-late.out"
 
 # --- a restore's waiters go on before the SSD copy is dropped: with the
 # daemon's drop held 5 s, kvtier_restore_wait() has returned while the spill
