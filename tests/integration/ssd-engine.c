@@ -25,8 +25,8 @@
  *                                 DIR/restored.go (the test reads the daemon's
  *                                 books meanwhile), then checks every word
  *   ssd-engine books DIR [MIB [late]]  one 32 MiB captured range (after MIB
- *                                 of another, filled first; with late, once
- *                                 the range is spilled), filled by the GPU,
+ *                                 of another, filled first; with late, after
+ *                                 the spilled step), filled by the GPU,
  *                                 spilled, restored; after each step it makes
  *                                 DIR/STEP (filled, spilled, restored) and waits
  *                                 for DIR/STEP.go, so that the test can read the
@@ -503,9 +503,7 @@ static int books(const char *dir, size_t filler_mib, bool late) {
                 printf("spill: %d\n", r);
                 return 1;
         }
-        if (late && fill_filler(filler_mib) < 0)
-                return 3;
-        if (step_wait(dir, "spilled", x.ptr, x.len) < 0)
+        if (step_wait(dir, "spilled", x.ptr, x.len) < 0 || (late && fill_filler(filler_mib) < 0))
                 return 1;
         if ((r = kvtier_try_restore(x.handle, st)) < 0 || (r = kvtier_try_restore_wait(x.handle)) < 0 ||
             cudaStreamSynchronize(st) != cudaSuccess) {

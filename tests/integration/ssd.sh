@@ -83,6 +83,12 @@ check "O_DIRECT refused: kvtierd says so once" [ "$(grep -c "refuses O_DIRECT" "
 step_books() {
         for _ in $(seq 400); do [ -e "$steps/$1" ] && break; sleep 0.05; done
         sleep 0.2 # the engine's HINT reaches the daemon in order, but on its own socket
+        # SPILL_BOOKED: once spilled, wait until the daemon has booked it so
+        # (nothing charged) and its grant has reached the shim (a tick)
+        if [ "$1" = spilled ] && [ -n "${SPILL_BOOKED:-}" ]; then
+                status_when ".gpus[0].charged_bytes == 0" true 10 >/dev/null
+                sleep 0.5
+        fi
         status_json | jq -r "\"\\(.clients[0].regions[${RANGE_AT:--1}].chunk_map) \\(.gpus[0].charged_bytes)\""
         touch "$steps/$1.go"
 }
@@ -128,9 +134,12 @@ check "books, budget full: the restored range holds no VRAM" grep -q '^restored:
 # A range that started in VRAM was advised at its capture as a mapped
 # eviction leaves it (accessed-by the GPU); restored to host memory, its
 # grant taken while it was spilled, it is booked unmapped, and must be so:
-# a mapping left in place would let the GPU read it unseen.
-restart_with "" "block_size = 1M" "[policy]" "hysteresis_ticks = 100000"
-RANGE_AT=0 books books-late "64 late" # the filler comes after the range
+# a mapping left in place would let the GPU read it unseen.  The filler is
+# captured once the daemon has booked the spill and told the shim (else it
+# could start in host memory and leave the range the grant, as it did once
+# under ThreadSanitizer), and takes the whole budget (no capture margin).
+restart_with "" "block_size = 1M" "[policy]" "hysteresis_ticks = 100000" "[gpu]" "capture_margin = 0"
+SPILL_BOOKED=1 RANGE_AT=0 books books-late "64 late" # the filler comes after the range
 check "books, grant taken while spilled: the range started in VRAM, accessed-by ($filled)" \
         grep -q "^filled: $((32 << 20)) bytes in VRAM, 16 pages accessed-by" "$TMP/books-late.out"
 check "books, grant taken while spilled: restored to host memory ($restored)" \
