@@ -487,6 +487,7 @@ static bool release_locked(struct shim_ssd *s, struct ssd_handle *h) {
  * far below the link's speed (tests/bench/RESULTS.md).  Returns 0 or -EIO. */
 static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
         const struct kvt_cudart *rt = real_cudart();
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, h->device};
         struct cudaMemLocation loc = {cudaMemLocationTypeHost, 0};
         struct shim_region r;
         uintptr_t lo, hi;
@@ -496,13 +497,11 @@ static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
                 return 0;
         h->to_host = !client_grant_take(h->device, hi - lo);
         if (!h->to_host)
-                loc = (struct cudaMemLocation){cudaMemLocationTypeDevice, h->device};
+                loc = gpu;
         rt->cudaSetDevice(h->device);
         st = stream_of(s, h->device);
         if (!st || rt->cudaMemAdvise((void *)lo, hi - lo, cudaMemAdviseSetPreferredLocation, loc) != cudaSuccess ||
-            (h->to_host && rt->cudaMemAdvise((void *)lo, hi - lo, cudaMemAdviseUnsetAccessedBy,
-                                             (struct cudaMemLocation){cudaMemLocationTypeDevice, h->device}) !=
-                                   cudaSuccess) ||
+            (h->to_host && rt->cudaMemAdvise((void *)lo, hi - lo, cudaMemAdviseUnsetAccessedBy, gpu) != cudaSuccess) ||
             rt->cudaMemPrefetchAsync((void *)lo, hi - lo, loc, 0, st) != cudaSuccess ||
             rt->cudaStreamSynchronize(st) != cudaSuccess)
                 return -EIO;
