@@ -238,6 +238,7 @@ static int connect_locked(void) {
         }
         heat_announce_locked(fd);
         c->conn_fd = fd;
+        c->conn_gen++;
         c->devices_announced = 0;
         memset(c->grant_cap, 0, sizeof(c->grant_cap));
         memset(c->grant_used, 0, sizeof(c->grant_used));
@@ -310,15 +311,17 @@ out:
         return r;
 }
 
-/* Sends on fd, or on whatever connection is current when fd is -1; after a
- * successful send, calls mark(id) with the lock still held, so that no lost
- * connection can come between the send and what the caller records of it. */
-static int send_checked(int fd, uint16_t type, const void *payload, size_t len, void (*mark)(uint32_t), uint32_t id) {
+/* Sends on fd, or on whatever connection is current when fd is -1, if that
+ * connection is of generation gen (0: any); after a successful send, calls
+ * mark(id) with the lock still held, so that no lost connection can come
+ * between the send and what the caller records of it. */
+static int send_checked(int fd, uint64_t gen, uint16_t type, const void *payload, size_t len,
+                        void (*mark)(uint32_t), uint32_t id) {
         struct shim_client *c = &kvt_shim()->client;
         int r;
 
         pthread_mutex_lock(&c->lock);
-        if (c->conn_fd < 0 || (fd >= 0 && c->conn_fd != fd))
+        if (c->conn_fd < 0 || (fd >= 0 && c->conn_fd != fd) || (gen && c->conn_gen != gen))
                 r = -ENOTCONN;
         else {
                 r = send_locked(c->conn_fd, type, payload, len);
@@ -332,15 +335,15 @@ static int send_checked(int fd, uint16_t type, const void *payload, size_t len, 
 }
 
 int client_send(uint16_t type, const void *payload, size_t len) {
-        return send_checked(-1, type, payload, len, NULL, 0);
+        return send_checked(-1, 0, type, payload, len, NULL, 0);
 }
 
 int client_send_on(int fd, uint16_t type, const void *payload, size_t len) {
-        return send_checked(fd, type, payload, len, NULL, 0);
+        return send_checked(fd, 0, type, payload, len, NULL, 0);
 }
 
-int client_register(int fd, const struct kvt_region_add *add, void (*mark)(uint32_t region_id)) {
-        return send_checked(fd, KVT_MSG_REGION_ADD, add, sizeof(*add), mark, add->region_id);
+int client_register(int fd, uint64_t gen, const struct kvt_region_add *add, void (*mark)(uint32_t region_id)) {
+        return send_checked(fd, gen, KVT_MSG_REGION_ADD, add, sizeof(*add), mark, add->region_id);
 }
 
 int client_next_connection(void) {
@@ -374,18 +377,29 @@ int client_next_connection(void) {
         return fd;
 }
 
-bool client_grant_take(int dev, uint64_t bytes) {
+uint64_t client_grant_take(int dev, uint64_t bytes) {
         struct shim_client *c = &kvt_shim()->client;
-        bool ok;
+        uint64_t gen = 0;
 
         if (dev < 0 || dev >= KVT_MAX_GPUS)
-                return false;
+                return 0;
         pthread_mutex_lock(&c->lock);
-        ok = c->conn_fd >= 0 && c->grant_used[dev] + bytes <= c->grant_cap[dev];
-        if (ok)
+        if (c->conn_fd >= 0 && c->grant_used[dev] + bytes <= c->grant_cap[dev]) {
                 c->grant_used[dev] += bytes;
+                gen = c->conn_gen;
+        }
         pthread_mutex_unlock(&c->lock);
-        return ok;
+        return gen;
+}
+
+bool client_grant_current(uint64_t gen) {
+        struct shim_client *c = &kvt_shim()->client;
+        bool current;
+
+        pthread_mutex_lock(&c->lock);
+        current = c->conn_fd >= 0 && c->conn_gen == gen;
+        pthread_mutex_unlock(&c->lock);
+        return current;
 }
 
 void client_grant_set(int fd, const struct kvt_grant *g) {

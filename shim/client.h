@@ -21,12 +21,14 @@ int client_send(uint16_t type, const void *payload, size_t len);
 /* As client_send(), but only if fd is still the current connection (the
  * mover replies on the connection its order came from). */
 int client_send_on(int fd, uint16_t type, const void *payload, size_t len);
-/* Sends a REGION_ADD on fd (-1: the current connection); once it is sent,
- * calls mark(region_id) before any lost connection can be noticed, so the
- * caller's "registered" flag is never left set for a daemon that is gone.
- * mark runs with the client's lock held: it may take only its own table's
- * lock. */
-int client_register(int fd, const struct kvt_region_add *add, void (*mark)(uint32_t region_id));
+/* Sends a REGION_ADD on fd (-1: the current connection) if that connection
+ * is of generation gen (0: any; a start in VRAM names the connection its
+ * grant came from: client_grant_take()), else fails with -ENOTCONN.  Once
+ * it is sent, calls mark(region_id) before any lost connection can be
+ * noticed, so the caller's "registered" flag is never left set for a
+ * daemon that is gone.  mark runs with the client's lock held: it may take
+ * only its own table's lock. */
+int client_register(int fd, uint64_t gen, const struct kvt_region_add *add, void (*mark)(uint32_t region_id));
 
 /* For the mover: waits for a connection and returns its fd, connecting in
  * the background (once per back-off period) while captured regions exist.
@@ -37,10 +39,12 @@ int client_next_connection(void);
 /* The mover saw fd fail or close: drop it if it is still current. */
 void client_lost(int fd, int err);
 
-/* Takes bytes from the current connection's VRAM grant for device dev:
- * true if they fit (a capture may start there), false otherwise or when
- * not connected. */
-bool client_grant_take(int dev, uint64_t bytes);
+/* Takes bytes from the current connection's VRAM grant for device dev.
+ * Returns the connection's generation (never 0) if they fit (a capture may
+ * start there), 0 otherwise or when not connected. */
+uint64_t client_grant_take(int dev, uint64_t bytes);
+/* Whether the connection of generation gen is still the current one. */
+bool client_grant_current(uint64_t gen);
 
 /* A GRANT that came on fd: the new cap, if fd is still current. */
 struct kvt_grant;

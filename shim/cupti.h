@@ -12,7 +12,8 @@
 #include "state.h"
 
 /* Loads libcupti, configures the counters and starts the sampler thread,
- * once.  Returns 0 or -errno (logged; the shim carries on without). */
+ * once.  Callers hold the shim's announce lock (shim_announce_lock()).
+ * Returns 0 or -errno (logged; the shim carries on without). */
 int cupti_start(void);
 
 void cupti_get_stats(struct cupti_stats *ret);

@@ -152,7 +152,7 @@ static void register_regions(struct mover *mv) {
                 }
                 reg.start_vram = false;
                 regions_add_msg(&reg, &add);
-                r = client_register(mv->fd, &add, regions_mark_registered);
+                r = client_register(mv->fd, 0, &add, regions_mark_registered);
                 if (r >= 0 && !reg.untiered)
                         r = tell_standing(mv->fd, reg.id);
                 regions_release(reg.id);

@@ -144,6 +144,22 @@ static cudaError_t capture_advise(const struct kvt_cudart *rt, const struct shim
         return rt->cudaMemAdvise((void *)r->base, r->span_bytes, cudaMemAdviseSetPreferredLocation, loc);
 }
 
+/* Moves region r to loc on a stream of the shim's own (the engine's may be
+ * capturing a graph), and waits. */
+static cudaError_t prefetch_sync(const struct kvt_cudart *rt, const struct shim_region *r,
+                                 struct cudaMemLocation loc) {
+        cudaStream_t s;
+        cudaError_t e = rt->cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+
+        if (e != cudaSuccess)
+                return e;
+        e = rt->cudaMemPrefetchAsync((void *)r->base, r->span_bytes, loc, 0, s);
+        if (e == cudaSuccess)
+                e = rt->cudaStreamSynchronize(s);
+        (void)rt->cudaStreamDestroy(s);
+        return e;
+}
+
 /* A capture that starts in VRAM gets at once the advice its first eviction
  * would make: its pages populated in VRAM by a prefetch (where the GPU's
  * first touch would place them), then the preferred location the host and
@@ -155,23 +171,69 @@ static cudaError_t capture_advise(const struct kvt_cudart *rt, const struct shim
  * first eviction, and the first touch to place what was not populated. */
 static unsigned capture_prepare(const struct kvt_cudart *rt, const struct shim_region *r) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
-        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
         void *base = (void *)r->base;
-        cudaStream_t s;
-        cudaError_t e;
 
-        /* a stream of its own: the engine's may be capturing a graph */
-        if (rt->cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-                return REGION_ADVISED_UNMAPPED;
-        e = rt->cudaMemPrefetchAsync(base, r->span_bytes, gpu, 0, s);
-        if (e == cudaSuccess)
-                e = rt->cudaStreamSynchronize(s);
-        (void)rt->cudaStreamDestroy(s);
-        if (e != cudaSuccess || rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host) != cudaSuccess)
+        if (prefetch_sync(rt, r, (struct cudaMemLocation){cudaMemLocationTypeDevice, r->device}) != cudaSuccess ||
+            rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host) != cudaSuccess)
                 return REGION_ADVISED_UNMAPPED;
         if (evictors_map_chunks(rt, base, r->span_bytes, r->device) != cudaSuccess)
                 return REGION_ADVISED_HOST;
         return REGION_ADVISED_HOST | REGION_ADVISED_MAPPED;
+}
+
+/* A start in VRAM whose grant came from a daemon that is gone, where the
+ * current one grants none: its pages go to host memory, preferring it and
+ * unmapped, where a daemon's books start a region.  Returns 0, or -EIO. */
+static int capture_return_host(const struct kvt_cudart *rt, struct shim_region *r) {
+        const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
+        const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
+        void *base = (void *)r->base;
+
+        if ((!(r->advised & REGION_ADVISED_HOST) &&
+             rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host) != cudaSuccess) ||
+            prefetch_sync(rt, r, host) != cudaSuccess ||
+            rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseUnsetAccessedBy, gpu) != cudaSuccess)
+                return log_warning_errno(EIO, "Failed to return a capture to host memory after kvtierd restarted, using plain cudaMalloc.");
+        r->start_vram = false;
+        r->advised = REGION_ADVISED_HOST | REGION_ADVISED_UNMAPPED;
+        return 0;
+}
+
+/* Enters region r in the table and registers it (its ADD sent:
+ * client_register()), under the announce lock, which the mover's
+ * registration pass takes too: the region is announced once.  What came
+ * before ran outside it, so that one thread's prefetch holds back no other
+ * capture; but a daemon may have restarted meanwhile, and the mover's pass
+ * for the new one may be over.  So a start in VRAM under the grant of a
+ * connection that is gone (gen) takes the current one's grant, or returns
+ * to host memory.  A connection made after the lock is taken fails the
+ * ADD (it names gen) and finds the region for its own pass.  Returns 0, or
+ * -errno with r freed. */
+static int capture_register(const struct kvt_cudart *rt, struct shim_region *r, uint64_t gen) {
+        struct kvt_region_add add;
+        int ret = 0;
+
+        r->registered = false;
+        shim_announce_lock();
+        if (r->start_vram && !client_grant_current(gen) && !(gen = client_grant_take(r->device, r->span_bytes)))
+                ret = capture_return_host(rt, r);
+        if (ret == 0)
+                ret = regions_add(r);
+        if (ret < 0) {
+                shim_announce_unlock();
+                rt->cudaFree(r->alloc_ptr);
+                return ret;
+        }
+        heat_region_add(r); /* without a slot the region is tiered without heat */
+        regions_add_msg(r, &add);
+        /* A lost daemon leaves the region captured, unregistered, where it
+         * started; the mover registers it once a daemon is back (in host
+         * memory, where a new daemon's books start): started here if it
+         * ended, as it does with nothing in the table while it waits. */
+        if (client_register(-1, r->start_vram ? gen : 0, &add, regions_mark_registered) < 0)
+                client_kick_mover();
+        shim_announce_unlock();
+        return 0;
 }
 
 /* Backs an allocation with managed memory, placed as capture_advise() says,
@@ -179,8 +241,9 @@ static unsigned capture_prepare(const struct kvt_cudart *rt, const struct shim_r
  * back to the real allocator. */
 static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uint32_t api, uint32_t rule) {
         struct shim_region r = { .size_bytes = size, .api = api, .rule = rule };
-        struct kvt_region_add add;
+        uint64_t gen;
         cudaError_t e;
+        int ret;
 
         r.span_bytes = ALIGN_UP(size, KVT_CHUNK_BYTES);
         if (r.span_bytes > KVT_MAX_REGION_BYTES || rt->cudaGetDevice(&r.device) != cudaSuccess ||
@@ -201,14 +264,19 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         }
         /* CUPTI starts with the first capture, before its cudaMallocManaged
          * (on the H200 no record arrived for managed memory allocated while
-         * the setup ran elsewhere). */
-        if (kvt_shim()->cfg.heat_sources & HEAT_SRC_CUPTI)
+         * the setup ran elsewhere): under the announce lock, where the
+         * captures of other threads wait for that setup. */
+        if (kvt_shim()->cfg.heat_sources & HEAT_SRC_CUPTI) {
+                shim_announce_lock();
                 cupti_start(); /* once; fails soft, logged */
+                shim_announce_unlock();
+        }
         e = managed_alloc_aligned(rt, r.span_bytes, &r.alloc_ptr, &r.base);
         if (e != cudaSuccess)
                 return log_warning_errno(ENOMEM, "Failed to allocate %zu bytes of managed memory: %s, using plain cudaMalloc.",
                                          size, rt->cudaGetErrorString(e));
-        r.start_vram = client_grant_take(r.device, r.span_bytes);
+        gen = client_grant_take(r.device, r.span_bytes);
+        r.start_vram = gen != 0;
         e = capture_advise(rt, &r);
         if (e != cudaSuccess) {
                 rt->cudaFree(r.alloc_ptr);
@@ -217,20 +285,9 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         }
         /* host memory as capture_advise() leaves it: nobody accessed-by it */
         r.advised = r.start_vram ? capture_prepare(rt, &r) : REGION_ADVISED_HOST | REGION_ADVISED_UNMAPPED;
-        /* Registered once the ADD is sent (client_register); the mover's
-         * registration pass, which takes the announce lock held here,
-         * cannot announce it a second time meanwhile. */
-        r.registered = false;
-        if (regions_add(&r) < 0) {
-                rt->cudaFree(r.alloc_ptr);
-                return -ENOMEM;
-        }
-        heat_region_add(&r); /* without a slot the region is tiered without heat */
-        regions_add_msg(&r, &add);
-        /* A lost daemon leaves the region captured, unregistered, where it
-         * started; the mover registers it once a daemon is back (in host
-         * memory, where a new daemon's books start). */
-        (void)client_register(-1, &add, regions_mark_registered);
+        ret = capture_register(rt, &r, gen);
+        if (ret < 0)
+                return ret;
         *ret_ptr = (void *)r.base;
         log_debug("Captured %zu bytes at %p on device %d as region %u, in %s.", size, *ret_ptr, r.device, r.id,
                   r.start_vram ? "VRAM" : "host memory");
@@ -290,11 +347,8 @@ int shim_capture(uint32_t api, size_t size, void **ret_ptr) {
          * runs, rather than overcommitting the host. */
         if (r >= 0 && client_ceiling_refuses(ceiling_bytes(), size))
                 r = -ENOSPC;
-        if (r >= 0) {
-                shim_announce_lock();
+        if (r >= 0)
                 r = capture(rt, ret_ptr, size, api, rule);
-                shim_announce_unlock();
-        }
         /* The mover may have ended with nothing left to tier: only it
          * registers this region with the next daemon. */
         if (r >= 0 && outage)

@@ -45,6 +45,7 @@ struct shim_client {
         pthread_mutex_t lock;
         pthread_cond_t conn_changed;
         int conn_fd;
+        uint64_t conn_gen; /* one more at each connection: which one a grant came from */
         uint32_t conn_seq;
         uint64_t next_attempt_ns;
         bool outage_logged;

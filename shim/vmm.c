@@ -66,7 +66,7 @@ static void track(uintptr_t ptr, size_t size) {
         regions_add_msg(&r, &add);
         /* Unsent (no daemon), it waits for the mover, which may have ended
          * with nothing left to register. */
-        if (client_ensure() < 0 || client_register(-1, &add, regions_mark_registered) < 0)
+        if (client_ensure() < 0 || client_register(-1, 0, &add, regions_mark_registered) < 0)
                 client_kick_mover();
 }
 

@@ -34,6 +34,12 @@
  * child that does not exit within 5 s (a lock held at the fork) or dies of
  * a signal fails the run.
  *
+ * --overtake (mode runtime): two threads allocate --size each, the second
+ * 300 ms after the first, fill and check it; prints which allocation
+ * returned first.  With a budget that grants the first alone a start in
+ * VRAM and a slow prefetch (FAKECUDA_PREFETCH_DELAY_US), the second starts
+ * in host memory and has nothing to wait for but another thread's capture.
+ *
  * Exit status: 0 data intact; 1 data mismatch; 2 usage; 3 a CUDA call failed.
  */
 #include <dlfcn.h>
@@ -74,7 +80,7 @@ static const char *arg_mode = "runtime";
 static unsigned arg_regions = 2, arg_threads, arg_iterations = 10;
 static size_t arg_size = 64u << 20;
 static const char *arg_hold;
-static bool arg_fork;
+static bool arg_fork, arg_overtake;
 static unsigned arg_fork_storm;
 static atomic_bool storm_over;
 
@@ -325,6 +331,46 @@ static int run_fork_storm(void) {
         return failed ? EXIT_MISMATCH : 0;
 }
 
+/* --overtake: the threads' allocations in the order they returned. */
+static atomic_uint overtake_returned;
+static unsigned overtake_rank[2];
+
+static void *overtake_thread(void *arg) {
+        unsigned id = (unsigned)(uintptr_t)arg;
+        uint64_t bad = 0;
+        void *p;
+
+        if (id == 1)
+                sleep_ms(300);
+        CHECK_CUDA(cudaSetDevice(0));
+        p = alloc(arg_size, NULL);
+        overtake_rank[id] = atomic_fetch_add(&overtake_returned, 1);
+        CHECK_CUDA(fakecuda_kernel_fill(p, arg_size & ~(size_t)7, 40 + id));
+        CHECK_CUDA(fakecuda_kernel_check(p, arg_size & ~(size_t)7, 40 + id, &bad));
+        dealloc(p, NULL);
+        return (void *)(uintptr_t)bad;
+}
+
+static int run_overtake(void) {
+        pthread_t t[2];
+        uint64_t bad = 0;
+
+        if (!mode_is("runtime"))
+                return EXIT_USAGE;
+        CHECK_CUDA(cudaSetDevice(0));
+        for (unsigned i = 0; i < 2; i++)
+                if (pthread_create(&t[i], NULL, overtake_thread, (void *)(uintptr_t)i) != 0)
+                        return EXIT_CUDA;
+        for (unsigned i = 0; i < 2; i++) {
+                void *r;
+                pthread_join(t[i], &r);
+                bad += (uint64_t)(uintptr_t)r;
+        }
+        printf("api-engine: overtake, %s allocation returned first, mismatched words %llu\n",
+               overtake_rank[1] == 0 ? "second" : "first", (unsigned long long)bad);
+        return bad ? EXIT_MISMATCH : 0;
+}
+
 static void *thread_main(void *arg) {
         unsigned id = (unsigned)(uintptr_t)arg;
         cudaStream_t s = NULL;
@@ -345,7 +391,7 @@ int main(int argc, char **argv) {
                 { "size", required_argument, NULL, 's' },    { "hold", required_argument, NULL, 'H' },
                 { "threads", required_argument, NULL, 't' }, { "iterations", required_argument, NULL, 'i' },
                 { "fork", no_argument, NULL, 'f' },          { "fork-storm", required_argument, NULL, 'S' },
-                {},
+                { "overtake", no_argument, NULL, 'O' },      {},
         };
         uint64_t bad = 0;
         int c;
@@ -366,12 +412,15 @@ int main(int argc, char **argv) {
                 case 'i': arg_iterations = (unsigned)atoi(optarg); break;
                 case 'f': arg_fork = true; break;
                 case 'S': arg_fork_storm = (unsigned)atoi(optarg); break;
+                case 'O': arg_overtake = true; break;
                 default: return EXIT_USAGE;
                 }
         if (arg_regions == 0 || arg_regions > 64)
                 return EXIT_USAGE;
         if (arg_fork_storm)
                 return run_fork_storm();
+        if (arg_overtake)
+                return run_overtake();
         if (arg_fork) {
                 pid_t child = fork();
                 int st;

@@ -37,6 +37,20 @@ for mode in runtime driver dlsym procaddr entrypoint async pool driver-async; do
         esac
 done
 
+# A start in VRAM is prefetched and advised at the capture (shim.c,
+# capture_prepare()) outside the lock that orders captures with the mover's
+# registration: a second thread's capture, in host memory past the grant,
+# returns while the first one's prefetch is under way (the fake's: 30 ms a
+# 2 MiB page, 2.9 s for 192 MiB; the second starts 0.3 s after the first).
+ENGINE_ENV="FAKECUDA_PREFETCH_DELAY_US=30000 KVTIER_LOG=debug" \
+        run_engine overtake --mode runtime --size 192M --overtake; rc=$?
+check "overtake: engine exits 0, data intact" rc_and $rc intact overtake
+check "overtake: one capture started in VRAM" [ "$(grep -c ', in VRAM\.$' "$TMP/overtake.out")" -eq 1 ]
+check "overtake: one capture started in host memory" \
+        [ "$(grep -c ', in host memory\.$' "$TMP/overtake.out")" -eq 1 ]
+check "overtake: the capture in host memory did not wait for the other's prefetch" \
+        grep -q "second allocation returned first" "$TMP/overtake.out"
+
 # Which API and which rule, as kvtierctl shows them.
 for pair in runtime:cudaMalloc driver:cuMemAlloc procaddr:cuMemAlloc async:cudaMallocAsync \
         pool:cudaMallocFromPoolAsync driver-async:cuMemAllocAsync; do

@@ -126,4 +126,30 @@ check_gt "whole-pool reader: the new daemon saw the uses of the chunks mapped be
 wait $engine; rc=$?
 check "whole-pool reader exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/mapped.out"
 check "kvtierd stops cleanly" stop_daemon
+
+# A daemon lost while a capture that started in VRAM is being prefetched
+# there (outside the shim's announce lock; the fake's prefetch 60 ms a 2 MiB
+# page, 1.9 s for the region): its grant came from the daemon that is gone,
+# and the mover, with nothing in the table, ends.  The capture returns the
+# region to host memory (no daemon grants it a start in VRAM then) and
+# starts a mover, which registers it with the next daemon, once.
+write_config 64M
+check "kvtierd starts for the restart-during-a-capture check" start_daemon
+ENGINE_ENV="FAKECUDA_PREFETCH_DELAY_US=60000 KVTIER_LOG=debug" run_engine midcapture --regions 1 \
+        --region-size 64M --window 32M --steps 150 --step-ms 20 --max-vram $BUDGET &
+engine=$!
+for _ in $(seq 100); do engine_connected 2>/dev/null && break; sleep 0.02; done
+check "mid-capture: the engine connected, its capture not registered yet" [ "$(regions_of_engine)" = 0 ]
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
+sleep 0.3
+check "mid-capture: kvtierd starts again" start_daemon
+for _ in $(seq 200); do [ "$(regions_of_engine 2>/dev/null)" = 1 ] && break; sleep 0.05; done
+check "mid-capture: the region is registered with the new daemon" [ "$(regions_of_engine)" = 1 ]
+wait $engine; rc=$?
+check "mid-capture: engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/midcapture.out"
+check "mid-capture: the capture was returned to host memory, registered once" \
+        [ "$(grep -c -e 'in host memory\.$' -e 'Registered 1 captured regions' "$TMP/midcapture.out")" -eq 2 ]
+check_le "mid-capture: peak VRAM by the fake CUDA's own counters within the budget" \
+        "$(stat_of midcapture managed_resident_peak_bytes)" $BUDGET
+check "kvtierd stops cleanly" stop_daemon
 done_testing
