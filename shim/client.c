@@ -392,6 +392,17 @@ uint64_t client_grant_take(int dev, uint64_t bytes) {
         return gen;
 }
 
+void client_grant_return(uint64_t gen, int dev, uint64_t bytes) {
+        struct shim_client *c = &kvt_shim()->client;
+
+        if (dev < 0 || dev >= KVT_MAX_GPUS)
+                return;
+        pthread_mutex_lock(&c->lock);
+        if (c->conn_fd >= 0 && c->conn_gen == gen)
+                c->grant_used[dev] -= bytes < c->grant_used[dev] ? bytes : c->grant_used[dev];
+        pthread_mutex_unlock(&c->lock);
+}
+
 bool client_grant_current(uint64_t gen) {
         struct shim_client *c = &kvt_shim()->client;
         bool current;

@@ -43,6 +43,9 @@ void client_lost(int fd, int err);
  * Returns the connection's generation (never 0) if they fit (a capture may
  * start there), 0 otherwise or when not connected. */
 uint64_t client_grant_take(int dev, uint64_t bytes);
+/* Gives back bytes taken from the grant of connection gen for a capture
+ * that did not start after all (nothing, if that connection is gone). */
+void client_grant_return(uint64_t gen, int dev, uint64_t bytes);
 /* Whether the connection of generation gen is still the current one. */
 bool client_grant_current(uint64_t gen);
 

@@ -436,14 +436,12 @@ static int setup(void) {
  * time): on the H200, with the setup moved to the sampler thread, no record
  * arrived for managed memory allocated while it ran (the counters' cost
  * stayed). */
-int cupti_start(void) {
+/* cupti_start()'s work, once. */
+static int start_sampler(void) {
         struct shim_cupti *cp = &kvt_shim()->cupti;
         const struct kvt_cudart *rt = real_cudart();
         int r;
 
-        if (cp->started)
-                return 0;
-        cp->started = true;
         /* The runtime up first (cudaFree(NULL) initializes it): its exit-time
          * teardown is then registered before the atexit handler below, and
          * runs after it. */
@@ -463,6 +461,22 @@ int cupti_start(void) {
         if (atexit(cupti_stop) != 0)
                 log_warning("Failed to register the CUPTI sampler's exit handler, ignoring.");
         return 0;
+}
+
+bool cupti_started(void) {
+        return __atomic_load_n(&kvt_shim()->cupti.setup_done, __ATOMIC_ACQUIRE);
+}
+
+int cupti_start(void) {
+        struct shim_cupti *cp = &kvt_shim()->cupti;
+        int r;
+
+        if (cp->started)
+                return 0;
+        cp->started = true;
+        r = start_sampler();
+        __atomic_store_n(&cp->setup_done, true, __ATOMIC_RELEASE);
+        return r;
 }
 
 void cupti_dump_stats(const char *path) {

@@ -15,6 +15,9 @@
  * once.  Callers hold the shim's announce lock (shim_announce_lock()).
  * Returns 0 or -errno (logged; the shim carries on without). */
 int cupti_start(void);
+/* Whether cupti_start() has run to its end: captures after that need not
+ * take the announce lock for it. */
+bool cupti_started(void);
 
 void cupti_get_stats(struct cupti_stats *ret);
 

@@ -181,19 +181,44 @@ static unsigned capture_prepare(const struct kvt_cudart *rt, const struct shim_r
         return REGION_ADVISED_HOST | REGION_ADVISED_MAPPED;
 }
 
+/* The GPU's home NUMA node as a location, where the mover's evictions put
+ * pages (plain host memory where it is not known, or KVTIER_DEBUG=host-numa=0
+ * leaves the node to the kernel). */
+static int home_node(const struct kvt_cudart *rt, int dev) {
+        int node = -1;
+
+        if (!kvt_shim()->cfg.host_numa || rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, dev) != cudaSuccess)
+                node = -1;
+        return node;
+}
+
 /* A start in VRAM whose grant came from a daemon that is gone, where the
- * current one grants none: its pages go to host memory, preferring it and
- * unmapped, where a daemon's books start a region.  Returns 0, or -EIO. */
+ * current one grants none: its pages go to host memory on the GPU's node
+ * (any host memory where the driver refuses the node), preferring it and
+ * unmapped, where a daemon's books start a region.  Returns 0, or -EIO
+ * with the pages where they were (the advice made is noted in r). */
 static int capture_return_host(const struct kvt_cudart *rt, struct shim_region *r) {
         const struct cudaMemLocation host = {cudaMemLocationTypeHost, 0};
         const struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, r->device};
+        int node = home_node(rt, r->device);
         void *base = (void *)r->base;
+        cudaError_t e = cudaSuccess;
 
-        if ((!(r->advised & REGION_ADVISED_HOST) &&
-             rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host) != cudaSuccess) ||
-            prefetch_sync(rt, r, host) != cudaSuccess ||
-            rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseUnsetAccessedBy, gpu) != cudaSuccess)
-                return log_warning_errno(EIO, "Failed to return a capture to host memory after kvtierd restarted, using plain cudaMalloc.");
+        if (!(r->advised & REGION_ADVISED_HOST) &&
+            (e = rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host)) == cudaSuccess)
+                r->advised |= REGION_ADVISED_HOST;
+        if (e == cudaSuccess) {
+                if (node >= 0)
+                        e = prefetch_sync(rt, r, (struct cudaMemLocation){cudaMemLocationTypeHostNuma, node});
+                if (node < 0 || e != cudaSuccess) /* a node the driver refuses: any host memory */
+                        e = prefetch_sync(rt, r, host);
+        }
+        if (e == cudaSuccess)
+                e = rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseUnsetAccessedBy, gpu);
+        if (e != cudaSuccess)
+                return log_warning_errno(EIO, "Failed to return captured memory to host memory after kvtierd restarted: %s; "
+                                              "it is registered in VRAM, for kvtierd to evict what its grant does not cover.",
+                                         rt->cudaGetErrorString(e));
         r->start_vram = false;
         r->advised = REGION_ADVISED_HOST | REGION_ADVISED_UNMAPPED;
         return 0;
@@ -206,23 +231,32 @@ static int capture_return_host(const struct kvt_cudart *rt, struct shim_region *
  * capture; but a daemon may have restarted meanwhile, and the mover's pass
  * for the new one may be over.  So a start in VRAM under the grant of a
  * connection that is gone (gen) takes the current one's grant, or returns
- * to host memory.  A connection made after the lock is taken fails the
- * ADD (it names gen) and finds the region for its own pass.  Returns 0, or
- * -errno with r freed. */
+ * to host memory, outside the lock, until the connection it names is still
+ * the current one under the lock.  One made after the lock is taken fails
+ * the ADD (it names gen) and finds the region for its own pass.  Returns
+ * 0, or -errno with r freed. */
 static int capture_register(const struct kvt_cudart *rt, struct shim_region *r, uint64_t gen) {
         struct kvt_region_add add;
-        int ret = 0;
 
         r->registered = false;
-        shim_announce_lock();
-        if (r->start_vram && !client_grant_current(gen) && !(gen = client_grant_take(r->device, r->span_bytes)))
-                ret = capture_return_host(rt, r);
-        if (ret == 0)
-                ret = regions_add(r);
-        if (ret < 0) {
+        for (;;) {
+                /* gen 0 with a start in VRAM: its return failed; the ADD goes
+                 * on any connection, whose daemon books what its own grant
+                 * does not cover unplaced and evicts it */
+                if (r->start_vram && gen && !client_grant_current(gen) &&
+                    !(gen = client_grant_take(r->device, r->span_bytes)))
+                        (void)capture_return_host(rt, r);
+                shim_announce_lock();
+                if (!r->start_vram || !gen || client_grant_current(gen))
+                        break;
+                shim_announce_unlock(); /* another reconnection meanwhile */
+        }
+        if (regions_add(r) < 0) {
                 shim_announce_unlock();
+                if (r->start_vram)
+                        client_grant_return(gen, r->device, r->span_bytes);
                 rt->cudaFree(r->alloc_ptr);
-                return ret;
+                return -ENOMEM;
         }
         heat_region_add(r); /* without a slot the region is tiered without heat */
         regions_add_msg(r, &add);
@@ -234,6 +268,19 @@ static int capture_register(const struct kvt_cudart *rt, struct shim_region *r, 
                 client_kick_mover();
         shim_announce_unlock();
         return 0;
+}
+
+/* Tells the client, once per device, the device's memory and home node,
+ * for the DEVICE message of every connection. */
+static void note_device(const struct kvt_cudart *rt, int dev) {
+        size_t free_bytes = 0, total_bytes = 0;
+
+        if (client_device_noted(dev))
+                return;
+        if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+                total_bytes = 0;
+        /* the daemon books the host tier on this node */
+        client_note_device(dev, total_bytes, home_node(rt, dev));
 }
 
 /* Backs an allocation with managed memory, placed as capture_advise() says,
@@ -249,24 +296,12 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         if (r.span_bytes > KVT_MAX_REGION_BYTES || rt->cudaGetDevice(&r.device) != cudaSuccess ||
             r.device < 0 || r.device >= KVT_MAX_GPUS)
                 return -EINVAL;
-        if (!client_device_noted(r.device)) {
-                size_t free_bytes = 0, total_bytes = 0;
-                int node = -1;
-
-                if (rt->cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
-                        total_bytes = 0;
-                /* The daemon books the host tier on this node; KVTIER_DEBUG=host-numa=0
-                 * leaves it to the kernel, so the node is not known. */
-                if (!kvt_shim()->cfg.host_numa ||
-                    rt->cudaDeviceGetAttribute(&node, cudaDevAttrHostNumaId, r.device) != cudaSuccess)
-                        node = -1;
-                client_note_device(r.device, total_bytes, node);
-        }
+        note_device(rt, r.device);
         /* CUPTI starts with the first capture, before its cudaMallocManaged
          * (on the H200 no record arrived for managed memory allocated while
          * the setup ran elsewhere): under the announce lock, where the
-         * captures of other threads wait for that setup. */
-        if (kvt_shim()->cfg.heat_sources & HEAT_SRC_CUPTI) {
+         * captures of other threads wait until that setup is over. */
+        if ((kvt_shim()->cfg.heat_sources & HEAT_SRC_CUPTI) && !cupti_started()) {
                 shim_announce_lock();
                 cupti_start(); /* once; fails soft, logged */
                 shim_announce_unlock();
@@ -279,6 +314,8 @@ static int capture(const struct kvt_cudart *rt, void **ret_ptr, size_t size, uin
         r.start_vram = gen != 0;
         e = capture_advise(rt, &r);
         if (e != cudaSuccess) {
+                if (gen)
+                        client_grant_return(gen, r.device, r.span_bytes);
                 rt->cudaFree(r.alloc_ptr);
                 return log_warning_errno(EIO, "Failed to advise managed memory: %s, using plain cudaMalloc.",
                                          rt->cudaGetErrorString(e));

@@ -131,7 +131,8 @@ struct cupti_stats {
 struct shim_cupti {
         struct cupti_stats stats;
         pthread_t sampler;
-        bool started;             /* the sampler thread was started */
+        bool started;             /* cupti_start() ran, or runs (under the announce lock) */
+        bool setup_done;          /* and returned: read without the lock (acquire) */
         bool loaded;              /* CUPTI found, configured and enabled */
         uint64_t faults_seen;     /* attributed faults at the last DEMAND */
         pthread_mutex_t run_lock; /* the sampler's life */

@@ -35,10 +35,12 @@
  * a signal fails the run.
  *
  * --overtake (mode runtime): two threads allocate --size each, the second
- * 300 ms after the first, fill and check it; prints which allocation
- * returned first.  With a budget that grants the first alone a start in
- * VRAM and a slow prefetch (FAKECUDA_PREFETCH_DELAY_US), the second starts
- * in host memory and has nothing to wait for but another thread's capture.
+ * once the first one's pages are moving to the GPU (the fake's counters),
+ * fill and check it; prints which allocation returned first.  With a
+ * budget that grants the first alone a start in VRAM and a slow prefetch
+ * (FAKECUDA_PREFETCH_DELAY_US), the second starts in host memory and has
+ * nothing to wait for but another thread's capture.  With --hold FILE the
+ * second waits for FILE as well (the test restarts the daemon meanwhile).
  *
  * Exit status: 0 data intact; 1 data mismatch; 2 usage; 3 a CUDA call failed.
  */
@@ -340,9 +342,19 @@ static void *overtake_thread(void *arg) {
         uint64_t bad = 0;
         void *p;
 
-        if (id == 1)
-                sleep_ms(300);
         CHECK_CUDA(cudaSetDevice(0));
+        /* the second waits until the first one's capture is moving its
+         * pages (the fake moves them, then spends the link's time) */
+        for (unsigned i = 0; id == 1 && i < 3000; i++) {
+                struct fakecuda_stats st;
+
+                CHECK_CUDA(fakecuda_get_stats(0, &st));
+                if (st.managed_resident_bytes > 0)
+                        break;
+                sleep_ms(10);
+        }
+        if (id == 1 && arg_hold) /* and, with --hold, until the test says */
+                wait_hold_file();
         p = alloc(arg_size, NULL);
         overtake_rank[id] = atomic_fetch_add(&overtake_returned, 1);
         CHECK_CUDA(fakecuda_kernel_fill(p, arg_size & ~(size_t)7, 40 + id));

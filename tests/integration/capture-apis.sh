@@ -41,7 +41,10 @@ done
 # capture_prepare()) outside the lock that orders captures with the mover's
 # registration: a second thread's capture, in host memory past the grant,
 # returns while the first one's prefetch is under way (the fake's: 30 ms a
-# 2 MiB page, 2.9 s for 192 MiB; the second starts 0.3 s after the first).
+# 2 MiB page, 2.9 s for 192 MiB; the second starts once the first one's
+# pages move).  The engine is the daemon's only client, so that its grant
+# (the budget and margin, 320M) covers the first and not the second.
+for _ in $(seq 100); do [ "$(status_json | jq '.clients | length')" = 0 ] && break; sleep 0.05; done
 ENGINE_ENV="FAKECUDA_PREFETCH_DELAY_US=30000 KVTIER_LOG=debug" \
         run_engine overtake --mode runtime --size 192M --overtake; rc=$?
 check "overtake: engine exits 0, data intact" rc_and $rc intact overtake

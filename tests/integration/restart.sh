@@ -128,28 +128,63 @@ check "whole-pool reader exits 0, pattern intact" rc_and $rc grep -q "mismatched
 check "kvtierd stops cleanly" stop_daemon
 
 # A daemon lost while a capture that started in VRAM is being prefetched
-# there (outside the shim's announce lock; the fake's prefetch 60 ms a 2 MiB
-# page, 1.9 s for the region): its grant came from the daemon that is gone,
-# and the mover, with nothing in the table, ends.  The capture returns the
-# region to host memory (no daemon grants it a start in VRAM then) and
-# starts a mover, which registers it with the next daemon, once.
+# there (outside the shim's announce lock; the fake's prefetch 150 ms a
+# 2 MiB page, 4.8 s for the region): its grant came from the daemon that is
+# gone, and the mover, with nothing in the table, ends.  The new daemon
+# grants no VRAM (budget 0), so the capture returns the region to host
+# memory, all of it (the fake's count of bytes moved to the host; nothing
+# else moves in this run), and starts a mover, which registers it with the
+# new daemon, once.
 write_config 64M
 check "kvtierd starts for the restart-during-a-capture check" start_daemon
-ENGINE_ENV="FAKECUDA_PREFETCH_DELAY_US=60000 KVTIER_LOG=debug" run_engine midcapture --regions 1 \
-        --region-size 64M --window 32M --steps 150 --step-ms 20 --max-vram $BUDGET &
+ENGINE_ENV="FAKECUDA_PREFETCH_DELAY_US=150000 KVTIER_LOG=debug" run_engine midcapture --regions 1 \
+        --region-size 64M --window 32M --steps 100 --step-ms 20 &
 engine=$!
-for _ in $(seq 100); do engine_connected 2>/dev/null && break; sleep 0.02; done
-check "mid-capture: the engine connected, its capture not registered yet" [ "$(regions_of_engine)" = 0 ]
+for _ in $(seq 250); do engine_connected 2>/dev/null && break; sleep 0.02; done
+check "mid-capture: the engine connected" engine_connected
+check "mid-capture: its capture not registered yet" [ "$(regions_of_engine)" = 0 ]
 kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
-sleep 0.3
-check "mid-capture: kvtierd starts again" start_daemon
-for _ in $(seq 200); do [ "$(regions_of_engine 2>/dev/null)" = 1 ] && break; sleep 0.05; done
+write_config 0
+check "mid-capture: kvtierd starts again, with no VRAM to give" start_daemon
+for _ in $(seq 300); do [ "$(regions_of_engine 2>/dev/null)" = 1 ] && break; sleep 0.05; done
 check "mid-capture: the region is registered with the new daemon" [ "$(regions_of_engine)" = 1 ]
 wait $engine; rc=$?
 check "mid-capture: engine exits 0, pattern intact" rc_and $rc grep -q "mismatched words 0" "$TMP/midcapture.out"
-check "mid-capture: the capture was returned to host memory, registered once" \
+check_gt "mid-capture: the capture's pages went to VRAM first" "$(stat_of midcapture h2d_bytes)" $(((64 << 20) - 1))
+check_gt "mid-capture: all of them were moved back to host memory" "$(stat_of midcapture d2h_bytes)" $(((64 << 20) - 1))
+check "mid-capture: the region was registered in host memory, once" \
         [ "$(grep -c -e 'in host memory\.$' -e 'Registered 1 captured regions' "$TMP/midcapture.out")" -eq 2 ]
-check_le "mid-capture: peak VRAM by the fake CUDA's own counters within the budget" \
-        "$(stat_of midcapture managed_resident_peak_bytes)" $BUDGET
+check "kvtierd stops cleanly" stop_daemon
+
+# The same, with the connection back before the first capture ends: a
+# second thread's capture (api-engine --overtake) reconnects to the new
+# daemon while the first one's 192 MiB are still being prefetched (60 ms a
+# page), and the mover's pass for that connection is over before the first
+# region is in the table.  So the capture itself returns it to host memory
+# (the new daemon grants no VRAM), all of it, and registers it.  The first
+# daemon's budget grants the first capture a start in VRAM.
+write_config 256M
+check "kvtierd starts for the reconnected-during-a-capture check" start_daemon
+API_ENGINE="$top_builddir/tests/integration/api-engine"
+rm -f "$TMP/go"
+ENGINE_ENV="FAKECUDA_PREFETCH_DELAY_US=60000 KVTIER_LOG=debug" ENGINE="$API_ENGINE" \
+        run_engine reconnected --mode runtime --size 192M --overtake --hold "$TMP/go" &
+engine=$!
+api_connected() { [ "$(status_json | jq '[.clients[] | select(.name == "api-engine")] | length')" -ge 1 ]; }
+for _ in $(seq 250); do api_connected 2>/dev/null && break; sleep 0.02; done
+check "reconnected: the engine connected" api_connected
+for _ in $(seq 250); do grep -q holding "$TMP/reconnected.out" 2>/dev/null && break; sleep 0.02; done
+check "reconnected: the first capture is being prefetched" grep -q holding "$TMP/reconnected.out"
+kill -KILL "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=
+write_config 0
+check "reconnected: kvtierd starts again, with no VRAM to give" start_daemon
+touch "$TMP/go"
+wait $engine; rc=$?
+check "reconnected: engine exits 0, data intact" rc_and $rc grep -q "mismatched words 0" "$TMP/reconnected.out"
+check "reconnected: the second capture returned first" grep -q "second allocation returned first" "$TMP/reconnected.out"
+check "reconnected: both captures registered in host memory" \
+        [ "$(grep -c 'in host memory\.$' "$TMP/reconnected.out")" -eq 2 ]
+check_gt "reconnected: the first was moved back to host memory, all of it" \
+        "$(stat_of reconnected d2h_bytes)" $(((192 << 20) - 1))
 check "kvtierd stops cleanly" stop_daemon
 done_testing
