@@ -181,9 +181,9 @@ static unsigned capture_prepare(const struct kvt_cudart *rt, const struct shim_r
         return REGION_ADVISED_HOST | REGION_ADVISED_MAPPED;
 }
 
-/* The GPU's home NUMA node as a location, where the mover's evictions put
- * pages (plain host memory where it is not known, or KVTIER_DEBUG=host-numa=0
- * leaves the node to the kernel). */
+/* The GPU's home NUMA node, where the mover's evictions put pages and the
+ * daemon books them: -1 where it is not known, or where
+ * KVTIER_DEBUG=host-numa=0 leaves the node to the kernel. */
 static int home_node(const struct kvt_cudart *rt, int dev) {
         int node = -1;
 
