@@ -27,6 +27,7 @@ static const struct {
         { KVT_MSG_DEVICE, "DEVICE", sizeof(struct kvt_device) },
         { KVT_MSG_HEAT_TABLE, "HEAT_TABLE", sizeof(struct kvt_heat_table) },
         { KVT_MSG_DEMAND, "DEMAND", 0 },
+        { KVT_MSG_GRANT_ACK, "GRANT_ACK", sizeof(struct kvt_grant_ack) },
         { KVT_MSG_WELCOME, "WELCOME", sizeof(struct kvt_welcome) },
         { KVT_MSG_ORDER, "ORDER", sizeof(struct kvt_order) },
         { KVT_MSG_GRANT, "GRANT", sizeof(struct kvt_grant) },
@@ -219,7 +220,11 @@ static int payload_check(const struct kvt_msg *m) {
         case KVT_MSG_SSD_REPLY:
                 return m->u.ssd_reply.status <= 0 ? 0 : -EBADMSG;
         case KVT_MSG_GRANT:
-                return m->u.grant.device < 0 || m->u.grant.device >= KVT_MAX_GPUS ? -EBADMSG : 0;
+                return m->u.grant.device < 0 || m->u.grant.device >= KVT_MAX_GPUS || m->u.grant.seq == 0 ? -EBADMSG : 0;
+        case KVT_MSG_GRANT_ACK:
+                return m->u.grant_ack.device < 0 || m->u.grant_ack.device >= KVT_MAX_GPUS || m->u.grant_ack.seq == 0
+                               ? -EBADMSG
+                               : 0;
         case KVT_MSG_PACE:
                 return m->u.pace.percent < 1 || m->u.pace.percent > 100 ? -EBADMSG : 0;
         case KVT_MSG_HINT:

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define KVT_PROTO_MAGIC   0x4b565431u /* "KVT1" */
-#define KVT_PROTO_VERSION 9u
+#define KVT_PROTO_VERSION 10u
 
 /* Largest datagram, header included (DESIGN.md: max 64 KiB). */
 #define KVT_MSG_MAX_BYTES (64u * 1024u)
@@ -50,6 +50,7 @@ enum kvt_msg_type {
         KVT_MSG_DEVICE = 0x0107,     /* struct kvt_device */
         KVT_MSG_HEAT_TABLE = 0x0106, /* struct kvt_heat_table, with the memfd (SCM_RIGHTS) */
         KVT_MSG_DEMAND = 0x0108,     /* no payload: faults were counted into the heat table; plan now */
+        KVT_MSG_GRANT_ACK = 0x0109,  /* struct kvt_grant_ack: a GRANT applied */
         /* The SSD tier, on a connection of its own (first message SSD_HELLO);
          * each request gets one SSD_REPLY, in order (shim/ssd.c, daemon/ssd.c). */
         KVT_MSG_SSD_HELLO = 0x0110, /* struct kvt_ssd_hello, with the staging memfd (SCM_RIGHTS) */
@@ -174,13 +175,29 @@ _Static_assert(sizeof(struct kvt_welcome) == 64, "WELCOME is 64 bytes on the wir
  * the daemon has not heard of yet are never granted twice; each GRANT
  * replaces the last for its device.  The daemon grants the free budget and,
  * where VRAM holds chunks nothing used lately, up to [gpu] capture_margin
- * over it: the planner evicts those behind the capture. */
+ * over it: the planner evicts those behind the capture.
+ *
+ * Room a GRANT offers stays the shim's until a GRANT_ACK says a lower cap
+ * is in force: the daemon promotes nothing into it before, since a capture
+ * may be taking it at that very moment (its REGION_ADD comes later, after
+ * the capture's prefetch).  The shim answers every GRANT with a GRANT_ACK
+ * of the same seq, sent once the new cap is in force, with the bytes its
+ * captures had taken from the grants of this connection by then, those
+ * not registered yet included.  The WELCOME's vram_grant_bytes is seq 0,
+ * in force from the start: it needs no GRANT_ACK. */
 struct kvt_grant {
         int32_t device;
-        uint32_t reserved;
+        uint32_t seq; /* 1, 2, ... per connection and device */
         uint64_t vram_cap_bytes;
 };
 _Static_assert(sizeof(struct kvt_grant) == 16, "GRANT is 16 bytes on the wire, without padding");
+
+struct kvt_grant_ack {
+        int32_t device;
+        uint32_t seq;           /* the GRANT's */
+        uint64_t started_bytes; /* taken from this connection's grants for device, in all */
+};
+_Static_assert(sizeof(struct kvt_grant_ack) == 16, "GRANT_ACK is 16 bytes on the wire, without padding");
 
 /* How much of the GPU's time the process's kernels may take: while a client
  * of higher [client.*] priority is busy on a GPU the process uses, the
@@ -364,6 +381,7 @@ struct kvt_msg {
                 struct kvt_hello hello;
                 struct kvt_welcome welcome;
                 struct kvt_grant grant;
+                struct kvt_grant_ack grant_ack;
                 struct kvt_pace pace;
                 struct kvt_region_add region_add;
                 struct kvt_region_del region_del;

@@ -413,6 +413,17 @@ static uint32_t planner_guard(struct gpu_demand *d, const struct gpu_stats *g, c
         return d->guard.protect_ticks;
 }
 
+/* VRAM that promotions must leave alone, in whole chunks: what the grants
+ * hold for captures not yet registered, past [gpu] capture_margin.  A
+ * capture and a promotion then never take the same room, and VRAM in use
+ * stays within the budget and the margin, as captures started under a
+ * grant with the margin in it may take it. */
+static uint64_t planner_reserved(const struct planner *p, struct registry *r, const struct gpu_stats *g) {
+        uint64_t held = registry_grants_reserved(r, g->device), margin = conf_capture_margin(p->conf, g->budget_bytes);
+
+        return held > margin ? (held - margin + KVT_CHUNK_BYTES - 1) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES : 0;
+}
+
 /* Sends each client using GPU device a GRANT where its cap changed. */
 static void planner_grants(struct registry *r, int device, const struct planner_ops *ops, void *userdata) {
         for (struct client *c = registry_clients(r); c; c = client_next(c)) {
@@ -421,7 +432,7 @@ static void planner_grants(struct registry *r, int device, const struct planner_
 
                 if (cap == client_grant_cap(c, device) || !ops->send_grant || !ops->client_ready(c, userdata))
                         continue;
-                client_set_grant_cap(c, device, cap);
+                gr.seq = registry_grant_sent(r, c, device, cap);
                 ops->send_grant(c, &gr, userdata);
         }
 }
@@ -452,7 +463,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         }
         in.now = registry_tick(r);
         in.budget_chunks = g->budget_bytes / KVT_CHUNK_BYTES;
-        in.charged_chunks = g->charged_bytes / KVT_CHUNK_BYTES;
+        in.charged_chunks = (g->charged_bytes + planner_reserved(p, r, g)) / KVT_CHUNK_BYTES;
         in.evicting_chunks = g->evicting_chunks;
         in.max_move_chunks = planner_rate_chunks(p);
         in.home_node = g->host_node;

@@ -61,6 +61,14 @@ struct client {
         size_t n_forgotten, cap_forgotten;
         uint64_t max_order_id;
         uint64_t grant_cap[KVT_MAX_GPUS];    /* the last GRANT: VRAM starts allowed in all, bytes */
+        /* The most the shim may have started in VRAM under its grants: the
+         * cap of each GRANT it has not acknowledged yet, and what its last
+         * GRANT_ACK reported (protocol.h, struct kvt_grant). */
+        uint64_t grant_hold[KVT_MAX_GPUS];
+        uint32_t grant_seq[KVT_MAX_GPUS];       /* of the last GRANT sent (0: the WELCOME's alone) */
+        uint32_t grant_acked[KVT_MAX_GPUS];     /* of the last GRANT_ACK */
+        uint32_t grant_sent_tick[KVT_MAX_GPUS]; /* since when GRANTs are unanswered */
+        bool grant_overdue_logged;
         unsigned pace_percent;               /* the last PACE (100 before any) */
         uint64_t sampling_chunks;            /* of its re-arms in flight, on every GPU */
         uint64_t probing_orders;             /* its probes in flight, likewise */
@@ -598,7 +606,7 @@ static int client_region_slot(const struct client *c, const struct kvt_region_ad
  * those its grant covers (taken from it); the rest it claimed is booked as
  * unplaced: kvtier did not grant it and cannot vouch for it (UVM decides). */
 static uint64_t grant_take(struct client *c, int device, uint64_t n) {
-        uint64_t cap = c->grant_cap[device], used = c->vram_started[device];
+        uint64_t cap = c->grant_hold[device], used = c->vram_started[device];
         uint64_t room = cap > used ? (cap - used) / KVT_CHUNK_BYTES : 0;
 
         n = MIN(room, n);
@@ -1604,6 +1612,8 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
                 return client_vram_started(c, device);
         g = &r->gpus[device];
         free_bytes = g->budget_bytes > g->charged_bytes ? g->budget_bytes - g->charged_bytes : 0;
+        /* promotions first: the room they wait for goes to no capture */
+        free_bytes -= MIN(free_bytes, g->roomless_chunks * KVT_CHUNK_BYTES);
         over = MIN(conf_capture_margin(r->conf, g->budget_bytes), g->stale_chunks * KVT_CHUNK_BYTES);
         /* never past budget + margin, whatever is charged already */
         if (g->charged_bytes > g->budget_bytes)
@@ -1635,6 +1645,7 @@ void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks
         g->held_chunks = plan->held_chunks;
         g->held_priority = plan->held_priority;
         g->stale_chunks = plan->stale_chunks;
+        g->roomless_chunks = plan->roomless_chunks;
         g->sibling_groups = plan->sibling_groups;
         g->sibling_groups_mute = plan->sibling_groups_mute;
         g->sibling_regions = plan->sibling_regions;
@@ -1651,8 +1662,70 @@ uint64_t client_vram_started(const struct client *c, int device) {
 }
 
 void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes) {
-        if (device >= 0 && device < KVT_MAX_GPUS)
-                c->grant_cap[device] = cap_bytes;
+        if (device >= 0 && device < KVT_MAX_GPUS) {
+                c->grant_cap[device] = c->grant_hold[device] = cap_bytes;
+                c->grant_acked[device] = c->grant_seq[device];
+        }
+}
+
+uint32_t registry_grant_sent(struct registry *r, struct client *c, int device, uint64_t cap_bytes) {
+        if (device < 0 || device >= KVT_MAX_GPUS)
+                return 0;
+        c->grant_cap[device] = cap_bytes;
+        c->grant_hold[device] = MAX(c->grant_hold[device], cap_bytes);
+        if (c->grant_acked[device] == c->grant_seq[device])
+                c->grant_sent_tick[device] = r->tick; /* the first one unanswered */
+        return ++c->grant_seq[device];
+}
+
+int registry_grant_acked(struct registry *r, struct client *c, const struct kvt_grant_ack *a) {
+        int d = a->device;
+        uint64_t hold;
+
+        if (d < 0 || d >= KVT_MAX_GPUS || a->seq > c->grant_seq[d])
+                return -EINVAL;
+        if (a->seq != c->grant_seq[d] || c->grant_acked[d] == a->seq) {
+                /* a later GRANT is on its way: its GRANT_ACK will tell; the
+                 * shim answers, so its time runs from here */
+                c->grant_sent_tick[d] = r->tick;
+                return 0;
+        }
+        c->grant_acked[d] = a->seq;
+        /* What it took before the cap fell stays its own until registered;
+         * never more than it was offered. */
+        hold = MAX(c->grant_cap[d], MIN(a->started_bytes, c->grant_hold[d]));
+        if (hold == c->grant_hold[d])
+                return 0;
+        c->grant_hold[d] = hold;
+        return 1;
+}
+
+/* A shim that leaves a GRANT unacknowledged this long is taken to have
+ * started no more than its cap: it cannot hold room from the others. */
+#define GRANT_ACK_TIMEOUT_MS 2000u
+
+uint64_t registry_grants_reserved(struct registry *r, int device) {
+        uint32_t tick_ms = conf_tick_ms(r->conf), overdue = (GRANT_ACK_TIMEOUT_MS + tick_ms - 1) / tick_ms;
+        uint64_t n = 0;
+
+        if (device < 0 || device >= KVT_MAX_GPUS)
+                return 0;
+        for (struct client *c = r->clients; c; c = c->next) {
+                if (c->grant_acked[device] != c->grant_seq[device] &&
+                    r->tick - c->grant_sent_tick[device] > overdue) {
+                        if (!c->grant_overdue_logged)
+                                log_warning("Client %u (pid %d) did not acknowledge its GRANT %u within %u ms; "
+                                            "taking it at its word that it started no more than the cap.",
+                                            c->id, (int)c->pid, c->grant_seq[device], GRANT_ACK_TIMEOUT_MS);
+                        c->grant_overdue_logged = true;
+                        c->grant_hold[device] = c->grant_cap[device];
+                        c->grant_acked[device] = c->grant_seq[device];
+                }
+                if (c->grant_hold[device] > c->vram_started[device])
+                        n += c->grant_hold[device] - c->vram_started[device];
+        }
+        r->gpus[device].grant_reserved_bytes = n;
+        return n;
 }
 
 uint64_t client_sampling_chunks(const struct client *c) {

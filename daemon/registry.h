@@ -110,6 +110,8 @@ struct gpu_stats {
         uint32_t sibling_groups, sibling_groups_mute, sibling_regions;
         uint64_t sibling_demand_chunks, sibling_stale_chunks;
         uint64_t grantable_bytes; /* VRAM new captures may start in, all clients together */
+        uint64_t grant_reserved_bytes; /* of the grants, what captures may hold unregistered */
+        uint64_t roomless_chunks;  /* promotions the last plan wanted that found no room */
 };
 
 struct node_stats {
@@ -253,17 +255,35 @@ int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, u
 
 /* The GRANT cap for client c on device, as the books stand: the bytes it
  * started in VRAM there so far plus its share (clients using the GPU
- * alike) of what new captures may take: the free budget, and up to
+ * alike) of what new captures may take: the free budget but the room the
+ * last plan's promotions wanted (registry_grants_reserved()), and up to
  * [gpu] capture_margin over it as far as the last plan saw chunks in VRAM
  * nothing used lately (gpu_stats.stale_chunks).  Also records the GPU's
  * grantable_bytes. */
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device);
 
 /* The cap of the client's last GRANT for device (0 before any), the bytes
- * it started in VRAM there since it connected, and setting the cap. */
+ * it started in VRAM there since it connected, and setting a cap in force
+ * at once (the WELCOME's). */
 uint64_t client_grant_cap(const struct client *c, int device);
 uint64_t client_vram_started(const struct client *c, int device);
 void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes);
+
+/* A GRANT of cap_bytes about to be sent to c: its room is the client's
+ * until acknowledged.  Returns the GRANT's seq (0 for a bad device). */
+uint32_t registry_grant_sent(struct registry *r, struct client *c, int device, uint64_t cap_bytes);
+/* A GRANT_ACK of c: the cap of the GRANT it names is in force, and the
+ * shim had taken started_bytes from its grants by then.  Returns 1 when
+ * that lowered what the client holds, 0 when it did not (or a later GRANT
+ * supersedes the one acknowledged), -EINVAL for a GRANT never sent. */
+int registry_grant_acked(struct registry *r, struct client *c, const struct kvt_grant_ack *a);
+/* VRAM on device that the clients' grants hold for captures not yet
+ * registered: what each may have started, past what it registered.
+ * Promotions stay out of it (planner.c).  A client that leaves its GRANTs
+ * unanswered for 2 s (logged once per client) is taken to have started no
+ * more than its last cap.  Also records the
+ * GPU's grant_reserved_bytes. */
+uint64_t registry_grants_reserved(struct registry *r, int device);
 /* The percentage of the last PACE sent to the client (planner.c), 100
  * before any. */
 unsigned client_pace(const struct client *c);

@@ -88,7 +88,7 @@ struct server {
         struct connection_stats stats;
         struct peer *peers;
         size_t n_peers;
-        void (*on_demand)(void *userdata); /* a shim said faults arrived */
+        void (*on_demand)(void *userdata); /* a shim said faults arrived, or gave room back */
         void *demand_userdata;
         struct ssd_store *ssd; /* the SSD tier, or NULL */
         struct kvt_msg msg; /* receive buffer: 64 KiB, not on the stack */
@@ -501,6 +501,14 @@ static int peer_dispatch_shim(struct peer *p, const struct kvt_msg *m) {
                 return 0;
         case KVT_MSG_DEMAND:
                 if (p->heat && p->server->on_demand)
+                        p->server->on_demand(p->server->demand_userdata);
+                return 0;
+        case KVT_MSG_GRANT_ACK:
+                r = registry_grant_acked(p->server->registry, p->client, &m->u.grant_ack);
+                if (r < 0)
+                        return peer_reject(p, "GRANT_ACK for a GRANT never sent", NULL);
+                /* room the grant held may go to the promotions waiting for it */
+                if (r > 0 && p->server->on_demand)
                         p->server->on_demand(p->server->demand_userdata);
                 return 0;
         case KVT_MSG_HINT:

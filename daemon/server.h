@@ -58,7 +58,8 @@ void server_send_grant(struct client *c, const struct kvt_grant *g, void *userda
 void server_send_pace(struct client *c, const struct kvt_pace *pc, void *userdata);
 
 /* Calls fn(userdata) when a shim with a heat table sends DEMAND (faults were
- * counted): the caller replans (rate-limited as it sees fit). */
+ * counted), or a GRANT_ACK gives back room its grant held: the caller
+ * replans (rate-limited as it sees fit). */
 void server_set_demand_handler(struct server *s, void (*fn)(void *userdata), void *userdata);
 
 /* Turns the counters of every shim's heat table into registry_chunk_touch()

@@ -29,6 +29,7 @@ struct selection {
         uint64_t evict_max;   /* eviction candidates with key <= this are evicted */
         uint64_t promote_min; /* promotion candidates with key >= this are promoted */
         uint64_t n_evict, n_promote;
+        uint64_t n_roomless; /* promotions the rate allowed and the room did not */
         /* With host budgets: evicted chunks with keys >= node_min[k] (and below
          * node_min[k - 1]) go to node k of the input; n_node_min of them. */
         uint64_t node_min[POLICY_MAX_NODES];
@@ -659,6 +660,7 @@ static void plan_select(struct plan_ctx *x, struct selection *s) {
         room = in->budget_chunks < UINT64_MAX - ahead ? in->budget_chunks + ahead : UINT64_MAX;
         room = room > in->charged_chunks ? room - in->charged_chunks : 0;
         s->n_promote = n_pr < rate ? n_pr : rate;
+        s->n_roomless = s->n_promote > room ? s->n_promote - room : 0;
         if (s->n_promote > room)
                 s->n_promote = room;
         s->promote_min = s->n_promote == 0      ? UINT64_MAX
@@ -797,6 +799,7 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
                         p->held_priority = q;
                 }
         p->stale_chunks = x->stale_vram;
+        p->roomless_chunks = s->n_roomless;
         p->sibling_groups = x->sib.n_groups;
         p->sibling_groups_mute = x->sib.n_mute;
         p->sibling_regions = x->sib.n_members;

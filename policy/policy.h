@@ -277,6 +277,7 @@ struct policy_plan {
         uint64_t evict_chunks;
         uint64_t promote_chunks;
         uint64_t prefetch_chunks; /* of promote_chunks, those wanted only as prefetch targets */
+        uint64_t roomless_chunks; /* promotions wanted that the room (budget, overlap) left out */
         uint64_t held_chunks;     /* demand: fresh chunks in host memory that stay there (read in
                                    * place: the VRAM they would need holds fresher or resident ones) */
         uint32_t held_priority;   /* demand: the highest client priority of those (0 without):

@@ -415,10 +415,19 @@ bool client_grant_current(uint64_t gen) {
 
 void client_grant_set(int fd, const struct kvt_grant *g) {
         struct shim_client *c = &kvt_shim()->client;
+        struct kvt_grant_ack a = {.device = g->device, .seq = g->seq};
+        int r;
 
         pthread_mutex_lock(&c->lock);
-        if (fd == c->conn_fd && g->device >= 0 && g->device < KVT_MAX_GPUS)
+        if (fd == c->conn_fd && g->device >= 0 && g->device < KVT_MAX_GPUS) {
+                /* in force for every take after this; those before are in
+                 * started_bytes, registered or not */
                 c->grant_cap[g->device] = g->vram_cap_bytes;
+                a.started_bytes = c->grant_used[g->device];
+                r = send_locked(fd, KVT_MSG_GRANT_ACK, &a, sizeof(a));
+                if (r < 0)
+                        drop_locked(r);
+        }
         pthread_mutex_unlock(&c->lock);
 }
 

@@ -49,7 +49,9 @@ void client_grant_return(uint64_t gen, int dev, uint64_t bytes);
 /* Whether the connection of generation gen is still the current one. */
 bool client_grant_current(uint64_t gen);
 
-/* A GRANT that came on fd: the new cap, if fd is still current. */
+/* A GRANT that came on fd: the new cap, if fd is still current, and its
+ * GRANT_ACK with the bytes taken from the connection's grants so far (a
+ * failed send drops the connection). */
 struct kvt_grant;
 void client_grant_set(int fd, const struct kvt_grant *g);
 

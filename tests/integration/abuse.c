@@ -443,6 +443,24 @@ int main(int argc, char **argv) {
         close(fd);
 
         fd = conn();
+        hello(fd);
+        {
+                struct kvt_grant_ack a = { .device = 0, .seq = 1000, .started_bytes = 1ull << 40 };
+                send_msg(fd, KVT_MSG_GRANT_ACK, &a, sizeof(a));
+        }
+        TAP_OK(dropped(fd), "GRANT_ACK for a GRANT never sent drops the peer");
+        close(fd);
+
+        fd = conn();
+        hello(fd);
+        {
+                struct kvt_grant_ack a = { .device = 0, .seq = 0 };
+                send_msg(fd, KVT_MSG_GRANT_ACK, &a, sizeof(a));
+        }
+        TAP_OK(dropped(fd), "GRANT_ACK of seq 0 (the WELCOME's needs none) drops the peer");
+        close(fd);
+
+        fd = conn();
         {
                 struct kvt_region_add r = region(0x7f0000000000ull, 64 << 20);
                 send_msg(fd, KVT_MSG_REGION_ADD, &r, sizeof(r));

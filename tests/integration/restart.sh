@@ -72,6 +72,10 @@ check "growing engine: all 4 regions are managed memory, none plain cudaMalloc" 
         [ "$(stat_of grows managed_allocs)" -eq 4 ]
 check_le "growing engine: peak VRAM by the fake CUDA's own counters within the budget" \
         "$(stat_of grows managed_resident_peak_bytes)" $BUDGET
+# A GRANT's room is held from promotions until the shim acknowledges it
+# (protocol.h); kvtierd logs a shim that leaves one unanswered for 2 s.
+check "the shims acknowledged every GRANT in time" \
+        bash -c "! grep -q 'did not acknowledge its GRANT' '$TMP/kvtierd.log'"
 
 # A daemon lost while the process has nothing captured (its first 64 MiB
 # stay plain by [capture] capture_after): the mover ends, then the next

@@ -143,6 +143,84 @@ static void test_planner_grants(void) {
         rig_down(&x);
 }
 
+/* rig_up_region() with 12 chunks in VRAM, all evicted and then used (12
+ * demands waiting in host memory), the VRAM granted to the client again,
+ * in force, and one tick planned.  Returns the region; *started the bytes
+ * the client started in VRAM before. */
+static struct region *rig_up_grant_race(struct rig *x, const struct gpu_stats **g, uint64_t *started) {
+        struct region *a = rig_up_region(x, 12, g);
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        if (registry_order_new(x->r, a, 0, 12, KVT_TIER_HOST, -1, &o) < 0)
+                abort();
+        done.order_id = o.order_id;
+        if (registry_order_done(x->r, x->cl, &done) < 0)
+                abort();
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x->r);
+        registry_chunk_touch(x->r, a, 0, 12);
+        *started = client_vram_started(x->cl, 0);
+        client_set_grant_cap(x->cl, 0, *started + 16 * CHUNK); /* the whole budget, free again */
+        n_sent = n_grants = 0;
+        if (planner_tick(x->p, x->r, &ops, NULL) < 0)
+                abort();
+        return a;
+}
+
+/* Room a GRANT offers stays the shim's until a GRANT_ACK says a lower cap
+ * is in force: promotions take no more of it than the capture margin, so
+ * that a capture taking the grant and a promotion never fill the same VRAM
+ * past budget + margin (16 + 4 chunks here). */
+static void test_grant_reserves(void) {
+        struct rig x;
+        const struct gpu_stats *g;
+        uint64_t started;
+        struct kvt_grant_ack ack = {.device = 0};
+        struct region *b;
+
+        rig_up_grant_race(&x, &g, &started);
+        TAP_EQ_U64(g->grant_reserved_bytes, 16 * CHUNK, "grant race: the grant holds its room for captures");
+        TAP_EQ_U64(g->charged_bytes, 4 * CHUNK,
+                   "grant race: promotions take the margin alone while a capture may take the rest");
+        TAP_OK(n_grants == 1 && grants[0].seq == 1 && grants[0].vram_cap_bytes == started + 4 * CHUNK,
+               "grant race: the next GRANT leaves out the room the promotions wait for");
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "grant race: ticks without a GRANT_ACK");
+        TAP_EQ_U64(g->charged_bytes, 4 * CHUNK, "grant race: no more promotions before the GRANT_ACK");
+        ack.seq = 2;
+        TAP_EQ_INT(registry_grant_acked(x.r, x.cl, &ack), -EINVAL, "grant race: an ack of a GRANT never sent is refused");
+        ack.seq = 1;
+        ack.started_bytes = started;
+        TAP_EQ_INT(registry_grant_acked(x.r, x.cl, &ack), 1, "grant race: the GRANT_ACK gives the room back");
+        TAP_EQ_INT(registry_grant_acked(x.r, x.cl, &ack), 0, "grant race: once");
+        TAP_EQ_INT(planner_replan(x.p, x.r, &ops, NULL) >= 0, 1, "grant race: replans");
+        TAP_EQ_U64(g->charged_bytes, 12 * CHUNK, "grant race: then the demands come in");
+        rig_down(&x);
+
+        /* The shim took the whole grant before the GRANT reached it. */
+        rig_up_grant_race(&x, &g, &started);
+        ack.seq = 1;
+        ack.started_bytes = started + 16 * CHUNK;
+        TAP_EQ_INT(registry_grant_acked(x.r, x.cl, &ack), 0, "grant race: a GRANT_ACK after a capture took it all");
+        b = add(&x, 2, 16, KVT_TIER_VRAM);
+        TAP_EQ_U64(region_tier_chunks(b, KVT_TIER_VRAM), 16,
+                   "grant race: the capture under the old cap is booked in VRAM, where it is");
+        TAP_EQ_U64(g->charged_bytes, 20 * CHUNK, "grant race: VRAM within the budget and the margin");
+        TAP_EQ_U64(registry_grants_reserved(x.r, 0), 0, "grant race: registered, it holds nothing more");
+        rig_down(&x);
+
+        /* A shim that never acknowledges holds the room for 2 s at most. */
+        rig_up_grant_race(&x, &g, &started);
+        for (int i = 0; i < 190; i++) /* 10 ms ticks */
+                registry_advance_tick(x.r);
+        TAP_EQ_U64(registry_grants_reserved(x.r, 0), 16 * CHUNK, "grant race: held 1.9 s without a GRANT_ACK");
+        for (int i = 0; i < 11; i++)
+                registry_advance_tick(x.r);
+        TAP_EQ_U64(registry_grants_reserved(x.r, 0), 4 * CHUNK,
+                   "grant race: an unacknowledged GRANT is taken as in force after 2 s");
+        rig_down(&x);
+}
+
 /* A use of a chunk in host memory: a demand, mapped, a refault when it was
  * evicted lately; a probe's use refreshes its cohort. */
 static void test_demands(void) {
@@ -1012,6 +1090,7 @@ int main(void) {
         test_hits_and_avoided();
         test_grants();
         test_planner_grants();
+        test_grant_reserves();
         test_demands();
         test_probe_expired();
         test_quiet_window();

@@ -134,6 +134,25 @@ static void test_rejects(int a, int b) {
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "PACE over 100 percent refused");
         }
         {
+                struct kvt_grant gr = { .device = 0, .seq = 1, .vram_cap_bytes = 1ull << 30 };
+                struct kvt_grant_ack ga = { .device = 0, .seq = 1, .started_bytes = 1ull << 30 };
+
+                n = build(buf, KVT_MSG_GRANT, &gr, sizeof(gr));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "GRANT accepted");
+                gr.seq = 0;
+                n = build(buf, KVT_MSG_GRANT, &gr, sizeof(gr));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "GRANT of seq 0 (the WELCOME's) refused");
+                n = build(buf, KVT_MSG_GRANT_ACK, &ga, sizeof(ga));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "GRANT_ACK accepted");
+                ga.device = -1;
+                n = build(buf, KVT_MSG_GRANT_ACK, &ga, sizeof(ga));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "GRANT_ACK for no device refused");
+                ga.device = 0;
+                ga.seq = 0;
+                n = build(buf, KVT_MSG_GRANT_ACK, &ga, sizeof(ga));
+                TAP_EQ_INT(roundtrip_raw(a, b, buf, n), -EBADMSG, "GRANT_ACK of seq 0 refused");
+        }
+        {
                 struct kvt_device d = { .device = 1, .total_bytes = 1ull << 30 };
                 n = build(buf, KVT_MSG_DEVICE, &d, sizeof(d));
                 TAP_EQ_INT(roundtrip_raw(a, b, buf, n), 0, "DEVICE accepted");
