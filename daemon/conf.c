@@ -255,7 +255,7 @@ static const struct conf_key conf_table[] = {
          offsetof(struct conf, protect_min_ms)},
         {"policy", "protect_max", CONF_UINT, 1, 3600000, "60000",
          "demand: milliseconds the thrash guard may stretch that protection to while evictions keep "
-         "coming back",
+         "coming back (each client's guard, by its own evictions)",
          offsetof(struct conf, protect_max_ms)},
         {"policy", "rearm_rate", CONF_UINT, 0, 1000000, "25600",
          "demand: host chunks per second, at most, whose GPU mapping of one 4 KiB page is dropped so "

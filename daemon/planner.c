@@ -28,14 +28,12 @@ struct planner {
         struct policy_node nodes[KVT_MAX_NODES];   /* of the GPU being planned, in order of preference */
         struct gpu_demand {                        /* demand's state per GPU */
                 bool started;
-                struct policy_guard guard;
                 struct policy_prober prober;
                 bool probe_now; /* the prober's say for this tick */
                 uint64_t sample_cursor;
                 uint32_t tick_rearmed; /* chunks re-armed in this tick's plans */
                 uint32_t tick_probed;  /* cohorts probed in this tick's plans */
-                uint64_t evicted_seen, refaults_seen; /* the registry's counters at the last tick */
-                uint64_t back_seen, expired_seen;
+                uint64_t back_seen, expired_seen; /* the registry's counters at the last tick */
         } demand[KVT_MAX_GPUS];
 };
 
@@ -388,16 +386,10 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         return issued;
 }
 
-/* The guard's protection for this tick of GPU g, fed the evictions and
- * refaults the registry counted since the last; and whether it probes,
- * fed the probes resolved since. */
-static uint32_t planner_guard(struct gpu_demand *d, const struct gpu_stats *g, const struct policy_params *pp,
-                              uint32_t now) {
+/* Whether GPU g probes this tick, fed the probes resolved since the last. */
+static void planner_prober(struct gpu_demand *d, const struct gpu_stats *g, uint32_t now) {
         if (!d->started) {
-                policy_guard_init(&d->guard, pp->protect_min_ticks);
                 policy_prober_init(&d->prober);
-                d->evicted_seen = g->evicted_chunks;
-                d->refaults_seen = g->refaults;
                 d->back_seen = g->probes_back;
                 d->expired_seen = g->probes_expired;
                 d->started = true;
@@ -406,11 +398,34 @@ static uint32_t planner_guard(struct gpu_demand *d, const struct gpu_stats *g, c
                                           g->probes_expired - d->expired_seen);
         d->back_seen = g->probes_back;
         d->expired_seen = g->probes_expired;
-        policy_guard_tick(&d->guard, pp->protect_min_ticks, pp->protect_max_ticks, g->evicted_chunks - d->evicted_seen,
-                          g->refaults - d->refaults_seen);
-        d->evicted_seen = g->evicted_chunks;
-        d->refaults_seen = g->refaults;
-        return d->guard.protect_ticks;
+}
+
+/* Each client's protection on GPU device, into p->clients: its own thrash
+ * guard's, ticked (with a new tick) by the evictions and refaults the
+ * registry counted of it since the last; a guard starts at protect_min
+ * when the client is first planned.  Returns the longest (protect_min
+ * without clients): the GPU's, for status and its demands' books. */
+static uint32_t planner_guards(struct planner *p, int device, const struct policy_params *pp, bool new_tick) {
+        uint32_t longest = MAX(pp->protect_min_ticks, 1u);
+
+        for (size_t i = 0; i < p->n_clients; i++) {
+                struct client_guard *cg = client_guard(p->client_of[i], device);
+
+                if (!cg->started) {
+                        policy_guard_init(&cg->guard, pp->protect_min_ticks);
+                        cg->evicted_seen = cg->evicted;
+                        cg->refaults_seen = cg->refaults;
+                        cg->started = true;
+                } else if (new_tick) {
+                        policy_guard_tick(&cg->guard, pp->protect_min_ticks, pp->protect_max_ticks,
+                                          cg->evicted - cg->evicted_seen, cg->refaults - cg->refaults_seen);
+                        cg->evicted_seen = cg->evicted;
+                        cg->refaults_seen = cg->refaults;
+                }
+                p->clients[i].protect_ticks = cg->guard.protect_ticks;
+                longest = MAX(longest, cg->guard.protect_ticks);
+        }
+        return longest;
 }
 
 /* VRAM that promotions must leave alone, in whole chunks: what the grants
@@ -468,9 +483,12 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.max_move_chunks = planner_rate_chunks(p);
         in.home_node = g->host_node;
         in.workers = planner_workers_policy(p);
-        in.protect_ticks = pp.kind != POLICY_DEMAND ? pp.protect_min_ticks
-                           : new_tick || !d->started ? planner_guard(d, g, &pp, in.now)
-                                                     : d->guard.protect_ticks;
+        in.protect_ticks = pp.protect_min_ticks;
+        if (pp.kind == POLICY_DEMAND) {
+                if (new_tick || !d->started)
+                        planner_prober(d, g, in.now);
+                in.protect_ticks = planner_guards(p, g->device, &pp, new_tick);
+        }
         if (pp.kind == POLICY_DEMAND)
                 in.probe_window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
                                                       pp.protect_min_ticks);

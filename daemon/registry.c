@@ -69,6 +69,7 @@ struct client {
         uint32_t grant_acked[KVT_MAX_GPUS];     /* of the last GRANT_ACK */
         uint32_t grant_sent_tick[KVT_MAX_GPUS]; /* since when GRANTs are unanswered */
         bool grant_overdue_logged;
+        struct client_guard guards[KVT_MAX_GPUS]; /* demand's thrash guard, per GPU */
         unsigned pace_percent;               /* the last PACE (100 before any) */
         uint64_t sampling_chunks;            /* of its re-arms in flight, on every GPU */
         uint64_t probing_orders;             /* its probes in flight, likewise */
@@ -1083,9 +1084,19 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
                 g->verified_used++;
         ch->flags |= CHUNK_MAPPED;
         g->demand_faults++;
-        if (policy_refault(ch, r->tick, conf_protect_min_ticks(r->conf)))
+        if (policy_refault(ch, r->tick, conf_protect_min_ticks(r->conf))) {
                 g->refaults++;
+                reg->client->guards[reg->device].refaults++;
+        }
         demand_note(r, reg, chunk);
+}
+
+/* The protection of client c's chunks on device: its guard's, once it has
+ * one, else protect_ticks. */
+static uint32_t client_protect(const struct client *c, int device, uint32_t protect_ticks) {
+        const struct client_guard *cg = &c->guards[device];
+
+        return cg->started ? cg->guard.protect_ticks : protect_ticks;
 }
 
 void registry_gpu_judge_demands(struct registry *r, int device, uint32_t protect_ticks, bool judge) {
@@ -1107,7 +1118,7 @@ void registry_gpu_judge_demands(struct registry *r, int device, uint32_t protect
                 if (judge && !region_untiered(d->reg) && ch->tier == KVT_TIER_HOST && ch->pending == KVT_TIER_NONE &&
                     !(ch->flags & CHUNK_PINNED) &&
                     policy_demand_fresh_outside(ch, r->tick > ch->last_use ? r->tick - ch->last_use : 0,
-                                                protect_ticks) &&
+                                                client_protect(d->reg->client, device, protect_ticks)) &&
                     g->charged_bytes + KVT_CHUNK_BYTES > g->budget_bytes)
                         g->evictions_avoided++;
         }
@@ -1337,6 +1348,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | (ok ? CHUNK_COLD : 0));
                 if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM) {
                         g->evicted_chunks++;
+                        reg->client->guards[reg->device].evicted++;
                         /* a probe evicted unanswered (the plan took it for
                          * cold once its window passed): it expired (still
                          * pending, so not marked cold) */
@@ -1651,6 +1663,14 @@ void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks
         g->sibling_regions = plan->sibling_regions;
         g->sibling_demand_chunks = plan->sibling_demand_chunks;
         g->sibling_stale_chunks = plan->sibling_stale_chunks;
+}
+
+struct client_guard *client_guard(struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS ? &c->guards[device] : NULL;
+}
+
+uint32_t client_protect_ticks(const struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS ? client_protect(c, device, 0) : 0;
 }
 
 uint64_t client_grant_cap(const struct client *c, int device) {

@@ -161,8 +161,9 @@ void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks
 /* After a plan of GPU device was issued: judges the demands seen since the
  * last (registry_chunk_touch()) and forgets them.  With judge (the demand
  * policy planned, no rate limit cut the plan), each chunk still in host
- * memory with no promotion ordered, fresh by the protection given
- * (policy_demand_fresh_outside()), not pinned, while the budget has no
+ * memory with no promotion ordered, fresh by its client's protection
+ * (its guard's; protect_ticks before the client has one;
+ * policy_demand_fresh_outside()), not pinned, while the budget has no
  * room for one more chunk, counts in gpu_stats.evictions_avoided. */
 void registry_gpu_judge_demands(struct registry *r, int device, uint32_t protect_ticks, bool judge);
 
@@ -261,6 +262,21 @@ int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, u
  * nothing used lately (gpu_stats.stale_chunks).  Also records the GPU's
  * grantable_bytes. */
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device);
+
+/* demand's thrash guard of one client on one GPU, fed that client's own
+ * evictions and refaults there (the registry counts them; the planner
+ * ticks the guard), so that one client's evictions coming back stretch no
+ * other client's protection. */
+struct client_guard {
+        struct policy_guard guard;
+        bool started;
+        uint64_t evicted, refaults;           /* counted by the registry, ever */
+        uint64_t evicted_seen, refaults_seen; /* as the guard last took them */
+};
+/* The client's guard on device (NULL for a bad device), and its
+ * protection there in ticks (0 before the guard started). */
+struct client_guard *client_guard(struct client *c, int device);
+uint32_t client_protect_ticks(const struct client *c, int device);
 
 /* The cap of the client's last GRANT for device (0 before any), the bytes
  * it started in VRAM there since it connected, and setting a cap in force

@@ -249,6 +249,9 @@ static json_object *client_json(const struct client *c, const struct status_info
         json_object_object_add(o, "section", label ? json_object_new_string(label) : NULL);
         json_object_object_add(o, "device", json_object_new_int(client_device(c)));
         json_object_object_add(o, "pace_percent", json_u64(client_pace(c)));
+        /* demand: its own thrash guard's protection on its GPU (0 before it is planned) */
+        json_object_object_add(o, "protect_ms", json_u64((uint64_t)client_protect_ticks(c, client_device(c)) *
+                                                         conf_tick_ms(info->conf)));
         /* its share of the sampler: sent, and in flight in its shim */
         json_object_object_add(o, "rearmed_chunks", json_u64(client_rearmed_chunks(c)));
         json_object_object_add(o, "rearming_chunks", json_u64(client_sampling_chunks(c)));

@@ -200,6 +200,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 const struct policy_region *reg = &in->regions[r];
                 const struct policy_chunk *chunks = reg->chunks;
                 uint32_t prio = region_priority(in, reg), n = reg->n_chunks;
+                struct rank_env renv = env; /* with the region's client's protection */
                 bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
@@ -207,12 +208,13 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 struct predict_state st;
                 uint64_t fresh_host = 0;
 
+                renv.protect_ticks = policy_region_protect(in, reg, env.protect_ticks);
                 predict_init(&st);
                 for (uint32_t i = 0; i < n; i++) {
                         const struct policy_chunk *c = &chunks[i];
-                        uint16_t f = chunk_state(&env, c);
+                        uint16_t f = chunk_state(&renv, c);
                         enum sibling_word word = SIBLINGS_SILENT;
-                        uint32_t rk = chunk_rank(&env, c, f, prio, active, sib ? &sib[i] : NULL, &word);
+                        uint32_t rk = chunk_rank(&renv, c, f, prio, active, sib ? &sib[i] : NULL, &word);
                         bool movable = !(f & (PLAN_PINNED | PLAN_PENDING));
                         bool demand = env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 4u && movable;
                         bool stale = env.demand && (rk >> RANK_CLASS_SHIFT & 2u) && (rk >> RANK_CLASS_SHIFT & 7u) != 7u &&

@@ -163,6 +163,12 @@ struct policy_client {
          * in its own shim's queue: chunks of re-arms and probes (cohorts) */
         uint32_t sampling_chunks;
         uint32_t probing_cohorts;
+        /* demand: how long a use keeps this client's chunks fresh, from its
+         * own thrash guard (policy_guard), so that one client's evictions
+         * coming back stretch no one else's protection; 0: the input's
+         * protect_ticks */
+        uint32_t protect_ticks;
+        uint32_t reserved;
 };
 
 #define POLICY_PRIORITY_MAX 7u
@@ -244,7 +250,8 @@ struct policy_input {
         uint64_t charged_chunks;  /* chunks in VRAM or with a pending order to VRAM */
         uint64_t evicting_chunks; /* of those, chunks in VRAM with an eviction in flight */
         uint64_t max_move_chunks; /* rate limit for this plan, both directions; UINT64_MAX = none */
-        uint32_t protect_ticks;   /* demand: how long a use keeps a chunk fresh (policy_guard) */
+        uint32_t protect_ticks;   /* demand: how long a use keeps a chunk fresh (policy_guard), for a
+                                   * region whose client has no protect_ticks of its own */
         /* demand: ticks a probe waits for its chunk's use (policy_probe_window());
          * a probe unanswered past it is cold in the plan at once, before the
          * sampler's lap marks it so; 0 = only the lap's marks count */
@@ -258,6 +265,15 @@ struct policy_input {
         int32_t home_node; /* with nodes NULL: where evictions go; -1 = wherever the shim puts them */
         const struct policy_workers *workers; /* threads for policy_plan(); NULL: the calling thread alone */
 };
+
+/* demand: the protection of reg's chunks: its client's where it has one
+ * (policy_client.protect_ticks), else protect_ticks. */
+static inline uint32_t policy_region_protect(const struct policy_input *in, const struct policy_region *reg,
+                                             uint32_t protect_ticks) {
+        uint32_t p = in->clients && reg->client < in->n_clients ? in->clients[reg->client].protect_ticks : 0;
+
+        return p ? p : protect_ticks;
+}
 
 /* One order to issue: chunks [first_chunk, first_chunk + n_chunks) of a region. */
 struct policy_move {

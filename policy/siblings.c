@@ -87,9 +87,12 @@ static void count_blocks(void *arg, unsigned part) {
                 gr = &s->groups[g];
                 lo = (uint32_t)(b - gr->first_block) * gr->offsets_per_block;
                 hi = gr->n_chunks - lo < gr->offsets_per_block ? gr->n_chunks : lo + gr->offsets_per_block;
-                for (uint32_t m = gr->first_member; m < gr->first_member + gr->n_members; m++)
-                        count_range(s->counts + gr->at, &j->in->regions[s->order[m].region], lo, hi, j->in->now,
-                                    j->protect_ticks, j->window);
+                for (uint32_t m = gr->first_member; m < gr->first_member + gr->n_members; m++) {
+                        const struct policy_region *reg = &j->in->regions[s->order[m].region];
+
+                        count_range(s->counts + gr->at, reg, lo, hi, j->in->now,
+                                    policy_region_protect(j->in, reg, j->protect_ticks), j->window);
+                }
         }
 }
 

@@ -26,10 +26,18 @@
 static struct kvt_grant grants[16];
 static size_t n_grants;
 
+/* Set: each GRANT is acknowledged at once, by a shim that took nothing
+ * more from it than what it registered. */
+static struct registry *auto_ack;
+
 static void grant_sink(struct client *c, const struct kvt_grant *g, void *userdata) {
-        (void)c, (void)userdata;
+        (void)userdata;
         if (n_grants < 16)
                 grants[n_grants++] = *g;
+        if (auto_ack)
+                registry_grant_acked(auto_ack, c,
+                                     &(struct kvt_grant_ack){.device = g->device, .seq = g->seq,
+                                                             .started_bytes = client_vram_started(c, g->device)});
 }
 
 static const struct planner_ops ops = {.client_ready = sink_ready, .send_order = sink_send, .send_grant = grant_sink};
@@ -73,6 +81,16 @@ static struct region *add(struct rig *x, uint32_t id, uint32_t chunks, uint32_t 
         for (struct region *g = registry_regions(x->r); g; g = region_next(g))
                 reg = g; /* the newest */
         return reg;
+}
+
+/* Whether an order sent since n_sent was last cleared names chunk of reg
+ * (by its id: give regions of different clients different ids). */
+static bool sent_to(const struct region *reg, uint32_t chunk) {
+        for (size_t i = 0; i < n_sent; i++)
+                if (sent[i].region_id == region_id(reg) && chunk >= sent[i].first_chunk &&
+                    chunk - sent[i].first_chunk < sent[i].n_chunks)
+                        return true;
+        return false;
 }
 
 /* rig_up(), the client's grant at the whole budget, and region 1 of chunks
@@ -159,7 +177,8 @@ static struct region *rig_up_grant_race(struct rig *x, const struct gpu_stats **
                 abort();
         for (int i = 0; i < 30; i++)
                 registry_advance_tick(x->r);
-        registry_chunk_touch(x->r, a, 0, 12);
+        for (uint32_t i = 0; i < 12; i++)
+                registry_chunk_touch(x->r, a, i, 1);
         *started = client_vram_started(x->cl, 0);
         client_set_grant_cap(x->cl, 0, *started + 16 * CHUNK); /* the whole budget, free again */
         n_sent = n_grants = 0;
@@ -218,6 +237,77 @@ static void test_grant_reserves(void) {
                 registry_advance_tick(x.r);
         TAP_EQ_U64(registry_grants_reserved(x.r, 0), 4 * CHUNK,
                    "grant race: an unacknowledged GRANT is taken as in force after 2 s");
+        rig_down(&x);
+}
+
+/* Each client's thrash guard counts its own evictions and refaults: one
+ * client whose evictions come back stretches its own protection, not its
+ * neighbour's (one GPU, one budget). */
+static void test_guard_per_client(void) {
+        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
+                              .name = "other"};
+        struct rig x;
+        const struct gpu_stats *g;
+        struct region *a, *b, *c;
+        struct client *other;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        a = rig_up_region(&x, 8, &g);
+        if (registry_client_new(x.r, 101, 0, &h, NULL, &other) < 0)
+                abort();
+        client_set_grant_cap(other, 0, 8 * CHUNK);
+        auto_ack = x.r;
+        if (registry_region_add(x.r, other, &(struct kvt_region_add){.region_id = 1, .device = 0, .base = 9ull << 30,
+                                                                       .size_bytes = 8 * CHUNK,
+                                                                       .api = KVT_API_CUDA_MALLOC,
+                                                                       .tier = KVT_TIER_VRAM}) < 0)
+                abort();
+        for (b = registry_regions(x.r); region_next(b); b = region_next(b))
+                ;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "guard per client: ticks");
+        TAP_EQ_U64(client_protect_ticks(x.cl, 0), 20, "guard per client: starts at protect_min (200 ms)");
+        /* the first client's evictions all come back at once */
+        if (registry_order_new(x.r, a, 0, 8, KVT_TIER_HOST, -1, &o) < 0)
+                abort();
+        done.order_id = o.order_id;
+        if (registry_order_done(x.r, x.cl, &done) < 0)
+                abort();
+        registry_advance_tick(x.r);
+        for (uint32_t i = 0; i < 8; i++)
+                registry_chunk_touch(x.r, a, i, 1);
+        for (int i = 0; i < 21; i++) { /* a guard's window: protect_min */
+                if (planner_tick(x.p, x.r, &ops, NULL) < 0)
+                        abort();
+                registry_advance_tick(x.r);
+        }
+        TAP_EQ_U64(g->refaults, 8, "guard per client: its evictions came back");
+        TAP_EQ_U64(client_protect_ticks(x.cl, 0), 40, "guard per client: its own protection doubled");
+        TAP_EQ_U64(client_protect_ticks(other, 0), 20, "guard per client: the neighbour's stays at protect_min");
+
+        /* The neighbour's chunk in host memory, used twice 30 ticks ago: no
+         * longer fresh by its own protection, so neither promoted nor held
+         * (by the first client's 40 ticks it would be a demand). */
+        if (registry_region_add(x.r, other, &(struct kvt_region_add){.region_id = 2, .device = 0, .base = 10ull << 30,
+                                                                       .size_bytes = 4 * CHUNK,
+                                                                       .api = KVT_API_CUDA_MALLOC,
+                                                                       .tier = KVT_TIER_HOST}) < 0)
+                abort();
+        for (c = registry_regions(x.r); region_next(c); c = region_next(c))
+                ;
+        registry_chunk_touch(x.r, c, 0, 1);
+        for (int i = 0; i < 3; i++) /* two uses, not one use's fault records */
+                registry_advance_tick(x.r);
+        registry_chunk_touch(x.r, c, 0, 1);
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "guard per client: ticks, the budget full");
+        TAP_EQ_U64(g->charged_bytes, 16 * CHUNK, "guard per client: the budget is full");
+        TAP_OK(!sent_to(c, 0), "guard per client: the neighbour's old use is not promoted");
+        TAP_EQ_U64(g->held_chunks, 0, "guard per client: nor held as a demand");
+        (void)b;
+        auto_ack = NULL;
         rig_down(&x);
 }
 
@@ -1091,6 +1181,7 @@ int main(void) {
         test_grants();
         test_planner_grants();
         test_grant_reserves();
+        test_guard_per_client();
         test_demands();
         test_probe_expired();
         test_quiet_window();

@@ -475,6 +475,35 @@ static void test_demand_fault(void) {
         policy_plan_clear(&p);
 }
 
+/* demand: each client's chunks are fresh for its own protection (its own
+ * thrash guard): a client whose evictions keep coming back stretches only
+ * its own. */
+static void test_demand_protect_per_client(void) {
+        struct policy_params pp = params(POLICY_DEMAND);
+        struct policy_chunk a[1], b[1];
+        struct policy_region regs[2] = {{.chunks = a, .n_chunks = 1, .client = 0},
+                                        {.chunks = b, .n_chunks = 1, .client = 1}};
+        struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX, .protect_ticks = 20},
+                                      {.quota_chunks = UINT64_MAX, .protect_ticks = 80}};
+        struct policy_input in = input1(regs, 1000, 0, 0);
+        struct policy_plan p;
+
+        in.n_regions = 2;
+        in.clients = cl;
+        in.n_clients = 2;
+        in.protect_ticks = 20;
+        /* both back in host memory after an eviction, used 50 ticks ago */
+        a[0] = (struct policy_chunk){.tier = H, .last_use = 950, .last_move = 900};
+        b[0] = a[0];
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "protect per client: plans");
+        TAP_EQ_U64(p.held_chunks, 1, "protect per client: only the chunk of the client protected 80 ticks is a demand");
+        policy_plan_clear(&p);
+        cl[1].protect_ticks = 0;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "protect per client: plans (no protection of its own)");
+        TAP_EQ_U64(p.held_chunks, 0, "protect per client: without one, a client's chunks take the input's");
+        policy_plan_clear(&p);
+}
+
 /* demand: a use is a use however many fault records it came as, and two
  * uses ticks apart make a chunk never in VRAM a demand, the first's heat
  * decayed or not (the default half-life is 1000 ticks: two touches 200
@@ -937,6 +966,7 @@ int main(void) {
         test_bad_params();
         test_invariants();
         test_demand_fault();
+        test_demand_protect_per_client();
         test_demand_active();
         test_sample();
         test_probe();
