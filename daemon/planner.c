@@ -429,14 +429,15 @@ static uint32_t planner_guards(struct planner *p, int device, const struct polic
 }
 
 /* VRAM that promotions must leave alone, in whole chunks: what the grants
- * hold for captures not yet registered, past [gpu] capture_margin.  A
- * capture and a promotion then never take the same room, and VRAM in use
- * stays within the budget and the margin, as captures started under a
- * grant with the margin in it may take it. */
-static uint64_t planner_reserved(const struct planner *p, struct registry *r, const struct gpu_stats *g) {
-        uint64_t held = registry_grants_reserved(r, g->device), margin = conf_capture_margin(p->conf, g->budget_bytes);
+ * hold for captures not yet claimed, past the margin over the budget that
+ * the grants gave.  A capture and a promotion then never take the same
+ * room: VRAM in use stays within the budget and that margin (the grants'
+ * part of [gpu] capture_margin), and promotions never fill the free room
+ * that captures were offered. */
+static uint64_t planner_reserved(struct registry *r, const struct gpu_stats *g) {
+        uint64_t held = registry_grants_reserved(r, g->device), over = g->grant_over_bytes;
 
-        return held > margin ? (held - margin + KVT_CHUNK_BYTES - 1) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES : 0;
+        return held > over ? (held - over + KVT_CHUNK_BYTES - 1) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES : 0;
 }
 
 /* Sends each client using GPU device a GRANT where its cap changed. */
@@ -445,7 +446,9 @@ static void planner_grants(struct registry *r, int device, const struct planner_
                 uint64_t cap = registry_grant_cap(r, c, device);
                 struct kvt_grant gr = {.device = device, .vram_cap_bytes = cap};
 
-                if (cap == client_grant_cap(c, device) || !ops->send_grant || !ops->client_ready(c, userdata))
+                /* one GRANT unanswered at a time: each GRANT_ACK answers the last */
+                if (cap == client_grant_cap(c, device) || client_grant_waiting(c, device) || !ops->send_grant ||
+                    !ops->client_ready(c, userdata))
                         continue;
                 gr.seq = registry_grant_sent(r, c, device, cap);
                 ops->send_grant(c, &gr, userdata);
@@ -478,7 +481,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         }
         in.now = registry_tick(r);
         in.budget_chunks = g->budget_bytes / KVT_CHUNK_BYTES;
-        in.charged_chunks = (g->charged_bytes + planner_reserved(p, r, g)) / KVT_CHUNK_BYTES;
+        in.charged_chunks = (g->charged_bytes + planner_reserved(r, g)) / KVT_CHUNK_BYTES;
         in.evicting_chunks = g->evicting_chunks;
         in.max_move_chunks = planner_rate_chunks(p);
         in.home_node = g->host_node;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grants.h"
 #include "log.h"
 #include "registry.h"
 #include "topology.h"
@@ -60,14 +61,7 @@ struct client {
         uint64_t *forgotten; /* ids of orders whose region went away */
         size_t n_forgotten, cap_forgotten;
         uint64_t max_order_id;
-        uint64_t grant_cap[KVT_MAX_GPUS];    /* the last GRANT: VRAM starts allowed in all, bytes */
-        /* The most the shim may have started in VRAM under its grants: the
-         * cap of each GRANT it has not acknowledged yet, and what its last
-         * GRANT_ACK reported (protocol.h, struct kvt_grant). */
-        uint64_t grant_hold[KVT_MAX_GPUS];
-        uint32_t grant_seq[KVT_MAX_GPUS];       /* of the last GRANT sent (0: the WELCOME's alone) */
-        uint32_t grant_acked[KVT_MAX_GPUS];     /* of the last GRANT_ACK */
-        uint32_t grant_sent_tick[KVT_MAX_GPUS]; /* since when GRANTs are unanswered */
+        struct grant_book grants[KVT_MAX_GPUS]; /* its VRAM grant on each GPU (grants.h) */
         bool grant_overdue_logged;
         struct client_guard guards[KVT_MAX_GPUS]; /* demand's thrash guard, per GPU */
         unsigned pace_percent;               /* the last PACE (100 before any) */
@@ -75,7 +69,6 @@ struct client {
         uint64_t probing_orders;             /* its probes in flight, likewise */
         uint64_t rearmed_chunks, probes;     /* of its re-arms and its probes, ever sent */
         uint64_t charged[KVT_MAX_GPUS];      /* chunks of its own charged to each GPU (for its quota) */
-        uint64_t vram_started[KVT_MAX_GPUS]; /* bytes of regions booked as started in VRAM */
         uint64_t registered_bytes;           /* of its regions, for the quotas */
         unsigned order_timeouts;             /* orders it left unanswered past order_timeout_ms */
         uint32_t *refused; /* ids of regions refused by a quota: their DEL and HINTs are no error */
@@ -606,20 +599,17 @@ static int client_region_slot(const struct client *c, const struct kvt_region_ad
 /* Of n chunks a client started in VRAM on device (a capture, a restore),
  * those its grant covers (taken from it); the rest it claimed is booked as
  * unplaced: kvtier did not grant it and cannot vouch for it (UVM decides). */
-static uint64_t grant_take(struct client *c, int device, uint64_t n) {
-        uint64_t cap = c->grant_hold[device], used = c->vram_started[device];
-        uint64_t room = cap > used ? (cap - used) / KVT_CHUNK_BYTES : 0;
-
-        n = MIN(room, n);
-        c->vram_started[device] += n * KVT_CHUNK_BYTES;
-        return n;
+static uint64_t grant_take(struct client *c, int device, uint64_t n_claimed, uint64_t n) {
+        return grant_book_start(&c->grants[device], n_claimed * KVT_CHUNK_BYTES, n * KVT_CHUNK_BYTES) /
+               KVT_CHUNK_BYTES;
 }
 
 /* Initial chunk state: as the shim started it (VRAM under its grant, host
  * memory, unmapped, or untiered). */
 static void region_init_chunks(struct registry *r, struct region *reg, uint32_t tier) {
         struct gpu_stats *g = &r->gpus[reg->device];
-        uint64_t n_vram = tier == KVT_TIER_VRAM ? grant_take(reg->client, reg->device, reg->n_chunks) : 0;
+        uint64_t n_vram =
+                tier == KVT_TIER_VRAM ? grant_take(reg->client, reg->device, reg->n_chunks, reg->n_chunks) : 0;
         /* Memory kvtier never moved is where the kernel put it: counted on the GPU's home node. */
         uint8_t node = g->host_node >= 0 ? (uint8_t)g->host_node : POLICY_NODE_NONE;
 
@@ -741,6 +731,9 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
 
                 conf_quotas(r->conf, &q);
                 client_remember_refused(c, add->region_id, q.max_regions);
+                /* a start in VRAM took its room from the grant all the same */
+                if (add->tier == KVT_TIER_VRAM)
+                        (void)grant_take(c, add->device, n_chunks, 0);
                 return ret;
         }
         ret = client_grow_regions(c);
@@ -919,7 +912,7 @@ static void chunks_restored(struct registry *r, struct region *reg, uint32_t fir
 
         for (uint32_t i = first; vram && i < first + n; i++)
                 want += chunk_restorable(&reg->chunks[i]);
-        n_vram = vram ? grant_take(reg->client, reg->device, want) : 0;
+        n_vram = vram ? grant_take(reg->client, reg->device, n, want) : 0;
         region_charge_start(r, reg, n_vram);
         for (uint32_t i = first; i < first + n; i++) {
                 struct policy_chunk *ch = &reg->chunks[i];
@@ -1601,26 +1594,31 @@ uint32_t region_last_active(const struct region *reg) {
         return reg->last_active;
 }
 
-/* Clients using GPU device: connected for it, or with a region there. */
+/* Whether client c uses GPU device: connected for it, or with a region there. */
+static bool client_uses_gpu(const struct client *c, int device) {
+        bool uses = c->device == device;
+
+        for (size_t i = 0; !uses && i < c->n_regions; i++)
+                uses = c->by_id[i]->device == device;
+        return uses;
+}
+
+/* Clients using GPU device. */
 static size_t gpu_clients(const struct registry *r, int device) {
         size_t n = 0;
 
-        for (const struct client *c = r->clients; c; c = c->next) {
-                bool uses = c->device == device;
-
-                for (size_t i = 0; !uses && i < c->n_regions; i++)
-                        uses = c->by_id[i]->device == device;
-                n += uses;
-        }
+        for (const struct client *c = r->clients; c; c = c->next)
+                n += client_uses_gpu(c, device);
         return n;
 }
 
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device) {
         struct gpu_stats *g;
-        uint64_t free_bytes, over, n, share, quota;
+        uint64_t free_bytes, over, n, share, quota, excess = 0;
         unsigned prio;
 
-        if (device < 0 || device >= KVT_MAX_GPUS || !r->gpu_present[device] || !r->gpus[device].budget_resolved)
+        if (device < 0 || device >= KVT_MAX_GPUS || !r->gpu_present[device] || !r->gpus[device].budget_resolved ||
+            !client_uses_gpu(c, device))
                 return client_vram_started(c, device);
         g = &r->gpus[device];
         free_bytes = g->budget_bytes > g->charged_bytes ? g->budget_bytes - g->charged_bytes : 0;
@@ -1630,7 +1628,13 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
         /* never past budget + margin, whatever is charged already */
         if (g->charged_bytes > g->budget_bytes)
                 over = over > g->charged_bytes - g->budget_bytes ? over - (g->charged_bytes - g->budget_bytes) : 0;
-        g->grantable_bytes = (free_bytes + over) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+        g->grant_over_bytes = over;
+        /* nor past what older, higher caps still hold for captures under way */
+        for (const struct client *o = r->clients; o; o = o->next)
+                excess += grant_book_excess(&o->grants[device]);
+        free_bytes += over;
+        free_bytes -= MIN(free_bytes, excess);
+        g->grantable_bytes = free_bytes / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
         n = MAX(gpu_clients(r, device), (size_t)1);
         share = g->grantable_bytes / n;
         /* never past the client's own [client.NAME] quota */
@@ -1674,75 +1678,56 @@ uint32_t client_protect_ticks(const struct client *c, int device) {
 }
 
 uint64_t client_grant_cap(const struct client *c, int device) {
-        return device >= 0 && device < KVT_MAX_GPUS ? c->grant_cap[device] : 0;
+        return device >= 0 && device < KVT_MAX_GPUS ? c->grants[device].cap : 0;
 }
 
 uint64_t client_vram_started(const struct client *c, int device) {
-        return device >= 0 && device < KVT_MAX_GPUS ? c->vram_started[device] : 0;
+        return device >= 0 && device < KVT_MAX_GPUS ? c->grants[device].started : 0;
 }
 
 void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes) {
-        if (device >= 0 && device < KVT_MAX_GPUS) {
-                c->grant_cap[device] = c->grant_hold[device] = cap_bytes;
-                c->grant_acked[device] = c->grant_seq[device];
-        }
+        if (device >= 0 && device < KVT_MAX_GPUS)
+                grant_book_set(&c->grants[device], cap_bytes);
+}
+
+const struct grant_book *client_grant_book(const struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS ? &c->grants[device] : NULL;
+}
+
+bool client_grant_waiting(const struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS && grant_book_waiting(&c->grants[device]);
 }
 
 uint32_t registry_grant_sent(struct registry *r, struct client *c, int device, uint64_t cap_bytes) {
         if (device < 0 || device >= KVT_MAX_GPUS)
                 return 0;
-        c->grant_cap[device] = cap_bytes;
-        c->grant_hold[device] = MAX(c->grant_hold[device], cap_bytes);
-        if (c->grant_acked[device] == c->grant_seq[device])
-                c->grant_sent_tick[device] = r->tick; /* the first one unanswered */
-        return ++c->grant_seq[device];
+        return grant_book_sent(&c->grants[device], cap_bytes, r->tick);
 }
 
 int registry_grant_acked(struct registry *r, struct client *c, const struct kvt_grant_ack *a) {
-        int d = a->device;
-        uint64_t hold;
-
-        if (d < 0 || d >= KVT_MAX_GPUS || a->seq > c->grant_seq[d])
+        if (a->device < 0 || a->device >= KVT_MAX_GPUS)
                 return -EINVAL;
-        if (a->seq != c->grant_seq[d] || c->grant_acked[d] == a->seq) {
-                /* a later GRANT is on its way: its GRANT_ACK will tell; the
-                 * shim answers, so its time runs from here */
-                c->grant_sent_tick[d] = r->tick;
-                return 0;
-        }
-        c->grant_acked[d] = a->seq;
-        /* What it took before the cap fell stays its own until registered;
-         * never more than it was offered. */
-        hold = MAX(c->grant_cap[d], MIN(a->started_bytes, c->grant_hold[d]));
-        if (hold == c->grant_hold[d])
-                return 0;
-        c->grant_hold[d] = hold;
-        return 1;
+        return grant_book_acked(&c->grants[a->device], a->seq, a->started_bytes, r->tick);
 }
 
-/* A shim that leaves a GRANT unacknowledged this long is taken to have
- * started no more than its cap: it cannot hold room from the others. */
-#define GRANT_ACK_TIMEOUT_MS 2000u
-
 uint64_t registry_grants_reserved(struct registry *r, int device) {
-        uint32_t tick_ms = conf_tick_ms(r->conf), overdue = (GRANT_ACK_TIMEOUT_MS + tick_ms - 1) / tick_ms;
+        uint32_t tick_ms = conf_tick_ms(r->conf);
+        uint32_t ack_ticks = (GRANT_ACK_TIMEOUT_MS + tick_ms - 1) / tick_ms;
+        uint32_t hold_ticks = (GRANT_HOLD_TIMEOUT_MS + tick_ms - 1) / tick_ms;
         uint64_t n = 0;
 
         if (device < 0 || device >= KVT_MAX_GPUS)
                 return 0;
         for (struct client *c = r->clients; c; c = c->next) {
-                if (c->grant_acked[device] != c->grant_seq[device] &&
-                    r->tick - c->grant_sent_tick[device] > overdue) {
-                        if (!c->grant_overdue_logged)
-                                log_warning("Client %u (pid %d) did not acknowledge its GRANT %u within %u ms; "
-                                            "taking it at its word that it started no more than the cap.",
-                                            c->id, (int)c->pid, c->grant_seq[device], GRANT_ACK_TIMEOUT_MS);
+                bool overdue;
+
+                n += grant_book_reserved(&c->grants[device], r->tick, ack_ticks, hold_ticks, &overdue);
+                if (overdue && !c->grant_overdue_logged) {
+                        log_warning("Client %u (pid %d) did not acknowledge its GRANT %u within %u ms; "
+                                    "taking it at its word that it started no more than the cap.",
+                                    c->id, (int)c->pid, c->grants[device].seq, GRANT_ACK_TIMEOUT_MS);
                         c->grant_overdue_logged = true;
-                        c->grant_hold[device] = c->grant_cap[device];
-                        c->grant_acked[device] = c->grant_seq[device];
                 }
-                if (c->grant_hold[device] > c->vram_started[device])
-                        n += c->grant_hold[device] - c->vram_started[device];
         }
         r->gpus[device].grant_reserved_bytes = n;
         return n;

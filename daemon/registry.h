@@ -111,6 +111,7 @@ struct gpu_stats {
         uint64_t sibling_demand_chunks, sibling_stale_chunks;
         uint64_t grantable_bytes; /* VRAM new captures may start in, all clients together */
         uint64_t grant_reserved_bytes; /* of the grants, what captures may hold unregistered */
+        uint64_t grant_over_bytes;     /* of grantable_bytes, the part over the budget (the margin granted) */
         uint64_t roomless_chunks;  /* promotions the last plan wanted that found no room */
 };
 
@@ -257,10 +258,12 @@ int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, u
 /* The GRANT cap for client c on device, as the books stand: the bytes it
  * started in VRAM there so far plus its share (clients using the GPU
  * alike) of what new captures may take: the free budget but the room the
- * last plan's promotions wanted (registry_grants_reserved()), and up to
+ * last plan's promotions wanted (gpu_stats.roomless_chunks), and up to
  * [gpu] capture_margin over it as far as the last plan saw chunks in VRAM
- * nothing used lately (gpu_stats.stale_chunks).  Also records the GPU's
- * grantable_bytes. */
+ * nothing used lately (gpu_stats.stale_chunks), less what older, higher
+ * caps of any client still hold (grants.h); nothing for a client that does
+ * not use the GPU.  Also records the GPU's grantable_bytes and
+ * grant_over_bytes. */
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device);
 
 /* demand's thrash guard of one client on one GPU, fed that client's own
@@ -284,21 +287,26 @@ uint32_t client_protect_ticks(const struct client *c, int device);
 uint64_t client_grant_cap(const struct client *c, int device);
 uint64_t client_vram_started(const struct client *c, int device);
 void client_set_grant_cap(struct client *c, int device, uint64_t cap_bytes);
+/* Whether the client's last GRANT for device is unanswered (no other is
+ * sent before its GRANT_ACK). */
+bool client_grant_waiting(const struct client *c, int device);
+/* The client's grant book on device (status), NULL for a bad device. */
+const struct grant_book *client_grant_book(const struct client *c, int device);
 
 /* A GRANT of cap_bytes about to be sent to c: its room is the client's
  * until acknowledged.  Returns the GRANT's seq (0 for a bad device). */
 uint32_t registry_grant_sent(struct registry *r, struct client *c, int device, uint64_t cap_bytes);
 /* A GRANT_ACK of c: the cap of the GRANT it names is in force, and the
  * shim had taken started_bytes from its grants by then.  Returns 1 when
- * that lowered what the client holds, 0 when it did not (or a later GRANT
- * supersedes the one acknowledged), -EINVAL for a GRANT never sent. */
+ * that lowered what the client holds, 0 when it did not (or says it
+ * again), -EINVAL for a GRANT not sent or not the last. */
 int registry_grant_acked(struct registry *r, struct client *c, const struct kvt_grant_ack *a);
 /* VRAM on device that the clients' grants hold for captures not yet
- * registered: what each may have started, past what it registered.
- * Promotions stay out of it (planner.c).  A client that leaves its GRANTs
- * unanswered for 2 s (logged once per client) is taken to have started no
- * more than its last cap.  Also records the
- * GPU's grant_reserved_bytes. */
+ * claimed: what each may have started, past what it claimed (grants.h).
+ * Promotions stay out of it past the margin granted (planner.c).  A
+ * client that leaves its GRANT unanswered for 5 s (logged once per
+ * client) is taken to have started no more than its cap.  Also records
+ * the GPU's grant_reserved_bytes. */
 uint64_t registry_grants_reserved(struct registry *r, int device);
 /* The percentage of the last PACE sent to the client (planner.c), 100
  * before any. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grants.h"
 #include "status.h"
 #include "util.h"
 
@@ -233,6 +234,23 @@ static json_object *heat_json(const struct heat_table_stats *h) {
         return o;
 }
 
+/* A client's VRAM grant on its GPU (daemon/grants.h): the cap, what it
+ * started and claimed there, and the last GRANT sent and answered. */
+static json_object *grant_json(const struct grant_book *b) {
+        json_object *o;
+
+        if (!b)
+                return NULL;
+        o = json_object_new_object();
+        json_object_object_add(o, "cap_bytes", json_u64(b->cap));
+        json_object_object_add(o, "hold_bytes", json_u64(b->hold));
+        json_object_object_add(o, "started_bytes", json_u64(b->started));
+        json_object_object_add(o, "claimed_bytes", json_u64(b->claimed));
+        json_object_object_add(o, "seq", json_u64(b->seq));
+        json_object_object_add(o, "acked", json_u64(b->acked));
+        return o;
+}
+
 static json_object *client_json(const struct client *c, const struct status_info *info) {
         const struct heat_table_stats *h = info->client_heat ? info->client_heat(c) : NULL;
         json_object *o = json_object_new_object(), *regions = json_object_new_array();
@@ -249,6 +267,7 @@ static json_object *client_json(const struct client *c, const struct status_info
         json_object_object_add(o, "section", label ? json_object_new_string(label) : NULL);
         json_object_object_add(o, "device", json_object_new_int(client_device(c)));
         json_object_object_add(o, "pace_percent", json_u64(client_pace(c)));
+        json_object_object_add(o, "grant", grant_json(client_grant_book(c, client_device(c))));
         /* demand: its own thrash guard's protection on its GPU (0 before it is planned) */
         json_object_object_add(o, "protect_ms", json_u64((uint64_t)client_protect_ticks(c, client_device(c)) *
                                                          conf_tick_ms(info->conf)));

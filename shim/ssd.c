@@ -80,6 +80,7 @@ struct ssd_handle {
         int device;    /* -1: host memory (no CUDA copy) */
         bool released; /* its whole chunks were discarded at spill */
         bool to_host;  /* restore: the whole chunks go to host memory (no VRAM grant for them) */
+        uint64_t grant_gen; /* restore: the connection whose VRAM grant place_locked() took; 0: none */
         int state;     /* enum kvtier_spill_state */
         int last_error;
         unsigned gates; /* host functions on streams waiting for its restore */
@@ -437,14 +438,24 @@ static bool whole_chunks(const struct ssd_handle *h, struct shim_region *r, uint
  * KVT_HINT_SPILLED or _RESTORED_*).  A region it does not know yet is told
  * the spill when it is registered (its standing bits); its REGION_ADD books
  * it in host memory, where a restore may have put it. */
-static void tell_daemon(const struct shim_region *r, uintptr_t lo, uintptr_t hi, uint32_t kind) {
+static bool tell_daemon(const struct shim_region *r, uintptr_t lo, uintptr_t hi, uint32_t kind) {
         struct kvt_hint m = {.region_id = r->id,
                              .first_chunk = (uint32_t)((lo - r->base) >> KVT_CHUNK_SHIFT),
                              .n_chunks = (uint32_t)((hi - lo) >> KVT_CHUNK_SHIFT),
                              .kind = kind};
 
-        if (r->registered)
-                (void)client_send(KVT_MSG_HINT, &m, sizeof(m));
+        return r->registered && client_send(KVT_MSG_HINT, &m, sizeof(m)) == 0;
+}
+
+/* A restore placed in VRAM that the daemon is not told of (it failed, or
+ * its region is not registered): its room goes back to the grant it came
+ * from, which the daemon would hold for it until its timeout otherwise. */
+static void grant_back(struct ssd_handle *h) {
+        uintptr_t lo, hi;
+
+        if (h->grant_gen && chunk_span(h, &lo, &hi))
+                client_grant_return(h->grant_gen, h->device, hi - lo);
+        h->grant_gen = 0;
 }
 
 /* Discards the whole 2 MiB chunks of a captured range, so that its memory is
@@ -473,7 +484,7 @@ static bool release_locked(struct shim_ssd *s, struct ssd_handle *h) {
                 (void)regions_mark_spilled(ptr, len, false, &r); /* its memory is as it was */
                 return false;
         }
-        tell_daemon(&r, lo, hi, KVT_HINT_SPILLED);
+        (void)tell_daemon(&r, lo, hi, KVT_HINT_SPILLED);
         return true;
 }
 
@@ -495,7 +506,8 @@ static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
 
         if (!rt || !whole_chunks(h, &r, &lo, &hi))
                 return 0;
-        h->to_host = !client_grant_take(h->device, hi - lo);
+        h->grant_gen = client_grant_take(h->device, hi - lo);
+        h->to_host = !h->grant_gen;
         if (!h->to_host)
                 loc = gpu;
         rt->cudaSetDevice(h->device);
@@ -510,13 +522,14 @@ static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
 
 /* After a restore of a released range: its chunks are the engine's again,
  * booked where place_locked() put them. */
-static void restored_locked(const struct ssd_handle *h) {
+static void restored_locked(struct ssd_handle *h) {
         struct shim_region r;
         uintptr_t lo, hi;
 
-        if (!whole_chunks(h, &r, &lo, &hi) || regions_mark_spilled((void *)lo, hi - lo, false, &r) < 0)
-                return;
-        tell_daemon(&r, lo, hi, h->to_host ? KVT_HINT_RESTORED_HOST : KVT_HINT_RESTORED_VRAM);
+        if (whole_chunks(h, &r, &lo, &hi) && regions_mark_spilled((void *)lo, hi - lo, false, &r) == 0 &&
+            tell_daemon(&r, lo, hi, h->to_host ? KVT_HINT_RESTORED_HOST : KVT_HINT_RESTORED_VRAM))
+                h->grant_gen = 0; /* claimed: the daemon books it */
+        grant_back(h);
 }
 
 static int range_device(const void *ptr) {
@@ -754,6 +767,8 @@ static void *restore_worker(void *arg) {
 
                 pthread_mutex_lock(&s->io_lock);
                 r = restore_locked(s, h);
+                if (r < 0)
+                        grant_back(h);
                 if (r == 0 && h->released)
                         restored_locked(h);
                 else if (r < 0 && h->released && r != KVTIER_ESTALE)
@@ -897,6 +912,7 @@ KVT_EXPORT int kvtier_drop(uint64_t handle) {
                  * as a capture starts, and movable. */
                 if (h->released && place_locked(s, h) == 0)
                         restored_locked(h);
+                grant_back(h); /* placed, or failed to */
                 pthread_mutex_unlock(&s->io_lock);
         }
         free(h);

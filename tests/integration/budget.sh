@@ -15,13 +15,16 @@ check "kvtierd starts" start_daemon
 # Poll the daemon while the engine runs: the highest VRAM it ever reported.
 run_engine with-daemon $ARGS --max-vram $BUDGET &
 engine=$!
-max_vram=0 max_charged=0 polls=0
+# And whether a GRANT past the WELCOME's was sent and answered (GRANT_ACK).
+max_vram=0 max_charged=0 polls=0 answered=0
 while kill -0 $engine 2>/dev/null; do
         if s=$(status_json 2>/dev/null); then
                 v=$(echo "$s" | jq '[.gpus[] | select(.device == 0) | .vram_bytes] | max // 0')
                 c=$(echo "$s" | jq '[.gpus[] | select(.device == 0) | .charged_bytes] | max // 0')
+                a=$(echo "$s" | jq '[.clients[] | select(.grant.seq > 0 and .grant.acked == .grant.seq)] | length')
                 [ "$v" -gt "$max_vram" ] && max_vram=$v
                 [ "$c" -gt "$max_charged" ] && max_charged=$c
+                [ "$a" -gt 0 ] && answered=1
                 polls=$((polls + 1))
         fi
         sleep 0.02
@@ -31,6 +34,7 @@ check "engine exits 0 under the shim with the daemon" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || diag "$(cat "$TMP/with-daemon.out")"
 check "pattern intact after migrations" grep -q "mismatched words 0" "$TMP/with-daemon.out"
 check_gt "daemon polled while the engine ran" $polls 3
+check "the shim answered the daemon's GRANTs (GRANT_ACK)" [ $answered -eq 1 ]
 check_gt "daemon saw chunks in VRAM" $max_vram 0
 check_le "VRAM by kvtierctl never above the budget" $max_vram $BUDGET
 check_le "charged VRAM by kvtierctl never above the budget" $max_charged $BUDGET

@@ -63,9 +63,11 @@ static void rig_up(struct rig *x) {
             registry_client_new(x->r, 100, 0, &h, NULL, &x->cl) < 0)
                 abort();
         n_sent = n_grants = 0;
+        auto_ack = x->r;
 }
 
 static void rig_down(struct rig *x) {
+        auto_ack = NULL;
         planner_free(x->p);
         registry_free(x->r);
         conf_free(x->conf);
@@ -182,15 +184,16 @@ static struct region *rig_up_grant_race(struct rig *x, const struct gpu_stats **
         *started = client_vram_started(x->cl, 0);
         client_set_grant_cap(x->cl, 0, *started + 16 * CHUNK); /* the whole budget, free again */
         n_sent = n_grants = 0;
+        auto_ack = NULL; /* the shim answers when the test says */
         if (planner_tick(x->p, x->r, &ops, NULL) < 0)
                 abort();
         return a;
 }
 
 /* Room a GRANT offers stays the shim's until a GRANT_ACK says a lower cap
- * is in force: promotions take no more of it than the capture margin, so
- * that a capture taking the grant and a promotion never fill the same VRAM
- * past budget + margin (16 + 4 chunks here). */
+ * is in force: promotions take none of it past the margin the grant gave
+ * (none here: nothing in VRAM is stale), so that a capture taking the
+ * grant and a promotion never fill the same VRAM. */
 static void test_grant_reserves(void) {
         struct rig x;
         const struct gpu_stats *g;
@@ -200,12 +203,12 @@ static void test_grant_reserves(void) {
 
         rig_up_grant_race(&x, &g, &started);
         TAP_EQ_U64(g->grant_reserved_bytes, 16 * CHUNK, "grant race: the grant holds its room for captures");
-        TAP_EQ_U64(g->charged_bytes, 4 * CHUNK,
-                   "grant race: promotions take the margin alone while a capture may take the rest");
+        TAP_EQ_U64(g->charged_bytes, 0, "grant race: promotions take none of the room a capture may take");
         TAP_OK(n_grants == 1 && grants[0].seq == 1 && grants[0].vram_cap_bytes == started + 4 * CHUNK,
                "grant race: the next GRANT leaves out the room the promotions wait for");
         TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "grant race: ticks without a GRANT_ACK");
-        TAP_EQ_U64(g->charged_bytes, 4 * CHUNK, "grant race: no more promotions before the GRANT_ACK");
+        TAP_EQ_U64(g->charged_bytes, 0, "grant race: no promotions before the GRANT_ACK");
+        TAP_EQ_U64(n_grants, 1, "grant race: and no second GRANT while the first is unanswered");
         ack.seq = 2;
         TAP_EQ_INT(registry_grant_acked(x.r, x.cl, &ack), -EINVAL, "grant race: an ack of a GRANT never sent is refused");
         ack.seq = 1;
@@ -224,19 +227,40 @@ static void test_grant_reserves(void) {
         b = add(&x, 2, 16, KVT_TIER_VRAM);
         TAP_EQ_U64(region_tier_chunks(b, KVT_TIER_VRAM), 16,
                    "grant race: the capture under the old cap is booked in VRAM, where it is");
-        TAP_EQ_U64(g->charged_bytes, 20 * CHUNK, "grant race: VRAM within the budget and the margin");
+        TAP_EQ_U64(g->charged_bytes, 16 * CHUNK, "grant race: VRAM within the budget");
         TAP_EQ_U64(registry_grants_reserved(x.r, 0), 0, "grant race: registered, it holds nothing more");
         rig_down(&x);
 
-        /* A shim that never acknowledges holds the room for 2 s at most. */
+        /* A shim that never acknowledges holds the room for 5 s at most. */
         rig_up_grant_race(&x, &g, &started);
-        for (int i = 0; i < 190; i++) /* 10 ms ticks */
+        for (int i = 0; i < 490; i++) /* 10 ms ticks */
                 registry_advance_tick(x.r);
-        TAP_EQ_U64(registry_grants_reserved(x.r, 0), 16 * CHUNK, "grant race: held 1.9 s without a GRANT_ACK");
+        TAP_EQ_U64(registry_grants_reserved(x.r, 0), 16 * CHUNK, "grant race: held 4.9 s without a GRANT_ACK");
         for (int i = 0; i < 11; i++)
                 registry_advance_tick(x.r);
         TAP_EQ_U64(registry_grants_reserved(x.r, 0), 4 * CHUNK,
-                   "grant race: an unacknowledged GRANT is taken as in force after 2 s");
+                   "grant race: an unacknowledged GRANT is taken as in force after 5 s");
+        rig_down(&x);
+}
+
+/* Grants go only to clients of the GPU, and no share offers room that an
+ * older, higher cap of another client may still be taking. */
+static void test_grant_shares(void) {
+        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
+                              .name = "other"};
+        struct rig x;
+        struct client *other;
+
+        rig_up(&x);
+        registry_device_seen(x.r, &(struct kvt_device){.device = 1, .host_node = -1, .total_bytes = 1ull << 30});
+        TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 1), 0, "shares: nothing on a GPU the client does not use");
+        TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 0), 16 * CHUNK, "shares: the free budget on its own");
+        client_set_grant_cap(x.cl, 0, 16 * CHUNK);
+        registry_grant_sent(x.r, x.cl, 0, 4 * CHUNK); /* lowered, not answered yet */
+        if (registry_client_new(x.r, 101, 0, &h, NULL, &other) < 0)
+                abort();
+        TAP_EQ_U64(registry_grant_cap(x.r, other, 0), 2 * CHUNK,
+                   "shares: a newcomer shares only what the first client's old cap no longer holds");
         rig_down(&x);
 }
 
@@ -257,7 +281,6 @@ static void test_guard_per_client(void) {
         if (registry_client_new(x.r, 101, 0, &h, NULL, &other) < 0)
                 abort();
         client_set_grant_cap(other, 0, 8 * CHUNK);
-        auto_ack = x.r;
         if (registry_region_add(x.r, other, &(struct kvt_region_add){.region_id = 1, .device = 0, .base = 9ull << 30,
                                                                        .size_bytes = 8 * CHUNK,
                                                                        .api = KVT_API_CUDA_MALLOC,
@@ -307,7 +330,6 @@ static void test_guard_per_client(void) {
         TAP_OK(!sent_to(c, 0), "guard per client: the neighbour's old use is not promoted");
         TAP_EQ_U64(g->held_chunks, 0, "guard per client: nor held as a demand");
         (void)b;
-        auto_ack = NULL;
         rig_down(&x);
 }
 
@@ -1181,6 +1203,7 @@ int main(void) {
         test_grants();
         test_planner_grants();
         test_grant_reserves();
+        test_grant_shares();
         test_guard_per_client();
         test_demands();
         test_probe_expired();

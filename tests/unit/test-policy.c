@@ -481,8 +481,9 @@ static void test_demand_fault(void) {
 static void test_demand_protect_per_client(void) {
         struct policy_params pp = params(POLICY_DEMAND);
         struct policy_chunk a[1], b[1];
-        struct policy_region regs[2] = {{.chunks = a, .n_chunks = 1, .client = 0},
-                                        {.chunks = b, .n_chunks = 1, .client = 1}};
+        /* region i is client 1 - i's: a lookup by the region's index would differ */
+        struct policy_region regs[2] = {{.chunks = a, .n_chunks = 1, .client = 1},
+                                        {.chunks = b, .n_chunks = 1, .client = 0}};
         struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX, .protect_ticks = 20},
                                       {.quota_chunks = UINT64_MAX, .protect_ticks = 80}};
         struct policy_input in = input1(regs, 1000, 0, 0);
@@ -498,6 +499,11 @@ static void test_demand_protect_per_client(void) {
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "protect per client: plans");
         TAP_EQ_U64(p.held_chunks, 1, "protect per client: only the chunk of the client protected 80 ticks is a demand");
         policy_plan_clear(&p);
+        in.budget_chunks = 1; /* room for one: the demand */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "protect per client: plans with room for one");
+        TAP_OK(p.n_moves == 1 && moved(&p, 0, 0, V), "protect per client: the demand is that client's chunk");
+        policy_plan_clear(&p);
+        in.budget_chunks = 0;
         cl[1].protect_ticks = 0;
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "protect per client: plans (no protection of its own)");
         TAP_EQ_U64(p.held_chunks, 0, "protect per client: without one, a client's chunks take the input's");
