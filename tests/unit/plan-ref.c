@@ -105,7 +105,7 @@ static uint32_t plan_heat(const struct plan_ctx *x, uint32_t heat, uint32_t age)
  * region, then the heat class, then recency from the last use (or, in
  * VRAM, the last move). */
 static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *c, uint16_t f, uint32_t prio,
-                           bool active) {
+                           bool active, uint32_t protect_ticks) {
         const struct policy_params *pp = x->pp;
         uint32_t age = x->in->now > c->last_use ? x->in->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
@@ -126,7 +126,7 @@ static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *
                  * the protection, and a chunk that was in VRAM before or was
                  * used twice */
                 if (charged ? !(c->flags & POLICY_CHUNK_COLD)
-                            : age < x->in->protect_ticks &&
+                            : age < protect_ticks &&
                                       (c->last_move != 0 ||
                                        c->heat > POLICY_HEAT_ONE))
                         cls += 4;
@@ -204,6 +204,11 @@ static void plan_rank(struct plan_ctx *x) {
         for (size_t r = 0; r < in->n_regions; r++) {
                 const struct policy_region *reg = &in->regions[r];
                 uint32_t prio = region_priority(x, reg);
+                /* its client's own protection (added with per-client guards), else the input's */
+                uint32_t protect = x->in->clients && reg->client < x->in->n_clients &&
+                                                   x->in->clients[reg->client].protect_ticks
+                                           ? x->in->clients[reg->client].protect_ticks
+                                           : x->in->protect_ticks;
                 bool active = reg->last_active != 0 && in->now - reg->last_active < x->pp->active_ticks;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
@@ -215,7 +220,7 @@ static void plan_rank(struct plan_ctx *x) {
                         uint16_t f = chunk_state(x, c);
 
                         flags[i] = f;
-                        rank[i] = chunk_rank(x, c, f, prio, active);
+                        rank[i] = chunk_rank(x, c, f, prio, active, protect);
                         if (!(f & PLAN_PINNED)) {
                                 x->rmin = rank[i] < x->rmin ? rank[i] : x->rmin;
                                 x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;

@@ -150,7 +150,8 @@ static int snapshot_new(struct snapshot *s, enum policy_kind k, bool large) {
                 s->clients[c] = (struct policy_client){.quota_chunks = chance(40)   ? UINT64_MAX
                                                                        : chance(10) ? 0
                                                                                     : below(s->n_chunks + 5),
-                                                       .priority = (uint8_t)below(POLICY_PRIORITY_MAX + 3)};
+                                                       .priority = (uint8_t)below(POLICY_PRIORITY_MAX + 3),
+                                                       .protect_ticks = chance(50) ? 0 : (uint32_t)below(2000)};
         for (size_t c = 0; c < s->in.n_clients; c++)
                 quotas |= s->clients[c].quota_chunks != UINT64_MAX;
         for (size_t r = 0; r < n_regions; r++) {
