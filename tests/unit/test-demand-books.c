@@ -243,11 +243,20 @@ static void test_grant_reserves(void) {
         rig_down(&x);
 }
 
+/* A second client on GPU 0, "other". */
+static struct client *second_client(struct rig *x) {
+        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
+                              .name = "other"};
+        struct client *c;
+
+        if (registry_client_new(x->r, 101, 0, &h, NULL, &c) < 0)
+                abort();
+        return c;
+}
+
 /* Grants go only to clients of the GPU, and no share offers room that an
  * older, higher cap of another client may still be taking. */
 static void test_grant_shares(void) {
-        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
-                              .name = "other"};
         struct rig x;
         struct client *other;
 
@@ -257,8 +266,7 @@ static void test_grant_shares(void) {
         TAP_EQ_U64(registry_grant_cap(x.r, x.cl, 0), 16 * CHUNK, "shares: the free budget on its own");
         client_set_grant_cap(x.cl, 0, 16 * CHUNK);
         registry_grant_sent(x.r, x.cl, 0, 4 * CHUNK); /* lowered, not answered yet */
-        if (registry_client_new(x.r, 101, 0, &h, NULL, &other) < 0)
-                abort();
+        other = second_client(&x);
         TAP_EQ_U64(registry_grant_cap(x.r, other, 0), 2 * CHUNK,
                    "shares: a newcomer shares only what the first client's old cap no longer holds");
         rig_down(&x);
@@ -268,8 +276,6 @@ static void test_grant_shares(void) {
  * client whose evictions come back stretches its own protection, not its
  * neighbour's (one GPU, one budget). */
 static void test_guard_per_client(void) {
-        struct kvt_hello h = {.proto_version = KVT_PROTO_VERSION, .device = 0, .device_total_bytes = 1ull << 30,
-                              .name = "other"};
         struct rig x;
         const struct gpu_stats *g;
         struct region *a, *b, *c;
@@ -278,8 +284,7 @@ static void test_guard_per_client(void) {
         struct kvt_order_done done = {0};
 
         a = rig_up_region(&x, 8, &g);
-        if (registry_client_new(x.r, 101, 0, &h, NULL, &other) < 0)
-                abort();
+        other = second_client(&x);
         client_set_grant_cap(other, 0, 8 * CHUNK);
         if (registry_region_add(x.r, other, &(struct kvt_region_add){.region_id = 1, .device = 0, .base = 9ull << 30,
                                                                        .size_bytes = 8 * CHUNK,
