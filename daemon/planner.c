@@ -535,7 +535,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         pp.sample_chunks = share.rearm_chunks - MIN(d->tick_rearmed, share.rearm_chunks);
         pp.probe_cohorts = share.probe_cohorts - MIN(d->tick_probed, share.probe_cohorts);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
-                registry_gpu_sampled(r, g->device, in.probe_window);
+                registry_gpu_sampled(r, g->device, in.probe_window, d->prober.interval);
                 ret = planner_sample(p, r, d, &in, &pp, &plan, &share, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }

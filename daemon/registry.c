@@ -1646,9 +1646,11 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
         return client_vram_started(c, device) + share / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
 }
 
-void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks) {
-        if (device >= 0 && device < KVT_MAX_GPUS)
+void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks, uint32_t probe_every_ticks) {
+        if (device >= 0 && device < KVT_MAX_GPUS) {
                 r->gpus[device].probe_window_ticks = probe_window_ticks;
+                r->gpus[device].probe_every_ticks = probe_every_ticks;
+        }
 }
 
 void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks, const struct policy_plan *plan) {

@@ -98,6 +98,7 @@ struct gpu_stats {
         uint64_t probes_expired; /* and those that did not: their cohort found cold */
         struct policy_probe_timing probe_timing; /* how long probes took to come back */
         uint32_t probe_window_ticks;             /* the window it gave, as the last sample used it */
+        uint32_t probe_every_ticks;              /* the prober's interval: probes go out one tick in so many */
         uint64_t moved_bytes[_MOVE_DIRECTION_MAX]; /* by completed moves: chunks whose tier they changed */
         struct move_latency moves[_MOVE_DIRECTION_MAX]; /* completed moves' time in the shim */
         /* As the last plan left them (planner.c): */
@@ -152,8 +153,9 @@ int registry_set_topology(struct registry *r, const struct topology *t);
  * a node whose MemTotal is unknown. */
 int registry_node_budget_reload(struct registry *r, int node);
 
-/* The probe window the planner's sample used this tick (status). */
-void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks);
+/* The probe window the planner's sample used this tick, and the prober's
+ * interval (status). */
+void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks, uint32_t probe_every_ticks);
 
 /* Sets what the last plan of a GPU found (held and stale chunks, what
  * siblings told, the protection in force), for grants and status. */

@@ -31,6 +31,8 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
 
         json_object_object_add(o, "protect_ms", json_u64((uint64_t)g->protect_ticks * tick_ms));
         json_object_object_add(o, "probe_window_ms", json_u64((uint64_t)g->probe_window_ticks * tick_ms));
+        /* probes go out one tick in this many (fewer while most come back) */
+        json_object_object_add(o, "probe_every_ms", json_u64((uint64_t)g->probe_every_ticks * tick_ms));
         json_object_object_add(o, "held_bytes", json_u64(g->held_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "held_priority", json_u64(g->held_priority));
         json_object_object_add(o, "stale_bytes", json_u64(g->stale_chunks * KVT_CHUNK_BYTES));

@@ -152,6 +152,8 @@ check "cupti: no re-arm counted in flight once the engine is gone" [ "$(jq '.gpu
 check "cupti: no probe counted in flight once the engine is gone" [ "$(jq '.gpus[0].demand.probing' <<<"$gone")" = 0 ]
 check_gt "cupti: probes of chunks in VRAM came back (their page faulted)" "$(jq '.gpus[0].demand.probes_back' <<<"$s")" 0
 check "cupti: the sampler's cost is reported (probe time)" [ "$(jq '.gpus[0].demand.probe_ms | type' <<<"$s")" = '"number"' ]
+check_gt "cupti: and how often probes go out (one tick in so many, 20 ms ticks)" \
+        "$(jq '.gpus[0].demand.probe_every_ms' <<<"$s")" 19
 check "cupti: and shown" bash -c "'$KVTIERCTL' -s '$SOCK' status | grep -q 'ms in the shim'"
 check "cupti: the samples in flight shown" \
         bash -c "'$KVTIERCTL' -s '$SOCK' status | grep -Eq 'ms in the shim, [0-9]+ chunks and [0-9]+ probes in flight'"
