@@ -20,7 +20,7 @@ for t in $targets; do
         case "$t" in
         protocol) src=(tests/fuzz/fuzz-protocol.c) ;;
         config) src=(tests/fuzz/fuzz-config.c daemon/conf.c policy/*.c $(pkg-config --libs inih)) ;;
-        daemon) src=(tests/fuzz/fuzz-daemon.c daemon/conf.c daemon/registry.c daemon/planner.c daemon/workers.c
+        daemon) src=(tests/fuzz/fuzz-daemon.c daemon/conf.c daemon/registry.c daemon/grants.c daemon/planner.c daemon/workers.c
                      policy/*.c -pthread $(pkg-config --libs inih)) ;;
         ssd) src=(tests/fuzz/fuzz-ssd.c daemon/ssd-block.c daemon/ssd-journal.c $(pkg-config --libs libxxhash libzstd liblz4)) ;;
         *) echo "fuzz.sh: unknown target $t" >&2; exit 2 ;;
