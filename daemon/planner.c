@@ -491,10 +491,9 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
                 if (new_tick || !d->started)
                         planner_prober(d, g, in.now);
                 in.protect_ticks = planner_guards(p, g->device, &pp, new_tick);
-        }
-        if (pp.kind == POLICY_DEMAND)
                 in.probe_window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
                                                       pp.protect_min_ticks);
+        }
         if (conf_nodes_limited(p->conf)) {
                 in.nodes = p->nodes;
                 in.n_nodes = planner_nodes(p, r, g->host_node);

@@ -438,18 +438,20 @@ static bool whole_chunks(const struct ssd_handle *h, struct shim_region *r, uint
  * KVT_HINT_SPILLED or _RESTORED_*).  A region it does not know yet is told
  * the spill when it is registered (its standing bits); its REGION_ADD books
  * it in host memory, where a restore may have put it. */
-static bool tell_daemon(const struct shim_region *r, uintptr_t lo, uintptr_t hi, uint32_t kind) {
+static void tell_daemon(const struct shim_region *r, uintptr_t lo, uintptr_t hi, uint32_t kind) {
         struct kvt_hint m = {.region_id = r->id,
                              .first_chunk = (uint32_t)((lo - r->base) >> KVT_CHUNK_SHIFT),
                              .n_chunks = (uint32_t)((hi - lo) >> KVT_CHUNK_SHIFT),
                              .kind = kind};
 
-        return r->registered && client_send(KVT_MSG_HINT, &m, sizeof(m)) == 0;
+        if (r->registered)
+                (void)client_send(KVT_MSG_HINT, &m, sizeof(m));
 }
 
-/* A restore placed in VRAM that the daemon is not told of (it failed, or
- * its region is not registered): its room goes back to the grant it came
- * from, which the daemon would hold for it until its timeout otherwise. */
+/* A restore that took VRAM from the grant and then did not place its
+ * chunks there (it failed, and they were released again): the room goes
+ * back to the grant it came from, which the daemon would go on holding
+ * for it otherwise (what the shim took and never claimed). */
 static void grant_back(struct ssd_handle *h) {
         uintptr_t lo, hi;
 
@@ -484,7 +486,7 @@ static bool release_locked(struct shim_ssd *s, struct ssd_handle *h) {
                 (void)regions_mark_spilled(ptr, len, false, &r); /* its memory is as it was */
                 return false;
         }
-        (void)tell_daemon(&r, lo, hi, KVT_HINT_SPILLED);
+        tell_daemon(&r, lo, hi, KVT_HINT_SPILLED);
         return true;
 }
 
@@ -526,10 +528,10 @@ static void restored_locked(struct ssd_handle *h) {
         struct shim_region r;
         uintptr_t lo, hi;
 
-        if (whole_chunks(h, &r, &lo, &hi) && regions_mark_spilled((void *)lo, hi - lo, false, &r) == 0 &&
-            tell_daemon(&r, lo, hi, h->to_host ? KVT_HINT_RESTORED_HOST : KVT_HINT_RESTORED_VRAM))
-                h->grant_gen = 0; /* claimed: the daemon books it */
-        grant_back(h);
+        h->grant_gen = 0; /* spent: the chunks are where place_locked() put them */
+        if (!whole_chunks(h, &r, &lo, &hi) || regions_mark_spilled((void *)lo, hi - lo, false, &r) < 0)
+                return;
+        tell_daemon(&r, lo, hi, h->to_host ? KVT_HINT_RESTORED_HOST : KVT_HINT_RESTORED_VRAM);
 }
 
 static int range_device(const void *ptr) {
@@ -767,12 +769,12 @@ static void *restore_worker(void *arg) {
 
                 pthread_mutex_lock(&s->io_lock);
                 r = restore_locked(s, h);
-                if (r < 0)
-                        grant_back(h);
                 if (r == 0 && h->released)
                         restored_locked(h);
-                else if (r < 0 && h->released && r != KVTIER_ESTALE)
+                else if (r < 0 && h->released && r != KVTIER_ESTALE) {
+                        grant_back(h);
                         (void)release_locked(s, h); /* part of it was written: as the spill left it */
+                }
                 id = h->id;
                 gen = h->gen;
 
@@ -912,7 +914,7 @@ KVT_EXPORT int kvtier_drop(uint64_t handle) {
                  * as a capture starts, and movable. */
                 if (h->released && place_locked(s, h) == 0)
                         restored_locked(h);
-                grant_back(h); /* placed, or failed to */
+                grant_back(h); /* where placing failed */
                 pthread_mutex_unlock(&s->io_lock);
         }
         free(h);
