@@ -7,8 +7,8 @@
 #include "util.h"
 
 void grant_book_set(struct grant_book *b, uint64_t cap) {
-        b->cap = b->hold = cap;
-        b->acked = b->seq;
+        b->cap = b->hold = b->offered = cap;
+        b->acked = b->reported = b->seq;
 }
 
 bool grant_book_waiting(const struct grant_book *b) {
@@ -18,6 +18,7 @@ bool grant_book_waiting(const struct grant_book *b) {
 uint32_t grant_book_sent(struct grant_book *b, uint64_t cap, uint32_t now) {
         b->cap = cap;
         b->hold = MAX(b->hold, cap);
+        b->offered = MAX(b->offered, cap);
         b->sent_tick = now;
         if (++b->seq == 0) /* 0 is the WELCOME's */
                 b->seq = 1;
@@ -29,15 +30,20 @@ int grant_book_acked(struct grant_book *b, uint32_t seq, uint64_t taken_bytes, u
 
         if (seq == 0 || b->seq - seq >= UINT32_C(1) << 31)
                 return -EINVAL; /* never sent (seqs wrap) */
-        if (seq != b->seq || b->acked == seq)
-                return 0; /* late (its timeout answered for it), or said before */
-        b->acked = seq;
+        if (seq != b->seq || b->reported == seq)
+                return 0; /* a later GRANT is out, or said before */
+        /* The answer to the last GRANT, late or not (its timeout may have
+         * answered for it): what the shim took before the cap fell stays its
+         * own until claimed; never more than it was offered since it last
+         * said. */
+        b->acked = b->reported = seq;
         b->report_tick = now;
-        /* What it took before the cap fell stays its own until claimed;
-         * never more than it was offered. */
-        hold = MAX(b->cap, MIN(taken_bytes, b->hold));
-        if (hold == b->hold)
+        hold = MAX(b->cap, MIN(taken_bytes, b->offered));
+        b->offered = b->cap;
+        if (hold >= b->hold) {
+                b->hold = hold;
                 return 0;
+        }
         b->hold = hold;
         return 1;
 }
@@ -51,8 +57,8 @@ uint64_t grant_book_start(struct grant_book *b, uint64_t claimed_bytes, uint64_t
         return bytes;
 }
 
-uint64_t grant_book_excess(const struct grant_book *b) {
-        return b->hold > b->cap ? b->hold - b->cap : 0;
+uint64_t grant_book_held(const struct grant_book *b) {
+        return b->hold > b->claimed ? b->hold - b->claimed : 0;
 }
 
 uint64_t grant_book_reserved(struct grant_book *b, uint32_t now, uint32_t ack_ticks, uint32_t hold_ticks,
@@ -65,5 +71,5 @@ uint64_t grant_book_reserved(struct grant_book *b, uint32_t now, uint32_t ack_ti
         }
         if (!grant_book_waiting(b) && b->hold > b->cap && now - b->report_tick > hold_ticks)
                 b->hold = b->cap; /* the captures it reported never came */
-        return b->hold > b->claimed ? b->hold - b->claimed : 0;
+        return grant_book_held(b);
 }

@@ -31,9 +31,11 @@ struct grant_book {
         uint64_t cap;     /* of the last GRANT sent (or the WELCOME's): starts allowed in all, bytes */
         uint64_t hold;    /* the most the shim may have started under its caps */
         uint64_t started; /* starts booked in VRAM (within hold); REGION_ADDs and restores */
-        uint64_t claimed; /* starts the shim claimed, booked or refused: what it took and told */
+        uint64_t claimed; /* starts the shim claimed (REGION_ADDs booked, restores): what it took and told */
+        uint64_t offered; /* the highest cap since the shim last reported: the most it may have taken */
         uint32_t seq;     /* of the last GRANT sent; 0: the WELCOME's alone */
-        uint32_t acked;   /* of the last GRANT_ACK (== seq: nothing unanswered) */
+        uint32_t acked;   /* answered: by its GRANT_ACK or its timeout (== seq: nothing unanswered) */
+        uint32_t reported; /* of the last GRANT_ACK received */
         uint32_t sent_tick, report_tick; /* the last GRANT's, the last GRANT_ACK's */
 };
 
@@ -47,9 +49,11 @@ bool grant_book_waiting(const struct grant_book *b);
 uint32_t grant_book_sent(struct grant_book *b, uint64_t cap, uint32_t now);
 
 /* A GRANT_ACK of seq at tick now, the shim having taken taken_bytes from
- * its grants in all.  Returns 1 when that lowered the hold, 0 when it did
- * not (or repeats an answer, or comes after its timeout answered for it
- * and another GRANT went out), -EINVAL for a seq never sent. */
+ * its grants in all.  One that comes after its timeout answered for it
+ * still counts while no later GRANT is out: what the shim reports taken
+ * is held again.  Returns 1 when that lowered the hold, 0 when it did not
+ * (or repeats an answer, or a later GRANT is out), -EINVAL for a seq never
+ * sent. */
 int grant_book_acked(struct grant_book *b, uint32_t seq, uint64_t taken_bytes, uint32_t now);
 
 /* A start the shim claims in VRAM (a REGION_ADD, a restore) of
@@ -59,13 +63,12 @@ int grant_book_acked(struct grant_book *b, uint32_t seq, uint64_t taken_bytes, u
  * bytes booked. */
 uint64_t grant_book_start(struct grant_book *b, uint64_t claimed_bytes, uint64_t bytes);
 
-/* The room past its cap the book still holds for captures under older,
- * higher caps. */
-uint64_t grant_book_excess(const struct grant_book *b);
+/* VRAM the shim may start in without the daemon knowing yet, as the book
+ * stands (no timeout applied): the hold past what it claimed. */
+uint64_t grant_book_held(const struct grant_book *b);
 
-/* VRAM the shim may start in without the daemon knowing yet: the hold
- * past what it claimed, at tick now, after the timeouts (in ticks) have
- * let go what they let go.  *ret_overdue: the GRANT went unanswered past
+/* grant_book_held() at tick now, after the timeouts (in ticks) have let
+ * go what they let go.  *ret_overdue: the GRANT went unanswered past
  * its timeout this time (for the caller's log). */
 uint64_t grant_book_reserved(struct grant_book *b, uint32_t now, uint32_t ack_ticks, uint32_t hold_ticks,
                              bool *ret_overdue);

@@ -730,10 +730,9 @@ int registry_region_add(struct registry *r, struct client *c, const struct kvt_r
                 struct conf_quotas q;
 
                 conf_quotas(r->conf, &q);
+                /* A start in VRAM stays where CUDA put it, unbooked: its room
+                 * stays held (taken, never claimed), out of promotions' way. */
                 client_remember_refused(c, add->region_id, q.max_regions);
-                /* a start in VRAM took its room from the grant all the same */
-                if (add->tier == KVT_TIER_VRAM)
-                        (void)grant_take(c, add->device, n_chunks, 0);
                 return ret;
         }
         ret = client_grow_regions(c);
@@ -1614,7 +1613,7 @@ static size_t gpu_clients(const struct registry *r, int device) {
 
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device) {
         struct gpu_stats *g;
-        uint64_t free_bytes, over, n, share, quota, excess = 0;
+        uint64_t free_bytes, over, n, share, quota, others = 0;
         unsigned prio;
 
         if (device < 0 || device >= KVT_MAX_GPUS || !r->gpu_present[device] || !r->gpus[device].budget_resolved ||
@@ -1629,14 +1628,15 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
         if (g->charged_bytes > g->budget_bytes)
                 over = over > g->charged_bytes - g->budget_bytes ? over - (g->charged_bytes - g->budget_bytes) : 0;
         g->grant_over_bytes = over;
-        /* nor past what older, higher caps still hold for captures under way */
-        for (const struct client *o = r->clients; o; o = o->next)
-                excess += grant_book_excess(&o->grants[device]);
-        free_bytes += over;
-        free_bytes -= MIN(free_bytes, excess);
-        g->grantable_bytes = free_bytes / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+        g->grantable_bytes = (free_bytes + over) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
         n = MAX(gpu_clients(r, device), (size_t)1);
         share = g->grantable_bytes / n;
+        /* never room another client's grant may still be taking (a cap
+         * raised is in force at once, one lowered only once answered) */
+        for (const struct client *o = r->clients; o; o = o->next)
+                if (o != c)
+                        others += grant_book_held(&o->grants[device]);
+        share = MIN(share, g->grantable_bytes > others ? g->grantable_bytes - others : 0);
         /* never past the client's own [client.NAME] quota */
         if (conf_client(r->conf, c->section, &prio, &quota) && quota != UINT64_MAX) {
                 uint64_t held = c->charged[device] * KVT_CHUNK_BYTES;

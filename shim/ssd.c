@@ -508,6 +508,7 @@ static int place_locked(struct shim_ssd *s, struct ssd_handle *h) {
 
         if (!rt || !whole_chunks(h, &r, &lo, &hi))
                 return 0;
+        grant_back(h); /* an earlier placing's, whose chunks were released again */
         h->grant_gen = client_grant_take(h->device, hi - lo);
         h->to_host = !h->grant_gen;
         if (!h->to_host)
@@ -772,8 +773,11 @@ static void *restore_worker(void *arg) {
                 if (r == 0 && h->released)
                         restored_locked(h);
                 else if (r < 0 && h->released && r != KVTIER_ESTALE) {
-                        grant_back(h);
-                        (void)release_locked(s, h); /* part of it was written: as the spill left it */
+                        /* part of it was written: as the spill left it, its
+                         * grant back (spent if the chunks stay placed) */
+                        if (release_locked(s, h))
+                                grant_back(h);
+                        h->grant_gen = 0;
                 }
                 id = h->id;
                 gen = h->gen;

@@ -254,8 +254,8 @@ static struct client *second_client(struct rig *x) {
         return c;
 }
 
-/* Grants go only to clients of the GPU, and no share offers room that an
- * older, higher cap of another client may still be taking. */
+/* Grants go only to clients of the GPU, and no share offers room that
+ * another client's grant may still be taking. */
 static void test_grant_shares(void) {
         struct rig x;
         struct client *other;
@@ -267,8 +267,12 @@ static void test_grant_shares(void) {
         client_set_grant_cap(x.cl, 0, 16 * CHUNK);
         registry_grant_sent(x.r, x.cl, 0, 4 * CHUNK); /* lowered, not answered yet */
         other = second_client(&x);
-        TAP_EQ_U64(registry_grant_cap(x.r, other, 0), 2 * CHUNK,
-                   "shares: a newcomer shares only what the first client's old cap no longer holds");
+        TAP_EQ_U64(registry_grant_cap(x.r, other, 0), 0,
+                   "shares: a newcomer gets nothing the first client's unanswered cap may still take");
+        TAP_EQ_INT(registry_grant_acked(x.r, x.cl, &(struct kvt_grant_ack){.device = 0, .seq = 1}), 1,
+                   "shares: the first client answers, having taken nothing");
+        TAP_EQ_U64(registry_grant_cap(x.r, other, 0), 8 * CHUNK,
+                   "shares: then the newcomer gets its share, which the first one's cap leaves free");
         rig_down(&x);
 }
 

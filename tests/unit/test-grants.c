@@ -81,8 +81,11 @@ static void test_silent(void) {
         TAP_OK(!overdue, "silent: not overdue yet");
         TAP_EQ_U64(grant_book_reserved(&b, 1011, 10, 100, &overdue), 0, "silent: past it, taken at the cap");
         TAP_OK(overdue && !grant_book_waiting(&b), "silent: overdue once, and answered for");
+        TAP_EQ_INT(grant_book_acked(&b, b.seq, 48 * MIB, 1012), 0, "silent: its late answer still counts");
+        TAP_EQ_U64(grant_book_reserved(&b, 1013, 10, 100, &overdue), 48 * MIB,
+                   "silent: what it reports taken is held again");
         grant_book_sent(&b, 0, UINT32_MAX - 2);
-        TAP_EQ_U64(grant_book_reserved(&b, 3, 10, 100, &overdue), 0, "silent: ticks wrap");
+        TAP_EQ_U64(grant_book_reserved(&b, 3, 10, 100, &overdue), 48 * MIB, "silent: ticks wrap, the hold stays");
         TAP_OK(!overdue, "silent: and count across the wrap");
 }
 
