@@ -57,10 +57,9 @@ uint32_t grant_book_sent(struct grant_book *b, uint64_t cap, uint32_t now);
 int grant_book_acked(struct grant_book *b, uint32_t seq, uint64_t taken_bytes, uint32_t now);
 
 /* A start the shim claims in VRAM (a REGION_ADD, a restore) of
- * claimed_bytes, of which bytes can be booked (a refused REGION_ADD, or a
- * restore of chunks not restorable, books less or nothing): counted as
- * claimed, and booked in VRAM as far as the hold covers it.  Returns the
- * bytes booked. */
+ * claimed_bytes, of which bytes can be booked (a restore of chunks not
+ * restorable books fewer): counted as claimed, and booked in VRAM as far
+ * as the hold covers it.  Returns the bytes booked. */
 uint64_t grant_book_start(struct grant_book *b, uint64_t claimed_bytes, uint64_t bytes);
 
 /* VRAM the shim may start in without the daemon knowing yet, as the book

@@ -168,7 +168,6 @@ struct policy_client {
          * coming back stretch no one else's protection; 0: the input's
          * protect_ticks */
         uint32_t protect_ticks;
-        uint32_t reserved;
 };
 
 #define POLICY_PRIORITY_MAX 7u

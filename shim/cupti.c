@@ -431,12 +431,11 @@ static int setup(void) {
         return 0;
 }
 
-/* CUPTI is set up on the calling thread, by the first capture before its
- * cudaMallocManaged (under the shim's announce lock: called once at a
- * time): on the H200, with the setup moved to the sampler thread, no record
- * arrived for managed memory allocated while it ran (the counters' cost
- * stayed). */
-/* cupti_start()'s work, once. */
+/* cupti_start()'s work, once.  CUPTI is set up on the calling thread, by
+ * the first capture before its cudaMallocManaged (under the shim's announce
+ * lock: called once at a time): on the H200, with the setup moved to the
+ * sampler thread, no record arrived for managed memory allocated while it
+ * ran (the counters' cost stayed). */
 static int start_sampler(void) {
         struct shim_cupti *cp = &kvt_shim()->cupti;
         const struct kvt_cudart *rt = real_cudart();

@@ -73,16 +73,23 @@ static void rig_down(struct rig *x) {
         conf_free(x->conf);
 }
 
-static struct region *add(struct rig *x, uint32_t id, uint32_t chunks, uint32_t tier) {
+/* Registers region id of client cl (its base id GiB up: give regions of
+ * different clients different ids) and returns it. */
+static struct region *add_for(struct rig *x, struct client *cl, uint32_t id, uint32_t chunks, uint32_t tier) {
         struct kvt_region_add a = {.region_id = id, .device = 0, .base = (uint64_t)id << 30,
                                    .size_bytes = (uint64_t)chunks * CHUNK, .api = KVT_API_CUDA_MALLOC, .tier = tier};
         struct region *reg = NULL;
 
-        if (registry_region_add(x->r, x->cl, &a) < 0)
+        if (registry_region_add(x->r, cl, &a) < 0)
                 abort();
         for (struct region *g = registry_regions(x->r); g; g = region_next(g))
                 reg = g; /* the newest */
         return reg;
+}
+
+/* add_for() of the rig's client. */
+static struct region *add(struct rig *x, uint32_t id, uint32_t chunks, uint32_t tier) {
+        return add_for(x, x->cl, id, chunks, tier);
 }
 
 /* Whether an order sent since n_sent was last cleared names chunk of reg
@@ -282,7 +289,7 @@ static void test_grant_shares(void) {
 static void test_guard_per_client(void) {
         struct rig x;
         const struct gpu_stats *g;
-        struct region *a, *b, *c;
+        struct region *a, *c;
         struct client *other;
         struct kvt_order o;
         struct kvt_order_done done = {0};
@@ -290,13 +297,7 @@ static void test_guard_per_client(void) {
         a = rig_up_region(&x, 8, &g);
         other = second_client(&x);
         client_set_grant_cap(other, 0, 8 * CHUNK);
-        if (registry_region_add(x.r, other, &(struct kvt_region_add){.region_id = 1, .device = 0, .base = 9ull << 30,
-                                                                       .size_bytes = 8 * CHUNK,
-                                                                       .api = KVT_API_CUDA_MALLOC,
-                                                                       .tier = KVT_TIER_VRAM}) < 0)
-                abort();
-        for (b = registry_regions(x.r); region_next(b); b = region_next(b))
-                ;
+        add_for(&x, other, 9, 8, KVT_TIER_VRAM);
         TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "guard per client: ticks");
         TAP_EQ_U64(client_protect_ticks(x.cl, 0), 20, "guard per client: starts at protect_min (200 ms)");
         /* the first client's evictions all come back at once */
@@ -320,13 +321,7 @@ static void test_guard_per_client(void) {
         /* The neighbour's chunk in host memory, used twice 30 ticks ago: no
          * longer fresh by its own protection, so neither promoted nor held
          * (by the first client's 40 ticks it would be a demand). */
-        if (registry_region_add(x.r, other, &(struct kvt_region_add){.region_id = 2, .device = 0, .base = 10ull << 30,
-                                                                       .size_bytes = 4 * CHUNK,
-                                                                       .api = KVT_API_CUDA_MALLOC,
-                                                                       .tier = KVT_TIER_HOST}) < 0)
-                abort();
-        for (c = registry_regions(x.r); region_next(c); c = region_next(c))
-                ;
+        c = add_for(&x, other, 10, 4, KVT_TIER_HOST);
         registry_chunk_touch(x.r, c, 0, 1);
         for (int i = 0; i < 3; i++) /* two uses, not one use's fault records */
                 registry_advance_tick(x.r);
@@ -338,7 +333,6 @@ static void test_guard_per_client(void) {
         TAP_EQ_U64(g->charged_bytes, 16 * CHUNK, "guard per client: the budget is full");
         TAP_OK(!sent_to(c, 0), "guard per client: the neighbour's old use is not promoted");
         TAP_EQ_U64(g->held_chunks, 0, "guard per client: nor held as a demand");
-        (void)b;
         rig_down(&x);
 }
 
