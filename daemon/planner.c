@@ -26,14 +26,10 @@ struct planner {
         struct workers *workers;                   /* the plans' threads */
         unsigned workers_for, workers_asked;       /* [policy] threads they were sized for; threads asked */
         struct policy_node nodes[KVT_MAX_NODES];   /* of the GPU being planned, in order of preference */
-        struct gpu_demand {                        /* demand's state per GPU */
-                bool started;
-                struct policy_prober prober;
-                bool probe_now; /* the prober's say for this tick */
+        struct gpu_demand {                        /* demand's state per GPU (per client: client_demand) */
                 uint64_t sample_cursor;
                 uint32_t tick_rearmed; /* chunks re-armed in this tick's plans */
                 uint32_t tick_probed;  /* cohorts probed in this tick's plans */
-                uint64_t back_seen, expired_seen; /* the registry's counters at the last tick */
         } demand[KVT_MAX_GPUS];
 };
 
@@ -331,7 +327,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .probe_ticks = MAX(window / 2, 1u),
                                           .probe_window = window,
                                           .rearm_max = pp->sample_chunks,
-                                          .probe_max = plan->held_chunks && d->probe_now ? pp->probe_cohorts : 0,
+                                          .probe_max = plan->held_chunks ? pp->probe_cohorts : 0,
                                           .probe_priority_max = plan->held_priority,
                                           .client_rearm_max = share->rearm_chunks,
                                           .client_probe_max = share->probe_cohorts,
@@ -386,45 +382,47 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         return issued;
 }
 
-/* Whether GPU g probes this tick, fed the probes resolved since the last. */
-static void planner_prober(struct gpu_demand *d, const struct gpu_stats *g, uint32_t now) {
-        if (!d->started) {
-                policy_prober_init(&d->prober);
-                d->back_seen = g->probes_back;
-                d->expired_seen = g->probes_expired;
-                d->started = true;
-        }
-        d->probe_now = policy_prober_tick(&d->prober, now, g->probes_back - d->back_seen,
-                                          g->probes_expired - d->expired_seen);
-        d->back_seen = g->probes_back;
-        d->expired_seen = g->probes_expired;
-}
-
-/* Each client's protection on GPU device, into p->clients: its own thrash
- * guard's, ticked (with a new tick) by the evictions and refaults the
- * registry counted of it since the last; a guard starts at protect_min
- * when the client is first planned.  Returns the longest (protect_min
- * without clients): the GPU's, for status and its demands' books. */
-static uint32_t planner_guards(struct planner *p, int device, const struct policy_params *pp, bool new_tick) {
+/* Each client's demand state on GPU device, into p->clients: its own
+ * thrash guard's protection and its own prober's say, ticked (with a new
+ * tick) by the evictions, refaults and probes' answers the registry
+ * counted of it since the last; both start when the client is first
+ * planned, the guard at protect_min and the prober probing every tick.
+ * Returns the longest protection (protect_min without clients): the GPU's,
+ * for status and its demands' books; *every the shortest prober interval. */
+static uint32_t planner_clients_demand(struct planner *p, int device, const struct policy_params *pp,
+                                       uint32_t now, bool new_tick, uint32_t *every) {
         uint32_t longest = MAX(pp->protect_min_ticks, 1u);
 
+        *every = UINT32_MAX;
         for (size_t i = 0; i < p->n_clients; i++) {
-                struct client_guard *cg = client_guard(p->client_of[i], device);
+                struct client_demand *cd = client_demand(p->client_of[i], device);
 
-                if (!cg->started) {
-                        policy_guard_init(&cg->guard, pp->protect_min_ticks);
-                        cg->evicted_seen = cg->evicted;
-                        cg->refaults_seen = cg->refaults;
-                        cg->started = true;
+                if (!cd->started) {
+                        policy_guard_init(&cd->guard, pp->protect_min_ticks);
+                        policy_prober_init(&cd->prober);
+                        cd->evicted_seen = cd->evicted;
+                        cd->refaults_seen = cd->refaults;
+                        cd->back_seen = cd->probes_back;
+                        cd->expired_seen = cd->probes_expired;
+                        cd->probe_now = policy_prober_tick(&cd->prober, now, 0, 0);
+                        cd->started = true;
                 } else if (new_tick) {
-                        policy_guard_tick(&cg->guard, pp->protect_min_ticks, pp->protect_max_ticks,
-                                          cg->evicted - cg->evicted_seen, cg->refaults - cg->refaults_seen);
-                        cg->evicted_seen = cg->evicted;
-                        cg->refaults_seen = cg->refaults;
+                        policy_guard_tick(&cd->guard, pp->protect_min_ticks, pp->protect_max_ticks,
+                                          cd->evicted - cd->evicted_seen, cd->refaults - cd->refaults_seen);
+                        cd->probe_now = policy_prober_tick(&cd->prober, now, cd->probes_back - cd->back_seen,
+                                                           cd->probes_expired - cd->expired_seen);
+                        cd->evicted_seen = cd->evicted;
+                        cd->refaults_seen = cd->refaults;
+                        cd->back_seen = cd->probes_back;
+                        cd->expired_seen = cd->probes_expired;
                 }
-                p->clients[i].protect_ticks = cg->guard.protect_ticks;
-                longest = MAX(longest, cg->guard.protect_ticks);
+                p->clients[i].protect_ticks = cd->guard.protect_ticks;
+                p->clients[i].probes_off = !cd->probe_now;
+                longest = MAX(longest, cd->guard.protect_ticks);
+                *every = MIN(*every, cd->prober.interval);
         }
+        if (*every == UINT32_MAX) /* as a client's prober starts */
+                *every = 1;
         return longest;
 }
 
@@ -462,6 +460,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         struct policy_input in = {0};
         struct policy_plan plan;
         struct sample_share share;
+        uint32_t probe_every = 1;
         size_t n = 0;
         int ret, issued = 0;
 
@@ -488,9 +487,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.workers = planner_workers_policy(p);
         in.protect_ticks = pp.protect_min_ticks;
         if (pp.kind == POLICY_DEMAND) {
-                if (new_tick || !d->started)
-                        planner_prober(d, g, in.now);
-                in.protect_ticks = planner_guards(p, g->device, &pp, new_tick);
+                in.protect_ticks = planner_clients_demand(p, g->device, &pp, in.now, new_tick, &probe_every);
                 in.probe_window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
                                                       pp.protect_min_ticks);
         }
@@ -534,7 +531,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         pp.sample_chunks = share.rearm_chunks - MIN(d->tick_rearmed, share.rearm_chunks);
         pp.probe_cohorts = share.probe_cohorts - MIN(d->tick_probed, share.probe_cohorts);
         if (ret >= 0 && pp.kind == POLICY_DEMAND) {
-                registry_gpu_sampled(r, g->device, in.probe_window, d->prober.interval);
+                registry_gpu_sampled(r, g->device, in.probe_window, probe_every);
                 ret = planner_sample(p, r, d, &in, &pp, &plan, &share, ops, userdata);
                 issued += ret > 0 ? ret : 0;
         }

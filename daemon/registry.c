@@ -63,7 +63,7 @@ struct client {
         uint64_t max_order_id;
         struct grant_book grants[KVT_MAX_GPUS]; /* its VRAM grant on each GPU (grants.h) */
         bool grant_overdue_logged;
-        struct client_guard guards[KVT_MAX_GPUS]; /* demand's thrash guard, per GPU */
+        struct client_demand demand[KVT_MAX_GPUS]; /* demand's guard and prober, per GPU */
         unsigned pace_percent;               /* the last PACE (100 before any) */
         uint64_t sampling_chunks;            /* of its re-arms in flight, on every GPU */
         uint64_t probing_orders;             /* its probes in flight, likewise */
@@ -995,8 +995,10 @@ static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         bool back = delay <= conf_protect_min_ticks(r->conf);
 
         ch->flags &= (uint8_t)~CHUNK_PROBE_BITS;
-        if (back)
+        if (back) {
                 r->gpus[reg->device].probes_back++;
+                reg->client->demand[reg->device].probes_back++;
+        }
         policy_probe_timing_note(&r->gpus[reg->device].probe_timing, delay);
         return back;
 }
@@ -1078,7 +1080,7 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
         g->demand_faults++;
         if (policy_refault(ch, r->tick, conf_protect_min_ticks(r->conf))) {
                 g->refaults++;
-                reg->client->guards[reg->device].refaults++;
+                reg->client->demand[reg->device].refaults++;
         }
         demand_note(r, reg, chunk);
 }
@@ -1086,9 +1088,9 @@ void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk
 /* The protection of client c's chunks on device: its guard's, once it has
  * one, else protect_ticks. */
 static uint32_t client_protect(const struct client *c, int device, uint32_t protect_ticks) {
-        const struct client_guard *cg = &c->guards[device];
+        const struct client_demand *cd = &c->demand[device];
 
-        return cg->started ? cg->guard.protect_ticks : protect_ticks;
+        return cd->started ? cd->guard.protect_ticks : protect_ticks;
 }
 
 void registry_gpu_judge_demands(struct registry *r, int device, uint32_t protect_ticks, bool judge) {
@@ -1142,6 +1144,7 @@ void registry_probe_expired(struct registry *r, struct region *reg, uint32_t chu
         if (ch->tier == KVT_TIER_VRAM && ch->pending == KVT_TIER_NONE)
                 ch->flags |= CHUNK_COLD;
         r->gpus[reg->device].probes_expired++;
+        reg->client->demand[reg->device].probes_expired++;
 }
 
 static int client_push_order(struct client *c, const struct order *o) {
@@ -1340,7 +1343,7 @@ static void order_apply(struct registry *r, const struct order *o, int status) {
                         ch->flags &= (uint8_t)~(CHUNK_PROBE_BITS | (ok ? CHUNK_COLD : 0));
                 if (ok && ch->tier == KVT_TIER_VRAM && o->tier != KVT_TIER_VRAM) {
                         g->evicted_chunks++;
-                        reg->client->guards[reg->device].evicted++;
+                        reg->client->demand[reg->device].evicted++;
                         /* a probe evicted unanswered (the plan took it for
                          * cold once its window passed): it expired (still
                          * pending, so not marked cold) */
@@ -1671,12 +1674,17 @@ void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks
         g->sibling_stale_chunks = plan->sibling_stale_chunks;
 }
 
-struct client_guard *client_guard(struct client *c, int device) {
-        return device >= 0 && device < KVT_MAX_GPUS ? &c->guards[device] : NULL;
+struct client_demand *client_demand(struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS ? &c->demand[device] : NULL;
 }
 
 uint32_t client_protect_ticks(const struct client *c, int device) {
         return device >= 0 && device < KVT_MAX_GPUS ? client_protect(c, device, 0) : 0;
+}
+
+uint32_t client_probe_every_ticks(const struct client *c, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS && c->demand[device].started ? c->demand[device].prober.interval
+                                                                                  : 0;
 }
 
 uint64_t client_grant_cap(const struct client *c, int device) {

@@ -98,7 +98,7 @@ struct gpu_stats {
         uint64_t probes_expired; /* and those that did not: their cohort found cold */
         struct policy_probe_timing probe_timing; /* how long probes took to come back */
         uint32_t probe_window_ticks;             /* the window it gave, as the last sample used it */
-        uint32_t probe_every_ticks;              /* the prober's interval: probes go out one tick in so many */
+        uint32_t probe_every_ticks;              /* the clients' shortest prober interval (client_demand) */
         uint64_t moved_bytes[_MOVE_DIRECTION_MAX]; /* by completed moves: chunks whose tier they changed */
         struct move_latency moves[_MOVE_DIRECTION_MAX]; /* completed moves' time in the shim */
         /* As the last plan left them (planner.c): */
@@ -268,20 +268,27 @@ int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, u
  * grant_over_bytes. */
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device);
 
-/* demand's thrash guard of one client on one GPU, fed that client's own
- * evictions and refaults there (the registry counts them; the planner
- * ticks the guard), so that one client's evictions coming back stretch no
- * other client's protection. */
-struct client_guard {
+/* demand's state of one client on one GPU: its thrash guard, fed that
+ * client's own evictions and refaults there, and its prober, fed the
+ * probes of its own chunks that came back or expired (the registry counts
+ * them; the planner ticks both).  So one client's evictions coming back
+ * stretch no other client's protection, and one client whose VRAM is all
+ * in use (its probes come back) slows no other client's probes. */
+struct client_demand {
         struct policy_guard guard;
+        struct policy_prober prober;
         bool started;
-        uint64_t evicted, refaults;           /* counted by the registry, ever */
-        uint64_t evicted_seen, refaults_seen; /* as the guard last took them */
+        bool probe_now; /* the prober's say for this tick */
+        /* counted by the registry, ever */
+        uint64_t evicted, refaults, probes_back, probes_expired;
+        /* as the guard and the prober last took them */
+        uint64_t evicted_seen, refaults_seen, back_seen, expired_seen;
 };
-/* The client's guard on device (NULL for a bad device), and its
- * protection there in ticks (0 before the guard started). */
-struct client_guard *client_guard(struct client *c, int device);
+/* The client's state on device (NULL for a bad device), its protection
+ * there in ticks and its prober's interval (0 before it started). */
+struct client_demand *client_demand(struct client *c, int device);
 uint32_t client_protect_ticks(const struct client *c, int device);
+uint32_t client_probe_every_ticks(const struct client *c, int device);
 
 /* The cap of the client's last GRANT for device (0 before any), the bytes
  * it started in VRAM there since it connected, and setting a cap in force

@@ -31,7 +31,8 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
 
         json_object_object_add(o, "protect_ms", json_u64((uint64_t)g->protect_ticks * tick_ms));
         json_object_object_add(o, "probe_window_ms", json_u64((uint64_t)g->probe_window_ticks * tick_ms));
-        /* probes go out one tick in this many (fewer while most come back) */
+        /* the most often any client's prober lets probes go out: one tick
+         * in this many (fewer while most of its probes come back) */
         json_object_object_add(o, "probe_every_ms", json_u64((uint64_t)g->probe_every_ticks * tick_ms));
         json_object_object_add(o, "held_bytes", json_u64(g->held_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "held_priority", json_u64(g->held_priority));
@@ -273,6 +274,9 @@ static json_object *client_json(const struct client *c, const struct status_info
         /* demand: its own thrash guard's protection on its GPU (0 before it is planned) */
         json_object_object_add(o, "protect_ms", json_u64((uint64_t)client_protect_ticks(c, client_device(c)) *
                                                          conf_tick_ms(info->conf)));
+        /* and how often its own prober lets its chunks be probed (0 before it is planned) */
+        json_object_object_add(o, "probe_every_ms", json_u64((uint64_t)client_probe_every_ticks(c, client_device(c)) *
+                                                             conf_tick_ms(info->conf)));
         /* its share of the sampler: sent, and in flight in its shim */
         json_object_object_add(o, "rearmed_chunks", json_u64(client_rearmed_chunks(c)));
         json_object_object_add(o, "rearming_chunks", json_u64(client_sampling_chunks(c)));

@@ -191,7 +191,8 @@ static int sample_append(struct policy_plan *p, size_t *cap, uint32_t r, uint32_
 }
 
 /* What each client may still be given this tick (policy_sample_params'
- * client_*_max less its samples in flight); NULL arrays: no such limit. */
+ * client_*_max less its samples in flight; no probes while its prober sits
+ * the tick out); NULL arrays: no such limit. */
 struct client_room {
         uint32_t *rearm, *probe;
 };
@@ -204,8 +205,12 @@ static uint32_t room_left(uint32_t max, uint32_t in_flight) {
 /* Sets up room for in's clients.  Returns 0 or -ENOMEM. */
 static int client_room_init(struct client_room *room, const struct policy_input *in,
                             const struct policy_sample_params *sp) {
+        bool off = false;
+
         *room = (struct client_room){0};
-        if (!in->clients || in->n_clients == 0 || (sp->client_rearm_max == 0 && sp->client_probe_max == 0))
+        for (size_t k = 0; in->clients && k < in->n_clients; k++)
+                off |= in->clients[k].probes_off;
+        if (!in->clients || in->n_clients == 0 || (sp->client_rearm_max == 0 && sp->client_probe_max == 0 && !off))
                 return 0;
         room->rearm = calloc(2 * in->n_clients, sizeof(*room->rearm));
         if (!room->rearm)
@@ -213,7 +218,9 @@ static int client_room_init(struct client_room *room, const struct policy_input 
         room->probe = room->rearm + in->n_clients;
         for (size_t k = 0; k < in->n_clients; k++) {
                 room->rearm[k] = room_left(sp->client_rearm_max, in->clients[k].sampling_chunks);
-                room->probe[k] = room_left(sp->client_probe_max, in->clients[k].probing_cohorts);
+                room->probe[k] = in->clients[k].probes_off ? 0
+                                                           : room_left(sp->client_probe_max,
+                                                                       in->clients[k].probing_cohorts);
         }
         return 0;
 }

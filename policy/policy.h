@@ -168,6 +168,10 @@ struct policy_client {
          * coming back stretch no one else's protection; 0: the input's
          * protect_ticks */
         uint32_t protect_ticks;
+        /* demand: this client's prober sits this tick out (policy_prober):
+         * none of its chunks is probed.  Its own, so that a client whose
+         * probes come back (its VRAM in use) slows no other's probes. */
+        bool probes_off;
 };
 
 #define POLICY_PRIORITY_MAX 7u
@@ -407,10 +411,12 @@ struct policy_sample {
         uint64_t n_rearmed;
 };
 
-/* How often demand probes: every interval ticks (1 .. POLICY_PROBE_INTERVAL_MAX).
- * Probes that come back cost a round trip and teach nothing new (the cohort
- * is in use), so where most do, as when everything is hot, the interval
- * doubles; where most find cold cohorts, it halves. */
+/* How often demand probes a client's chunks: every interval ticks
+ * (1 .. POLICY_PROBE_INTERVAL_MAX), one prober per client and GPU
+ * (policy_client.probes_off).  Probes that come back cost a round trip and
+ * teach nothing new (the cohort is in use), so where most do, as when all
+ * the client's VRAM is hot, the interval doubles; where most find cold
+ * cohorts, it halves. */
 #define POLICY_PROBE_INTERVAL_MAX 64u
 struct policy_prober {
         uint32_t interval;

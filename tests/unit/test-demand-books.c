@@ -1080,6 +1080,80 @@ static void test_probe_bounds(void) {
         rig_down(&x);
 }
 
+/* Whether a probe sent since n_sent was last cleared names region reg. */
+static bool probed(const struct region *reg) {
+        for (size_t i = 0; i < n_sent; i++)
+                if (sent[i].region_id == region_id(reg) && (sent[i].flags & KVT_ORDER_PROBE))
+                        return true;
+        return false;
+}
+
+/* Each client's prober counts its own probes' answers: a client whose
+ * probes all come back (its VRAM in use) is probed every second tick,
+ * while its neighbour's VRAM, of which nothing came back, is still probed
+ * every tick.  One prober for the GPU skipped the neighbour's probes too. */
+static void test_prober_per_client(void) {
+        struct rig x;
+        struct region *a, *b, *h;
+        struct client *other;
+        struct kvt_order o;
+        struct kvt_order_done done = {0};
+
+        rig_up(&x);
+        if (conf_set(x.conf, "policy", "probe_rate", "800", "test") < 0) /* 8 cohorts a tick */
+                abort();
+        client_set_grant_cap(x.cl, 0, 8 * CHUNK);
+        a = add(&x, 1, 8, KVT_TIER_VRAM);
+        other = second_client(&x);
+        client_set_grant_cap(other, 0, 8 * CHUNK);
+        b = add_for(&x, other, 9, 8, KVT_TIER_VRAM);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "prober per client: a tick starts both");
+        TAP_EQ_U64(client_probe_every_ticks(x.cl, 0), 1, "prober per client: the first probes every tick");
+        /* sixteen probes of the first client's chunks, each used again at once */
+        for (int k = 0; k < 2; k++) {
+                if (registry_probe_new(x.r, a, 0, 8, &o) < 0)
+                        abort();
+                registry_probe_mark(x.r, a, 0, 8);
+                done.order_id = o.order_id;
+                if (registry_order_done(x.r, x.cl, &done) < 0)
+                        abort();
+                registry_advance_tick(x.r);
+                for (uint32_t i = 0; i < 8; i++)
+                        registry_chunk_touch(x.r, a, i, 1);
+        }
+        TAP_EQ_U64(client_demand(x.cl, 0)->probes_back, 16, "prober per client: the first client's probes came back");
+        TAP_EQ_U64(client_demand(other, 0)->probes_back, 0, "prober per client: none of the neighbour's");
+        registry_advance_tick(x.r);
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "prober per client: a tick takes the answers");
+        TAP_EQ_U64(client_probe_every_ticks(x.cl, 0), 2, "prober per client: the first now probes every second tick");
+        TAP_EQ_U64(client_probe_every_ticks(other, 0), 1, "prober per client: the neighbour's still every tick");
+        TAP_EQ_U64(registry_gpu(x.r, 0)->probe_every_ticks, 1, "prober per client: the GPU shows the shortest");
+
+        /* demands of the first client wait for room (the budget is full);
+         * both clients' VRAM has gone unseen for longer than a probe waits */
+        h = add(&x, 17, 4, KVT_TIER_HOST);
+        for (int t = 0; t < 2; t++) {
+                for (int i = 0; i < 3; i++)
+                        registry_advance_tick(x.r);
+                use(&x, h);
+        }
+        for (int i = 0; i < 30; i++)
+                registry_advance_tick(x.r);
+        if (registry_tick(x.r) % 2 == 0)
+                registry_advance_tick(x.r);
+        use(&x, h);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "prober per client: an odd tick, demands held");
+        TAP_OK(probed(b), "prober per client: the neighbour's cold VRAM is probed");
+        TAP_OK(!probed(a), "prober per client: the first client's, whose probes came back, sits the tick out");
+        registry_advance_tick(x.r);
+        use(&x, h);
+        n_sent = 0;
+        TAP_EQ_INT(planner_tick(x.p, x.r, &ops, NULL) >= 0, 1, "prober per client: the even tick after");
+        TAP_OK(probed(a), "prober per client: then the first client's VRAM is probed");
+        rig_down(&x);
+}
+
 /* Samples in flight are counted out however their orders end: made, or
  * forgotten with their region (a region freed while they were in flight),
  * or taken back from a client that never answered; a leak would stop the
@@ -1220,6 +1294,7 @@ int main(void) {
         test_sample_bounds();
         test_probe_from_done();
         test_probe_bounds();
+        test_prober_per_client();
         test_sample_counts_end();
         test_rearms_yield();
         test_probe_unanswered();
