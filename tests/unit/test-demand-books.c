@@ -283,6 +283,18 @@ static void test_grant_shares(void) {
         rig_down(&x);
 }
 
+/* Order order_id of the rig's client is done; a tick later the engine
+ * uses chunks 0..n-1 of reg. */
+static void done_then_used(struct rig *x, struct region *reg, uint64_t order_id, uint32_t n) {
+        struct kvt_order_done done = {.order_id = order_id};
+
+        if (registry_order_done(x->r, x->cl, &done) < 0)
+                abort();
+        registry_advance_tick(x->r);
+        for (uint32_t i = 0; i < n; i++)
+                registry_chunk_touch(x->r, reg, i, 1);
+}
+
 /* Each client's thrash guard counts its own evictions and refaults: one
  * client whose evictions come back stretches its own protection, not its
  * neighbour's (one GPU, one budget). */
@@ -292,7 +304,6 @@ static void test_guard_per_client(void) {
         struct region *a, *c;
         struct client *other;
         struct kvt_order o;
-        struct kvt_order_done done = {0};
 
         a = rig_up_region(&x, 8, &g);
         other = second_client(&x);
@@ -303,12 +314,7 @@ static void test_guard_per_client(void) {
         /* the first client's evictions all come back at once */
         if (registry_order_new(x.r, a, 0, 8, KVT_TIER_HOST, -1, &o) < 0)
                 abort();
-        done.order_id = o.order_id;
-        if (registry_order_done(x.r, x.cl, &done) < 0)
-                abort();
-        registry_advance_tick(x.r);
-        for (uint32_t i = 0; i < 8; i++)
-                registry_chunk_touch(x.r, a, i, 1);
+        done_then_used(&x, a, o.order_id, 8);
         for (int i = 0; i < 21; i++) { /* a guard's window: protect_min */
                 if (planner_tick(x.p, x.r, &ops, NULL) < 0)
                         abort();
@@ -1097,7 +1103,6 @@ static void test_prober_per_client(void) {
         struct region *a, *b, *h;
         struct client *other;
         struct kvt_order o;
-        struct kvt_order_done done = {0};
 
         rig_up(&x);
         if (conf_set(x.conf, "policy", "probe_rate", "800", "test") < 0) /* 8 cohorts a tick */
@@ -1114,12 +1119,7 @@ static void test_prober_per_client(void) {
                 if (registry_probe_new(x.r, a, 0, 8, &o) < 0)
                         abort();
                 registry_probe_mark(x.r, a, 0, 8);
-                done.order_id = o.order_id;
-                if (registry_order_done(x.r, x.cl, &done) < 0)
-                        abort();
-                registry_advance_tick(x.r);
-                for (uint32_t i = 0; i < 8; i++)
-                        registry_chunk_touch(x.r, a, i, 1);
+                done_then_used(&x, a, o.order_id, 8);
         }
         TAP_EQ_U64(client_demand(x.cl, 0)->probes_back, 16, "prober per client: the first client's probes came back");
         TAP_EQ_U64(client_demand(other, 0)->probes_back, 0, "prober per client: none of the neighbour's");
