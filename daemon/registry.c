@@ -62,7 +62,7 @@ struct client {
         size_t n_forgotten, cap_forgotten;
         uint64_t max_order_id;
         struct grant_book grants[KVT_MAX_GPUS]; /* its VRAM grant on each GPU (grants.h) */
-        bool grant_overdue_logged;
+        uint64_t grant_overdue_logged; /* bit d: an unanswered GRANT for GPU d was logged */
         struct client_demand demand[KVT_MAX_GPUS]; /* demand's guard and prober, per GPU */
         unsigned pace_percent;               /* the last PACE (100 before any) */
         uint64_t sampling_chunks;            /* of its re-arms in flight, on every GPU */
@@ -74,6 +74,7 @@ struct client {
         uint32_t *refused; /* ids of regions refused by a quota: their DEL and HINTs are no error */
         size_t n_refused, cap_refused;
 };
+_Static_assert(KVT_MAX_GPUS <= 64, "a client's grant_overdue_logged has a bit per GPU");
 
 /* Device totals a GPU's clients reported, the first of each user: a
  * percentage budget resolves from the figure most users agree on, so that
@@ -1732,11 +1733,11 @@ uint64_t registry_grants_reserved(struct registry *r, int device) {
                 bool overdue;
 
                 n += grant_book_reserved(&c->grants[device], r->tick, ack_ticks, hold_ticks, &overdue);
-                if (overdue && !c->grant_overdue_logged) {
-                        log_warning("Client %u (pid %d) did not acknowledge its GRANT %u within %u ms; "
+                if (overdue && !(c->grant_overdue_logged & 1ull << device)) {
+                        log_warning("Client %u (pid %d) did not acknowledge its GRANT %u for GPU %d within %u ms; "
                                     "taking it at its word that it started no more than the cap.",
-                                    c->id, (int)c->pid, c->grants[device].seq, GRANT_ACK_TIMEOUT_MS);
-                        c->grant_overdue_logged = true;
+                                    c->id, (int)c->pid, c->grants[device].seq, device, GRANT_ACK_TIMEOUT_MS);
+                        c->grant_overdue_logged |= 1ull << device;
                 }
         }
         r->gpus[device].grant_reserved_bytes = n;

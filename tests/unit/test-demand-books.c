@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "conf.h"
 #include "log.h"
@@ -247,6 +249,58 @@ static void test_grant_reserves(void) {
                 registry_advance_tick(x.r);
         TAP_EQ_U64(registry_grants_reserved(x.r, 0), 4 * CHUNK,
                    "grant race: an unacknowledged GRANT is taken as in force after 5 s");
+        rig_down(&x);
+}
+
+/* How many lines of what fn wrote to stderr hold text. */
+static int stderr_lines_with(void (*fn)(struct rig *), struct rig *x, const char *text) {
+        FILE *tmp = tmpfile();
+        char line[512];
+        int saved, n = 0;
+
+        fflush(stderr);
+        saved = dup(STDERR_FILENO);
+        if (!tmp || saved < 0 || dup2(fileno(tmp), STDERR_FILENO) < 0)
+                abort();
+        fn(x);
+        fflush(stderr);
+        if (dup2(saved, STDERR_FILENO) < 0)
+                abort();
+        close(saved);
+        rewind(tmp);
+        while (fgets(line, sizeof(line), tmp))
+                n += strstr(line, text) != NULL;
+        fclose(tmp);
+        return n;
+}
+
+/* The GPUs' reservations, judged twice. */
+static void reserve_twice(struct rig *x) {
+        for (int k = 0; k < 2; k++)
+                for (int d = 0; d < 2; d++)
+                        registry_grants_reserved(x->r, d);
+}
+
+/* A GRANT left unanswered is logged once for each GPU it was for, not
+ * once for the client. */
+static void test_grant_overdue_per_gpu(void) {
+        struct rig x;
+        struct kvt_region_add ra = {.region_id = 2, .device = 1, .base = 2ull << 30, .size_bytes = 4 * CHUNK,
+                                    .api = KVT_API_CUDA_MALLOC, .tier = KVT_TIER_HOST};
+
+        rig_up(&x);
+        auto_ack = NULL;
+        registry_device_seen(x.r, &(struct kvt_device){.device = 1, .host_node = -1, .total_bytes = 1ull << 30});
+        if (registry_region_add(x.r, x.cl, &ra) < 0)
+                abort();
+        registry_grant_sent(x.r, x.cl, 0, 8 * CHUNK);
+        registry_grant_sent(x.r, x.cl, 1, 8 * CHUNK);
+        for (int i = 0; i < 600; i++) /* past GRANT_ACK_TIMEOUT_MS at 10 ms a tick */
+                registry_advance_tick(x.r);
+        kvt_log_setup("test", KVT_LOG_WARNING);
+        TAP_EQ_INT(stderr_lines_with(reserve_twice, &x, "did not acknowledge its GRANT"), 2,
+                   "overdue: one warning for each GPU, each once");
+        kvt_log_setup("test", KVT_LOG_ERR);
         rig_down(&x);
 }
 
@@ -1282,6 +1336,7 @@ int main(void) {
         test_grant_reserves();
         test_grant_shares();
         test_guard_per_client();
+        test_grant_overdue_per_gpu();
         test_demands();
         test_probe_expired();
         test_quiet_window();
