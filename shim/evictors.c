@@ -22,6 +22,7 @@
 #include "log.h"
 #include "protocol.h"
 #include "regions.h"
+#include "state.h"
 #include "util.h"
 
 /* An eviction is split into parts, one per evictor, of at least this many
@@ -55,7 +56,6 @@ struct evictor {
 
 /* What the evictors know of one GPU, under the lock. */
 struct evict_gpu {
-        uint64_t numa_refused; /* host NUMA nodes the driver refused as a location: plain host for them */
         bool ctx_logged;       /* whether the evictors' contexts there (or no driver calls) were said */
 };
 
@@ -100,47 +100,36 @@ static void wake_owner(const struct evictors *set) {
         (void)n; /* a full counter already wakes the owner */
 }
 
-/* Where pages of GPU dev bound for node go: that NUMA node, unless the
- * driver refused it there before; plain host memory for node -1. */
-static struct cudaMemLocation host_target(struct evictors *set, int dev, int node) {
-        bool refused = true;
+struct cudaMemLocation evictors_host_location(int dev, int node) {
+        bool refused = node < 0 || node >= 64 || dev < 0 || dev >= KVT_MAX_GPUS ||
+                       (atomic_load(&kvt_shim()->numa_refused[dev]) & 1ull << node);
 
-        if (node >= 0 && node < 64) {
-                pthread_mutex_lock(&set->lock);
-                refused = set->gpu[dev].numa_refused & (1ull << node);
-                pthread_mutex_unlock(&set->lock);
-        }
         if (refused)
                 return (struct cudaMemLocation){cudaMemLocationTypeHost, 0};
         return (struct cudaMemLocation){cudaMemLocationTypeHostNuma, node};
 }
 
-/* A NUMA node the driver refuses as a location (no NUMA support, an old
- * driver, a node it does not know) is given up for plain host memory, that
- * node only, for GPU dev from now on.  Returns whether to try again.  Once
- * the process is exiting an error says nothing of the node: the runtime's
- * teardown overtook the call. */
-static bool host_refused(struct evictors *set, int dev, struct cudaMemLocation loc, cudaError_t e) {
-        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma || exit_begun())
+/* Once the process is exiting an error says nothing of the node: the
+ * runtime's teardown overtook the call. */
+bool evictors_host_refused(int dev, struct cudaMemLocation loc, cudaError_t e) {
+        if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma || exit_begun() || dev < 0 ||
+            dev >= KVT_MAX_GPUS || loc.id < 0 || loc.id >= 64)
                 return false;
-        log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); "
-                 "plain host memory instead.",
-                 dev, loc.id, (int)e);
-        pthread_mutex_lock(&set->lock);
-        if (loc.id >= 0 && loc.id < 64)
-                set->gpu[dev].numa_refused |= 1ull << loc.id;
-        pthread_mutex_unlock(&set->lock);
+        if (!(atomic_fetch_or(&kvt_shim()->numa_refused[dev], 1ull << loc.id) & 1ull << loc.id))
+                log_info("GPU %d: host NUMA node %d refused as a location (CUDA error %d); "
+                         "plain host memory instead.",
+                         dev, loc.id, (int)e);
         return true;
 }
 
-/* Prefetches [ptr, len) of GPU dev to node's memory (host_target()) on s. */
+/* Prefetches [ptr, len) of GPU dev to node's memory (evictors_host_location()) on s. */
 static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, int dev, int node,
                                  cudaStream_t s) {
-        struct cudaMemLocation loc = host_target(set, dev, node);
+        struct cudaMemLocation loc = evictors_host_location(dev, node);
         cudaError_t e = set->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
 
-        if (host_refused(set, dev, loc, e))
-                e = set->rt->cudaMemPrefetchAsync(ptr, len, host_target(set, dev, node), 0, s);
+        if (evictors_host_refused(dev, loc, e))
+                e = set->rt->cudaMemPrefetchAsync(ptr, len, evictors_host_location(dev, node), 0, s);
         return e;
 }
 

@@ -102,6 +102,18 @@ unsigned evictors_advice(const struct eviction *e);
  * eviction leaves, REGION_ADVISED_MAPPED.  Returns the first error. */
 cudaError_t evictors_map_chunks(const struct kvt_cudart *rt, void *ptr, size_t len, int dev);
 
+/* Where pages of GPU dev bound for host NUMA node go: that node, unless
+ * the driver refused it as a location for dev before; plain host memory
+ * for node -1.  The evictors and a capture going back to the host share
+ * what was refused (the state object's numa_refused). */
+struct cudaMemLocation evictors_host_location(int dev, int node);
+
+/* After a call with location loc for GPU dev returned e: whether loc was a
+ * NUMA node the driver refused (no NUMA support, an old driver, a node it
+ * does not know), now given up for plain host memory for dev, said once;
+ * then the caller tries again at evictors_host_location(). */
+bool evictors_host_refused(int dev, struct cudaMemLocation loc, cudaError_t e);
+
 /* Submits e and waits for its end, which it returns. */
 cudaError_t evictors_move(struct evictors *set, struct eviction *e);
 

@@ -208,10 +208,11 @@ static int capture_return_host(const struct kvt_cudart *rt, struct shim_region *
             (e = rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host)) == cudaSuccess)
                 r->advised |= REGION_ADVISED_HOST;
         if (e == cudaSuccess) {
-                if (node >= 0)
-                        e = prefetch_sync(rt, r, (struct cudaMemLocation){cudaMemLocationTypeHostNuma, node});
-                if (node < 0 || e != cudaSuccess) /* a node the driver refuses: any host memory */
-                        e = prefetch_sync(rt, r, host);
+                struct cudaMemLocation to = evictors_host_location(r->device, node);
+
+                e = prefetch_sync(rt, r, to);
+                if (evictors_host_refused(r->device, to, e))
+                        e = prefetch_sync(rt, r, evictors_host_location(r->device, node));
         }
         if (e == cudaSuccess)
                 e = rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseUnsetAccessedBy, gpu);

@@ -232,6 +232,9 @@ struct kvt_shim {
         _Atomic bool exiting;
         _Atomic unsigned cuda_calls;
         _Atomic pid_t exit_hook_pid;
+        /* evictors.c: per GPU, the host NUMA nodes (bit n: node n) the
+         * driver refused as a location; plain host memory for them */
+        _Atomic uint64_t numa_refused[KVT_MAX_GPUS];
         struct trace *trace; /* trace.c: the recorder, or NULL */
         struct shim_ssd ssd;  /* ssd.c */
 };
