@@ -39,6 +39,9 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object_object_add(o, "stale_bytes", json_u64(g->stale_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "grantable_bytes", json_u64(g->grantable_bytes));
         json_object_object_add(o, "grant_reserved_bytes", json_u64(g->grant_reserved_bytes));
+        /* of grantable_bytes, what lies over the budget: the margin stale chunks let the grants
+         * give (promotions wait only for grant room past it) */
+        json_object_object_add(o, "grant_over_bytes", json_u64(g->grant_over_bytes));
         json_object_object_add(o, "demand_faults", json_u64(g->demand_faults));
         json_object_object_add(o, "refaults", json_u64(g->refaults));
         json_object_object_add(o, "evictions_avoided", json_u64(g->evictions_avoided));

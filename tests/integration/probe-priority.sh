@@ -56,6 +56,12 @@ env LD_PRELOAD="$PRELOAD" KVTIER_SOCKET="$SOCK" "$ENGINE" --regions 2 --region-s
 B_PID=$!
 S=$(status_when "[.clients[] | select(.section == \"hi\") | .probes > 0] | any" true 20)
 check_gt "B's VRAM is probed for its own demands" "$(jq '[.clients[] | select(.section == "hi") | .probes] | max' <<<"$S")" 0
+check_gt "B's own prober's interval is shown" "$(jq '[.clients[] | select(.section == "hi") | .probe_every_ms] | max' <<<"$S")" 0
+check "L's too, its own" [ "$(field lo probe_every_ms)" -gt 0 ]
+check "the GPU's is the shortest of its clients'" \
+        [ "$(jq '.gpus[0].demand.probe_every_ms' <<<"$S")" = "$(jq '[.clients[].probe_every_ms] | min' <<<"$S")" ]
+check "the grants' margin over the budget is shown" \
+        [ "$(jq '.gpus[0].demand.grant_over_bytes | type' <<<"$S")" = '"number"' ]
 touch "$TMP/b.stop" "$TMP/l.stop"
 wait "$B_PID"; b_rc=$?
 wait "$L_PID"; l_rc=$?
