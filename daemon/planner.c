@@ -30,6 +30,7 @@ struct planner {
                 uint64_t sample_cursor;
                 uint32_t tick_rearmed; /* chunks re-armed in this tick's plans */
                 uint32_t tick_probed;  /* cohorts probed in this tick's plans */
+                bool probing;          /* some client's prober lets its chunks be probed now */
         } demand[KVT_MAX_GPUS];
 };
 
@@ -327,7 +328,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .probe_ticks = MAX(window / 2, 1u),
                                           .probe_window = window,
                                           .rearm_max = pp->sample_chunks,
-                                          .probe_max = plan->held_chunks ? pp->probe_cohorts : 0,
+                                          .probe_max = plan->held_chunks && d->probing ? pp->probe_cohorts : 0,
                                           .probe_priority_max = plan->held_priority,
                                           .client_rearm_max = share->rearm_chunks,
                                           .client_probe_max = share->probe_cohorts,
@@ -388,12 +389,15 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
  * counted of it since the last; both start when the client is first
  * planned, the guard at protect_min and the prober probing every tick.
  * Returns the longest protection (protect_min without clients): the GPU's,
- * for status and its demands' books; *every the shortest prober interval. */
+ * for status and its demands' books; *every the shortest prober interval,
+ * and *probing whether any client's prober lets its chunks be probed now
+ * (without clients: true). */
 static uint32_t planner_clients_demand(struct planner *p, int device, const struct policy_params *pp,
-                                       uint32_t now, bool new_tick, uint32_t *every) {
+                                       uint32_t now, bool new_tick, uint32_t *every, bool *probing) {
         uint32_t longest = MAX(pp->protect_min_ticks, 1u);
 
         *every = UINT32_MAX;
+        *probing = p->n_clients == 0;
         for (size_t i = 0; i < p->n_clients; i++) {
                 struct client_demand *cd = client_demand(p->client_of[i], device);
 
@@ -418,6 +422,7 @@ static uint32_t planner_clients_demand(struct planner *p, int device, const stru
                 }
                 p->clients[i].protect_ticks = cd->guard.protect_ticks;
                 p->clients[i].probes_off = !cd->probe_now;
+                *probing |= cd->probe_now;
                 longest = MAX(longest, cd->guard.protect_ticks);
                 *every = MIN(*every, cd->prober.interval);
         }
@@ -487,7 +492,8 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.workers = planner_workers_policy(p);
         in.protect_ticks = pp.protect_min_ticks;
         if (pp.kind == POLICY_DEMAND) {
-                in.protect_ticks = planner_clients_demand(p, g->device, &pp, in.now, new_tick, &probe_every);
+                in.protect_ticks =
+                        planner_clients_demand(p, g->device, &pp, in.now, new_tick, &probe_every, &d->probing);
                 in.probe_window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
                                                       pp.protect_min_ticks);
         }

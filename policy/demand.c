@@ -289,9 +289,14 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
         for (size_t seen = 0; seen < total && looked < POLICY_LAP_CHUNKS &&
                               (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
                 const struct policy_region *reg = &in->regions[r];
-                bool rearm = ret->n_rearmed < sp->rearm_max,
+                const uint32_t *rearm_room = client_room_of(room->rearm, in, reg),
+                               *probe_room = client_room_of(room->probe, in, reg);
+                /* a client with no room left (its prober sitting the tick
+                 * out, or its samples in flight) has its chunks passed in
+                 * runs, not looked at one by one */
+                bool rearm = ret->n_rearmed < sp->rearm_max && (!rearm_room || *rearm_room > 0),
                      probe = ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
-                             prio <= sp->probe_priority_max;
+                             prio <= sp->probe_priority_max && (!probe_room || *probe_room > 0);
                 bool mine = region_priority(in, reg) == prio;
                 size_t step = 0;
                 int k = 0;
