@@ -145,7 +145,10 @@ static cudaError_t capture_advise(const struct kvt_cudart *rt, const struct shim
 }
 
 /* Moves region r to loc on a stream of the shim's own (the engine's may be
- * capturing a graph), and waits. */
+ * capturing a graph), and waits.  A host NUMA node the driver refuses, as
+ * the prefetch's own error says, is given up for plain host memory
+ * (evictors_host_refused()); an error of the stream or of the wait says
+ * nothing of the node. */
 static cudaError_t prefetch_sync(const struct kvt_cudart *rt, const struct shim_region *r,
                                  struct cudaMemLocation loc) {
         cudaStream_t s;
@@ -154,6 +157,9 @@ static cudaError_t prefetch_sync(const struct kvt_cudart *rt, const struct shim_
         if (e != cudaSuccess)
                 return e;
         e = rt->cudaMemPrefetchAsync((void *)r->base, r->span_bytes, loc, 0, s);
+        if (evictors_host_refused(r->device, loc, e))
+                e = rt->cudaMemPrefetchAsync((void *)r->base, r->span_bytes,
+                                             evictors_host_location(r->device, loc.id), 0, s);
         if (e == cudaSuccess)
                 e = rt->cudaStreamSynchronize(s);
         (void)rt->cudaStreamDestroy(s);
@@ -207,13 +213,8 @@ static int capture_return_host(const struct kvt_cudart *rt, struct shim_region *
         if (!(r->advised & REGION_ADVISED_HOST) &&
             (e = rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseSetPreferredLocation, host)) == cudaSuccess)
                 r->advised |= REGION_ADVISED_HOST;
-        if (e == cudaSuccess) {
-                struct cudaMemLocation to = evictors_host_location(r->device, node);
-
-                e = prefetch_sync(rt, r, to);
-                if (evictors_host_refused(r->device, to, e))
-                        e = prefetch_sync(rt, r, evictors_host_location(r->device, node));
-        }
+        if (e == cudaSuccess)
+                e = prefetch_sync(rt, r, evictors_host_location(r->device, node));
         if (e == cudaSuccess)
                 e = rt->cudaMemAdvise(base, r->span_bytes, cudaMemAdviseUnsetAccessedBy, gpu);
         if (e != cudaSuccess)
