@@ -274,11 +274,17 @@ static int stderr_lines_with(void (*fn)(struct rig *), struct rig *x, const char
         return n;
 }
 
-/* The GPUs' reservations, judged twice. */
-static void reserve_twice(struct rig *x) {
-        for (int k = 0; k < 2; k++)
+/* Both GPUs' GRANTs, left unanswered past the timeout, judged; then a
+ * second GRANT for each, the same. */
+static void overdue_twice(struct rig *x) {
+        for (int k = 0; k < 2; k++) {
+                for (int d = 0; d < 2; d++)
+                        registry_grant_sent(x->r, x->cl, d, (uint64_t)(8 + k) * CHUNK);
+                for (int i = 0; i < 600; i++) /* past GRANT_ACK_TIMEOUT_MS at 10 ms a tick */
+                        registry_advance_tick(x->r);
                 for (int d = 0; d < 2; d++)
                         registry_grants_reserved(x->r, d);
+        }
 }
 
 /* A GRANT left unanswered is logged once for each GPU it was for, not
@@ -293,12 +299,8 @@ static void test_grant_overdue_per_gpu(void) {
         registry_device_seen(x.r, &(struct kvt_device){.device = 1, .host_node = -1, .total_bytes = 1ull << 30});
         if (registry_region_add(x.r, x.cl, &ra) < 0)
                 abort();
-        registry_grant_sent(x.r, x.cl, 0, 8 * CHUNK);
-        registry_grant_sent(x.r, x.cl, 1, 8 * CHUNK);
-        for (int i = 0; i < 600; i++) /* past GRANT_ACK_TIMEOUT_MS at 10 ms a tick */
-                registry_advance_tick(x.r);
         kvt_log_setup("test", KVT_LOG_WARNING);
-        TAP_EQ_INT(stderr_lines_with(reserve_twice, &x, "did not acknowledge its GRANT"), 2,
+        TAP_EQ_INT(stderr_lines_with(overdue_twice, &x, "did not acknowledge its GRANT"), 2,
                    "overdue: one warning for each GPU, each once");
         kvt_log_setup("test", KVT_LOG_ERR);
         rig_down(&x);
