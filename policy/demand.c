@@ -283,24 +283,27 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                       const struct plan_siblings *sibs, const struct client_room *room, size_t total, uint32_t prio,
                       size_t *at, struct policy_sample *ret, size_t *cap) {
         size_t start = 0, r = 0, looked = 0;
+        bool rooms = room->rearm != NULL;
 
         while (start + in->regions[r].n_chunks <= *at)
                 start += in->regions[r++].n_chunks;
         for (size_t seen = 0; seen < total && looked < POLICY_LAP_CHUNKS &&
                               (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
                 const struct policy_region *reg = &in->regions[r];
-                const uint32_t *rearm_room = client_room_of(room->rearm, in, reg),
-                               *probe_room = client_room_of(room->probe, in, reg);
-                /* a client with no room left (its prober sitting the tick
-                 * out, or its samples in flight) has its chunks passed in
-                 * runs, not looked at one by one */
-                bool rearm = ret->n_rearmed < sp->rearm_max && (!rearm_room || *rearm_room > 0),
+                bool rearm = ret->n_rearmed < sp->rearm_max,
                      probe = ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
-                             prio <= sp->probe_priority_max && (!probe_room || *probe_room > 0);
+                             prio <= sp->probe_priority_max;
                 bool mine = region_priority(in, reg) == prio;
                 size_t step = 0;
                 int k = 0;
 
+                if (rooms && reg->client < in->n_clients) {
+                        /* a client with no room left (its prober sitting the
+                         * tick out, or its samples in flight) has its chunks
+                         * passed in runs, not looked at one by one */
+                        rearm = rearm && room->rearm[reg->client] > 0;
+                        probe = probe && room->probe[reg->client] > 0;
+                }
                 if (!mine) /* another pass's region */
                         step = reg->n_chunks - (*at - start);
                 step = step < total - seen ? step : total - seen;

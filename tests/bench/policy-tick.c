@@ -11,7 +11,8 @@
  * (POLICY: that one only, e.g. demand, for a profile of it).  demand adds
  * rows of its sample: on its own sibling counts (1 thread, THREADS), and on
  * the plan's ("plan"), as the daemon samples after its plan: a tick is the
- * plan and that.
+ * plan and that; and a sample in which the one client has no room
+ * ("noroom").
  * Times are wall-clock (threads: CPU time would add theirs up); "memcpy" is
  * a reference measured in the same run: one copy of the 16 MiB chunk array,
  * what a pass over it costs at best.
@@ -121,6 +122,37 @@ static int sample_row(const char *what, const struct policy_input *in, size_t n_
         return 0;
 }
 
+/* The sample of a tick in which the one client has no room: its prober
+ * sits the tick out and its re-arms in flight are at their limit, as
+ * between a client's probes at a long interval, on the counts of the
+ * plan as "plan" is.  The lap should pass its chunks in runs, not one by
+ * one ("noroom"). */
+static int sample_noroom_row(const char *what, const struct policy_input *in, size_t n_total, int ticks, double *ms,
+                             const struct policy_plan *plan) {
+        struct policy_client cl = {.quota_chunks = UINT64_MAX, .sampling_chunks = 256, .probes_off = true};
+        struct policy_input one = *in;
+        struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 10, .probe_window = 20,
+                                          .rearm_max = 256, .probe_max = 8, .probe_priority_max = POLICY_PRIORITY_MAX,
+                                          .client_rearm_max = 256, .threads = 1, .siblings = plan->siblings};
+        uint64_t cursor = 0;
+
+        one.clients = &cl;
+        one.n_clients = 1;
+        for (int t = 0; t < ticks; t++) {
+                struct policy_sample sm;
+                double a = now_ms();
+
+                if (policy_sample(&one, &sp, &cursor, &sm) < 0)
+                        return -1;
+                ms[t] = now_ms() - a;
+                policy_plan_clear(&sm.plan);
+        }
+        qsort(ms, (size_t)ticks, sizeof(*ms), cmp_double);
+        printf("%-7s %-6s %-5s %10.2f %10.2f %14.0f\n", what, "sample", "noroom", ms[ticks / 2], ms[0],
+               (double)n_total / (ms[ticks / 2] / 1e3));
+        return 0;
+}
+
 /* Ticks of threads = 1 and threads = threads alternating; the plans of the
  * two must be the same. */
 static int bench(const char *what, enum policy_kind k, const struct policy_input *in, size_t n_total, int ticks,
@@ -159,7 +191,8 @@ static int bench(const char *what, enum policy_kind k, const struct policy_input
                ms[0][0] / ms[1][0]);
         if (k == POLICY_DEMAND && (sample_row(what, in, n_total, ticks, ms[0], 1, NULL) < 0 ||
                                    sample_row(what, in, n_total, ticks, ms[0], threads, NULL) < 0 ||
-                                   sample_row(what, in, n_total, ticks, ms[0], threads, &p[1]) < 0))
+                                   sample_row(what, in, n_total, ticks, ms[0], threads, &p[1]) < 0 ||
+                                   sample_noroom_row(what, in, n_total, ticks, ms[0], &p[1]) < 0))
                 goto out;
         ret = 0;
 out:
