@@ -443,19 +443,32 @@ static uint64_t planner_reserved(struct registry *r, const struct gpu_stats *g) 
         return held > over ? (held - over + KVT_CHUNK_BYTES - 1) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES : 0;
 }
 
+/* planner_grants()'s pass over the clients of a GPU. */
+struct grant_pass {
+        struct registry *r;
+        int device;
+        const struct planner_ops *ops;
+        void *userdata;
+};
+
+/* One client's cap: a GRANT where it changed, and no other is unanswered
+ * (each GRANT_ACK answers the last). */
+static void grant_one(struct client *c, uint64_t cap, void *arg) {
+        const struct grant_pass *gp = arg;
+        struct kvt_grant gr = {.device = gp->device, .vram_cap_bytes = cap};
+
+        if (cap == client_grant_cap(c, gp->device) || client_grant_waiting(c, gp->device) || !gp->ops->send_grant ||
+            !gp->ops->client_ready(c, gp->userdata))
+                return;
+        gr.seq = registry_grant_sent(gp->r, c, gp->device, cap);
+        gp->ops->send_grant(c, &gr, gp->userdata);
+}
+
 /* Sends each client using GPU device a GRANT where its cap changed. */
 static void planner_grants(struct registry *r, int device, const struct planner_ops *ops, void *userdata) {
-        for (struct client *c = registry_clients(r); c; c = client_next(c)) {
-                uint64_t cap = registry_grant_cap(r, c, device);
-                struct kvt_grant gr = {.device = device, .vram_cap_bytes = cap};
+        struct grant_pass gp = {.r = r, .device = device, .ops = ops, .userdata = userdata};
 
-                /* one GRANT unanswered at a time: each GRANT_ACK answers the last */
-                if (cap == client_grant_cap(c, device) || client_grant_waiting(c, device) || !ops->send_grant ||
-                    !ops->client_ready(c, userdata))
-                        continue;
-                gr.seq = registry_grant_sent(r, c, device, cap);
-                ops->send_grant(c, &gr, userdata);
-        }
+        registry_grant_pass(r, device, grant_one, &gp);
 }
 
 static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_stats *g,

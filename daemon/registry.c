@@ -1606,41 +1606,44 @@ static bool client_uses_gpu(const struct client *c, int device) {
         return uses;
 }
 
-/* Clients using GPU device. */
-static size_t gpu_clients(const struct registry *r, int device) {
-        size_t n = 0;
+/* What every client's share on a GPU is cut from, computed once for all
+ * of them: the room new captures may take, the clients using the GPU, and
+ * the room all clients' grants hold. */
+struct grant_terms {
+        uint64_t grantable, n_clients, held;
+};
 
-        for (const struct client *c = r->clients; c; c = c->next)
-                n += client_uses_gpu(c, device);
-        return n;
-}
+/* The terms of GPU device (present, its budget resolved); records its
+ * grantable_bytes and grant_over_bytes. */
+static void grant_terms(struct registry *r, int device, struct grant_terms *t) {
+        struct gpu_stats *g = &r->gpus[device];
+        uint64_t free_bytes = g->budget_bytes > g->charged_bytes ? g->budget_bytes - g->charged_bytes : 0;
+        uint64_t over = MIN(conf_capture_margin(r->conf, g->budget_bytes), g->stale_chunks * KVT_CHUNK_BYTES);
 
-uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device) {
-        struct gpu_stats *g;
-        uint64_t free_bytes, over, n, share, quota, others = 0;
-        unsigned prio;
-
-        if (device < 0 || device >= KVT_MAX_GPUS || !r->gpu_present[device] || !r->gpus[device].budget_resolved ||
-            !client_uses_gpu(c, device))
-                return client_vram_started(c, device);
-        g = &r->gpus[device];
-        free_bytes = g->budget_bytes > g->charged_bytes ? g->budget_bytes - g->charged_bytes : 0;
         /* promotions first: the room they wait for goes to no capture */
         free_bytes -= MIN(free_bytes, g->roomless_chunks * KVT_CHUNK_BYTES);
-        over = MIN(conf_capture_margin(r->conf, g->budget_bytes), g->stale_chunks * KVT_CHUNK_BYTES);
         /* never past budget + margin, whatever is charged already */
         if (g->charged_bytes > g->budget_bytes)
                 over = over > g->charged_bytes - g->budget_bytes ? over - (g->charged_bytes - g->budget_bytes) : 0;
         g->grant_over_bytes = over;
         g->grantable_bytes = (free_bytes + over) / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
-        n = MAX(gpu_clients(r, device), (size_t)1);
-        share = g->grantable_bytes / n;
+        *t = (struct grant_terms){.grantable = g->grantable_bytes};
+        for (const struct client *c = r->clients; c; c = c->next) {
+                t->n_clients += client_uses_gpu(c, device);
+                t->held += grant_book_held(&c->grants[device]);
+        }
+        t->n_clients = MAX(t->n_clients, 1u);
+}
+
+/* registry_grant_cap() of client c (using GPU device) on the terms t. */
+static uint64_t grant_cap_of(struct registry *r, const struct client *c, int device, const struct grant_terms *t) {
+        uint64_t own = grant_book_held(&c->grants[device]), others = t->held > own ? t->held - own : 0;
+        uint64_t share = t->grantable / t->n_clients, quota;
+        unsigned prio;
+
         /* never room another client's grant may still be taking (a cap
          * raised is in force at once, one lowered only once answered) */
-        for (const struct client *o = r->clients; o; o = o->next)
-                if (o != c)
-                        others += grant_book_held(&o->grants[device]);
-        share = MIN(share, g->grantable_bytes > others ? g->grantable_bytes - others : 0);
+        share = MIN(share, t->grantable > others ? t->grantable - others : 0);
         /* never past the client's own [client.NAME] quota */
         if (conf_client(r->conf, c->section, &prio, &quota) && quota != UINT64_MAX) {
                 uint64_t held = c->charged[device] * KVT_CHUNK_BYTES;
@@ -1648,6 +1651,37 @@ uint64_t registry_grant_cap(struct registry *r, const struct client *c, int devi
                 share = MIN(share, quota > held ? quota - held : 0);
         }
         return client_vram_started(c, device) + share / KVT_CHUNK_BYTES * KVT_CHUNK_BYTES;
+}
+
+/* Whether GPU device has a budget to grant from. */
+static bool gpu_grants(const struct registry *r, int device) {
+        return device >= 0 && device < KVT_MAX_GPUS && r->gpu_present[device] && r->gpus[device].budget_resolved;
+}
+
+uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device) {
+        struct grant_terms t;
+
+        if (!gpu_grants(r, device) || !client_uses_gpu(c, device))
+                return client_vram_started(c, device);
+        grant_terms(r, device, &t);
+        return grant_cap_of(r, c, device, &t);
+}
+
+void registry_grant_pass(struct registry *r, int device, registry_grant_fn fn, void *userdata) {
+        struct grant_terms t;
+        bool grants = gpu_grants(r, device);
+
+        if (grants)
+                grant_terms(r, device, &t);
+        for (struct client *c = r->clients; c; c = c->next) {
+                bool uses = grants && client_uses_gpu(c, device);
+                uint64_t before = uses ? grant_book_held(&c->grants[device]) : 0;
+
+                fn(c, uses ? grant_cap_of(r, c, device, &t) : client_vram_started(c, device), userdata);
+                /* what fn sent may hold more (or less) room: the next client's share sees it */
+                if (uses)
+                        t.held = t.held - before + grant_book_held(&c->grants[device]);
+        }
 }
 
 void registry_gpu_sampled(struct registry *r, int device, uint32_t probe_window_ticks, uint32_t probe_every_ticks) {

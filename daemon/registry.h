@@ -268,6 +268,13 @@ int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, u
  * grant_over_bytes. */
 uint64_t registry_grant_cap(struct registry *r, const struct client *c, int device);
 
+/* registry_grant_cap() of every client for device, in one pass over the
+ * clients (the terms shared by all computed once): fn(c, cap, userdata)
+ * for each, which may send a GRANT and book it (registry_grant_sent());
+ * the room that holds counts for the clients after it. */
+typedef void (*registry_grant_fn)(struct client *c, uint64_t cap, void *userdata);
+void registry_grant_pass(struct registry *r, int device, registry_grant_fn fn, void *userdata);
+
 /* demand's state of one client on one GPU: its thrash guard, fed that
  * client's own evictions and refaults there, and its prober, fed the
  * probes of its own chunks that came back or expired (the registry counts
