@@ -11,7 +11,7 @@
  * (POLICY: that one only, e.g. demand, for a profile of it).  demand adds
  * rows of its sample: on its own sibling counts (1 thread, THREADS), and on
  * the plan's ("plan"), as the daemon samples after its plan: a tick is the
- * plan and that; and a sample in which the one client has no room
+ * plan and that; and a sample in which the one client's prober is off
  * ("noroom").
  * Times are wall-clock (threads: CPU time would add theirs up); "memcpy" is
  * a reference measured in the same run: one copy of the 16 MiB chunk array,
@@ -122,18 +122,19 @@ static int sample_row(const char *what, const struct policy_input *in, size_t n_
         return 0;
 }
 
-/* The sample of a tick in which the one client has no room: its prober
- * sits the tick out and its re-arms in flight are at their limit, as
- * between a client's probes at a long interval, on the counts of the
- * plan as "plan" is.  The lap should pass its chunks in runs, not one by
- * one ("noroom"). */
+/* The sample of a tick in which the one client's prober sits the tick out
+ * (as between its probes at a long interval), on the counts of the plan
+ * as "plan" is: the lap should pass its chunks in VRAM in runs, not look
+ * at them one by one ("noroom").  The snapshots have no chunk to re-arm
+ * (fill(): mapped host chunks, none left by an eviction), so the re-arm
+ * room plays no part here. */
 static int sample_noroom_row(const char *what, const struct policy_input *in, size_t n_total, int ticks, double *ms,
                              const struct policy_plan *plan) {
-        struct policy_client cl = {.quota_chunks = UINT64_MAX, .sampling_chunks = 256, .probes_off = true};
+        struct policy_client cl = {.quota_chunks = UINT64_MAX, .probes_off = true};
         struct policy_input one = *in;
         struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 10, .probe_window = 20,
                                           .rearm_max = 256, .probe_max = 8, .probe_priority_max = POLICY_PRIORITY_MAX,
-                                          .client_rearm_max = 256, .threads = 1, .siblings = plan->siblings};
+                                          .threads = 1, .siblings = plan->siblings};
         uint64_t cursor = 0;
 
         one.clients = &cl;
