@@ -1675,11 +1675,11 @@ void registry_grant_pass(struct registry *r, int device, registry_grant_fn fn, v
                 grant_terms(r, device, &t);
         for (struct client *c = r->clients; c; c = c->next) {
                 bool uses = grants && client_uses_gpu(c, device);
-                uint64_t before = uses ? grant_book_held(&c->grants[device]) : 0;
+                uint64_t before = grant_book_held(&c->grants[device]);
 
                 fn(c, uses ? grant_cap_of(r, c, device, &t) : client_vram_started(c, device), userdata);
                 /* what fn sent may hold more (or less) room: the next client's share sees it */
-                if (uses)
+                if (grants)
                         t.held = t.held - before + grant_book_held(&c->grants[device]);
         }
 }
