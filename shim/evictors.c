@@ -109,9 +109,12 @@ struct cudaMemLocation evictors_host_location(int dev, int node) {
         return (struct cudaMemLocation){cudaMemLocationTypeHostNuma, node};
 }
 
-/* Once the process is exiting an error says nothing of the node: the
+/* Whether loc, for GPU dev, was a host NUMA node the driver refused as a
+ * location with e (no NUMA support, an old driver, a node it does not
+ * know): given up for plain host memory for dev from now on, said once.
+ * Once the process is exiting an error says nothing of the node: the
  * runtime's teardown overtook the call. */
-bool evictors_host_refused(int dev, struct cudaMemLocation loc, cudaError_t e) {
+static bool host_refused(int dev, struct cudaMemLocation loc, cudaError_t e) {
         if (e == cudaSuccess || loc.type != cudaMemLocationTypeHostNuma || exit_begun() || dev < 0 ||
             dev >= KVT_MAX_GPUS || loc.id < 0 || loc.id >= 64)
                 return false;
@@ -122,14 +125,12 @@ bool evictors_host_refused(int dev, struct cudaMemLocation loc, cudaError_t e) {
         return true;
 }
 
-/* Prefetches [ptr, len) of GPU dev to node's memory (evictors_host_location()) on s. */
-static cudaError_t host_prefetch(struct evictors *set, void *ptr, size_t len, int dev, int node,
-                                 cudaStream_t s) {
-        struct cudaMemLocation loc = evictors_host_location(dev, node);
-        cudaError_t e = set->rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
+cudaError_t evictors_prefetch(const struct kvt_cudart *rt, void *ptr, size_t len, int dev,
+                              struct cudaMemLocation loc, cudaStream_t s) {
+        cudaError_t e = rt->cudaMemPrefetchAsync(ptr, len, loc, 0, s);
 
-        if (evictors_host_refused(dev, loc, e))
-                e = set->rt->cudaMemPrefetchAsync(ptr, len, evictors_host_location(dev, node), 0, s);
+        if (host_refused(dev, loc, e))
+                e = rt->cudaMemPrefetchAsync(ptr, len, evictors_host_location(dev, loc.id), 0, s);
         return e;
 }
 
@@ -378,7 +379,8 @@ static cudaError_t evictor_do(struct evictor *self, const struct share *s) {
         if (is_sample(e))
                 return advise_sample(self->set, (char *)e->ptr + s->off, s->len, e->device, e->map, e->known,
                                      stream);
-        err = host_prefetch(self->set, (char *)e->ptr + s->off, s->len, e->device, e->host_node, stream);
+        err = evictors_prefetch(self->set->rt, (char *)e->ptr + s->off, s->len, e->device,
+                                evictors_host_location(e->device, e->host_node), stream);
         return err == cudaSuccess ? self->set->rt->cudaStreamSynchronize(stream) : err;
 }
 

@@ -108,11 +108,11 @@ cudaError_t evictors_map_chunks(const struct kvt_cudart *rt, void *ptr, size_t l
  * what was refused (the state object's numa_refused). */
 struct cudaMemLocation evictors_host_location(int dev, int node);
 
-/* After a call with location loc for GPU dev returned e: whether loc was a
- * NUMA node the driver refused (no NUMA support, an old driver, a node it
- * does not know), now given up for plain host memory for dev, said once;
- * then the caller tries again at evictors_host_location(). */
-bool evictors_host_refused(int dev, struct cudaMemLocation loc, cudaError_t e);
+/* Enqueues a prefetch of [ptr, len) of GPU dev to loc on s; a host NUMA
+ * node the driver refuses, as the enqueue's error says, is given up for
+ * plain host memory for dev (said once) and the prefetch goes there. */
+cudaError_t evictors_prefetch(const struct kvt_cudart *rt, void *ptr, size_t len, int dev,
+                              struct cudaMemLocation loc, cudaStream_t s);
 
 /* Submits e and waits for its end, which it returns. */
 cudaError_t evictors_move(struct evictors *set, struct eviction *e);

@@ -145,10 +145,8 @@ static cudaError_t capture_advise(const struct kvt_cudart *rt, const struct shim
 }
 
 /* Moves region r to loc on a stream of the shim's own (the engine's may be
- * capturing a graph), and waits.  A host NUMA node the driver refuses, as
- * the prefetch's own error says, is given up for plain host memory
- * (evictors_host_refused()); an error of the stream or of the wait says
- * nothing of the node. */
+ * capturing a graph), and waits.  A host NUMA node the driver refuses is
+ * given up for plain host memory (evictors_prefetch()). */
 static cudaError_t prefetch_sync(const struct kvt_cudart *rt, const struct shim_region *r,
                                  struct cudaMemLocation loc) {
         cudaStream_t s;
@@ -156,10 +154,7 @@ static cudaError_t prefetch_sync(const struct kvt_cudart *rt, const struct shim_
 
         if (e != cudaSuccess)
                 return e;
-        e = rt->cudaMemPrefetchAsync((void *)r->base, r->span_bytes, loc, 0, s);
-        if (evictors_host_refused(r->device, loc, e))
-                e = rt->cudaMemPrefetchAsync((void *)r->base, r->span_bytes,
-                                             evictors_host_location(r->device, loc.id), 0, s);
+        e = evictors_prefetch(rt, (void *)r->base, r->span_bytes, r->device, loc, s);
         if (e == cudaSuccess)
                 e = rt->cudaStreamSynchronize(s);
         (void)rt->cudaStreamDestroy(s);
