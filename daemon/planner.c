@@ -30,7 +30,6 @@ struct planner {
                 uint64_t sample_cursor;
                 uint32_t tick_rearmed; /* chunks re-armed in this tick's plans */
                 uint32_t tick_probed;  /* cohorts probed in this tick's plans */
-                bool probing;          /* some client's prober lets its chunks be probed now */
         } demand[KVT_MAX_GPUS];
 };
 
@@ -308,6 +307,15 @@ struct sample_share {
         uint32_t rearm_chunks, probe_cohorts;
 };
 
+/* Whether some client's prober lets its chunks be probed this tick (none
+ * listed: yes). */
+static bool clients_probing(const struct policy_input *in) {
+        for (size_t k = 0; k < in->n_clients; k++)
+                if (!in->clients[k].probes_off)
+                        return true;
+        return in->n_clients == 0;
+}
+
 /* Issues a tick's sample of one GPU: re-arms and probes (policy_sample()),
  * after plan, the plan of the same input (the demands it held back, and
  * the sibling counts it made, which the sample reads).  Returns the orders
@@ -328,7 +336,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .probe_ticks = MAX(window / 2, 1u),
                                           .probe_window = window,
                                           .rearm_max = pp->sample_chunks,
-                                          .probe_max = plan->held_chunks && d->probing ? pp->probe_cohorts : 0,
+                                          .probe_max = plan->held_chunks && clients_probing(in) ? pp->probe_cohorts : 0,
                                           .probe_priority_max = plan->held_priority,
                                           .client_rearm_max = share->rearm_chunks,
                                           .client_probe_max = share->probe_cohorts,
@@ -383,46 +391,55 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         return issued;
 }
 
+/* What the registry counted of a client since the last take: evictions,
+ * refaults, probes come back and expired. */
+struct client_counts {
+        uint64_t evicted, refaults, back, expired;
+};
+
+static struct client_counts client_counts_take(struct client_demand *cd) {
+        struct client_counts n = {.evicted = cd->evicted - cd->evicted_seen,
+                                  .refaults = cd->refaults - cd->refaults_seen,
+                                  .back = cd->probes_back - cd->back_seen,
+                                  .expired = cd->probes_expired - cd->expired_seen};
+
+        cd->evicted_seen = cd->evicted;
+        cd->refaults_seen = cd->refaults;
+        cd->back_seen = cd->probes_back;
+        cd->expired_seen = cd->probes_expired;
+        return n;
+}
+
 /* Each client's demand state on GPU device, into p->clients: its own
  * thrash guard's protection and its own prober's say, ticked (with a new
  * tick) by the evictions, refaults and probes' answers the registry
  * counted of it since the last; both start when the client is first
  * planned, the guard at protect_min and the prober probing every tick.
  * Returns the longest protection (protect_min without clients): the GPU's,
- * for status and its demands' books; *every the shortest prober interval,
- * and *probing whether any client's prober lets its chunks be probed now
- * (without clients: true). */
+ * for status and its demands' books; *every the shortest prober interval. */
 static uint32_t planner_clients_demand(struct planner *p, int device, const struct policy_params *pp,
-                                       uint32_t now, bool new_tick, uint32_t *every, bool *probing) {
+                                       uint32_t now, bool new_tick, uint32_t *every) {
         uint32_t longest = MAX(pp->protect_min_ticks, 1u);
 
         *every = UINT32_MAX;
-        *probing = p->n_clients == 0;
         for (size_t i = 0; i < p->n_clients; i++) {
                 struct client_demand *cd = client_demand(p->client_of[i], device);
 
                 if (!cd->started) {
+                        (void)client_counts_take(cd); /* what came before the start counts for nothing */
                         policy_guard_init(&cd->guard, pp->protect_min_ticks);
                         policy_prober_init(&cd->prober);
-                        cd->evicted_seen = cd->evicted;
-                        cd->refaults_seen = cd->refaults;
-                        cd->back_seen = cd->probes_back;
-                        cd->expired_seen = cd->probes_expired;
                         cd->probe_now = policy_prober_tick(&cd->prober, now, 0, 0);
                         cd->started = true;
                 } else if (new_tick) {
-                        policy_guard_tick(&cd->guard, pp->protect_min_ticks, pp->protect_max_ticks,
-                                          cd->evicted - cd->evicted_seen, cd->refaults - cd->refaults_seen);
-                        cd->probe_now = policy_prober_tick(&cd->prober, now, cd->probes_back - cd->back_seen,
-                                                           cd->probes_expired - cd->expired_seen);
-                        cd->evicted_seen = cd->evicted;
-                        cd->refaults_seen = cd->refaults;
-                        cd->back_seen = cd->probes_back;
-                        cd->expired_seen = cd->probes_expired;
+                        struct client_counts n = client_counts_take(cd);
+
+                        policy_guard_tick(&cd->guard, pp->protect_min_ticks, pp->protect_max_ticks, n.evicted,
+                                          n.refaults);
+                        cd->probe_now = policy_prober_tick(&cd->prober, now, n.back, n.expired);
                 }
                 p->clients[i].protect_ticks = cd->guard.protect_ticks;
                 p->clients[i].probes_off = !cd->probe_now;
-                *probing |= cd->probe_now;
                 longest = MAX(longest, cd->guard.protect_ticks);
                 *every = MIN(*every, cd->prober.interval);
         }
@@ -505,8 +522,7 @@ static int planner_gpu(struct planner *p, struct registry *r, const struct gpu_s
         in.workers = planner_workers_policy(p);
         in.protect_ticks = pp.protect_min_ticks;
         if (pp.kind == POLICY_DEMAND) {
-                in.protect_ticks =
-                        planner_clients_demand(p, g->device, &pp, in.now, new_tick, &probe_every, &d->probing);
+                in.protect_ticks = planner_clients_demand(p, g->device, &pp, in.now, new_tick, &probe_every);
                 in.probe_window = policy_probe_window(&g->probe_timing, POLICY_PROBE_WINDOW_MIN(pp.protect_min_ticks),
                                                       pp.protect_min_ticks);
         }
