@@ -230,6 +230,11 @@ static uint32_t *client_room_of(uint32_t *counts, const struct policy_input *in,
         return counts && reg->client < in->n_clients ? &counts[reg->client] : NULL;
 }
 
+/* Whether a room (client_room_of()) lets one more sample go. */
+static bool room_open(const uint32_t *room) {
+        return !room || *room > 0;
+}
+
 /* Whether chunk c may yield anything in the lap: an expired probe (one is
  * out), a re-arm (host memory mapped, or left by a mapped eviction) while
  * re-arms are wanted, a probe (in
@@ -254,7 +259,7 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
                 ret->expired[ret->n_expired++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = 1};
                 return 0;
         }
-        if (ret->n_rearmed < sp->rearm_max && (!rearm_room || *rearm_room > 0) &&
+        if (ret->n_rearmed < sp->rearm_max && room_open(rearm_room) &&
             rearm_candidate(c, in->now, sp->stale_ticks) &&
             (policy_chunk_unverified(c) || !(sib && siblings_tell(&sib[i])))) {
                 ret->n_rearmed++;
@@ -262,7 +267,7 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
                         (*rearm_room)--;
                 return sample_append(&ret->plan, cap, r, i, 1) < 0 ? -ENOMEM : 1;
         }
-        if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX && (!probe_room || *probe_room > 0) &&
+        if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX && room_open(probe_room) &&
             probe_candidate(c, sib ? &sib[i] : NULL, in->now, sp->probe_ticks)) {
                 uint32_t n = cohort_len(reg, sib, i);
 
@@ -297,12 +302,12 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                 size_t step = 0;
                 int k = 0;
 
-                if (rooms && reg->client < in->n_clients) {
+                if (rooms) {
                         /* a client with no room left (its prober sitting the
                          * tick out, or its samples in flight) has its chunks
                          * passed in runs, not looked at one by one */
-                        rearm = rearm && room->rearm[reg->client] > 0;
-                        probe = probe && room->probe[reg->client] > 0;
+                        rearm = rearm && room_open(client_room_of(room->rearm, in, reg));
+                        probe = probe && room_open(client_room_of(room->probe, in, reg));
                 }
                 if (!mine) /* another pass's region */
                         step = reg->n_chunks - (*at - start);
