@@ -22,7 +22,7 @@ import json, sys, os, tarfile, re, io, statistics as st
 d = sys.argv[1]
 for l in open(os.path.join(d, "results.jsonl")):
     r = json.loads(l)
-    keep = {k: (round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in r if k in ("tag", "rc", "wall_s", "step_ms", "pool_sum", "ttft_s", "decode_ms_per_token", "ids_sha", "vram_peak_bytes", "error")}
+    keep = {k: (round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in r if k in ("tag", "rc", "wall_s", "step_ms", "pool_sum", "ttft_s", "decode_ms_per_token", "decode_total_ms_per_token", "full_prefill_s", "ids_sha", "vram_peak_bytes", "error")}
     print(" ", json.dumps(keep))
 tf = os.path.join(d, "logs.tar.gz")
 if not os.path.exists(tf):

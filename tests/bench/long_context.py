@@ -13,7 +13,13 @@ DynamicCache).  Run it plain (all-VRAM), or under libkvtier.so with a VRAM
 budget below the KV size.
 
 Prints one JSON line last: time to first token (a generate of one token),
-decode tokens/s (the rest of a full generate), and the generated ids.
+decode tokens/s and ms a token, and the generated ids.  Decode is timed
+within the full generate, from its first token to its last (a stopping
+criterion that waits for the stream and reads the clock at each token),
+so that the full generate's own prefill is not in it; decode_total_ms_per_token
+is the older figure, the full generate less the timed first token, over
+the tokens after the first (a prefill slower or faster than the timed one
+moves it).
 --logits FILE also saves the full generate's logits (float32, one row per
 generated token) for `long_context.py compare`, which tells a difference in
 the engine's arithmetic from a near-tie that flips one greedy choice:
@@ -32,7 +38,7 @@ import sys
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, StoppingCriteria, StoppingCriteriaList
 
 
 def sync():
@@ -83,9 +89,11 @@ def main():
     kv_bytes = 2 * a.layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * \
         (a.context + a.new) * 2
 
-    def gen(inp, n, logits=False):
+    def gen(inp, n, logits=False, clock=None):
         kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0,
                   cache_implementation=a.cache)
+        if clock is not None:
+            kw["stopping_criteria"] = StoppingCriteriaList([clock])
         if logits:
             kw.update(output_logits=True, return_dict_in_generate=True)
         with torch.no_grad():
@@ -115,24 +123,53 @@ def main():
         ttfts.append(ttft)
     prefill_ms = timer.stop() if timer else None
     prefill_memory = memory.stop() if memory else None
+    clock = StepClock()
     t0 = time.perf_counter()
-    out = gen(ids, a.new, logits=bool(a.logits))
+    out = gen(ids, a.new, logits=bool(a.logits), clock=clock)
     sync()
     total = time.perf_counter() - t0
     if a.logits:
         torch.save(torch.stack([x[0].float().cpu() for x in out.logits]), a.logits)
         out = out.sequences
     new_ids = out[0, a.context:].tolist()
-    decode_s = max(total - ttft, 1e-9)
+    decode_total_s = max(total - ttft, 1e-9)
+    steps = clock.steps_ms()
+    decode_s = sum(steps) / 1e3 if len(steps) == a.new - 1 else decode_total_s
     print(json.dumps({
         "cache": a.cache, "context": a.context, "new": a.new, "kv_bytes": kv_bytes,
         "ttft_s": ttft, "ttft_first_s": ttfts[0], "total_s": total, "decode_ms_per_token": decode_s / (a.new - 1) * 1e3,
         "decode_tok_s": (a.new - 1) / decode_s,
+        "decode_total_ms_per_token": decode_total_s / (a.new - 1) * 1e3,
+        "full_prefill_s": clock.first_s(t0), "decode_step_ms": [round(x, 2) for x in steps],
         "ids_sha": hashlib.sha256(json.dumps(new_ids).encode()).hexdigest()[:16], "ids_head": new_ids[:8],
         **({"prefill_ms": prefill_ms} if prefill_ms else {}),
         **({"prefill_memory": prefill_memory} if prefill_memory else {}),
         **({"cold_hints": cold.n} if cold else {}),
     }))
+
+
+class StepClock(StoppingCriteria):
+    """A stopping criterion that never stops: at each generated token it
+    waits for the engine's stream and reads the clock, so that decode can
+    be timed from the first token to the last without the prefill before
+    it.  generate already waits for the GPU at each token (to test whether
+    to stop), so the wait adds no sync the engine did not have."""
+
+    def __init__(self):
+        self.stamps = []
+
+    def __call__(self, input_ids, scores, **kwargs):
+        sync()
+        self.stamps.append(time.perf_counter())
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    def steps_ms(self):
+        """The time of each token after the first, ms."""
+        return [(b - a) * 1e3 for a, b in zip(self.stamps, self.stamps[1:])]
+
+    def first_s(self, t0):
+        """The time from t0 to the first token: the full generate's prefill."""
+        return self.stamps[0] - t0 if self.stamps else None
 
 
 class ModuleTimer:

@@ -59,6 +59,8 @@ def main():
                     b = ref["decode_ms_per_token"] + max(0, r["kv_bytes"] - (1 << 30)) / LINK * 1e3
                     line += f"  {r['decode_ms_per_token'] / b:5.2f}x the bound ({b:.1f} ms)"
                 line += "  ids equal" if r["ids_sha"] == ref["ids_sha"] else f"  IDS DIFFER {r['ids_head']}"
+            if "decode_total_ms_per_token" in r:
+                line += f"  (full generate less ttft: {r['decode_total_ms_per_token']:.2f} ms/token)"
             out.append(line)
         elif tag.startswith("two"):
             ref, alone = runs.get("two-vram"), runs.get("two-alone")
