@@ -1701,6 +1701,7 @@ void registry_gpu_planned(struct registry *r, int device, uint32_t protect_ticks
         g->held_chunks = plan->held_chunks;
         g->held_priority = plan->held_priority;
         g->stale_chunks = plan->stale_chunks;
+        g->cold_chunks = plan->cold_chunks;
         g->roomless_chunks = plan->roomless_chunks;
         g->sibling_groups = plan->sibling_groups;
         g->sibling_groups_mute = plan->sibling_groups_mute;

@@ -105,7 +105,8 @@ struct gpu_stats {
         uint32_t protect_ticks;  /* the thrash guard's protection */
         uint64_t held_chunks;    /* demands held back: read in place */
         uint32_t held_priority;  /* the highest client priority of those (probes go no higher) */
-        uint64_t stale_chunks;   /* chunks in VRAM nothing used for a protection period */
+        uint64_t stale_chunks;   /* chunks in VRAM a new capture may displace (policy_plan) */
+        uint64_t cold_chunks;    /* of them, those a demand may displace: found unused */
         /* sibling regions (policy/siblings.h): groups, those that tell nothing,
          * their regions; demands and stale chunks on siblings' word alone */
         uint32_t sibling_groups, sibling_groups_mute, sibling_regions;

@@ -37,6 +37,8 @@ static json_object *demand_json(const struct gpu_stats *g, unsigned tick_ms) {
         json_object_object_add(o, "held_bytes", json_u64(g->held_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "held_priority", json_u64(g->held_priority));
         json_object_object_add(o, "stale_bytes", json_u64(g->stale_chunks * KVT_CHUNK_BYTES));
+        /* of stale_bytes, what a demand may displace (found unused); the rest a capture only */
+        json_object_object_add(o, "cold_bytes", json_u64(g->cold_chunks * KVT_CHUNK_BYTES));
         json_object_object_add(o, "grantable_bytes", json_u64(g->grantable_bytes));
         json_object_object_add(o, "grant_reserved_bytes", json_u64(g->grant_reserved_bytes));
         /* of grantable_bytes, what lies over the budget: the margin stale chunks let the grants

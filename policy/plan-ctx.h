@@ -38,6 +38,7 @@ struct plan_part {
         uint64_t fresh_prio[POLICY_PRIORITY_MAX + 1]; /* plan_rank: demand's fresh chunks outside
                                                        * VRAM it ranked, by client priority */
         uint64_t stale_vram; /* plan_rank: demand's stale, evictable chunks in VRAM */
+        uint64_t cold_vram;  /* plan_rank: of those, the ones not fresh (what a demand displaces) */
         uint64_t sibling_demand, sibling_stale; /* plan_rank: of those, on their siblings' word */
         uint32_t *hist;      /* 2 x HIST_N counters (part 0: x->hist) */
 };
@@ -68,6 +69,7 @@ struct plan_ctx {
         uint64_t fresh_prio[POLICY_PRIORITY_MAX + 1]; /* demand: fresh chunks outside VRAM (uses
                                                        * seen, not yet served), by client priority */
         uint64_t stale_vram; /* demand: stale, evictable chunks in VRAM */
+        uint64_t cold_vram;  /* demand: of those, the ones not fresh */
         uint64_t sibling_demand, sibling_stale; /* of fresh_prio's and stale_vram, on siblings' word */
         unsigned shift;      /* bucket of an unpinned rank: (rank - rmin) >> shift, < 65536 */
         uint32_t decay[DECAY_AGES]; /* heat decay by age: shift << 24 | 16.16 factor (0: gone) */

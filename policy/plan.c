@@ -191,7 +191,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 .active_ticks = pp->active_ticks,
                 .decay = x->decay,
         };
-        uint64_t stale_vram = 0, sibling_demand = 0, sibling_stale = 0;
+        uint64_t stale_vram = 0, cold_vram = 0, sibling_demand = 0, sibling_stale = 0;
         bool streams = pp->prefetch_depth > 0;
         bool predict = streams || pp->kind == POLICY_WINDOW || pp->kind == POLICY_HYBRID;
         uint32_t rmin = part->rmin, rmax = part->rmax;
@@ -225,6 +225,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                          * unless it is fresh and active too */
                         fresh_host += demand;
                         stale_vram += stale;
+                        cold_vram += stale && !(rk >> RANK_CLASS_SHIFT & 4u);
                         sibling_demand += demand && word == SIBLINGS_DEMAND;
                         sibling_stale += stale && word == SIBLINGS_STALE;
                         flags[i] = f;
@@ -247,6 +248,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
         part->rmin = rmin;
         part->rmax = rmax;
         part->stale_vram += stale_vram;
+        part->cold_vram += cold_vram;
         part->sibling_demand += sibling_demand;
         part->sibling_stale += sibling_stale;
 }
@@ -257,7 +259,7 @@ static void plan_rank_part(struct plan_part *part) {
 
         part->rmin = UINT32_MAX;
         part->rmax = 0;
-        part->stale_vram = part->sibling_demand = part->sibling_stale = 0;
+        part->stale_vram = part->cold_vram = part->sibling_demand = part->sibling_stale = 0;
         memset(part->fresh_prio, 0, sizeof(part->fresh_prio));
         while (plan_take(x, x->n_rblocks, &b))
                 plan_rank_regions(x, x->rblock[b], x->rblock[b + 1], part);
@@ -269,7 +271,7 @@ static void plan_rank(struct plan_ctx *x) {
         uint32_t rmin = UINT32_MAX, rmax = 0;
 
         plan_par(x, plan_rank_part);
-        x->stale_vram = x->sibling_demand = x->sibling_stale = 0;
+        x->stale_vram = x->cold_vram = x->sibling_demand = x->sibling_stale = 0;
         memset(x->fresh_prio, 0, sizeof(x->fresh_prio));
         for (unsigned t = 0; t < x->n_threads; t++) {
                 for (uint32_t q = 0; q <= POLICY_PRIORITY_MAX; q++)
@@ -277,6 +279,7 @@ static void plan_rank(struct plan_ctx *x) {
                 rmin = x->part[t].rmin < rmin ? x->part[t].rmin : rmin;
                 rmax = x->part[t].rmax > rmax ? x->part[t].rmax : rmax;
                 x->stale_vram += x->part[t].stale_vram;
+                x->cold_vram += x->part[t].cold_vram;
                 x->sibling_demand += x->part[t].sibling_demand;
                 x->sibling_stale += x->part[t].sibling_stale;
         }
@@ -801,6 +804,7 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
                         p->held_priority = q;
                 }
         p->stale_chunks = x->stale_vram;
+        p->cold_chunks = x->cold_vram;
         p->roomless_chunks = s->n_roomless;
         p->sibling_groups = x->sib.n_groups;
         p->sibling_groups_mute = x->sib.n_mute;

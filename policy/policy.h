@@ -304,6 +304,9 @@ struct policy_plan {
         uint64_t stale_chunks;    /* demand: chunks in VRAM, evictable, ranking below a new
                                    * allocation (not both fresh and in an active region): what
                                    * one may displace (the daemon's capture grant) */
+        uint64_t cold_chunks;     /* demand: of stale_chunks, those not fresh (a probe, or their
+                                   * siblings, found them unused): what a demand may displace;
+                                   * the rest are fresh in a region no kernel was launched on lately */
         /* demand, sibling regions (policy/siblings.h): the groups found, of
          * them those in use at most offsets (they tell nothing), the regions
          * in all groups; of the fresh chunks outside VRAM and of stale_chunks,

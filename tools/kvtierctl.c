@@ -192,13 +192,14 @@ static void print_gpus(struct json_object *st) {
 
                 if (!json_object_object_get_ex(g, "demand", &d) || !d || !jint(d, "demand_faults"))
                         continue;
-                printf("GPU %" PRId64 " demand: %s held back (read in place), %s stale in VRAM, protection %" PRId64
+                printf("GPU %" PRId64 " demand: %s held back (read in place), %s stale in VRAM (%s found unused), protection %" PRId64
                        " ms; %" PRId64 " uses seen in host memory, %" PRId64 " refaults, %" PRId64
                        " evictions avoided, %" PRId64
                        " probes (%" PRId64 " back, %" PRId64 " cold, window %" PRId64 " ms), %" PRId64
                        " chunks re-armed; sampler %" PRId64 " ms in the shim, %" PRId64 " chunks and %" PRId64
                        " probes in flight\n",
-                       jint(g, "device"), B(b[0], d, "held_bytes"), B(b[1], d, "stale_bytes"), jint(d, "protect_ms"),
+                       jint(g, "device"), B(b[0], d, "held_bytes"), B(b[1], d, "stale_bytes"), B(b[4], d, "cold_bytes"),
+                       jint(d, "protect_ms"),
                        jint(d, "demand_faults"), jint(d, "refaults"), jint(d, "evictions_avoided"), jint(d, "probes"),
                        jint(d, "probes_back"),
                        jint(d, "probes_expired"), jint(d, "probe_window_ms"), jint(d, "rearmed_chunks"), jint(d, "rearm_ms") + jint(d, "probe_ms"),

@@ -189,7 +189,11 @@ static void print_demand(FILE *f, struct json_object *gpus) {
                       "in place), "
                       "as the last plan left them.");
         demand_metric(f, gpus, "kvtier_gpu_stale_bytes", "gauge", "stale_bytes", 1,
-                      "Bytes in VRAM nothing used for a protection period, as the last plan left them.");
+                      "Bytes in VRAM a new allocation may displace: found unused, or in a region no kernel "
+                      "was launched on lately, as the last plan left them.");
+        demand_metric(f, gpus, "kvtier_gpu_cold_bytes", "gauge", "cold_bytes", 1,
+                      "Of the stale bytes, those found unused (by a probe or their siblings): what a demand "
+                      "may displace, as the last plan left them.");
         demand_metric(f, gpus, "kvtier_gpu_sibling_demand_bytes", "gauge", "sibling_demand_bytes", 1,
                       "Of the bytes in host memory the GPU uses, those taken for in use on their sibling "
                       "regions' word alone (the same offset in use in other layers), as the last plan left them.");

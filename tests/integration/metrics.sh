@@ -127,6 +127,13 @@ check "demand: the status's evictions_avoided" [ "$avoided" = "$(jq '.gpus[0].de
 check_le "demand: at most one per demand seen" "$avoided" "$(jq '.gpus[0].demand.demand_faults' "$TMP/s3.json")"
 "$KVTIERCTL" -s "$SOCK" status >"$TMP/s3.txt"
 check "kvtierctl status gives them" grep -q "^GPU 0 demand: .* $avoided evictions avoided, " "$TMP/s3.txt"
+# Of the stale bytes (a capture may displace them), the cold ones (a demand may).
+check "demand: the status's cold_bytes are the metric's" \
+        [ "$(m "$TMP/m3.txt" 'kvtier_gpu_cold_bytes{gpu="0"}')" = "$(jq '.gpus[0].demand.cold_bytes' "$TMP/s3.json")" ]
+check_le "demand: cold bytes are stale bytes" "$(jq '.gpus[0].demand.cold_bytes' "$TMP/s3.json")" \
+        "$(jq '.gpus[0].demand.stale_bytes' "$TMP/s3.json")"
+check "kvtierctl status tells how much of the stale VRAM was found unused" \
+        grep -q "^GPU 0 demand: .* stale in VRAM ([0-9.]*[KMGT]\{0,1\}i\{0,1\}B\{0,1\} found unused)," "$TMP/s3.txt"
 check "no counter went down with it" bash -c "join <(grep '_total[{ ]' '$TMP/m2.txt' | grep -v '^#' | sort) \
         <(grep '_total[{ ]' '$TMP/m3.txt' | grep -v '^#' | sort) | awk '\$3 < \$2 { print; bad = 1 } END { exit bad }'"
 

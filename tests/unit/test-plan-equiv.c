@@ -297,7 +297,8 @@ static bool check_siblings_case(uint64_t seed, unsigned *told) {
                 same = rg == r1 && plans_equal(&got, &one) && got.sibling_groups == one.sibling_groups &&
                        got.sibling_groups_mute == one.sibling_groups_mute &&
                        got.sibling_demand_chunks == one.sibling_demand_chunks &&
-                       got.sibling_stale_chunks == one.sibling_stale_chunks;
+                       got.sibling_stale_chunks == one.sibling_stale_chunks &&
+                       got.stale_chunks == one.stale_chunks && got.cold_chunks == one.cold_chunks;
                 if (!same)
                         TAP_DIAG("demand, siblings: seed %" PRIu64 " with threads = %" PRIu32 " of a pool of %u "
                                  "differs from one thread's",

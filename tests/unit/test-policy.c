@@ -456,6 +456,8 @@ static void test_demand_fault(void) {
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "demand: plans (not known cold)");
         TAP_EQ_U64(p.n_moves, 0, "demand: a resident chunk not found cold is not displaced by a fault");
         TAP_EQ_U64(p.held_chunks, 1, "demand: the faulted chunk is held back, read in place");
+        TAP_EQ_U64(p.stale_chunks, 1, "demand: in a region no kernel used lately, it is stale: a capture may displace it");
+        TAP_EQ_U64(p.cold_chunks, 0, "demand: but not cold: no demand may displace it");
         policy_plan_clear(&p);
 
         c[0].flags = POLICY_CHUNK_COLD;
@@ -465,6 +467,7 @@ static void test_demand_fault(void) {
         TAP_EQ_U64(p.n_moves, 0, "demand: a stale host chunk does not displace a cold resident one");
         TAP_EQ_U64(p.held_chunks, 0, "demand: and nothing is held");
         TAP_EQ_U64(p.stale_chunks, 1, "demand: the cold resident chunk is stale");
+        TAP_EQ_U64(p.cold_chunks, 1, "demand: and cold (found unused)");
         policy_plan_clear(&p);
 
         in.budget_chunks = 2; /* room: the fault is served at once */
