@@ -263,7 +263,7 @@ int registry_rearm_new(struct registry *r, struct region *reg, uint32_t first, u
  * alike) of what new captures may take: the free budget but the room the
  * last plan's promotions wanted (gpu_stats.roomless_chunks), and up to
  * [gpu] capture_margin over it as far as the last plan saw chunks in VRAM
- * nothing used lately (gpu_stats.stale_chunks); never room another
+ * a capture may displace (gpu_stats.stale_chunks); never room another
  * client's grant still holds (grants.h), and nothing for a client that
  * does not use the GPU.  Also records the GPU's grantable_bytes and
  * grant_over_bytes. */

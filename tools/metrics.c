@@ -193,7 +193,7 @@ static void print_demand(FILE *f, struct json_object *gpus) {
                       "was launched on lately, as the last plan left them.");
         demand_metric(f, gpus, "kvtier_gpu_cold_bytes", "gauge", "cold_bytes", 1,
                       "Of the stale bytes, those found unused (by a probe or their siblings): what a demand "
-                      "may displace, as the last plan left them.");
+                      "of the same or a higher priority may displace, as the last plan left them.");
         demand_metric(f, gpus, "kvtier_gpu_sibling_demand_bytes", "gauge", "sibling_demand_bytes", 1,
                       "Of the bytes in host memory the GPU uses, those taken for in use on their sibling "
                       "regions' word alone (the same offset in use in other layers), as the last plan left them.");

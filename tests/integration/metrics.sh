@@ -130,8 +130,6 @@ check "kvtierctl status gives them" grep -q "^GPU 0 demand: .* $avoided eviction
 # Of the stale bytes (a capture may displace them), the cold ones (a demand may).
 check "demand: the status's cold_bytes are the metric's" \
         [ "$(m "$TMP/m3.txt" 'kvtier_gpu_cold_bytes{gpu="0"}')" = "$(jq '.gpus[0].demand.cold_bytes' "$TMP/s3.json")" ]
-check_le "demand: cold bytes are stale bytes" "$(jq '.gpus[0].demand.cold_bytes' "$TMP/s3.json")" \
-        "$(jq '.gpus[0].demand.stale_bytes' "$TMP/s3.json")"
 check "kvtierctl status tells how much of the stale VRAM was found unused" \
         grep -q "^GPU 0 demand: .* stale in VRAM ([0-9.]*[KMGT]\{0,1\}i\{0,1\}B\{0,1\} found unused)," "$TMP/s3.txt"
 check "no counter went down with it" bash -c "join <(grep '_total[{ ]' '$TMP/m2.txt' | grep -v '^#' | sort) \
@@ -149,6 +147,11 @@ check "demand: an engine's four regions of one size are one group of siblings" \
         [ "$(jq -c '.gpus[0].demand | [.sibling_regions, .sibling_groups]' "$TMP/s4.json")" = "[4,1]" ]
 check "kvtierctl status names the group" grep -q "^GPU 0 siblings: 4 regions in 1 group (" "$TMP/s4.txt"
 check "metrics give what siblings told" grep -q '^kvtier_gpu_sibling_stale_bytes{gpu="0"} [0-9]' "$TMP/m4.txt"
+# While the engine runs: stale on the siblings' word is cold, and cold is stale.
+check_le "demand: what siblings found unused is cold" "$(jq '.gpus[0].demand.sibling_stale_bytes' "$TMP/s4.json")" \
+        "$(jq '.gpus[0].demand.cold_bytes' "$TMP/s4.json")"
+check_le "demand: cold bytes are stale bytes" "$(jq '.gpus[0].demand.cold_bytes' "$TMP/s4.json")" \
+        "$(jq '.gpus[0].demand.stale_bytes' "$TMP/s4.json")"
 check "those metrics pass the strict format check" "$LINT" <"$TMP/m3.txt"
 # kvtierctl(1) lists them (man/metrics-list renders metrics.c's HELP lines).
 if command -v groff >/dev/null; then

@@ -80,6 +80,7 @@ static void test_stale(void) {
         TAP_EQ_INT(policy_plan(&x.pp, &x.in, &p), 0, "stale: plans (two siblings armed, unused)");
         TAP_OK(p.evict_chunks == 1 && moved(&p, 0, 3, M), "stale: its chunk in VRAM is evicted, only it");
         TAP_EQ_U64(p.sibling_stale_chunks, 1, "stale: the plan counts it stale on its siblings' word");
+        TAP_EQ_U64(p.cold_chunks, 1, "stale: and cold: a demand may displace it");
         TAP_EQ_U64(p.sibling_demand_chunks, 0, "stale: and no demand on theirs");
         policy_plan_clear(&p);
 
