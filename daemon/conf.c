@@ -185,7 +185,7 @@ static const struct conf_key conf_table[] = {
          "can make room (the planner evicts those behind them): bytes or a percentage of the budget; "
          "0 = new allocations start in VRAM only within the budget",
          offsetof(struct conf, capture_margin)},
-        {"gpu", "yield_percent", CONF_UINT, 1, 100, "10",
+        {"gpu", "yield_percent", CONF_UINT, 1, 100, "5",
          "While a client of higher [client.NAME] priority is busy on a GPU, each client of lower priority "
          "there has its kernel launches paced so that its kernels take about this percentage of the time "
          "(kernels of two processes share a GPU by time slices, so a busy neighbour slows every kernel); "
