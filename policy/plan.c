@@ -215,17 +215,18 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                         uint16_t f = chunk_state(&renv, c);
                         enum sibling_word word = SIBLINGS_SILENT;
                         uint32_t rk = chunk_rank(&renv, c, f, prio, active, sib ? &sib[i] : NULL, &word);
+                        unsigned cls = rk >> RANK_CLASS_SHIFT & 7u; /* demand_class() */
                         bool movable = !(f & (PLAN_PINNED | PLAN_PENDING));
-                        bool demand = env.demand && (rk >> RANK_CLASS_SHIFT & 6u) == 4u && movable;
-                        bool stale = env.demand && (rk >> RANK_CLASS_SHIFT & 2u) && (rk >> RANK_CLASS_SHIFT & 7u) != 7u &&
-                                     (f & PLAN_IN_VRAM) && movable;
+                        bool demand = env.demand && (cls & 6u) == 4u && movable;
+                        bool stale = env.demand && (cls & 2u) && cls != 7u && (f & PLAN_IN_VRAM) && movable;
 
                         /* demand: a fresh chunk outside VRAM is a demand (class 4 or 5);
                          * one in VRAM ranks below a new capture (fresh and active, 7)
-                         * unless it is fresh and active too */
+                         * unless it is fresh and active too (stale), and below a
+                         * demand unless it is fresh (cold: class 2 or 3) */
                         fresh_host += demand;
                         stale_vram += stale;
-                        cold_vram += stale && !(rk >> RANK_CLASS_SHIFT & 4u);
+                        cold_vram += stale && !(cls & 4u);
                         sibling_demand += demand && word == SIBLINGS_DEMAND;
                         sibling_stale += stale && word == SIBLINGS_STALE;
                         flags[i] = f;
