@@ -8,5 +8,5 @@ cd "$(dirname "$0")/../.."
 out=${1:-.carry}
 . tests/gpu/carry.sh
 carry_kvtier "$out"
-cp tests/bench/suite-h200.sh tests/bench/bench-lib.sh tests/bench/suite-report.py tests/bench/paged_kv.py tests/bench/long_context.py tests/bench/prefill-h200.sh tests/bench/ab-h200.sh tests/bench/residency-report.py tests/bench/first_touch.py tests/bench/first-touch-h200.sh "$out/"
+cp tests/bench/suite-h200.sh tests/bench/bench-lib.sh tests/bench/suite-report.py tests/bench/paged_kv.py tests/bench/long_context.py tests/bench/prefill-h200.sh tests/bench/ab-h200.sh tests/bench/residency-report.py tests/bench/first_touch.py tests/bench/first-touch-h200.sh tests/bench/inplace_read.py "$out/"
 ls -la "$out"
