@@ -79,6 +79,10 @@ def main():
                     help="the timed first token's memory (torch's allocator): bytes allocated at its start, "
                          "its peak, and the largest rise within one decoder layer, as prefill_memory in the "
                          "JSON line (what one layer's prefill needs in VRAM at once, beside what it keeps)")
+    ap.add_argument("--step-footprint", type=int, metavar="K",
+                    help="record torch's allocations through decode step K of the full generate (its memory "
+                         "history) and report them as step_footprint in the JSON line: what one token allocates "
+                         "and where, beside the cache it reads (the bytes a step touches that kvtier must place)")
     ap.add_argument("--hint-kv-cold", type=int, metavar="LAG",
                     help="tuned, an oracle of cold evidence: during every prefill, before decoder layer i runs, "
                          "hint the K and V of layer i - LAG COLD, or with LAG 0 of every layer the GPU has finished "
@@ -123,7 +127,7 @@ def main():
         ttfts.append(ttft)
     prefill_ms = timer.stop() if timer else None
     prefill_memory = memory.stop() if memory else None
-    clock = StepClock()
+    clock = StepClock(a.step_footprint)
     t0 = time.perf_counter()
     out = gen(ids, a.new, logits=bool(a.logits), clock=clock)
     sync()
@@ -146,7 +150,27 @@ def main():
         **({"prefill_ms": prefill_ms} if prefill_ms else {}),
         **({"prefill_memory": prefill_memory} if prefill_memory else {}),
         **({"cold_hints": cold.n} if cold else {}),
+        **({"step_footprint": clock.footprint} if clock.footprint else {}),
     }))
+
+
+def step_footprint(snapshot, live_before):
+    """What the allocations of one recorded decode step add up to: their
+    count and bytes (those of 1 MiB or more apart), the bytes of distinct
+    addresses they used (a block reused within the step counts once), the
+    largest sizes, and the bytes live before the step (the cache it reads)."""
+    allocs = [e for trace in snapshot["device_traces"] for e in trace if e["action"] == "alloc"]
+    big = [e for e in allocs if e["size"] >= 1 << 20]
+    spans = sorted((e["addr"], e["addr"] + e["size"]) for e in big)
+    distinct, end = 0, 0
+    for lo, hi in spans:
+        if hi > end:
+            distinct += hi - max(lo, end)
+            end = hi
+    sizes = sorted((e["size"] for e in big), reverse=True)
+    return {"allocs": len(allocs), "bytes": sum(e["size"] for e in allocs), "big_allocs": len(big),
+            "big_bytes": sum(sizes), "big_distinct_bytes": distinct, "largest": sizes[:8],
+            "live_before_bytes": live_before}
 
 
 class StepClock(StoppingCriteria):
@@ -156,12 +180,20 @@ class StepClock(StoppingCriteria):
     it.  generate already waits for the GPU at each token (to test whether
     to stop), so the wait adds no sync the engine did not have."""
 
-    def __init__(self):
+    def __init__(self, footprint_step=None):
         self.stamps = []
+        self.footprint_step, self.footprint = footprint_step, None
 
     def __call__(self, input_ids, scores, **kwargs):
         sync()
         self.stamps.append(time.perf_counter())
+        k = len(self.stamps)  # the token just made; the next call ends step k
+        if self.footprint_step is not None and k == self.footprint_step:
+            torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=1 << 20)
+            self.live_before = torch.cuda.memory_allocated()
+        elif self.footprint_step is not None and k == self.footprint_step + 1:
+            self.footprint = step_footprint(torch.cuda.memory._snapshot(), self.live_before)
+            torch.cuda.memory._record_memory_history(enabled=None)
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     def steps_ms(self):
