@@ -60,6 +60,7 @@ sim "paged contiguous, hot set 4x the budget" 4G paged-contiguous 10 64
 sim "paged interleaved, hot set the budget" 4G paged-interleaved 10 16
 sim "paged interleaved, hot set 4x the budget" 4G paged-interleaved 10 64
 sim "long context by concatenation, KV 2x the budget" 1G long-context 64
+sim "long context, StaticCache (repeat_kv), KV 2x the budget" 1G long-static 64
 
 # A daemon that binds a region's heat counters late loses the first touches
 # of a pool filled as soon as it is captured (paged_kv.py does so; kvtierd
