@@ -7,7 +7,9 @@ is).  No kvtier: the memory is allocated and advised here, through the
 driver API.  For each kernel, the bytes it reads over its time (CUDA
 events, median of --reps after warm-ups), in both places, and the
 migration of the same bytes by prefetch for comparison.  One JSON line a
-kernel, then one with the prefetch speeds."""
+kernel, then one with the prefetch speeds.  The copies a decode makes of
+its own (transformers' repeat_kv, K and V expanded to all heads before an
+attention with a mask) are not among the kernels timed."""
 import argparse
 import ctypes
 import json
@@ -101,7 +103,8 @@ def main():
     kernels = {
         # DynamicCache's decode: attention over K and V, no mask
         "sdpa": (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 2 * nbytes),
-        # StaticCache's: the same with a mask over the whole cache
+        # the same with a mask over the whole cache (transformers' sdpa path
+        # with a mask copies K and V to all heads first, repeat_kv: not timed)
         "sdpa_mask": (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True), 2 * nbytes),
         # DynamicCache's update: the cache and one token into a new tensor (in VRAM here)
         "cat": (lambda: torch.cat([k, k_new], dim=2), nbytes),

@@ -82,12 +82,15 @@ def main():
     ap.add_argument("--step-footprint", type=int, metavar="K",
                     help="record torch's allocations through decode step K of the full generate (its memory "
                          "history) and report them as step_footprint in the JSON line: what one token allocates "
-                         "and where, beside the cache it reads (the bytes a step touches that kvtier must place)")
+                         "and where, beside what torch held before it (the bytes a step touches that kvtier must "
+                         "place); K from 1 to NEW - 1")
     ap.add_argument("--hint-kv-cold", type=int, metavar="LAG",
                     help="tuned, an oracle of cold evidence: during every prefill, before decoder layer i runs, "
                          "hint the K and V of layer i - LAG COLD, or with LAG 0 of every layer the GPU has finished "
                          "(kvtier_hint; nothing without the shim)")
     a = ap.parse_args()
+    if a.step_footprint is not None and not 1 <= a.step_footprint < a.new:
+        ap.error("--step-footprint K needs 1 <= K < --new (%d)" % a.new)
 
     cfg, model, ids = build(a.layers, a.context, a.new, a.seed)
     kv_bytes = 2 * a.layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * \
@@ -158,7 +161,8 @@ def step_footprint(snapshot, live_before):
     """What the allocations of one recorded decode step add up to: their
     count and bytes (those of 1 MiB or more apart), the bytes of distinct
     addresses they used (a block reused within the step counts once), the
-    largest sizes, and the bytes live before the step (the cache it reads)."""
+    largest sizes, and the bytes torch held before the step (the model's
+    weights and the cache)."""
     allocs = [e for trace in snapshot["device_traces"] for e in trace if e["action"] == "alloc"]
     big = [e for e in allocs if e["size"] >= 1 << 20]
     spans = sorted((e["addr"], e["addr"] + e["size"]) for e in big)
