@@ -167,9 +167,12 @@ static void long_context(unsigned steps) {
 
 /* Region ids: the prefill's activations 1, layer l's K 2 + 2l and V 3 + 2l,
  * the decode's repeated K and V 2 + 2 * LAYERS (K from chunk 0, V from
- * REP_CHUNKS): blocks of segments the prefill left, in VRAM or not as it
- * left them, which is what a new region captured at the decode's start
- * models. */
+ * REP_CHUNKS).  torch's allocator keeps the prefill's segments: region 1
+ * stays captured, unused through the decode, in VRAM as the prefill left
+ * it, and the copies are carved from other blocks, captured at the
+ * decode's start (in the budget's room, if any).  Freeing region 1 before
+ * them instead hands them its VRAM, a different workload (the model's
+ * speeds change a lot: tests/bench/RESULTS.md, twenty-ninth session). */
 static void long_static(unsigned steps) {
         int rep = 2 + 2 * LAYERS;
         uint64_t t = 0;
