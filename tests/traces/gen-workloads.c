@@ -132,6 +132,22 @@ static void paged(bool interleaved, unsigned seconds, int hot, bool at_fill) {
 #define KV_CHUNKS  33 /* 64 MiB + growth, rounded by the caching allocator */
 #define ACT_CHUNKS 32
 
+/* An access at t to the first n chunks of region. */
+static void access(uint64_t t, int region, int n) {
+        printf("A %llu %d 0 %d\n", (unsigned long long)t, region, n);
+}
+
+/* One layer of a prefill from t: the activations (region 1, act chunks)
+ * four times 4 ms apart, then the layer's K and V written once.  Returns
+ * the time after it. */
+static uint64_t prefill_layer(uint64_t t, int act, int k_region, int v_region) {
+        for (int k = 0; k < 4; k++, t += 4 * MS)
+                access(t, 1, act);
+        access(t, k_region, KV_CHUNKS);
+        access(t, v_region, KV_CHUNKS);
+        return t;
+}
+
 /* Region ids: activations 1; layer l's K blocks 2 + 4l and 3 + 4l, V blocks 4 + 4l and 5 + 4l. */
 static void long_context(unsigned steps) {
         uint64_t t = 0;
@@ -142,10 +158,7 @@ static void long_context(unsigned steps) {
         /* prefill: each layer writes its K and V once; the activations every layer */
         for (int l = 0; l < LAYERS; l++) {
                 printf("R %d %d\nR %d %d\n", 2 + 4 * l, KV_CHUNKS, 4 + 4 * l, KV_CHUNKS);
-                for (int k = 0; k < 4; k++, t += 4 * MS)
-                        printf("A %llu 1 0 %d\n", (unsigned long long)t, ACT_CHUNKS);
-                printf("A %llu %d 0 %d\nA %llu %d 0 %d\n", (unsigned long long)t, 2 + 4 * l, KV_CHUNKS,
-                       (unsigned long long)t, 4 + 4 * l, KV_CHUNKS);
+                t = prefill_layer(t, ACT_CHUNKS, 2 + 4 * l, 4 + 4 * l);
         }
         for (int l = 0; l < LAYERS; l++)
                 printf("R %d %d\nR %d %d\n", 3 + 4 * l, KV_CHUNKS, 5 + 4 * l, KV_CHUNKS);
@@ -153,12 +166,12 @@ static void long_context(unsigned steps) {
                 for (int l = 0; l < LAYERS; l++, t += 750 * US) {
                         int from = s % 2, to = 1 - from;
 
-                        printf("A %llu 1 0 4\n", (unsigned long long)t);
+                        access(t, 1, 4);
                         for (int kv = 0; kv < 2; kv++) {
                                 int base = 2 + 4 * l + 2 * kv;
 
-                                printf("A %llu %d 0 %d\nA %llu %d 0 %d\n", (unsigned long long)t, base + from,
-                                       KV_CHUNKS, (unsigned long long)t, base + to, KV_CHUNKS);
+                                access(t, base + from, KV_CHUNKS);
+                                access(t, base + to, KV_CHUNKS);
                         }
                 }
 }
@@ -183,21 +196,17 @@ static void long_static(unsigned steps) {
         for (int l = 0; l < LAYERS; l++)
                 printf("R %d %d\nR %d %d\n", 2 + 2 * l, KV_CHUNKS, 3 + 2 * l, KV_CHUNKS);
         /* prefill: each layer writes its K and V once; the activations every layer */
-        for (int l = 0; l < LAYERS; l++) {
-                for (int k = 0; k < 4; k++, t += 4 * MS)
-                        printf("A %llu 1 0 %d\n", (unsigned long long)t, 2 * REP_CHUNKS);
-                printf("A %llu %d 0 %d\nA %llu %d 0 %d\n", (unsigned long long)t, 2 + 2 * l, KV_CHUNKS,
-                       (unsigned long long)t, 3 + 2 * l, KV_CHUNKS);
-        }
+        for (int l = 0; l < LAYERS; l++)
+                t = prefill_layer(t, 2 * REP_CHUNKS, 2 + 2 * l, 3 + 2 * l);
         /* decode, 2 ms a layer: repeat_kv reads K and V and writes their
          * copies, the attention reads the copies */
         printf("R %d %d\n", rep, 2 * REP_CHUNKS);
         for (unsigned s = 0; s < steps; s++)
                 for (int l = 0; l < LAYERS; l++, t += 2 * MS) {
-                        printf("A %llu %d 0 %d\nA %llu %d 0 %d\n", (unsigned long long)t, 2 + 2 * l, KV_CHUNKS,
-                               (unsigned long long)t, 3 + 2 * l, KV_CHUNKS);
-                        printf("A %llu %d 0 %d\n", (unsigned long long)t, rep, 2 * REP_CHUNKS);
-                        printf("A %llu %d 0 %d\n", (unsigned long long)(t + MS), rep, 2 * REP_CHUNKS);
+                        access(t, 2 + 2 * l, KV_CHUNKS);
+                        access(t, 3 + 2 * l, KV_CHUNKS);
+                        access(t, rep, 2 * REP_CHUNKS);
+                        access(t + MS, rep, 2 * REP_CHUNKS);
                 }
 }
 
