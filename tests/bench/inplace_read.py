@@ -26,6 +26,11 @@ class Loc(ctypes.Structure):
     _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
 
 
+def loc(where):
+    """Device 0 for "vram", the host otherwise."""
+    return Loc(LOC_DEVICE, 0) if where == "vram" else Loc(LOC_HOST, 0)
+
+
 class Managed:
     """n bytes of managed memory, placed by place()."""
 
@@ -38,25 +43,16 @@ class Managed:
     def place(self, where):
         cu, p, n = self.cu, ctypes.c_uint64(self.ptr.value), ctypes.c_size_t(self.n)
         torch.cuda.synchronize()
-        if where == "vram":
-            check(cu.cuMemAdvise_v2(p, n, ADVISE_PREFERRED, Loc(LOC_DEVICE, 0)), "advise")
-            check(cu.cuMemPrefetchAsync_v2(p, n, Loc(LOC_DEVICE, 0), 0, None), "prefetch")
-        else:
-            check(cu.cuMemAdvise_v2(p, n, ADVISE_PREFERRED, Loc(LOC_HOST, 0)), "advise")
-            check(cu.cuMemAdvise_v2(p, n, ADVISE_ACCESSED_BY, Loc(LOC_DEVICE, 0)), "advise")
-            check(cu.cuMemPrefetchAsync_v2(p, n, Loc(LOC_HOST, 0), 0, None), "prefetch")
+        check(cu.cuMemAdvise_v2(p, n, ADVISE_PREFERRED, loc(where)), "advise")
+        if where != "vram":
+            check(cu.cuMemAdvise_v2(p, n, ADVISE_ACCESSED_BY, loc("vram")), "advise")
+        check(cu.cuMemPrefetchAsync_v2(p, n, loc(where), 0, None), "prefetch")
         check(cu.cuCtxSynchronize(), "sync")
 
     def prefetch_ms(self, where):
-        cu, p, n = self.cu, ctypes.c_uint64(self.ptr.value), ctypes.c_size_t(self.n)
-        loc = Loc(LOC_DEVICE, 0) if where == "vram" else Loc(LOC_HOST, 0)
+        p, n = ctypes.c_uint64(self.ptr.value), ctypes.c_size_t(self.n)
         torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        check(cu.cuMemPrefetchAsync_v2(p, n, loc, 0, None), "prefetch")
-        b.record()
-        b.synchronize()
-        return a.elapsed_time(b)
+        return elapsed_ms(lambda: check(self.cu.cuMemPrefetchAsync_v2(p, n, loc(where), 0, None), "prefetch"))
 
 
 def check(rc, what):
@@ -64,18 +60,20 @@ def check(rc, what):
         raise RuntimeError("%s failed: CUresult %d" % (what, rc))
 
 
+def elapsed_ms(fn):
+    """The GPU time of what fn puts on the current stream, by CUDA events."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b)
+
+
 def timed(fn, reps):
     for _ in range(2):
         fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+    return statistics.median(elapsed_ms(fn) for _ in range(reps))
 
 
 def main():
