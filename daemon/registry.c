@@ -1004,21 +1004,9 @@ static bool probe_back(struct registry *r, struct region *reg, uint32_t chunk) {
         return back;
 }
 
-/* How long after a mapped eviction (tier HOST_MAPPED) a use seen of its
- * chunks is taken for the eviction's own mapping: SetAccessedBy makes the
- * driver map each chunk, and CUPTI reports those remote maps as it reports
- * a fault's (same kind, same cause, on the H200), within a flush or two
- * (the shim's CUPTI_FLUSH_MS, 10 ms).  Milliseconds. */
-#define EVICT_QUIET_MS 50u
-
+/* A use seen of ch that is a mapped eviction's own mapping (policy.h). */
 static bool touch_is_own_mapping(const struct registry *r, const struct policy_chunk *ch) {
-        uint32_t tick_ms = conf_tick_ms(r->conf), quiet = (EVICT_QUIET_MS + tick_ms - 1) / tick_ms;
-
-        if (ch->pending == KVT_TIER_HOST_MAPPED)
-                return true;
-        /* re-armed since, to verify it: a touch is a use */
-        return (ch->flags & (CHUNK_OWN_MAP | CHUNK_REARMED)) == CHUNK_OWN_MAP && ch->last_move &&
-               r->tick - ch->last_move <= MAX(quiet, 1u);
+        return policy_own_mapping(ch, r->tick, policy_evict_quiet_ticks(conf_tick_ms(r->conf) * 1000ull));
 }
 
 /* Notes a demand for registry_gpu_judge_demands().  A demand sets

@@ -530,6 +530,36 @@ static inline bool policy_chunk_unverified(const struct policy_chunk *c) {
                (c->flags & (POLICY_CHUNK_OWN_MAP | POLICY_CHUNK_REARMED | POLICY_CHUNK_MAPPED)) == POLICY_CHUNK_OWN_MAP;
 }
 
+/* How long after a mapped eviction (tier HOST_MAPPED) a use seen of its
+ * chunk is taken for the eviction's own mapping: SetAccessedBy makes the
+ * driver map each chunk, and CUPTI reports those remote maps as it reports
+ * a fault's (same kind, same cause, on the H200), within a flush or two
+ * (the shim's CUPTI_FLUSH_MS, 10 ms).  Milliseconds. */
+#define POLICY_EVICT_QUIET_MS 50u
+
+/* The quiet window in ticks of tick_us: POLICY_EVICT_QUIET_MS rounded up,
+ * one tick at the least. */
+static inline uint32_t policy_evict_quiet_ticks(uint64_t tick_us) {
+        uint64_t q = tick_us ? (POLICY_EVICT_QUIET_MS * 1000ull + tick_us - 1) / tick_us : 1;
+
+        return q ? (uint32_t)q : 1;
+}
+
+/* Whether a use seen at now of chunk c is taken for a mapped eviction's
+ * own mapping, not the engine's: the eviction is in flight, or it came to
+ * host memory by one within quiet_ticks (policy_evict_quiet_ticks()) and
+ * was not re-armed since.  Such a use is no use: the daemon books the
+ * chunk mapped (to be re-armed before it is seen again) and counts neither
+ * a demand nor a refault, and kvtier-sim does the same.  So an engine's
+ * own use in that window goes unseen: the thrash guard does not count a
+ * chunk that comes back so soon. */
+static inline bool policy_own_mapping(const struct policy_chunk *c, uint32_t now, uint32_t quiet_ticks) {
+        if (c->pending == POLICY_TIER_HOST_MAPPED)
+                return true;
+        return (c->flags & (POLICY_CHUNK_OWN_MAP | POLICY_CHUNK_REARMED)) == POLICY_CHUNK_OWN_MAP && c->last_move &&
+               now - c->last_move <= quiet_ticks;
+}
+
 /* Whether a fault at now on host chunk c is a refault: back within
  * protect_min_ticks of the move that took it there (a re-arm is no move).
  * What the thrash guard counts (policy_guard_tick()), in the daemon and in

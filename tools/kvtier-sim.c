@@ -340,7 +340,7 @@ static double speed(const struct sim_result *r, uint64_t extra_ns) {
 static void print_result(const char *name, const struct sim_result *r, const struct sim_config *cfg) {
         printf("policy=%s hit_rate=%.4f hits=%" PRIu64 " accesses=%" PRIu64 " to_vram_bytes=%" PRIu64
                " to_host_bytes=%" PRIu64 " stall_ms=%.3f peak_charged_bytes=%" PRIu64 " budget_bytes=%" PRIu64
-               " moves=%" PRIu64 " advised=%" PRIu64 " faults=%" PRIu64 " faults_lost=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64
+               " moves=%" PRIu64 " advised=%" PRIu64 " faults=%" PRIu64 " faults_lost=%" PRIu64 " own_maps=%" PRIu64 " refaults=%" PRIu64 " rearmed=%" PRIu64
                " rearm_ms=%.3f"
                " probes=%" PRIu64 " probes_back=%" PRIu64 " probes_expired=%" PRIu64
                 " held_max=%" PRIu64 " protect_max=%u span_ms=%.3f delay_ms=%.3f zerocopy_ms=%.3f speed=%.4f"
@@ -348,7 +348,7 @@ static void print_result(const char *name, const struct sim_result *r, const str
                " zerocopy_speed=%.4f consistent=%s\n",
                name, r->accesses ? (double)r->hits / (double)r->accesses : 0.0, r->hits, r->accesses,
                r->bytes_to_vram, r->bytes_to_host, (double)r->stall_ns / 1e6, r->peak_charged_bytes,
-               cfg->budget_bytes, r->moves, r->advised, r->faults, r->faults_lost, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
+               cfg->budget_bytes, r->moves, r->advised, r->faults, r->faults_lost, r->own_maps, r->refaults, r->rearmed, (double)r->rearm_ns / 1e6, r->probes, r->probes_back,
                r->probes_expired,
                r->held_max, r->protect_max, (double)r->span_ns / 1e6, (double)r->delay_ns / 1e6,
                (double)r->zerocopy_ns / 1e6,

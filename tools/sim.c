@@ -234,6 +234,13 @@ static bool probe_back(struct sim *s, uint32_t reg, uint32_t i) {
 static void signal_apply(struct sim *s, uint32_t reg, uint32_t i) {
         struct policy_chunk *c = &s->chunks[reg][i];
 
+        /* a use within a mapped eviction's quiet window, taken for its own
+         * mapping as the registry takes it: booked mapped, no use */
+        if (policy_own_mapping(c, s->now, policy_evict_quiet_ticks(s->cfg->tick_ns / 1000))) {
+                c->flags |= POLICY_CHUNK_MAPPED;
+                s->res->own_maps++;
+                return;
+        }
         if (s->pp->kind == POLICY_DEMAND)
                 policy_chunk_use(c, s->now, s->pp->heat_half_life_ticks);
         else

@@ -57,6 +57,7 @@ struct sim_result {
         uint64_t span_ns;     /* the trace's first record to its last (within the measured window) */
         uint64_t delay_ns;    /* closed_loop: all the stalls the engine waited for (0 otherwise) */
         uint64_t faults, refaults, rearmed;
+        uint64_t own_maps;    /* of faults: those in a mapped eviction's quiet window, taken for its own mapping */
         uint64_t advised;     /* chunks evicted with their advice made: each at its first eviction */
         uint64_t faults_lost; /* of faults: those bind_delay_ns lost */
         uint64_t probes, probes_back, probes_expired; /* cohorts probed, found in use, found cold */

@@ -139,6 +139,26 @@ check "armed: every re-arm was region 2's, followed by a fault, or verified regi
 check "armed: region 1's read faults once a chunk" [ "$(field "$line" faults)" = $(($(field "$base" faults) + 2)) ]
 check "armed: with no re-arm before it but the verifying one" [ "$(field "$line" rearmed)" = "$(field "$base" rearmed)" ]
 
+# A use within a mapped eviction's quiet window (POLICY_EVICT_QUIET_MS after
+# it) is taken for the eviction's own mapping, as the registry takes it
+# (policy_own_mapping()): no use, no refault, the chunk booked mapped.
+# Region 2 (host memory), read every 10 ms, displaces region 1 (VRAM,
+# unused, found cold by a probe) at 440-450 ms of this trace.  A read of
+# region 1 at 470 ms is in the window, one at 550 ms past it: a refault.
+quiet_run() {
+        { printf 'kvtier-trace 1\nR 1 2\nR 2 2\n'
+          { for t in $(seq 0 10 1500); do printf 'A %d 2 0 2\n' $((t * 1000000)); done
+            printf 'A %d 1 0 2\n' $(($1 * 1000000)); } | sort -k2,2n; } >"$TMP/quiet.trace"
+        "$SIM" --budget=4M --margin=0 -p demand "$TMP/quiet.trace" | grep '^policy=demand '
+}
+line=$(quiet_run 470)
+check "quiet window: region 1 was evicted" [ "$(field "$line" to_host_bytes)" = $((2 << 21)) ]
+check "quiet window: a read 20-30 ms after it is the eviction's own mapping, no refault" \
+        [ "$(field "$line" own_maps)" = 2 ] && [ "$(field "$line" refaults)" = 0 ]
+line=$(quiet_run 550)
+check "quiet window: a read 100-110 ms after the eviction is a refault" \
+        [ "$(field "$line" own_maps)" = 0 ] && [ "$(field "$line" refaults)" = 2 ]
+
 # An eviction's advice is paid once a chunk, at its first eviction (the
 # shim keeps it): two halves of a region of 4 chunks take turns in a budget
 # of 2, every chunk goes out several times, and 4 evictions are advised.
