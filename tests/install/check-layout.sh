@@ -48,7 +48,8 @@ check "kvtierd.service runs $sbindir/kvtierd -c $conf" \
 check "kvtierd.socket listens on $sock" grep -qx "ListenSequentialPacket=$sock" "$unit/kvtierd.socket"
 check "tmpfiles makes ${sock%/*}" grep -q "^d ${sock%/*} " "$root$prefix/lib/tmpfiles.d/kvtier.conf"
 docs=$(sed -n 's/^Documentation=//p' "$unit/kvtierd.service" "$unit/kvtierd.socket" | tr ' ' '\n' | sort -u)
-check "the units' Documentation= names man pages" [ -n "$docs" ] && ! echo "$docs" | grep -qv '^man:'
+only_man_pages() { [ -n "$docs" ] && ! echo "$docs" | grep -qv '^man:'; }
+check "the units' Documentation= names man pages" only_man_pages
 for d in $docs; do
         p=${d#man:} name=${p%(*} sec=${p#*(}
         check "Documentation=$d is installed" man_page "$name" "${sec%)}"

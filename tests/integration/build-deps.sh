@@ -50,5 +50,5 @@ check_le "and gives up after LOCK_WAIT_S (1 s), within 5 s" "$((SECONDS - start)
 printf '#!/bin/sh\nprintf "ii "\n' >"$fake/dpkg-query"
 rm -f "$TMP/calls" "$TMP/args"
 run_build BUSY=0 LOCK_WAIT_S=1; rc=$?
-check "with everything installed it exits 0 without running apt-get" [ $rc -eq 0 ] && [ ! -e "$TMP/args" ]
+check "with everything installed it exits 0 without running apt-get" rc_and "$rc" [ ! -e "$TMP/args" ]
 done_testing

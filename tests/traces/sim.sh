@@ -107,8 +107,9 @@ check "tiny, signals: nothing faulted or moved" nothing_moved
 printf 'kvtier-trace 1\nR 1 2\nR 2 4\n' >"$TMP/tiny2.trace"
 for t in 0 400 800 1200 1600; do printf 'A %d 2 0 4\n' $((t * 1000000)) >>"$TMP/tiny2.trace"; done
 line=$("$SIM" --budget=8M --margin=0 --probes=0 -p demand "$TMP/tiny2.trace" | grep '^policy=demand ')
+faults_rearmed() { [ "$(field "$line" faults)" = 12 ] && [ "$(field "$line" rearmed)" = 8 ]; }
 check "tiny, signals: past the budget a region starts in host memory: 4 first touches, 8 re-armed touches fault" \
-        [ "$(field "$line" faults)" = 12 ] && [ "$(field "$line" rearmed)" = 8 ]
+        faults_rearmed
 two_in() { [ "$(field "$line" to_vram_bytes)" = $((2 << 21)) ] && [ "$(field "$line" to_host_bytes)" = 0 ]; }
 check "tiny, signals, no probes: two promoted into the free room, the unused region not displaced" two_in
 check "tiny, signals, no probes: two of four hit in each later read" [ "$(field "$line" hits)" = 8 ]
@@ -141,7 +142,7 @@ check "armed: with no re-arm before it but the verifying one" [ "$(field "$line"
 
 # A use within a mapped eviction's quiet window (POLICY_EVICT_QUIET_MS after
 # it) is taken for the eviction's own mapping, as the registry takes it
-# (policy_own_mapping()): no use, no refault, the chunk booked mapped.
+# (policy_own_mapping()): no use, no refault (the chunk is booked mapped).
 # Region 2 (host memory), read every 10 ms, displaces region 1 (VRAM,
 # unused, found cold by a probe) at 440-450 ms of this trace.  A read of
 # region 1 at 470 ms is in the window, one at 550 ms past it: a refault.
@@ -151,13 +152,12 @@ quiet_run() {
             printf 'A %d 1 0 2\n' $(($1 * 1000000)); } | sort -k2,2n; } >"$TMP/quiet.trace"
         "$SIM" --budget=4M --margin=0 -p demand "$TMP/quiet.trace" | grep '^policy=demand '
 }
+maps_refaults() { [ "$(field "$line" own_maps)" = "$1" ] && [ "$(field "$line" refaults)" = "$2" ]; }
 line=$(quiet_run 470)
 check "quiet window: region 1 was evicted" [ "$(field "$line" to_host_bytes)" = $((2 << 21)) ]
-check "quiet window: a read 20-30 ms after it is the eviction's own mapping, no refault" \
-        [ "$(field "$line" own_maps)" = 2 ] && [ "$(field "$line" refaults)" = 0 ]
+check "quiet window: a read 20-30 ms after it is the eviction's own mapping, no refault" maps_refaults 2 0
 line=$(quiet_run 550)
-check "quiet window: a read 100-110 ms after the eviction is a refault" \
-        [ "$(field "$line" own_maps)" = 0 ] && [ "$(field "$line" refaults)" = 2 ]
+check "quiet window: a read 100-110 ms after the eviction is a refault" maps_refaults 0 2
 
 # An eviction's advice is paid once a chunk, at its first eviction (the
 # shim keeps it): two halves of a region of 4 chunks take turns in a budget
