@@ -537,12 +537,10 @@ static inline bool policy_chunk_unverified(const struct policy_chunk *c) {
  * (the shim's CUPTI_FLUSH_MS, 10 ms).  Milliseconds. */
 #define POLICY_EVICT_QUIET_MS 50u
 
-/* The quiet window in ticks of tick_us: POLICY_EVICT_QUIET_MS rounded up,
- * one tick at the least. */
+/* The quiet window in ticks of tick_us: POLICY_EVICT_QUIET_MS rounded up
+ * (one tick at the least: a tick longer than the window is one). */
 static inline uint32_t policy_evict_quiet_ticks(uint64_t tick_us) {
-        uint64_t q = tick_us ? (POLICY_EVICT_QUIET_MS * 1000ull + tick_us - 1) / tick_us : 1;
-
-        return q ? (uint32_t)q : 1;
+        return tick_us ? (uint32_t)((POLICY_EVICT_QUIET_MS * 1000ull + tick_us - 1) / tick_us) : 1;
 }
 
 /* Whether a use seen at now of chunk c is taken for a mapped eviction's
