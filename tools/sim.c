@@ -15,10 +15,17 @@ struct signal {
         uint32_t due, region, chunk;
 };
 
-/* A move in flight on one direction of the link; they finish in order. */
+/* What a flight carries out: a move, or a sample the shim makes in its
+ * evictors' queue, behind the evictions ordered before it. */
+enum flight_kind { FLIGHT_MOVE, FLIGHT_PROBE, FLIGHT_REARM };
+
+/* A move in flight on one direction of the link, or a sample in the
+ * evictors' queue; they finish in order. */
 struct flight {
         uint64_t done_ns;
         uint32_t region, first, n, tier;
+        enum flight_kind kind;
+        bool cohort_end; /* a probe: the last chunk of its cohort (order) */
 };
 
 struct lane {
@@ -49,7 +56,7 @@ struct sim {
         uint32_t protect_ticks;       /* the guard's choice for the tick under way */
         uint64_t evicted_tick, refaulted_tick; /* seen in the tick under way, for the guard */
         uint64_t sample_cursor;
-        uint64_t sample_free_ns;      /* when the shim has made the samples (re-arms, probes) ordered so far */
+        uint32_t rearming, probing;   /* samples ordered and not yet made: re-armed chunks, probe cohorts */
         struct policy_region *views;  /* scratch: live regions, oldest first */
         uint32_t *view_region;        /* view index -> declaration index */
         struct lane promote, evict;
@@ -105,9 +112,15 @@ static void probe_expired(struct sim *s, uint32_t reg, uint32_t i) {
         s->expired_tick++;
 }
 
+static void sample_land(struct sim *s, const struct flight *f);
+
 static void flight_land(struct sim *s, const struct flight *f) {
         struct policy_chunk *c = s->chunks[f->region];
 
+        if (f->kind != FLIGHT_MOVE) {
+                sample_land(s, f);
+                return;
+        }
         if (!c)
                 return; /* region freed while in flight: F uncharged it */
         for (uint32_t i = f->first; i < f->first + f->n; i++) {
@@ -271,63 +284,97 @@ static void signals_deliver(struct sim *s) {
         }
 }
 
-/* Chunks of the samples ordered and not yet made at at_ns, counted as
- * re-arms: the shim makes them one after another, rearm_ns each (probe_ns
- * a probed chunk).  The daemon's planner re-arms a tick no more than its
- * share less these. */
-static uint64_t sample_backlog(const struct sim *s, uint64_t at_ns) {
-        if (s->sample_free_ns <= at_ns || s->cfg->rearm_ns == 0)
-                return 0;
-        return (s->sample_free_ns - at_ns + s->cfg->rearm_ns - 1) / s->cfg->rearm_ns;
+/* Orders a sample in the evictors' queue (the evict lane, behind the
+ * evictions ordered before it), each chunk per_chunk_ns of an evictor's
+ * time.  Returns 0 or -ENOMEM. */
+static int sample_order(struct sim *s, uint32_t reg, uint32_t first, uint32_t n, enum flight_kind kind,
+                        uint64_t per_chunk_ns, uint64_t at_ns) {
+        struct lane *l = &s->evict;
+        uint64_t start = at_ns > l->free_ns ? at_ns : l->free_ns;
+        struct flight f = {.done_ns = start + n * per_chunk_ns, .region = reg, .first = first, .n = n, .kind = kind,
+                           .cohort_end = kind == FLIGHT_PROBE};
+
+        l->free_ns = f.done_ns;
+        s->res->rearm_ns += n * per_chunk_ns;
+        return lane_push(l, &f);
 }
 
-/* Carries out a tick's sample (off the link), its effect at once: re-arms
- * unmap a page of each host chunk, probes send a page of each VRAM chunk
- * out (s->mapped 2: its next access faults), and are remembered.  The
- * re-arms' driver time is the shim's backlog (sample_backlog()). */
+/* Orders a tick's sample, as the daemon's planner sends it: probes first,
+ * then re-arms, each in the shim's queue until an evictor makes it
+ * (sample_land()).  Meanwhile its chunks are booked pending (not movable)
+ * and count against the tick's share in flight.  A probe is timed from
+ * its order (registry_probe_mark()). */
 static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t at_ns) {
-        if (s->sample_free_ns < at_ns)
-                s->sample_free_ns = at_ns;
-        for (size_t m = 0; m < sm->plan.n_moves; m++) {
-                const struct policy_move *mv = &sm->plan.moves[m];
-                uint32_t reg = s->view_region[mv->region];
+        int r = 0;
 
-                for (uint32_t i = mv->first_chunk; i < mv->first_chunk + mv->n_chunks; i++) {
-                        struct policy_chunk *c = &s->chunks[reg][i];
-
-                        /* timed from now, as the registry times it from the
-                         * shim's making it; one that verifies a mapped
-                         * eviction from the eviction, as there */
-                        if (!policy_chunk_unverified(c))
-                                c->last_move = s->now;
-                        c->flags = (uint8_t)((c->flags & ~POLICY_CHUNK_MAPPED & ~POLICY_CHUNK_OWN_MAP) |
-                                             POLICY_CHUNK_REARMED);
-                        s->mapped[reg][i] = 0;
-                }
-                s->res->rearmed += mv->n_chunks;
-                s->res->rearm_ns += mv->n_chunks * s->cfg->rearm_ns;
-                s->sample_free_ns += mv->n_chunks * s->cfg->rearm_ns;
-        }
-        for (size_t k = 0; k < sm->n_probes; k++) {
+        for (size_t k = 0; k < sm->n_probes && r == 0; k++) {
                 const struct policy_probe *p = &sm->probes[k];
                 uint32_t reg = s->view_region[p->region];
+                bool queued = false; /* a chunk of the cohort is: the last one ends it */
 
-                for (uint32_t i = p->first; i < p->first + p->n; i++) {
+                for (uint32_t i = p->first; i < p->first + p->n && r == 0; i++) {
                         struct policy_chunk *c = &s->chunks[reg][i];
 
                         if (c->tier != POLICY_TIER_VRAM || c->pending != POLICY_TIER_NONE)
                                 continue;
                         c->flags = (uint8_t)((c->flags & ~POLICY_PROBE_BITS) | POLICY_CHUNK_PROBE);
                         c->last_move = s->now;
-                        s->mapped[reg][i] = 2;
+                        c->pending = POLICY_TIER_VRAM;
                         s->res->probes++;
-                        s->res->rearm_ns += s->cfg->probe_ns;
-                        s->sample_free_ns += s->cfg->probe_ns; /* in the shim's one sample queue */
+                        if (queued)
+                                s->evict.q[s->evict.head + s->evict.n - 1].cohort_end = false;
+                        else
+                                s->probing++;
+                        queued = true;
+                        r = sample_order(s, reg, i, 1, FLIGHT_PROBE, s->cfg->probe_ns, at_ns);
                 }
+        }
+        for (size_t m = 0; m < sm->plan.n_moves && r == 0; m++) {
+                const struct policy_move *mv = &sm->plan.moves[m];
+                uint32_t reg = s->view_region[mv->region];
+
+                for (uint32_t i = mv->first_chunk; i < mv->first_chunk + mv->n_chunks; i++)
+                        s->chunks[reg][i].pending = POLICY_TIER_HOST;
+                s->res->rearmed += mv->n_chunks;
+                s->rearming += mv->n_chunks;
+                r = sample_order(s, reg, mv->first_chunk, mv->n_chunks, FLIGHT_REARM, s->cfg->rearm_ns, at_ns);
         }
         for (size_t k = 0; k < sm->n_expired; k++)
                 probe_expired(s, s->view_region[sm->expired[k].region], sm->expired[k].chunk);
-        return 0;
+        return r;
+}
+
+/* A sample made (as the registry's order_apply()): a re-arm unmaps a page
+ * of each host chunk, timed from now; a probe sends a page of its VRAM
+ * chunk out (s->mapped 2: its next access faults).  A region freed
+ * meanwhile: nothing. */
+static void sample_land(struct sim *s, const struct flight *f) {
+        struct policy_chunk *c = s->chunks[f->region];
+
+        if (f->kind == FLIGHT_PROBE)
+                s->probing -= f->cohort_end;
+        else
+                s->rearming -= f->n;
+        if (!c)
+                return;
+        for (uint32_t i = f->first; i < f->first + f->n; i++) {
+                c[i].pending = POLICY_TIER_NONE;
+                if (f->kind == FLIGHT_PROBE) {
+                        if (c[i].tier == POLICY_TIER_VRAM && (c[i].flags & POLICY_CHUNK_PROBE))
+                                s->mapped[f->region][i] = 2;
+                        continue;
+                }
+                if (c[i].tier != POLICY_TIER_HOST)
+                        continue;
+                /* timed from its making, as the registry times it; one
+                 * that verifies a mapped eviction from the eviction, as
+                 * there */
+                if (!policy_chunk_unverified(&c[i]))
+                        c[i].last_move = tick_of(s, f->done_ns);
+                c[i].flags = (uint8_t)((c[i].flags & ~POLICY_CHUNK_MAPPED & ~POLICY_CHUNK_OWN_MAP) |
+                                       POLICY_CHUNK_REARMED);
+                s->mapped[f->region][i] = 0;
+        }
 }
 
 /* The live regions as the policy sees them, oldest first. */
@@ -399,7 +446,10 @@ static int tick(struct sim *s, uint64_t at_ns) {
                                                   .probe_max = plan.held_chunks && probe_now ? s->pp->probe_cohorts : 0,
                                                   .siblings = plan.siblings};
 
-                sp.rearm_max -= (uint32_t)MIN(sample_backlog(s, at_ns), (uint64_t)sp.rearm_max);
+                /* no more in flight than a tick's share (the daemon's cap of
+                 * a client's samples in its shim's queue) */
+                sp.rearm_max -= MIN(s->rearming, sp.rearm_max);
+                sp.probe_max -= MIN(s->probing, sp.probe_max);
                 r = policy_sample(&in, &sp, &s->sample_cursor, &sample);
                 if (r == 0)
                         r = sample_apply(s, &sample, at_ns);
