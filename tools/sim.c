@@ -15,18 +15,21 @@ struct signal {
         uint32_t due, region, chunk;
 };
 
-/* What a flight carries out: a move, or a sample the shim makes in its
- * evictors' queue, behind the evictions ordered before it. */
+/* What a flight carries out: a move, or a sample (one order of re-arms or
+ * a probe cohort) the shim's evictors make when no move waits for them. */
 enum flight_kind { FLIGHT_MOVE, FLIGHT_PROBE, FLIGHT_REARM };
 
 /* A move in flight on one direction of the link, or a sample in the
- * evictors' queue; they finish in order. */
+ * evictors' queue; each lane's finish in order. */
 struct flight {
         uint64_t done_ns;
         uint32_t region, first, n, tier;
         enum flight_kind kind;
-        bool cohort_end; /* a probe: the last chunk of its cohort (order) */
 };
+
+/* The longest a sample waits behind moves: then the shim's evictors take
+ * it first (evictors.c's SAMPLE_WAIT_MAX_NS). */
+#define SAMPLE_WAIT_MAX_NS 500000000ull
 
 struct lane {
         struct flight *q;
@@ -60,6 +63,7 @@ struct sim {
         struct policy_region *views;  /* scratch: live regions, oldest first */
         uint32_t *view_region;        /* view index -> declaration index */
         struct lane promote, evict;
+        struct lane sample;           /* re-arms and probes, in the evictors' time the moves leave */
         uint64_t budget_chunks, charged;
         uint64_t evicting; /* charged chunks with an eviction in flight */
         uint64_t resident_freed; /* VRAM chunks dropped by F (their bytes came in, never went out) */
@@ -156,9 +160,9 @@ static void flight_land(struct sim *s, const struct flight *f) {
 }
 
 static void lanes_land(struct sim *s, uint64_t until_ns) {
-        struct lane *lanes[2] = {&s->promote, &s->evict};
+        struct lane *lanes[3] = {&s->promote, &s->evict, &s->sample};
 
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
                 struct lane *l = lanes[k];
 
                 while (l->n && l->q[l->head].done_ns <= until_ns) {
@@ -284,50 +288,61 @@ static void signals_deliver(struct sim *s) {
         }
 }
 
-/* Orders a sample in the evictors' queue (the evict lane, behind the
- * evictions ordered before it), each chunk per_chunk_ns of an evictor's
- * time.  Returns 0 or -ENOMEM. */
+/* Orders a sample in the evictors' queue, each chunk per_chunk_ns of an
+ * evictor's time.  The shim's evictors take moves first: a sample starts
+ * after the samples before it and the evictions already ordered, or once it
+ * has waited SAMPLE_WAIT_MAX_NS, and evictions ordered later do not wait
+ * for it.  Returns 0 or -ENOMEM. */
 static int sample_order(struct sim *s, uint32_t reg, uint32_t first, uint32_t n, enum flight_kind kind,
                         uint64_t per_chunk_ns, uint64_t at_ns) {
-        struct lane *l = &s->evict;
-        uint64_t start = at_ns > l->free_ns ? at_ns : l->free_ns;
-        struct flight f = {.done_ns = start + n * per_chunk_ns, .region = reg, .first = first, .n = n, .kind = kind,
-                           .cohort_end = kind == FLIGHT_PROBE};
+        struct lane *l = &s->sample;
+        uint64_t start = at_ns > s->evict.free_ns ? at_ns : s->evict.free_ns;
+        struct flight f = {.region = reg, .first = first, .n = n, .kind = kind};
 
+        if (start > at_ns + SAMPLE_WAIT_MAX_NS)
+                start = at_ns + SAMPLE_WAIT_MAX_NS;
+        if (start < l->free_ns)
+                start = l->free_ns;
+        f.done_ns = start + n * per_chunk_ns;
         l->free_ns = f.done_ns;
         s->res->rearm_ns += n * per_chunk_ns;
         return lane_push(l, &f);
 }
 
+/* Whether the daemon can order probe cohort p: every chunk in VRAM and
+ * movable, else registry_probe_new() refuses the whole order. */
+static bool probe_orderable(const struct sim *s, uint32_t reg, const struct policy_probe *p) {
+        for (uint32_t i = p->first; i < p->first + p->n; i++)
+                if (s->chunks[reg][i].tier != POLICY_TIER_VRAM || s->chunks[reg][i].pending != POLICY_TIER_NONE)
+                        return false;
+        return true;
+}
+
 /* Orders a tick's sample, as the daemon's planner sends it: probes first,
  * then re-arms, each in the shim's queue until an evictor makes it
  * (sample_land()).  Meanwhile its chunks are booked pending (not movable)
- * and count against the tick's share in flight.  A probe is timed from
- * its order (registry_probe_mark()). */
+ * and count against the tick's share in flight. */
 static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t at_ns) {
         int r = 0;
 
         for (size_t k = 0; k < sm->n_probes && r == 0; k++) {
                 const struct policy_probe *p = &sm->probes[k];
                 uint32_t reg = s->view_region[p->region];
-                bool queued = false; /* a chunk of the cohort is: the last one ends it */
 
-                for (uint32_t i = p->first; i < p->first + p->n && r == 0; i++) {
+                if (!probe_orderable(s, reg, p))
+                        continue;
+                for (uint32_t i = p->first; i < p->first + p->n; i++) {
                         struct policy_chunk *c = &s->chunks[reg][i];
 
-                        if (c->tier != POLICY_TIER_VRAM || c->pending != POLICY_TIER_NONE)
-                                continue;
+                        /* registry_probe_mark(): not probed again within
+                         * protect_min of its order */
                         c->flags = (uint8_t)((c->flags & ~POLICY_PROBE_BITS) | POLICY_CHUNK_PROBE);
                         c->last_move = s->now;
                         c->pending = POLICY_TIER_VRAM;
-                        s->res->probes++;
-                        if (queued)
-                                s->evict.q[s->evict.head + s->evict.n - 1].cohort_end = false;
-                        else
-                                s->probing++;
-                        queued = true;
-                        r = sample_order(s, reg, i, 1, FLIGHT_PROBE, s->cfg->probe_ns, at_ns);
                 }
+                s->res->probes += p->n;
+                s->probing++;
+                r = sample_order(s, reg, p->first, p->n, FLIGHT_PROBE, s->cfg->probe_ns, at_ns);
         }
         for (size_t m = 0; m < sm->plan.n_moves && r == 0; m++) {
                 const struct policy_move *mv = &sm->plan.moves[m];
@@ -345,14 +360,16 @@ static int sample_apply(struct sim *s, const struct policy_sample *sm, uint64_t 
 }
 
 /* A sample made (as the registry's order_apply()): a re-arm unmaps a page
- * of each host chunk, timed from now; a probe sends a page of its VRAM
- * chunk out (s->mapped 2: its next access faults).  A region freed
+ * of each host chunk; a probe sends a page of each chunk of its cohort out
+ * (s->mapped 2: its next access faults).  Both are timed from their making:
+ * a probe that queued had no time yet to be used.  A region freed
  * meanwhile: nothing. */
 static void sample_land(struct sim *s, const struct flight *f) {
         struct policy_chunk *c = s->chunks[f->region];
+        uint32_t made = tick_of(s, f->done_ns);
 
         if (f->kind == FLIGHT_PROBE)
-                s->probing -= f->cohort_end;
+                s->probing--;
         else
                 s->rearming -= f->n;
         if (!c)
@@ -360,8 +377,11 @@ static void sample_land(struct sim *s, const struct flight *f) {
         for (uint32_t i = f->first; i < f->first + f->n; i++) {
                 c[i].pending = POLICY_TIER_NONE;
                 if (f->kind == FLIGHT_PROBE) {
-                        if (c[i].tier == POLICY_TIER_VRAM && (c[i].flags & POLICY_CHUNK_PROBE))
-                                s->mapped[f->region][i] = 2;
+                        /* the shim sends the page out whatever the daemon booked
+                         * meanwhile; the chunk, pending, is still in VRAM */
+                        s->mapped[f->region][i] = 2;
+                        if (c[i].flags & POLICY_CHUNK_PROBE)
+                                c[i].last_move = made;
                         continue;
                 }
                 if (c[i].tier != POLICY_TIER_HOST)
@@ -370,7 +390,7 @@ static void sample_land(struct sim *s, const struct flight *f) {
                  * that verifies a mapped eviction from the eviction, as
                  * there */
                 if (!policy_chunk_unverified(&c[i]))
-                        c[i].last_move = tick_of(s, f->done_ns);
+                        c[i].last_move = made;
                 c[i].flags = (uint8_t)((c[i].flags & ~POLICY_CHUNK_MAPPED & ~POLICY_CHUNK_OWN_MAP) |
                                        POLICY_CHUNK_REARMED);
                 s->mapped[f->region][i] = 0;
@@ -633,7 +653,7 @@ static bool sim_consistent(struct sim *s) {
                         (unsigned long long)s->evicting, (unsigned long long)s->res->peak_charged_bytes / TRACE_CHUNK_BYTES);
         return s->res->bytes_to_vram + s->started_vram * TRACE_CHUNK_BYTES - s->res->bytes_to_host ==
                        (resident + s->resident_freed) * TRACE_CHUNK_BYTES &&
-               s->charged == resident && s->evicting == 0 &&
+               s->charged == resident && s->evicting == 0 && s->rearming == 0 && s->probing == 0 &&
                s->res->peak_charged_bytes <= s->cfg->budget_bytes + over_budget_bytes(s);
 }
 
@@ -657,6 +677,7 @@ static void sim_free(struct sim *s) {
         free(s->view_region);
         free(s->promote.q);
         free(s->evict.q);
+        free(s->sample.q);
 }
 
 static double min2(double a, double b) {

@@ -178,20 +178,26 @@ check "advice at the capture: the 4 chunks that started in host memory advised, 
         [ "$(field "$line" advised)" = 4 ]
 
 # Samples wait in the evictors' queue, as the shim makes them, and a tick
-# orders no more probes than its share (8 cohorts) beside those in flight,
+# orders no more probe cohorts than its share (8) beside those in flight,
 # as the daemon's planner: region 1 in VRAM and region 2 in host memory,
-# both read every 10 ms for 2 s, so that region 2's demands wait and region
-# 1 is probed.  At 100 ms a probed chunk, no more than 20 chunks are made in
-# the run, so at most 8 cohorts of 8 chunks beside them are ordered.
-{ printf 'kvtier-trace 1\nR 1 64\nR 2 64\n'
-  for t in $(seq 0 10 1990); do printf 'A %d 1 0 64\nA %d 2 0 64\n' $((t * 1000000)) $((t * 1000000)); done; } \
+# 256 chunks each, both read every 10 ms for 2 s, so that region 2's
+# demands wait and region 1 is probed.  At 100 ms a probed chunk, no more
+# than 20 chunks are made in the run, so at most 8 cohorts of 8 chunks
+# beside them are ordered (the old model, making them at once: 256).  A
+# probe is timed from its making: region 1 is in use, none of its probes
+# expires, however long it queued.
+{ printf 'kvtier-trace 1\nR 1 256\nR 2 256\n'
+  for t in $(seq 0 10 1990); do printf 'A %d 1 0 256\nA %d 2 0 256\n' $((t * 1000000)) $((t * 1000000)); done; } \
         >"$TMP/queue.trace"
-slow=$("$SIM" --budget=128M --margin=0 -p demand --probe-us=100000 "$TMP/queue.trace" | grep '^policy=demand ')
-fast=$("$SIM" --budget=128M --margin=0 -p demand "$TMP/queue.trace" | grep '^policy=demand ')
+slow=$("$SIM" --budget=512M --margin=0 -p demand --probe-us=100000 "$TMP/queue.trace" | grep '^policy=demand ')
+fast=$("$SIM" --budget=512M --margin=0 -p demand "$TMP/queue.trace" | grep '^policy=demand ')
 check_gt "sample queue: probed" "$(field "$slow" probes)" 0
 check "sample queue: slow probes, no more ordered than made and a share in flight" \
         [ "$(field "$slow" probes)" -le $((20 + 8 * 8)) ]
 check_gt "sample queue: more probes where they are made sooner" "$(field "$fast" probes)" "$(field "$slow" probes)"
+check "sample queue: a probe is timed from its making, none of a region in use expires" \
+        [ "$(field "$slow" probes_expired)" = 0 ]
+check "sample queue: every sample ordered is made (its counts balance)" [ "$(field "$slow" consistent)" = yes ]
 
 # A measured window counts only the accesses the trace times within it:
 # five reads of four chunks 400 ms apart, from 300 to 1300 ms: the reads at
