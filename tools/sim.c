@@ -20,7 +20,7 @@ struct signal {
 enum flight_kind { FLIGHT_MOVE, FLIGHT_PROBE, FLIGHT_REARM };
 
 /* A move in flight on one direction of the link, or a sample in the
- * evictors' queue; each lane's finish in order. */
+ * evictors' queue; each lane's flights finish in order. */
 struct flight {
         uint64_t done_ns;
         uint32_t region, first, n, tier;
