@@ -160,9 +160,9 @@ static void flight_land(struct sim *s, const struct flight *f) {
 }
 
 static void lanes_land(struct sim *s, uint64_t until_ns) {
-        struct lane *lanes[3] = {&s->promote, &s->evict, &s->sample};
+        struct lane *lanes[] = {&s->promote, &s->evict, &s->sample};
 
-        for (int k = 0; k < 3; k++) {
+        for (size_t k = 0; k < sizeof(lanes) / sizeof(lanes[0]); k++) {
                 struct lane *l = lanes[k];
 
                 while (l->n && l->q[l->head].done_ns <= until_ns) {
