@@ -20,9 +20,12 @@
 #define RANK_CLASS_SHIFT    21
 #define ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
 #define RECENCY_MAX         ((1u << 21) - 1) /* ticks: 29 h at 50 ms; older is all alike */
-/* demand: the heat class sits in the top 4 bits of the recency field */
-#define DEMAND_HEAT_SHIFT   17
-#define DEMAND_RECENCY_MAX  ((1u << DEMAND_HEAT_SHIFT) - 1) /* ticks: 22 min at 10 ms */
+/* demand: [density score 3][class 3][heat class 4][recency 15] */
+#define DEMAND_SCORE_SHIFT  22
+#define DEMAND_CLASS_SHIFT  19
+#define DEMAND_HEAT_SHIFT   15
+#define DEMAND_RECENCY_MAX  ((1u << DEMAND_HEAT_SHIFT) - 1) /* ticks: 5.4 min at 10 ms */
+#define DEMAND_DENSITY_MAX  4u /* density classes below the densest region's: 4 (it) .. 0 */
 
 struct selection {
         uint64_t want_min;    /* keys >= this are wanted in VRAM */
@@ -119,10 +122,11 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
  * and only for them (bit 28 is never set otherwise).  active: the chunk's
  * region had a kernel launched on it within active_ticks (demand). */
 static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *c, uint16_t f, uint32_t prio,
-                           bool active, const struct sibling_count *sib, enum sibling_word *ret_word) {
+                           bool active, uint32_t density, const struct sibling_count *sib,
+                           enum sibling_word *ret_word) {
         uint32_t age = e->now > c->last_use ? e->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT;
-        unsigned cls = 0;
+        unsigned cls = 0, score;
 
         if (f & PLAN_PINNED)
                 return UINT32_MAX;
@@ -132,7 +136,13 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
                 uint32_t heat = heat_class(plan_heat(e, c->heat, e->now > c->last_use ? e->now - c->last_use : 0));
 
                 cls = demand_class(e, c, f, active, sib, &age, ret_word);
-                return rank | (uint32_t)cls << RANK_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
+                /* Fresh chunks by their region's launch density first: a
+                 * chunk outside VRAM displaces a fresh one inside only from
+                 * a region three density classes up (8 times as dense
+                 * always, 4 times never), so that near equals never trade
+                 * places.  Not fresh: score 0, below all fresh. */
+                score = cls & 4u ? 1u + density + ((f & PLAN_CHARGED) ? 2u : 0u) : 0u;
+                return rank | score << DEMAND_SCORE_SHIFT | (uint32_t)cls << DEMAND_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
                        (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
         }
         if (e->heat) {
@@ -174,6 +184,32 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
                 plan_boost(x, x->start[r], &rg[k], PLAN_PREFETCH, RANK_PREFETCH, rmax);
 }
 
+/* Region reg's launch density class: the bit length of its launch rate
+ * per chunk (launches a tick per 2 MiB, in 1/256 of POLICY_LAUNCH_ONE);
+ * 0 = not known. */
+static unsigned density_class(const struct policy_region *reg) {
+        uint64_t d = reg->n_chunks ? ((uint64_t)reg->launch_rate << 8) / reg->n_chunks : 0;
+        unsigned b = 0;
+
+        while (d) {
+                b++;
+                d >>= 1;
+        }
+        return b;
+}
+
+/* Region reg's density, 0 .. DEMAND_DENSITY_MAX, against the densest
+ * region's class top: DEMAND_DENSITY_MAX for a region as dense, one less
+ * a halving.  Not known (no launches seen lately): as dense, so that its
+ * chunks keep the place they had. */
+static uint32_t region_density(const struct policy_region *reg, unsigned top) {
+        unsigned b = density_class(reg);
+
+        if (b == 0)
+                return DEMAND_DENSITY_MAX;
+        return b + DEMAND_DENSITY_MAX <= top ? 0 : b + DEMAND_DENSITY_MAX - top;
+}
+
 /* One pass over the chunks of regions [r_lo, r_hi): state flags, rank,
  * what predicts the next use; then the boosts.  Regions are independent:
  * the rank range is the thread's own. */
@@ -202,6 +238,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 uint32_t prio = region_priority(in, reg), n = reg->n_chunks;
                 struct rank_env renv = env; /* with the region's client's protection */
                 bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
+                uint32_t density = env.demand ? region_density(reg, x->density_top) : 0;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 const struct sibling_count *sib = x->sib.of_region ? x->sib.of_region[r] : NULL;
@@ -214,8 +251,8 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                         const struct policy_chunk *c = &chunks[i];
                         uint16_t f = chunk_state(&renv, c);
                         enum sibling_word word = SIBLINGS_SILENT;
-                        uint32_t rk = chunk_rank(&renv, c, f, prio, active, sib ? &sib[i] : NULL, &word);
-                        unsigned cls = rk >> RANK_CLASS_SHIFT & 7u; /* demand_class() */
+                        uint32_t rk = chunk_rank(&renv, c, f, prio, active, density, sib ? &sib[i] : NULL, &word);
+                        unsigned cls = rk >> DEMAND_CLASS_SHIFT & 7u; /* demand_class() */
                         bool movable = !(f & (PLAN_PINNED | PLAN_PENDING));
                         bool demand = env.demand && (cls & 6u) == 4u && movable;
                         bool stale = env.demand && (cls & 2u) && cls != 7u && (f & PLAN_IN_VRAM) && movable;
@@ -794,7 +831,7 @@ static void plan_emit(struct plan_ctx *x, const struct selection *s, struct poli
                         plan_append(x, at, POLICY_TIER_VRAM, -1, &r, p);
                         p->promote_chunks++;
                         promoted_fresh[x->rank[at] >> RANK_PRIORITY_SHIFT] +=
-                                x->pp->kind == POLICY_DEMAND && (x->rank[at] >> RANK_CLASS_SHIFT & 6u) == 4u;
+                                x->pp->kind == POLICY_DEMAND && (x->rank[at] >> DEMAND_CLASS_SHIFT & 6u) == 4u;
                         p->prefetch_chunks += (x->flags[at] & (PLAN_PREFETCH | PLAN_WINDOW)) == PLAN_PREFETCH;
                 }
         }
@@ -846,6 +883,11 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         if (r < 0)
                 return r;
         plan_decay_init(&x);
+        for (size_t k = 0; pp->kind == POLICY_DEMAND && k < in->n_regions; k++) {
+                unsigned b = density_class(&in->regions[k]);
+
+                x.density_top = b > x.density_top ? b : x.density_top;
+        }
         if (pp->kind == POLICY_DEMAND && (r = siblings_build(&x.sib, in, in->protect_ticks, x.n_threads)) < 0) {
                 plan_ctx_free(&x);
                 return r;

@@ -145,7 +145,8 @@ struct policy_region {
         uint32_t n_chunks;
         uint32_t client;      /* index into policy_input.clients; ignored without clients */
         uint32_t last_active; /* tick of the last kernel launched with a pointer into it; 0 = never */
-        uint32_t reserved;
+        uint32_t launch_rate; /* kernels launched with a pointer into it a tick, averaged
+                               * (struct policy_launch_avg); 0 = none seen lately, or not known */
 };
 
 /* A host NUMA node evictions may go to (policy_input.nodes). */
@@ -508,6 +509,34 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
 
 /* Heat: one access = POLICY_HEAT_ONE; halves every half_life ticks. */
 #define POLICY_HEAT_ONE 256u
+
+/* A region's kernel launches a tick (policy_region.launch_rate), in
+ * POLICY_LAUNCH_ONE for one a tick: the mean over the ticks since its first
+ * launch while they are fewer than POLICY_LAUNCH_RATE_TICKS, then a
+ * moving average over that many.  It falls to 0 some hundreds of ticks
+ * after the last launch, and starts over with the next: a region whose
+ * kernels the shim cannot see (CUDA graphs) is not known, not idle. */
+#define POLICY_LAUNCH_ONE        65536u
+#define POLICY_LAUNCH_RATE_TICKS 128u
+#define POLICY_LAUNCH_MAX        65535u /* launches a tick counted at most */
+
+struct policy_launch_avg {
+        uint32_t rate;  /* launches a tick, POLICY_LAUNCH_ONE each */
+        uint32_t ticks; /* ticks averaged over, at most POLICY_LAUNCH_RATE_TICKS; 0 = none seen */
+};
+
+/* One tick that saw launches kernels launched on the region. */
+static inline void policy_launch_avg_tick(struct policy_launch_avg *a, uint64_t launches) {
+        uint64_t now = (launches < POLICY_LAUNCH_MAX ? launches : POLICY_LAUNCH_MAX) * (uint64_t)POLICY_LAUNCH_ONE;
+        uint32_t w;
+
+        if (a->ticks == 0 && launches == 0)
+                return; /* nothing to average yet */
+        w = a->ticks < POLICY_LAUNCH_RATE_TICKS ? a->ticks + 1 : POLICY_LAUNCH_RATE_TICKS;
+        /* the old mean's share rounded up, so that it reaches 0 */
+        a->rate = (uint32_t)(a->rate - (a->rate + (uint64_t)w - 1) / w + now / w);
+        a->ticks = a->rate ? w : 0;
+}
 
 /* Whether chunk c is a probe in VRAM, made (its last_move), that went
  * unused for more than window ticks since: cold.  The sampler's lap marks

@@ -49,6 +49,8 @@ struct sim {
                                        * VRAM or its first eviction (the shim keeps it: later evictions
                                        * advise nothing) */
         uint32_t *last_active;        /* per declared region: tick of its last access */
+        uint32_t *launches;           /* per declared region: accesses (launches) in the tick under way */
+        struct policy_launch_avg *launch_avg; /* per declared region: its launches a tick */
         uint64_t *born_ns;            /* per declared region: when it was captured (its R) */
         struct signal *signals;       /* faults on their way to the daemon, oldest first */
         size_t sig_head, n_sig, cap_sig;
@@ -403,7 +405,8 @@ static void views_fill(struct sim *s, struct policy_input *in) {
                 if (s->chunks[reg]) {
                         s->views[in->n_regions] = (struct policy_region){.chunks = s->chunks[reg],
                                                                          .n_chunks = s->t->region_chunks[reg],
-                                                                         .last_active = s->last_active[reg]};
+                                                                         .last_active = s->last_active[reg],
+                                                                         .launch_rate = s->launch_avg[reg].rate};
                         s->view_region[in->n_regions++] = (uint32_t)reg;
                 }
 }
@@ -425,6 +428,10 @@ static int tick(struct sim *s, uint64_t at_ns) {
         s->back_tick = s->expired_tick = 0;
         if (s->protect_ticks > s->res->protect_max)
                 s->res->protect_max = s->protect_ticks;
+        for (size_t reg = 0; reg < s->t->n_regions; reg++) {
+                policy_launch_avg_tick(&s->launch_avg[reg], s->launches[reg]);
+                s->launches[reg] = 0;
+        }
         views_fill(s, &in);
         in.charged_chunks = s->charged;
         in.evicting_chunks = s->evicting;
@@ -552,6 +559,7 @@ static int on_access(struct sim *s, const struct trace_event *ev, uint64_t at_ns
         int r = 0;
 
         s->last_active[ev->region] = s->now; /* a kernel was launched on it */
+        s->launches[ev->region]++;
         for (uint32_t i = ev->first_chunk; i < ev->first_chunk + ev->n_chunks && r == 0; i++)
                 r = access_chunk(s, ev->region, i, ev->bytes ? ev->bytes : TRACE_CHUNK_BYTES, at_ns, in);
         return r;
@@ -600,6 +608,8 @@ static int on_region(struct sim *s, const struct trace_event *ev, uint64_t at_ns
         s->mapped[ev->region] = mapped;
         s->advised[ev->region] = advised;
         s->last_active[ev->region] = 0;
+        s->launches[ev->region] = 0;
+        s->launch_avg[ev->region] = (struct policy_launch_avg){0};
         s->born_ns[ev->region] = at_ns;
         return 0;
 }
@@ -672,6 +682,8 @@ static void sim_free(struct sim *s) {
         free(s->advised);
         free(s->signals);
         free(s->last_active);
+        free(s->launches);
+        free(s->launch_avg);
         free(s->born_ns);
         free(s->views);
         free(s->view_region);
@@ -699,6 +711,8 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
         s.evict.bytes_per_ns = min2(cfg->evict_gbps, cfg->link_gbps);
         s.chunks = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.chunks));
         s.last_active = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.last_active));
+        s.launches = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.launches));
+        s.launch_avg = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.launch_avg));
         s.born_ns = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.born_ns));
         s.mapped = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.mapped));
         s.advised = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.advised));
@@ -707,7 +721,7 @@ int sim_run_policy(const struct trace *t, const struct sim_config *cfg, const st
         policy_prober_init(&s.prober);
         s.views = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.views));
         s.view_region = calloc(t->n_regions ? t->n_regions : 1, sizeof(*s.view_region));
-        if (!s.chunks || !s.mapped || !s.advised || !s.last_active || !s.born_ns || !s.views || !s.view_region)
+        if (!s.chunks || !s.mapped || !s.advised || !s.last_active || !s.launches || !s.launch_avg || !s.born_ns || !s.views || !s.view_region)
                 r = -ENOMEM;
         if (t->n_events) {
                 uint64_t first = t->events[0].time_ns, last = t->events[t->n_events - 1].time_ns;

@@ -571,6 +571,48 @@ static void test_demand_active(void) {
         policy_plan_clear(&p);
 }
 
+/* demand: fresh chunks rank by their region's launch density (launches a
+ * tick per chunk) before residence: a demand from a region 8x as dense
+ * displaces chunks in use of a sparse one (a decode's scratch copies, used
+ * by every layer, over a static cache each layer reads once); nearer
+ * densities never trade places (the pools of a paged cache). */
+static void test_demand_density(void) {
+        struct policy_params pp = params(POLICY_DEMAND);
+        struct policy_chunk a[2], b[4];
+        struct policy_region reg[2] = {{.chunks = a, .n_chunks = 2, .last_active = 999},
+                                       {.chunks = b, .n_chunks = 4, .last_active = 999}};
+        struct policy_input in = {.regions = reg, .n_regions = 2, .now = 1000, .budget_chunks = 2,
+                                  .charged_chunks = 2, .max_move_chunks = UINT64_MAX, .protect_ticks = 50};
+        struct policy_plan p;
+
+        for (int i = 0; i < 2; i++) /* in VRAM, in use, never found cold */
+                a[i] = (struct policy_chunk){.tier = V, .last_use = 990, .last_move = 100};
+        for (int i = 0; i < 4; i++) /* back in host memory after an eviction, faulted on */
+                b[i] = (struct policy_chunk){.tier = H, .last_use = 995, .last_move = 900};
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (no launches known)");
+        TAP_OK(p.n_moves == 0 && p.held_chunks == 4, "density: unknown, demands wait for chunks found cold");
+        policy_plan_clear(&p);
+
+        reg[0].launch_rate = POLICY_LAUNCH_ONE / 16;
+        reg[1].launch_rate = 8 * POLICY_LAUNCH_ONE / 16; /* twice the chunks, 8 times the launches */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (4 times as dense)");
+        TAP_OK(p.n_moves == 0 && p.held_chunks == 4, "density: 4 times as dense displaces nothing in use");
+        policy_plan_clear(&p);
+
+        reg[1].launch_rate = 32 * POLICY_LAUNCH_ONE / 16; /* 16 times the launches a chunk */
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (16 times as dense)");
+        TAP_OK(p.evict_chunks == 2 && moved(&p, 0, 0, M) && moved(&p, 0, 1, M),
+               "density: 16 times as dense, the sparse region's chunks in use make room");
+        TAP_EQ_U64(p.held_chunks, 4, "density: the dense demands wait for those evictions");
+        policy_plan_clear(&p);
+
+        for (int i = 0; i < 4; i++) /* the dense region's chunks, one touch each: no demand yet */
+                b[i] = (struct policy_chunk){.tier = H, .last_use = 995, .heat = POLICY_HEAT_ONE};
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (first touches)");
+        TAP_EQ_U64(p.n_moves, 0, "density: a first touch is no demand, however dense its region");
+        policy_plan_clear(&p);
+}
+
 /* policy_sample, re-arms: mapped host chunks not used within stale_ticks,
  * round robin, at most the budget, coalesced into runs. */
 static void test_sample(void) {
@@ -977,6 +1019,7 @@ int main(void) {
         test_demand_fault();
         test_demand_protect_per_client();
         test_demand_active();
+        test_demand_density();
         test_sample();
         test_probe();
         test_sample_clients();
