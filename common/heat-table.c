@@ -81,6 +81,7 @@ static void slot_write(void *base, uint32_t i, uint32_t region_id, uint32_t n_ch
         __atomic_store_n(&s->region_id, region_id, __ATOMIC_RELAXED);
         __atomic_store_n(&s->n_chunks, n_chunks, __ATOMIC_RELAXED);
         __atomic_store_n(&s->offset, offset, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->launches, 0, __ATOMIC_RELAXED);
         /* Even, never 0 (0 means never used), different from g. */
         g = (g | 1u) == UINT32_MAX ? 2u : (g | 1u) + 1u;
         __atomic_store_n(&s->generation, g, __ATOMIC_RELEASE);

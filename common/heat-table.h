@@ -58,8 +58,9 @@ struct kvt_heat_slot {
         uint32_t region_id;  /* 0: free */
         uint32_t n_chunks;
         uint32_t reserved0;
-        uint64_t offset; /* of the region's first counter, 4-byte aligned */
-        uint64_t reserved1;
+        uint64_t offset;   /* of the region's first counter, 4-byte aligned */
+        uint64_t launches; /* kernels launched with a pointer into the region, one a pointer;
+                            * only grows, from 0 at each publish.  0 in a shim that counts none */
 };
 
 _Static_assert(sizeof(struct kvt_heat_header) == 64, "heat header is 64 bytes on the wire");
@@ -113,6 +114,20 @@ static inline void kvt_heat_lost_add(void *base, uint64_t n) {
  * decide by (the daemon trusts none of the table's contents). */
 static inline uint64_t kvt_heat_lost_load(const void *base) {
         return __atomic_load_n(&((const struct kvt_heat_header *)base)->lost_uses, __ATOMIC_RELAXED);
+}
+
+/* Counts n launches on the region of slot i (writer side). */
+static inline void kvt_heat_launch_add(void *base, uint32_t i, uint64_t n) {
+        struct kvt_heat_slot *s = (struct kvt_heat_slot *)((char *)base + sizeof(struct kvt_heat_header)) + i;
+        __atomic_fetch_add(&s->launches, n, __ATOMIC_RELAXED);
+}
+
+/* The launch count of slot i (reader side: belongs to the region of a view
+ * only while the slot's generation is the view's). */
+static inline uint64_t kvt_heat_launch_load(const void *base, uint32_t i) {
+        const struct kvt_heat_slot *s =
+                (const struct kvt_heat_slot *)((const char *)base + sizeof(struct kvt_heat_header)) + i;
+        return __atomic_load_n(&s->launches, __ATOMIC_RELAXED);
 }
 
 /* Counts n accesses of counter j of the run at offset. */

@@ -25,6 +25,7 @@ struct binding {
         uint32_t generation; /* of the slot when bound */
         uint64_t offset;
         uint32_t *last; /* counter values last seen; NULL while unbound */
+        uint64_t last_launches; /* the slot's launch count last seen */
         bool seen;      /* the region still exists (this tick) */
         bool was_bound; /* bound before: a new binding counts from the values then */
         bool first_read; /* bound from zero, not read since: what it finds is one use a chunk */
@@ -38,6 +39,7 @@ struct heat_table {
         struct binding *b; /* sorted by region_id */
         size_t n_b, cap_b;
         uint32_t *scratch; /* one region's counters, read before they count */
+        uint64_t scratch_launches; /* and its slot's launch count */
         size_t cap_scratch;
         bool want_scan;
         bool bad_logged;
@@ -201,6 +203,7 @@ void heat_table_tick_begin(struct heat_table *t) {
 static bool read_counters(struct heat_table *t, const struct binding *b) {
         for (uint32_t j = 0; j < b->region_chunks; j++)
                 t->scratch[j] = kvt_heat_counter_load(t->map, b->offset, j);
+        t->scratch_launches = kvt_heat_launch_load(t->map, b->slot);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         return kvt_heat_slot_generation(t->map, b->slot) == b->generation;
 }
@@ -251,6 +254,10 @@ int heat_table_collect(struct heat_table *t, struct registry *r, struct region *
                 registry_chunk_touch(r, reg, j, d);
                 t->stats.accesses += d;
         }
+        /* a launch count that went back (no honest shim's) counts none */
+        region_launched(reg, t->scratch_launches >= b->last_launches
+                                                 ? t->scratch_launches - b->last_launches : 0);
+        b->last_launches = t->scratch_launches;
         b->first_read = false;
         return 0;
 }
@@ -289,10 +296,13 @@ static int binding_bind(struct heat_table *t, struct binding *b, uint32_t slot,
                 binding_unbind(b);
                 return 0;
         }
-        if (b->was_bound)
+        if (b->was_bound) {
                 memcpy(b->last, t->scratch, (size_t)b->region_chunks * sizeof(uint32_t));
-        else
+                b->last_launches = t->scratch_launches;
+        } else {
                 memset(b->last, 0, (size_t)b->region_chunks * sizeof(uint32_t));
+                b->last_launches = 0;
+        }
         b->first_read = !b->was_bound;
         b->was_bound = true;
         t->stats.regions_bound++;

@@ -178,7 +178,8 @@ static int planner_snapshot(struct planner *p, struct registry *r, int device, s
                 p->views[n_regions] = (struct policy_region){.chunks = region_chunks(reg),
                                                              .n_chunks = region_n_chunks(reg),
                                                              .client = (uint32_t)ci,
-                                                             .last_active = region_last_active(reg)};
+                                                             .last_active = region_last_active(reg),
+                                                             .launch_rate = region_launch_rate(reg)};
                 p->regions[n_regions++] = reg;
         }
         *ret_n = n_regions;

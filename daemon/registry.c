@@ -40,6 +40,7 @@ struct region {
         uint32_t flags; /* KVT_REGION_* */
         uint32_t n_chunks;
         uint32_t last_active; /* tick of the last use seen in it */
+        struct policy_launch_avg launches; /* the kernels launched on it its shim counted */
         uint64_t tier_chunks[_KVT_TIER_MAX];
         struct policy_chunk chunks[];
 };
@@ -1029,6 +1030,10 @@ static void demand_note(struct registry *r, struct region *reg, uint32_t chunk) 
         r->demands[r->n_demands++] = (struct demand_seen){.reg = reg, .chunk = chunk};
 }
 
+void region_launched(struct region *reg, uint64_t n) {
+        policy_launch_avg_tick(&reg->launches, n);
+}
+
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {
         struct gpu_stats *g = &r->gpus[reg->device];
         struct policy_chunk *ch;
@@ -1583,6 +1588,10 @@ const struct policy_chunk *region_chunks(const struct region *reg) {
 
 uint32_t region_last_active(const struct region *reg) {
         return reg->last_active;
+}
+
+uint32_t region_launch_rate(const struct region *reg) {
+        return reg->launches.rate;
 }
 
 /* Whether client c uses GPU device: connected for it, or with a region there. */

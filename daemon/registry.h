@@ -238,6 +238,7 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
  * index outside the region is ignored. */
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
 
+
 /* Marks the chunks of [first, first + n) in VRAM as probes, each of its
  * own, once their probe was ordered (registry_probe_new()): a chunk used
  * within [policy] protect_min of it is in use. */
@@ -401,4 +402,10 @@ uint32_t region_n_chunks(const struct region *reg);
 const struct policy_chunk *region_chunks(const struct region *reg);
 /* Tick of the last use seen in the region (a kernel launched on it, a fault in it); 0 = never. */
 uint32_t region_last_active(const struct region *reg);
+/* Kernels launched on it a tick, averaged (struct policy_launch_avg); 0 = none seen lately. */
+uint32_t region_launch_rate(const struct region *reg);
+/* The tick's count of kernels launched on reg (its heat table's): its
+ * launch rate moves on by a tick.  Called once a tick for a region whose
+ * counters are read. */
+void region_launched(struct region *reg, uint64_t n);
 uint64_t region_tier_chunks(const struct region *reg, uint32_t tier);

@@ -220,6 +220,9 @@ static json_object *region_json(const struct region *reg, uint64_t sum[_KVT_TIER
         json_object_object_add(o, "api", json_object_new_string(kvt_api_name(region_api(reg))));
         json_object_object_add(o, "rule", json_object_new_string(kvt_rule_name(region_rule(reg))));
         json_object_object_add(o, "untiered", json_object_new_boolean(region_untiered(reg)));
+        /* kernels launched on it a tick, averaged as the demand policy ranks by */
+        json_object_object_add(o, "launches_per_tick",
+                               json_object_new_double((double)region_launch_rate(reg) / POLICY_LAUNCH_ONE));
         add_tiers(o, chunks);
         map = chunk_map(reg, &truncated);
         if (map) {

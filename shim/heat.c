@@ -154,7 +154,7 @@ int heat_region_add(const struct shim_region *r) {
         }
         memset((char *)h->table_map + x->offset, 0, (size_t)n_chunks * sizeof(uint32_t));
         kvt_heat_slot_publish(h->table_map, (uint32_t)slot, r->id, n_chunks, x->offset);
-        regions_set_heat(r->id, x->offset);
+        regions_set_heat(r->id, x->offset, (uint32_t)slot);
         pthread_mutex_unlock(&h->write_lock);
         return 0;
 }
@@ -193,7 +193,8 @@ bool heat_locate(uintptr_t addr) {
         return found;
 }
 
-size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
+/* heat_touch(), and where launch, one launch on the region too. */
+static size_t touch(uintptr_t addr, size_t len, uint32_t n, bool launch) {
         struct shim_heat *h = &kvt_shim()->heat;
         const struct shim_region *r;
         size_t counted = 0;
@@ -210,6 +211,8 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
 
                 for (uint32_t j = first; j <= last; j++)
                         kvt_heat_counter_add(h->table_map, r->heat_offset, j, n);
+                if (launch)
+                        kvt_heat_launch_add(h->table_map, r->heat_slot, 1);
                 counted = last - first + 1;
                 /* Statistics: relaxed load and store, no locked add on the hot path. */
                 __atomic_store_n(&h->touches, __atomic_load_n(&h->touches, __ATOMIC_RELAXED) + counted,
@@ -218,6 +221,14 @@ size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
         }
         regions_view_unlock();
         return counted;
+}
+
+size_t heat_touch(uintptr_t addr, size_t len, uint32_t n) {
+        return touch(addr, len, n, false);
+}
+
+size_t heat_launch(uintptr_t addr) {
+        return touch(addr, 0, 1, true);
 }
 
 void heat_note_lost(uint64_t n) {

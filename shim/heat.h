@@ -31,6 +31,11 @@ void heat_region_del(uint32_t id);
  * chunks counted. */
 size_t heat_touch(uintptr_t addr, size_t len, uint32_t n);
 
+/* A kernel launched with addr among its arguments: heat_touch(addr, 0, 1),
+ * and one launch counted on addr's region (its slot's launches), from
+ * which the daemon learns how densely each region is used. */
+size_t heat_launch(uintptr_t addr);
+
 /* Counts n uses a source lost (CUPTI records dropped) in the table's
  * header, for the daemon's status; nothing before the table exists. */
 void heat_note_lost(uint64_t n);

@@ -159,7 +159,7 @@ static void scan_args(const struct launch_layout *l, void **args) {
                         uint64_t w;
 
                         memcpy(&w, p + off, sizeof(w));
-                        if (regions_maybe_captured((uintptr_t)w) && heat_touch((uintptr_t)w, 0, 1))
+                        if (regions_maybe_captured((uintptr_t)w) && heat_launch((uintptr_t)w))
                                 STAT_INC(pointers);
                 }
         }

@@ -136,7 +136,7 @@ out:
         return ret;
 }
 
-void regions_set_heat(uint32_t id, uint64_t offset) {
+void regions_set_heat(uint32_t id, uint64_t offset, uint32_t slot) {
         struct shim_regions *t = &kvt_shim()->regions;
         struct region_slot *s;
 
@@ -145,6 +145,7 @@ void regions_set_heat(uint32_t id, uint64_t offset) {
         s = find_id(id);
         if (s && !s->r.untiered) {
                 s->r.heat_offset = offset;
+                s->r.heat_slot = slot;
                 s->r.heat = true;
         }
         pthread_rwlock_unlock(&t->view_lock);

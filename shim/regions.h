@@ -21,6 +21,7 @@ struct shim_region {
         bool untiered;       /* a VMM mapping (vmm.c): base and sizes as mapped, never moved */
         bool heat;           /* it has counters in the heat table (heat.c), at heat_offset */
         uint8_t advised;     /* REGION_ADVISED_* of every chunk as added (what capture() advised) */
+        uint32_t heat_slot;  /* its slot in the heat table, where its launches are counted */
         uint64_t heat_offset;
 };
 
@@ -118,8 +119,9 @@ void regions_forget_registration(void);
  * counted), and their bytes. */
 void regions_count(size_t *ret_n, uint64_t *ret_bytes);
 
-/* Gives region id its heat counters, at offset in the heat table. */
-void regions_set_heat(uint32_t id, uint64_t offset);
+/* Gives region id its heat counters, at offset in the heat table, and its
+ * slot there. */
+void regions_set_heat(uint32_t id, uint64_t offset, uint32_t slot);
 
 /* The hot path's view (heat.c): between regions_view_lock() and _unlock(),
  * regions_view_find() gives the captured region holding addr, or NULL,

@@ -55,8 +55,8 @@ static void test_view(void) {
         TAP_OK(v && v->id == captured.id && !v->heat, "the view finds the captured region, without counters yet");
         TAP_OK(regions_view_find(mapping.base) == NULL, "the view never finds a mapping");
         regions_view_unlock();
-        regions_set_heat(captured.id, 4096);
-        regions_set_heat(mapping.id, 8192);
+        regions_set_heat(captured.id, 4096, 0);
+        regions_set_heat(mapping.id, 8192, 1);
         regions_view_lock();
         v = regions_view_find(captured.base);
         TAP_OK(v && v->heat && v->heat_offset == 4096, "its counters, as set");
