@@ -80,6 +80,9 @@ static void usage(FILE *f) {
                 "      --bind-delay-us=N     faults the daemon would know of sooner than this after their\n"
                 "                            region's capture are lost, the chunk mapped unseen (a daemon\n"
                 "                            that bound a region's heat counters late; default 0)\n"
+                "      --launches=on|off     whether the policy sees each access record as a kernel launch\n"
+                "                            on its region (default on; off: as kernels the shim cannot\n"
+                "                            see, CUDA graphs)\n"
                 "      --closed-loop         the engine waits for its stalls: each record comes as much\n"
                 "                            later as the stalls before it (the trace's times are\n"
                 "                            all-VRAM's), so a slow run gives the daemon more ticks\n"
@@ -209,6 +212,12 @@ static int parse_option(struct options *o, int c, const char *arg) {
                 else
                         return -EINVAL;
                 return 0;
+        case 'N':
+                if (strcmp(arg, "on") == 0 || strcmp(arg, "off") == 0)
+                        o->cfg.launches_off = strcmp(arg, "off") == 0;
+                else
+                        return -EINVAL;
+                return 0;
         case 'U':
                 if (parse_u32(arg, &u) < 0)
                         return -EINVAL;
@@ -273,6 +282,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 {"overlap", required_argument, NULL, 'O'},
                 {"margin", required_argument, NULL, 'G'},
                 {"observe", required_argument, NULL, 'V'},
+                {"launches", required_argument, NULL, 'N'},
                 {"fault-us", required_argument, NULL, 'U'},
                 {"signal-delay-us", required_argument, NULL, 'Y'},
                 {"bind-delay-us", required_argument, NULL, 'J'},

@@ -559,7 +559,7 @@ static int on_access(struct sim *s, const struct trace_event *ev, uint64_t at_ns
         int r = 0;
 
         s->last_active[ev->region] = s->now; /* a kernel was launched on it */
-        s->launches[ev->region]++;
+        s->launches[ev->region] += !s->cfg->launches_off;
         for (uint32_t i = ev->first_chunk; i < ev->first_chunk + ev->n_chunks && r == 0; i++)
                 r = access_chunk(s, ev->region, i, ev->bytes ? ev->bytes : TRACE_CHUNK_BYTES, at_ns, in);
         return r;

@@ -38,6 +38,7 @@ struct sim_config {
         uint64_t probe_ns;   /* the same to probe one chunk, in the same queue */
         uint64_t rate_bytes_per_s; /* the daemon's max_migration_rate; 0 = none */
         enum sim_observe observe;
+        bool launches_off; /* the policy sees no launches (kernels the shim cannot see: CUDA graphs) */
         /* The engine waits for its stalls: each record comes as much later
          * as the stalls before it took (a trace's times are all-VRAM's), so
          * that the daemon has the ticks a slow run gives it.  false: the
