@@ -44,6 +44,34 @@ hot=$(ENGINE_ENV="KVTIER_HEAT=launch" run_polled launch)
 check_gt "launch heat: the touched window of the oldest region is in VRAM at the end" "$hot" $((8 << 20))
 check "launch heat: pattern intact" grep -q "mismatched words 0" "$TMP/launch.out"
 
+# launch_rates NAME: the engine under the shim while kvtierctl polls;
+# prints the most launches a tick (in thousandths) status showed for its
+# first region (the window's, launched on every step) and its last (never).
+launch_rates() {
+        local name="$1" first=0 last=0 v a b
+        run_engine "$name" $ARGS &
+        local engine=$!
+        while kill -0 $engine 2>/dev/null; do
+                v=$(status_json 2>/dev/null |
+                    jq -r '[.clients[].regions[]] | if length == 4 then
+                           "\(.[0].launches_per_tick * 1000 | floor) \(.[3].launches_per_tick * 1000 | floor)"
+                           else empty end' 2>/dev/null)
+                if [ -n "$v" ]; then
+                        read -r a b <<<"$v"
+                        [ "$a" -gt "$first" ] && first=$a
+                        [ "$b" -gt "$last" ] && last=$b
+                fi
+                sleep 0.02
+        done
+        wait $engine || { diag "engine $name failed:"; diag "$(cat "$TMP/$name.out")"; }
+        echo "$first $last"
+}
+read -r first last <<<"$(ENGINE_ENV="KVTIER_HEAT=launch" launch_rates rates)"
+check_gt "launch counts: status shows the launched region's launches a tick (thousandths)" "$first" 0
+check_le "launch counts: and none for a region no kernel was launched on" "$last" 0
+read -r first last <<<"$(ENGINE_ENV="KVTIER_HEAT=off" launch_rates rates-off)"
+check_le "launch counts: with KVTIER_HEAT=off, none" "$first" 0
+
 hot=$(ENGINE_ENV="KVTIER_HEAT=launch FAKE_ENGINE_LAUNCH=driver" run_polled driver)
 check_gt "cuLaunchKernel heat: the window is in VRAM at the end" "$hot" $((8 << 20))
 

@@ -139,6 +139,21 @@ static void test_reader(void) {
         tick(t);
         TAP_EQ_U64(st->accesses, 7, "no change, no access");
 
+        /* Launches: the slot's count moves the region's launch average on. */
+        TAP_EQ_U64(region_launch_rate(r5), 0, "no launches counted: no launch rate");
+        kvt_heat_launch_add(map, 0, 3);
+        tick(t);
+        TAP_EQ_U64(region_launch_rate(r5), 3 * POLICY_LAUNCH_ONE, "the first tick's launches are its rate: 3 a tick");
+        tick(t);
+        TAP_EQ_U64(region_launch_rate(r5), 3 * POLICY_LAUNCH_ONE / 2, "a tick without: the mean over the two");
+        ((struct kvt_heat_slot *)((char *)map + sizeof(struct kvt_heat_header)))->launches = 1; /* a lie */
+        tick(t);
+        TAP_EQ_U64(region_launch_rate(r5), POLICY_LAUNCH_ONE, "a count that went back counts no launch");
+        kvt_heat_launch_add(map, 0, 6);
+        tick(t);
+        TAP_EQ_U64(region_launch_rate(r5), (3 * POLICY_LAUNCH_ONE + 6 * POLICY_LAUNCH_ONE) / 4,
+                   "then launches count from the count it went back to");
+
         ctr(off)[4] = 0xfffffffeu;
         tick(t);
         ctr(off)[4] += 3; /* wraps to 1 */

@@ -28,6 +28,7 @@ static void test_layout(void) {
         uint32_t g1, g2;
 
         TAP_EQ_U64(ctr, 64 + 16 * 32, "counters start after the header and 16 slots");
+        TAP_EQ_U64(offsetof(struct kvt_heat_slot, launches), 24, "a slot's launch count is its last word");
         kvt_heat_header_init(table, SLOTS, sizeof(table));
         TAP_EQ_INT(((struct kvt_heat_header *)table)->magic, KVT_HEAT_MAGIC, "header carries the magic");
         TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 0, &v), -ENOENT,
@@ -44,6 +45,11 @@ static void test_layout(void) {
         kvt_heat_counter_add(table, v.offset, 2, 1);
         TAP_EQ_INT(kvt_heat_counter_load(table, v.offset, 2), 6, "counter adds accumulate");
         TAP_EQ_INT(kvt_heat_counter_load(table, v.offset, 1), 0, "neighbours untouched");
+        kvt_heat_launch_add(table, 3, 2);
+        kvt_heat_launch_add(table, 3, 1);
+        TAP_EQ_U64(kvt_heat_launch_load(table, 3), 3, "a slot's launch adds accumulate");
+        TAP_EQ_U64(kvt_heat_launch_load(table, 2), 0, "other slots' launches untouched");
+        TAP_EQ_U64(raw_slot(3)->launches, 3, "in the slot's launches word (on the wire at byte 24)");
 
         kvt_heat_slot_clear(table, 3);
         TAP_EQ_INT(kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v), -ENOENT,
@@ -52,6 +58,7 @@ static void test_layout(void) {
         kvt_heat_slot_read(table, sizeof(table), SLOTS, 3, &v);
         g2 = v.generation;
         TAP_OK(g2 != g1, "republishing the same region changes the generation (%u -> %u)", g1, g2);
+        TAP_EQ_U64(kvt_heat_launch_load(table, 3), 0, "a slot published again counts launches from 0");
         TAP_EQ_INT(kvt_heat_slot_generation(table, 3), g2, "generation reads back");
 
         raw_slot(3)->generation |= 1;
