@@ -255,7 +255,7 @@ int heat_table_collect(struct heat_table *t, struct registry *r, struct region *
                 t->stats.accesses += d;
         }
         /* a launch count that went back (no honest shim's) counts none */
-        region_launched(reg, t->scratch_launches >= b->last_launches
+        registry_region_launched(r, reg, t->scratch_launches >= b->last_launches
                                                  ? t->scratch_launches - b->last_launches : 0);
         b->last_launches = t->scratch_launches;
         b->first_read = false;
@@ -296,13 +296,14 @@ static int binding_bind(struct heat_table *t, struct binding *b, uint32_t slot,
                 binding_unbind(b);
                 return 0;
         }
-        if (b->was_bound) {
+        if (b->was_bound)
                 memcpy(b->last, t->scratch, (size_t)b->region_chunks * sizeof(uint32_t));
-                b->last_launches = t->scratch_launches;
-        } else {
+        else
                 memset(b->last, 0, (size_t)b->region_chunks * sizeof(uint32_t));
-                b->last_launches = 0;
-        }
+        /* Launches count from the binding on, whatever the slot counted
+         * before (a region registered again brings its whole past): a
+         * rate, unlike a first touch, is not lost by a tick's delay. */
+        b->last_launches = t->scratch_launches;
         b->first_read = !b->was_bound;
         b->was_bound = true;
         t->stats.regions_bound++;

@@ -40,7 +40,9 @@ struct region {
         uint32_t flags; /* KVT_REGION_* */
         uint32_t n_chunks;
         uint32_t last_active; /* tick of the last use seen in it */
-        struct policy_launch_avg launches; /* the kernels launched on it its shim counted */
+        struct policy_launch_avg launches; /* the kernels launched on it its shim counted, a tick */
+        uint32_t launch_tick;     /* the tick launch_pending counts in; 0 = none yet */
+        uint64_t launch_pending;  /* launches counted in that tick so far */
         uint64_t tier_chunks[_KVT_TIER_MAX];
         struct policy_chunk chunks[];
 };
@@ -1030,8 +1032,16 @@ static void demand_note(struct registry *r, struct region *reg, uint32_t chunk) 
         r->demands[r->n_demands++] = (struct demand_seen){.reg = reg, .chunk = chunk};
 }
 
-void region_launched(struct region *reg, uint64_t n) {
-        policy_launch_avg_tick(&reg->launches, n);
+void registry_region_launched(struct registry *r, struct region *reg, uint64_t n) {
+        if (reg->launch_tick != r->tick) {
+                /* the tick before is over (a demand re-plans, and the heat is
+                 * read again, within a tick): its launches go in */
+                if (reg->launch_tick)
+                        policy_launch_avg_tick(&reg->launches, reg->launch_pending);
+                reg->launch_tick = r->tick;
+                reg->launch_pending = 0;
+        }
+        reg->launch_pending += n;
 }
 
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n) {

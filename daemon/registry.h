@@ -238,6 +238,11 @@ int registry_hint(struct registry *r, struct client *c, const struct kvt_hint *h
  * index outside the region is ignored. */
 void registry_chunk_touch(struct registry *r, struct region *reg, uint32_t chunk, uint32_t n);
 
+/* Kernels launched on reg since the last call (its heat table's count),
+ * counted in this tick; the first call of a later tick moves its launch
+ * average on by the tick before.  Called at each read of its counters:
+ * every tick, and again at a demand's re-plan within one. */
+void registry_region_launched(struct registry *r, struct region *reg, uint64_t n);
 
 /* Marks the chunks of [first, first + n) in VRAM as probes, each of its
  * own, once their probe was ordered (registry_probe_new()): a chunk used
@@ -404,8 +409,4 @@ const struct policy_chunk *region_chunks(const struct region *reg);
 uint32_t region_last_active(const struct region *reg);
 /* Kernels launched on it a tick, averaged (struct policy_launch_avg); 0 = none seen lately. */
 uint32_t region_launch_rate(const struct region *reg);
-/* The tick's count of kernels launched on reg (its heat table's): its
- * launch rate moves on by a tick.  Called once a tick for a region whose
- * counters are read. */
-void region_launched(struct region *reg, uint64_t n);
 uint64_t region_tier_chunks(const struct region *reg, uint32_t tier);

@@ -84,7 +84,8 @@ struct plan_ctx {
         uint32_t base, mask;        /* plan_top_k: the bucket collected */
         uint64_t want_min;          /* plan_select */
         struct plan_siblings sib;   /* demand: what siblings say of each offset (siblings.h) */
-        unsigned density_top;       /* demand: the densest region's density_class() */
+        unsigned density_top[POLICY_PRIORITY_MAX + 1]; /* demand: the densest region's density_class() */
+        bool density_shared[POLICY_PRIORITY_MAX + 1];  /* demand: regions of two clients or more */
 };
 
 /* The priority of region reg's client, 0 .. POLICY_PRIORITY_MAX (0

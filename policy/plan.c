@@ -26,6 +26,7 @@
 #define DEMAND_HEAT_SHIFT   15
 #define DEMAND_RECENCY_MAX  ((1u << DEMAND_HEAT_SHIFT) - 1) /* ticks: 5.4 min at 10 ms */
 #define DEMAND_DENSITY_MAX  4u /* density classes below the densest region's: 4 (it) .. 0 */
+#define DEMAND_DENSITY_UNKNOWN 2u /* no launches seen lately: in the middle (region_density()) */
 
 struct selection {
         uint64_t want_min;    /* keys >= this are wanted in VRAM */
@@ -138,9 +139,10 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
                 cls = demand_class(e, c, f, active, sib, &age, ret_word);
                 /* Fresh chunks by their region's launch density first: a
                  * chunk outside VRAM displaces a fresh one inside only from
-                 * a region three density classes up (8 times as dense
-                 * always, 4 times never), so that near equals never trade
-                 * places.  Not fresh: score 0, below all fresh. */
+                 * a region three density classes up (8 times as dense, of
+                 * the classes the densest region's four below tell apart;
+                 * 4 times never), so that near equals never trade places.
+                 * Not fresh: score 0, below all fresh. */
                 score = cls & 4u ? 1u + density + ((f & PLAN_CHARGED) ? 2u : 0u) : 0u;
                 return rank | score << DEMAND_SCORE_SHIFT | (uint32_t)cls << DEMAND_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
                        (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
@@ -185,10 +187,11 @@ static void plan_predict(struct plan_ctx *x, size_t r, const struct predict_stat
 }
 
 /* Region reg's launch density class: the bit length of its launch rate
- * per chunk (launches a tick per 2 MiB, in 1/256 of POLICY_LAUNCH_ONE);
- * 0 = not known. */
+ * per chunk (launches a tick per 2 MiB, in 2^-20 of POLICY_LAUNCH_ONE: any
+ * rate of a region of up to 2^20 chunks is class 1 at least); 0 = not
+ * known. */
 static unsigned density_class(const struct policy_region *reg) {
-        uint64_t d = reg->n_chunks ? ((uint64_t)reg->launch_rate << 8) / reg->n_chunks : 0;
+        uint64_t d = reg->n_chunks ? ((uint64_t)reg->launch_rate << 20) / reg->n_chunks : 0;
         unsigned b = 0;
 
         while (d) {
@@ -199,15 +202,41 @@ static unsigned density_class(const struct policy_region *reg) {
 }
 
 /* Region reg's density, 0 .. DEMAND_DENSITY_MAX, against the densest
- * region's class top: DEMAND_DENSITY_MAX for a region as dense, one less
- * a halving.  Not known (no launches seen lately): as dense, so that its
- * chunks keep the place they had. */
-static uint32_t region_density(const struct policy_region *reg, unsigned top) {
-        unsigned b = density_class(reg);
+ * region's class of its priority: DEMAND_DENSITY_MAX for a region as
+ * dense, one less a halving.  Not known (no launches seen lately: a new
+ * capture, kernels the shim cannot see): DEMAND_DENSITY_UNKNOWN, where no
+ * demand displaces a chunk of it in use (a demand's score is at most a
+ * resident's at this density), nor a resident of it one of a region four
+ * times as dense.  Where clients of one priority share the GPU, all
+ * alike: one client's counts of its own launches must not take another's
+ * VRAM. */
+static uint32_t region_density(const struct plan_ctx *x, const struct policy_region *reg) {
+        uint32_t prio = region_priority(x->in, reg);
+        unsigned b = density_class(reg), top = x->density_top[prio];
 
-        if (b == 0)
+        if (x->density_shared[prio])
                 return DEMAND_DENSITY_MAX;
+        if (b == 0)
+                return DEMAND_DENSITY_UNKNOWN;
         return b + DEMAND_DENSITY_MAX <= top ? 0 : b + DEMAND_DENSITY_MAX - top;
+}
+
+/* The densest region's class of each priority, and which priorities more
+ * than one client has regions of (policy_input.clients' indices). */
+static void plan_density_init(struct plan_ctx *x) {
+        uint32_t client[POLICY_PRIORITY_MAX + 1];
+        bool seen[POLICY_PRIORITY_MAX + 1] = {false};
+
+        for (size_t k = 0; k < x->in->n_regions; k++) {
+                const struct policy_region *reg = &x->in->regions[k];
+                uint32_t prio = region_priority(x->in, reg), c = x->in->clients ? reg->client : 0;
+                unsigned b = density_class(reg);
+
+                x->density_shared[prio] |= seen[prio] && client[prio] != c;
+                client[prio] = c;
+                seen[prio] = true;
+                x->density_top[prio] = b > x->density_top[prio] ? b : x->density_top[prio];
+        }
 }
 
 /* One pass over the chunks of regions [r_lo, r_hi): state flags, rank,
@@ -238,7 +267,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 uint32_t prio = region_priority(in, reg), n = reg->n_chunks;
                 struct rank_env renv = env; /* with the region's client's protection */
                 bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
-                uint32_t density = env.demand ? region_density(reg, x->density_top) : 0;
+                uint32_t density = env.demand ? region_density(x, reg) : 0;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 const struct sibling_count *sib = x->sib.of_region ? x->sib.of_region[r] : NULL;
@@ -883,11 +912,8 @@ int policy_plan(const struct policy_params *pp, const struct policy_input *in, s
         if (r < 0)
                 return r;
         plan_decay_init(&x);
-        for (size_t k = 0; pp->kind == POLICY_DEMAND && k < in->n_regions; k++) {
-                unsigned b = density_class(&in->regions[k]);
-
-                x.density_top = b > x.density_top ? b : x.density_top;
-        }
+        if (pp->kind == POLICY_DEMAND)
+                plan_density_init(&x);
         if (pp->kind == POLICY_DEMAND && (r = siblings_build(&x.sib, in, in->protect_ticks, x.n_threads)) < 0) {
                 plan_ctx_free(&x);
                 return r;

@@ -53,7 +53,9 @@
  *           heat_half_life_ticks: a chunk evicted and demanded again and
  *           again is popular), then recency.  So a fault is a demand that displaces only
  *           chunks nothing was seen to use for a protection period, and a
- *           chunk in VRAM is not displaced by one that is merely as fresh.
+ *           chunk in VRAM is not displaced by one that is merely as fresh,
+ *           unless its region is launched on far more densely (fresh
+ *           chunks rank by their region's launches a chunk first, below).
  *           Sibling regions (same client, same size: a paged cache's
  *           layers, policy/siblings.h) speak for each other at one offset:
  *           a chunk read in place unseen is fresh where two siblings there
@@ -511,13 +513,15 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
 #define POLICY_HEAT_ONE 256u
 
 /* A region's kernel launches a tick (policy_region.launch_rate), in
- * POLICY_LAUNCH_ONE for one a tick: the mean over the ticks since its first
- * launch while they are fewer than POLICY_LAUNCH_RATE_TICKS, then a
- * moving average over that many.  It falls to 0 some hundreds of ticks
- * after the last launch, and starts over with the next: a region whose
- * kernels the shim cannot see (CUDA graphs) is not known, not idle. */
-#define POLICY_LAUNCH_ONE        65536u
-#define POLICY_LAUNCH_RATE_TICKS 128u
+ * POLICY_LAUNCH_ONE for one a tick: a moving average over the ticks since
+ * its first launch, POLICY_LAUNCH_FIRST_TICKS at the least (so that a
+ * first tick's launches are not taken for a rate), then over
+ * POLICY_LAUNCH_RATE_TICKS.  It falls to 0 some hundreds of ticks after
+ * the last launch, and starts over with the next: a region whose kernels
+ * the shim cannot see (CUDA graphs) is not known, not idle. */
+#define POLICY_LAUNCH_ONE         65536u
+#define POLICY_LAUNCH_FIRST_TICKS 8u
+#define POLICY_LAUNCH_RATE_TICKS  128u
 #define POLICY_LAUNCH_MAX        65535u /* launches a tick counted at most */
 
 struct policy_launch_avg {
@@ -532,7 +536,9 @@ static inline void policy_launch_avg_tick(struct policy_launch_avg *a, uint64_t 
 
         if (a->ticks == 0 && launches == 0)
                 return; /* nothing to average yet */
-        w = a->ticks < POLICY_LAUNCH_RATE_TICKS ? a->ticks + 1 : POLICY_LAUNCH_RATE_TICKS;
+        w = a->ticks < POLICY_LAUNCH_FIRST_TICKS  ? POLICY_LAUNCH_FIRST_TICKS
+            : a->ticks < POLICY_LAUNCH_RATE_TICKS ? a->ticks + 1
+                                                  : POLICY_LAUNCH_RATE_TICKS;
         /* the old mean's share rounded up, so that it reaches 0 */
         a->rate = (uint32_t)(a->rate - (a->rate + (uint64_t)w - 1) / w + now / w);
         a->ticks = a->rate ? w : 0;

@@ -105,7 +105,7 @@ static uint32_t plan_heat(const struct plan_ctx *x, uint32_t heat, uint32_t age)
  * region, then the heat class, then recency from the last use (or, in
  * VRAM, the last move). */
 static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *c, uint16_t f, uint32_t prio,
-                           bool active, uint32_t protect_ticks) {
+                           bool active, uint32_t protect_ticks, uint32_t density) {
         const struct policy_params *pp = x->pp;
         uint32_t age = x->in->now > c->last_use ? x->in->now - c->last_use : 0;
         uint32_t rank = prio << RANK_PRIORITY_SHIFT | (RECENCY_MAX - (age < RECENCY_MAX ? age : RECENCY_MAX));
@@ -134,11 +134,14 @@ static uint32_t chunk_rank(const struct plan_ctx *x, const struct policy_chunk *
                         cls += 2;
                 if (active)
                         cls += 1;
-                /* the heat class (of the heat at the last use) in bits 17..20, recency below */
-                rank = prio << RANK_PRIORITY_SHIFT | (uint32_t)cls << RANK_CLASS_SHIFT |
+                /* (thirty-second session) a fresh chunk's score by its region's
+                 * launch density in bits 22..24, the class in 19..21, the heat
+                 * class (of the heat at the last use) in 15..18, recency below */
+                rank = prio << RANK_PRIORITY_SHIFT | (cls >= 4 ? 1 + density + (charged ? 2 : 0) : 0) << 22 |
+                       (uint32_t)cls << 19 |
                        (uint32_t)heat_class(plan_heat(x, c->heat, x->in->now > c->last_use ? x->in->now - c->last_use : 0))
-                               << 17 |
-                       ((1u << 17) - 1 - (age < (1u << 17) - 1 ? age : (1u << 17) - 1));
+                               << 15 |
+                       ((1u << 15) - 1 - (age < (1u << 15) - 1 ? age : (1u << 15) - 1));
                 if (c->flags & POLICY_CHUNK_HOT)
                         rank |= RANK_HOT;
                 return rank;
@@ -160,6 +163,39 @@ static uint32_t region_priority(const struct plan_ctx *x, const struct policy_re
         if (x->in->clients && reg->client < x->in->n_clients)
                 prio = x->in->clients[reg->client].priority;
         return prio > POLICY_PRIORITY_MAX ? POLICY_PRIORITY_MAX : prio;
+}
+
+/* The bit length of region r's launches a tick per chunk, in 2^-20 of
+ * POLICY_LAUNCH_ONE. */
+static unsigned launch_bits(const struct policy_region *reg) {
+        uint64_t d = reg->n_chunks ? ((uint64_t)reg->launch_rate << 20) / reg->n_chunks : 0;
+        unsigned b = 0;
+
+        for (; d; d >>= 1)
+                b++;
+        return b;
+}
+
+/* demand's density of region r (thirty-second session), written plainly:
+ * 4 for the densest of its priority, one less a halving, 0 at the least;
+ * 2 with no launches known; 4 for all where regions of its priority are
+ * of two clients or more (an index past the clients counts as one). */
+static uint32_t ref_density(const struct plan_ctx *x, size_t r) {
+        const struct policy_input *in = x->in;
+        uint32_t prio = region_priority(x, &in->regions[r]);
+        uint32_t me = in->clients ? in->regions[r].client : 0;
+        unsigned top = 0, b = launch_bits(&in->regions[r]);
+
+        for (size_t k = 0; k < in->n_regions; k++) {
+                if (region_priority(x, &in->regions[k]) != prio)
+                        continue;
+                if ((in->clients ? in->regions[k].client : 0) != me)
+                        return 4;
+                top = launch_bits(&in->regions[k]) > top ? launch_bits(&in->regions[k]) : top;
+        }
+        if (b == 0)
+                return 2;
+        return b + 4 <= top ? 0 : b + 4 - top;
 }
 
 /* Sets a boost on chunks [first, last] of the flat array (pinned stay on top). */
@@ -220,7 +256,8 @@ static void plan_rank(struct plan_ctx *x) {
                         uint16_t f = chunk_state(x, c);
 
                         flags[i] = f;
-                        rank[i] = chunk_rank(x, c, f, prio, active, protect);
+                        rank[i] = chunk_rank(x, c, f, prio, active, protect,
+                                             x->pp->kind == POLICY_DEMAND ? ref_density(x, r) : 0);
                         if (!(f & PLAN_PINNED)) {
                                 x->rmin = rank[i] < x->rmin ? rank[i] : x->rmin;
                                 x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;

@@ -160,7 +160,9 @@ static int snapshot_new(struct snapshot *s, enum policy_kind k, bool large) {
                 s->regions[r] = (struct policy_region){.chunks = s->chunks + at,
                                                        .n_chunks = sizes[r],
                                                        .client = (uint32_t)below(s->in.n_clients + !quotas),
-                                                       .last_active = chance(30) ? 0 : tick_before(now, below(8))};
+                                                       .last_active = chance(30) ? 0 : tick_before(now, below(8)),
+                                                       .launch_rate = chance(30) ? 0
+                                                                      : (uint32_t)below(1u << (1 + below(31)))};
                 for (unsigned streams = (unsigned)below(3); sizes[r] && streams-- > 0;)
                         fill_stream(s->chunks + at, sizes[r], now);
                 at += sizes[r];

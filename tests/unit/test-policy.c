@@ -606,10 +606,45 @@ static void test_demand_density(void) {
         TAP_EQ_U64(p.held_chunks, 4, "density: the dense demands wait for those evictions");
         policy_plan_clear(&p);
 
+        /* the same 16 times as dense, but the two regions are two clients'
+         * of one priority: neither's counts may take the other's VRAM */
+        struct policy_client cl[2] = {{.quota_chunks = UINT64_MAX}, {.quota_chunks = UINT64_MAX}};
+        in.clients = cl;
+        in.n_clients = 2;
+        reg[1].client = 1;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (two clients)");
+        TAP_OK(p.n_moves == 0 && p.held_chunks == 4, "density: another client's denser demands displace nothing in use");
+        policy_plan_clear(&p);
+        reg[1].client = 0;
+        in.clients = NULL;
+        in.n_clients = 0;
+
         for (int i = 0; i < 4; i++) /* the dense region's chunks, one touch each: no demand yet */
                 b[i] = (struct policy_chunk){.tier = H, .last_use = 995, .heat = POLICY_HEAT_ONE};
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (first touches)");
         TAP_EQ_U64(p.n_moves, 0, "density: a first touch is no demand, however dense its region");
+        policy_plan_clear(&p);
+
+        /* Over budget after a capture that started in VRAM, no launch on it
+         * yet (not known): the chunks in use of a region half as dense as
+         * the densest stay, the capture's go. */
+        for (int i = 0; i < 4; i++)
+                b[i] = (struct policy_chunk){.tier = V, .last_use = 999, .last_move = 990, .heat = POLICY_HEAT_ONE};
+        reg[0].launch_rate = 4 * POLICY_LAUNCH_ONE; /* the densest: 2 a chunk */
+        reg[1].launch_rate = 0;
+        reg[1].last_active = 0;
+        struct policy_chunk s[2];
+        struct policy_region three[3] = {reg[0], reg[1], {.chunks = s, .n_chunks = 2, .last_active = 999,
+                                                          .launch_rate = 2 * POLICY_LAUNCH_ONE}}; /* half as dense */
+        for (int i = 0; i < 2; i++)
+                s[i] = (struct policy_chunk){.tier = V, .last_use = 999, .last_move = 100};
+        in.regions = three;
+        in.n_regions = 3;
+        in.budget_chunks = 4;
+        in.charged_chunks = 8;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (a new capture over budget)");
+        TAP_OK(p.evict_chunks == 4 && moved(&p, 1, 0, M) && moved(&p, 1, 3, M) && !moved(&p, 2, 0, M),
+               "density: a capture with no launches yet goes before chunks in use of a known region");
         policy_plan_clear(&p);
 }
 
