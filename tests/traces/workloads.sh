@@ -67,7 +67,8 @@ sim "long context, StaticCache (repeat_kv), KV 2x the budget" 1G long-static 64
 # K and V, written and read by every layer, take VRAM from KV each layer
 # reads once (RESULTS.md, thirty-second session: 0.1777 without, 0.4286
 # with).  Without launches seen (kernels the shim cannot see) the plans are
-# what they were before launches were counted.
+# what they were before launches were counted, but for chunks unused for
+# over 5.4 minutes (32767 ticks), whose recency now ranks alike.
 static_run() {
         "$GEN" long-static 64 | "$SIM" --budget=1G -p demand --closed-loop --launches="$1" - 2>&1 |
                 grep '^policy=demand '
