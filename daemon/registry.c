@@ -1601,7 +1601,7 @@ uint32_t region_last_active(const struct region *reg) {
 }
 
 uint32_t region_launch_rate(const struct region *reg) {
-        return reg->launches.rate;
+        return policy_launch_avg_rate(&reg->launches);
 }
 
 /* Whether client c uses GPU device: connected for it, or with a region there. */

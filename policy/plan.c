@@ -268,6 +268,7 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 struct rank_env renv = env; /* with the region's client's protection */
                 bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
                 uint32_t density = env.demand ? region_density(x, reg) : 0;
+                unsigned capture_score = 3u + (x->density_shared[prio] ? DEMAND_DENSITY_MAX : DEMAND_DENSITY_UNKNOWN);
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 const struct sibling_count *sib = x->sib.of_region ? x->sib.of_region[r] : NULL;
@@ -284,12 +285,19 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                         unsigned cls = rk >> DEMAND_CLASS_SHIFT & 7u; /* demand_class() */
                         bool movable = !(f & (PLAN_PINNED | PLAN_PENDING));
                         bool demand = env.demand && (cls & 6u) == 4u && movable;
-                        bool stale = env.demand && (cls & 2u) && cls != 7u && (f & PLAN_IN_VRAM) && movable;
+                        unsigned score = rk >> DEMAND_SCORE_SHIFT & 7u;
+                        /* below a new capture of its priority: fresh, in VRAM,
+                         * active, its launches not known yet (by score, then
+                         * class) */
+                        bool stale = env.demand && (cls & 2u) && (f & PLAN_IN_VRAM) && movable &&
+                                     (score < capture_score || (score == capture_score && cls != 7u));
 
                         /* demand: a fresh chunk outside VRAM is a demand (class 4 or 5);
-                         * one in VRAM ranks below a new capture (fresh and active, 7)
-                         * unless it is fresh and active too (stale), and below a
-                         * demand unless it is fresh (cold: class 2 or 3) */
+                         * one in VRAM ranks below a new capture (fresh and active, 7,
+                         * its launches not known) unless its density or its class
+                         * puts it above (stale), and below a demand unless it is
+                         * fresh (cold: class 2 or 3; a demand of a region far
+                         * denser may displace a fresh one too) */
                         fresh_host += demand;
                         stale_vram += stale;
                         cold_vram += stale && !(cls & 4u);

@@ -512,13 +512,15 @@ uint32_t policy_guard_tick(struct policy_guard *g, uint32_t min_ticks, uint32_t 
 /* Heat: one access = POLICY_HEAT_ONE; halves every half_life ticks. */
 #define POLICY_HEAT_ONE 256u
 
-/* A region's kernel launches a tick (policy_region.launch_rate), in
- * POLICY_LAUNCH_ONE for one a tick: a moving average over the ticks since
- * its first launch, POLICY_LAUNCH_FIRST_TICKS at the least (so that a
- * first tick's launches are not taken for a rate), then over
- * POLICY_LAUNCH_RATE_TICKS.  It falls to 0 some hundreds of ticks after
- * the last launch, and starts over with the next: a region whose kernels
- * the shim cannot see (CUDA graphs) is not known, not idle. */
+/* A region's kernel launches a tick, in POLICY_LAUNCH_ONE for one a tick:
+ * the mean over the ticks since its first launch, then a moving average
+ * over POLICY_LAUNCH_RATE_TICKS.  It falls to 0 a thousand ticks or more
+ * after the last launch (870 at one a tick), and starts over with the
+ * next.  policy_launch_avg_rate() is what the policy is given
+ * (policy_region.launch_rate): nothing (not known) before
+ * POLICY_LAUNCH_FIRST_TICKS ticks, so that a region's first launches are
+ * not taken for its rate; a region whose kernels the shim cannot see (CUDA
+ * graphs) is not known either, not idle. */
 #define POLICY_LAUNCH_ONE         65536u
 #define POLICY_LAUNCH_FIRST_TICKS 8u
 #define POLICY_LAUNCH_RATE_TICKS  128u
@@ -536,12 +538,16 @@ static inline void policy_launch_avg_tick(struct policy_launch_avg *a, uint64_t 
 
         if (a->ticks == 0 && launches == 0)
                 return; /* nothing to average yet */
-        w = a->ticks < POLICY_LAUNCH_FIRST_TICKS  ? POLICY_LAUNCH_FIRST_TICKS
-            : a->ticks < POLICY_LAUNCH_RATE_TICKS ? a->ticks + 1
-                                                  : POLICY_LAUNCH_RATE_TICKS;
+        w = a->ticks < POLICY_LAUNCH_RATE_TICKS ? a->ticks + 1 : POLICY_LAUNCH_RATE_TICKS;
         /* the old mean's share rounded up, so that it reaches 0 */
         a->rate = (uint32_t)(a->rate - (a->rate + (uint64_t)w - 1) / w + now / w);
         a->ticks = a->rate ? w : 0;
+}
+
+/* The rate the policy ranks by: 0 (not known) while fewer than
+ * POLICY_LAUNCH_FIRST_TICKS ticks are averaged. */
+static inline uint32_t policy_launch_avg_rate(const struct policy_launch_avg *a) {
+        return a->ticks >= POLICY_LAUNCH_FIRST_TICKS ? a->rate : 0;
 }
 
 /* Whether chunk c is a probe in VRAM, made (its last_move), that went

@@ -406,7 +406,7 @@ static void views_fill(struct sim *s, struct policy_input *in) {
                         s->views[in->n_regions] = (struct policy_region){.chunks = s->chunks[reg],
                                                                          .n_chunks = s->t->region_chunks[reg],
                                                                          .last_active = s->last_active[reg],
-                                                                         .launch_rate = s->launch_avg[reg].rate};
+                                                                         .launch_rate = policy_launch_avg_rate(&s->launch_avg[reg])};
                         s->view_region[in->n_regions++] = (uint32_t)reg;
                 }
 }

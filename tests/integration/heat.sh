@@ -46,33 +46,36 @@ check "launch heat: pattern intact" grep -q "mismatched words 0" "$TMP/launch.ou
 
 # launch_rates NAME: the engine under the shim while kvtierctl polls;
 # prints the most launches a tick (in thousandths) status showed for its
-# first region (the window's, launched on every step) and its last (never),
-# and how many polls showed all four regions.
+# first region (the window's, launched on every step), its second (the
+# window slides into it) and its last (never), and how many polls showed
+# all four regions.
 launch_rates() {
-        local name="$1" first=0 last=0 polls=0 v a b
+        local name="$1" first=0 second=0 last=0 polls=0 v a b c
         run_engine "$name" $ARGS &
         local engine=$!
         while kill -0 $engine 2>/dev/null; do
                 v=$(status_json 2>/dev/null |
                     jq -r '[.clients[].regions[]] | if length == 4 then
-                           "\(.[0].launches_per_tick * 1000 | floor) \(.[3].launches_per_tick * 1000 | floor)"
+                           "\(.[0].launches_per_tick * 1000 | floor) \(.[1].launches_per_tick * 1000 | floor) \(.[3].launches_per_tick * 1000 | floor)"
                            else empty end' 2>/dev/null)
                 if [ -n "$v" ]; then
-                        read -r a b <<<"$v"
+                        read -r a b c <<<"$v"
                         polls=$((polls + 1))
                         [ "$a" -gt "$first" ] && first=$a
-                        [ "$b" -gt "$last" ] && last=$b
+                        [ "$b" -gt "$second" ] && second=$b
+                        [ "$c" -gt "$last" ] && last=$c
                 fi
                 sleep 0.02
         done
         wait $engine || { diag "engine $name failed:"; diag "$(cat "$TMP/$name.out")"; }
-        echo "$first $last $polls"
+        echo "$first $second $last $polls"
 }
-read -r first last polls <<<"$(ENGINE_ENV="KVTIER_HEAT=launch" launch_rates rates)"
+read -r first second last polls <<<"$(ENGINE_ENV="KVTIER_HEAT=launch" launch_rates rates)"
 check_gt "launch counts: status polled with the engine's four regions" "$polls" 0
 check_gt "launch counts: status shows the launched region's launches a tick (thousandths)" "$first" 0
+check_gt "launch counts: and the next one's, which the window slides into (each region its own slot)" "$second" 0
 check_le "launch counts: and none for a region no kernel was launched on" "$last" 0
-read -r first last polls <<<"$(ENGINE_ENV="KVTIER_HEAT=off" launch_rates rates-off)"
+read -r first second last polls <<<"$(ENGINE_ENV="KVTIER_HEAT=off" launch_rates rates-off)"
 check_gt "launch counts, KVTIER_HEAT=off: status polled with the engine's four regions" "$polls" 0
 check_le "launch counts: with KVTIER_HEAT=off, none" "$first" 0
 

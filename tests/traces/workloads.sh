@@ -77,6 +77,7 @@ seen=$(static_run on)
 unseen=$(static_run off)
 diag "long context, StaticCache, closed loop: demand speed $(field "$seen" speed) with launches seen," \
         "$(field "$unseen" speed) without"
+check "StaticCache: the model runs with launches seen and without" [ -n "$(field "$seen" speed)" -a -n "$(field "$unseen" speed)" ]
 check "StaticCache: launches seen make demand at least 1.5x as fast" \
         ge "$(field "$seen" speed)" "$(awk -v u="$(field "$unseen" speed)" 'BEGIN { print 1.5 * u }')"
 check "StaticCache, launches seen: bytes moved consistent with residency" [ "$(field "$seen" consistent)" = yes ]

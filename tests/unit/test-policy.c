@@ -631,8 +631,9 @@ static void test_demand_density(void) {
         for (int i = 0; i < 4; i++)
                 b[i] = (struct policy_chunk){.tier = V, .last_use = 999, .last_move = 990, .heat = POLICY_HEAT_ONE};
         reg[0].launch_rate = 4 * POLICY_LAUNCH_ONE; /* the densest: 2 a chunk */
+        reg[0].last_active = 100;                   /* no kernel on it lately */
         reg[1].launch_rate = 0;
-        reg[1].last_active = 0;
+        reg[1].last_active = 999;                   /* registered: active */
         struct policy_chunk s[2];
         struct policy_region three[3] = {reg[0], reg[1], {.chunks = s, .n_chunks = 2, .last_active = 999,
                                                           .launch_rate = 2 * POLICY_LAUNCH_ONE}}; /* half as dense */
@@ -645,7 +646,55 @@ static void test_demand_density(void) {
         TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (a new capture over budget)");
         TAP_OK(p.evict_chunks == 4 && moved(&p, 1, 0, M) && moved(&p, 1, 3, M) && !moved(&p, 2, 0, M),
                "density: a capture with no launches yet goes before chunks in use of a known region");
+        TAP_EQ_U64(p.stale_chunks, 0,
+                   "density: and no chunk of a denser region is stale (counted as room a capture may take)");
         policy_plan_clear(&p);
+
+        /* A region whose launches are not known, its chunks in VRAM in use,
+         * against the demands of one known and dense: they stay. */
+        struct policy_chunk u[2], d[2];
+        struct policy_region two[2] = {{.chunks = u, .n_chunks = 2, .last_active = 999},
+                                       {.chunks = d, .n_chunks = 2, .last_active = 999,
+                                        .launch_rate = 64 * POLICY_LAUNCH_ONE}};
+        for (int i = 0; i < 2; i++) {
+                u[i] = (struct policy_chunk){.tier = V, .last_use = 995, .last_move = 100};
+                d[i] = (struct policy_chunk){.tier = H, .last_use = 995, .last_move = 900};
+        }
+        in.regions = two;
+        in.n_regions = 2;
+        in.budget_chunks = 2;
+        in.charged_chunks = 2;
+        TAP_EQ_INT(policy_plan(&pp, &in, &p), 0, "density: plans (not known against dense)");
+        TAP_OK(p.n_moves == 0 && p.held_chunks == 2,
+               "density: no demand displaces chunks in use of a region whose launches are not known");
+        policy_plan_clear(&p);
+}
+
+/* The launch average: the mean of the ticks since the first launch, given
+ * to the policy only from POLICY_LAUNCH_FIRST_TICKS on; back to 0, and not
+ * known, once launches stop. */
+static void test_launch_avg(void) {
+        struct policy_launch_avg a = {0};
+        unsigned k;
+
+        policy_launch_avg_tick(&a, 0);
+        TAP_OK(a.ticks == 0 && a.rate == 0, "launch average: no launch, nothing to average");
+        for (k = 0; k < 300; k++) {
+                policy_launch_avg_tick(&a, 2);
+                if (k + 2 == POLICY_LAUNCH_FIRST_TICKS)
+                        TAP_EQ_U64(policy_launch_avg_rate(&a), 0, "launch average: not known before the first ticks");
+                if (k + 1 == POLICY_LAUNCH_FIRST_TICKS) /* less a unit a tick, of rounding */
+                        TAP_OK(policy_launch_avg_rate(&a) > 2 * POLICY_LAUNCH_ONE - POLICY_LAUNCH_FIRST_TICKS &&
+                                       policy_launch_avg_rate(&a) <= 2 * POLICY_LAUNCH_ONE,
+                               "launch average: then the mean, 2 a tick (%u)", policy_launch_avg_rate(&a));
+        }
+        TAP_OK(a.rate > 2 * POLICY_LAUNCH_ONE - POLICY_LAUNCH_RATE_TICKS && a.rate <= 2 * POLICY_LAUNCH_ONE,
+               "launch average: steady at 2 a tick (%u)", a.rate);
+        for (k = 0; k < 5000 && a.rate; k++)
+                policy_launch_avg_tick(&a, 0);
+        TAP_OK(a.rate == 0 && a.ticks == 0 && k > 500, "launch average: back to 0 after %u ticks without", k);
+        policy_launch_avg_tick(&a, UINT64_MAX);
+        TAP_EQ_U64(a.rate, POLICY_LAUNCH_MAX * (uint64_t)POLICY_LAUNCH_ONE, "launch average: launches counted to a cap");
 }
 
 /* policy_sample, re-arms: mapped host chunks not used within stale_ticks,
@@ -1055,6 +1104,7 @@ int main(void) {
         test_demand_protect_per_client();
         test_demand_active();
         test_demand_density();
+        test_launch_avg();
         test_sample();
         test_probe();
         test_sample_clients();
