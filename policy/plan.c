@@ -26,7 +26,7 @@
 #define DEMAND_HEAT_SHIFT   15
 #define DEMAND_RECENCY_MAX  ((1u << DEMAND_HEAT_SHIFT) - 1) /* ticks: 5.4 min at 10 ms */
 #define DEMAND_DENSITY_MAX  4u /* density classes below the densest region's: 4 (it) .. 0 */
-#define DEMAND_DENSITY_UNKNOWN 2u /* no launches seen lately: in the middle (region_density()) */
+#define DEMAND_DENSITY_UNKNOWN 2u /* no launches seen lately: in the middle (density_of()) */
 
 struct selection {
         uint64_t want_min;    /* keys >= this are wanted in VRAM */
@@ -119,6 +119,12 @@ static unsigned demand_class(const struct rank_env *e, const struct policy_chunk
         return fresh * 4u + charged * 2u + active;
 }
 
+/* A fresh chunk's density score (demand): its region's density
+ * (density_of()), two more in VRAM. */
+static unsigned fresh_score(uint32_t density, bool charged) {
+        return 1u + density + (charged ? 2u : 0u);
+}
+
 /* The rank before window and prefetch boosts: UINT32_MAX for pinned chunks
  * and only for them (bit 28 is never set otherwise).  active: the chunk's
  * region had a kernel launched on it within active_ticks (demand). */
@@ -143,7 +149,7 @@ static uint32_t chunk_rank(const struct rank_env *e, const struct policy_chunk *
                  * the classes the densest region's four below tell apart;
                  * 4 times never), so that near equals never trade places.
                  * Not fresh: score 0, below all fresh. */
-                score = cls & 4u ? 1u + density + ((f & PLAN_CHARGED) ? 2u : 0u) : 0u;
+                score = cls & 4u ? fresh_score(density, f & PLAN_CHARGED) : 0u;
                 return rank | score << DEMAND_SCORE_SHIFT | (uint32_t)cls << DEMAND_CLASS_SHIFT | heat << DEMAND_HEAT_SHIFT |
                        (DEMAND_RECENCY_MAX - (age < DEMAND_RECENCY_MAX ? age : DEMAND_RECENCY_MAX));
         }
@@ -201,18 +207,17 @@ static unsigned density_class(const struct policy_region *reg) {
         return b;
 }
 
-/* Region reg's density, 0 .. DEMAND_DENSITY_MAX, against the densest
- * region's class of its priority: DEMAND_DENSITY_MAX for a region as
- * dense, one less a halving.  Not known (no launches seen lately: a new
- * capture, kernels the shim cannot see): DEMAND_DENSITY_UNKNOWN, where no
- * demand displaces a chunk of it in use (a demand's score is at most a
- * resident's at this density), nor a resident of it one of a region four
- * times as dense.  Where clients of one priority share the GPU, all
- * alike: one client's counts of its own launches must not take another's
- * VRAM. */
-static uint32_t region_density(const struct plan_ctx *x, const struct policy_region *reg) {
-        uint32_t prio = region_priority(x->in, reg);
-        unsigned b = density_class(reg), top = x->density_top[prio];
+/* The density, 0 .. DEMAND_DENSITY_MAX, of a region of priority prio and
+ * density_class() b, against the densest region's class of its priority:
+ * DEMAND_DENSITY_MAX for a region as dense, one less a halving.  Not known
+ * (b 0, no launches seen lately: a new capture, kernels the shim cannot
+ * see): DEMAND_DENSITY_UNKNOWN, where no demand displaces a chunk of it in
+ * use (a demand's score is at most a resident's at this density), nor a
+ * resident of it one of a region four times as dense.  Where clients of
+ * one priority share the GPU, all alike: one client's counts of its own
+ * launches must not take another's VRAM. */
+static uint32_t density_of(const struct plan_ctx *x, uint32_t prio, unsigned b) {
+        unsigned top = x->density_top[prio];
 
         if (x->density_shared[prio])
                 return DEMAND_DENSITY_MAX;
@@ -267,8 +272,9 @@ static void plan_rank_regions(struct plan_ctx *x, size_t r_lo, size_t r_hi, stru
                 uint32_t prio = region_priority(in, reg), n = reg->n_chunks;
                 struct rank_env renv = env; /* with the region's client's protection */
                 bool active = reg->last_active && in->now - reg->last_active < env.active_ticks;
-                uint32_t density = env.demand ? region_density(x, reg) : 0;
-                unsigned capture_score = 3u + (x->density_shared[prio] ? DEMAND_DENSITY_MAX : DEMAND_DENSITY_UNKNOWN);
+                uint32_t density = env.demand ? density_of(x, prio, density_class(reg)) : 0;
+                /* a new capture's of its priority: in VRAM, launches not known */
+                unsigned capture_score = fresh_score(density_of(x, prio, 0), true);
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 const struct sibling_count *sib = x->sib.of_region ? x->sib.of_region[r] : NULL;
