@@ -21,5 +21,5 @@ done
 rm -rf "$obj"
 "$nvcc" -O2 -std=c++17 -arch=sm_90 tests/gpu/evict-par.cu -o "$out/evict-par" -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda -lpthread
 "$nvcc" -O2 -std=c++17 -arch=sm_90 -Itests/gpu tests/gpu/capture-advice.cu -o "$out/capture-advice"
-cp tests/bench/mover-h200.sh tests/bench/paged_kv.py tests/bench/long_context.py tests/bench/probe_engine.py "$out/"
+cp tests/bench/mover-h200.sh tests/bench/evict-load-h200.sh tests/bench/gpu_load.py tests/bench/paged_kv.py tests/bench/long_context.py tests/bench/probe_engine.py "$out/"
 ls -la "$out"

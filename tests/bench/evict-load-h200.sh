@@ -1,0 +1,38 @@
+#!/bin/bash
+# What an engine's work does to kvtier's evictions, on the GPU machine:
+#   bash DIR/evict-load-h200.sh     (DIR built by tests/bench/package-mover.sh)
+# mover-bench-cuda moves a 4 GiB managed region down and up through the
+# shim's pipeline at 2 MiB, 16 MiB and 256 MiB runs, evicting to mapped host
+# memory as the daemon's default orders, first with the GPU idle, then beside
+# each load of gpu_load.py (compute, hbm, zerocopy, h2d) running in another
+# process for the whole of it.  The mover's GB/s and the load's own rate go to
+# $OUT/evict-load.txt; a table of eviction GB/s by load is printed last.
+set -u
+C=$(cd "$(dirname "$0")" && pwd)
+RET=${OUT:-/tmp/kvtier-out}
+mkdir -p "$RET"
+log=$RET/evict-load.txt
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$log"
+echo "binaries from commit $(cat "$C/COMMIT")" | tee -a "$log"
+# each line of mover-bench's stamped with the wall clock, to place it against the load's span
+bench() {
+        stdbuf -oL "$C/mover-bench-cuda" --size 4G --runs 2M,16M,256M 2>&1 |
+                while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$l"; done
+}
+for load in ${KVT_LOADS:-none compute hbm zerocopy h2d none}; do
+        echo "== load $load" | tee -a "$log"
+        if [ "$load" = none ]; then
+                bench | tee -a "$log"
+                continue
+        fi
+        python3 "$C/gpu_load.py" "$load" 400 >"$RET/load-$load.txt" 2>&1 &
+        lp=$!
+        sleep 4 # the load's set-up and first kernels
+        bench | tee -a "$log"
+        kill -TERM $lp 2>/dev/null; wait $lp
+        tee -a "$log" <"$RET/load-$load.txt"
+done
+echo "== eviction GB/s (clean / dirty) by load and run length"
+awk '/^== load/ { load = $3 } $2 == "evict" && $4 == "run" { key = load " " $5 " MiB " $3; v[key] = v[key] " " $7 }
+     END { for (k in v) print k ":" v[k] }' "$log" | sort
