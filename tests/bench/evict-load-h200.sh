@@ -6,7 +6,10 @@
 # memory as the daemon's default orders, first with the GPU idle, then beside
 # each load of gpu_load.py (compute, hbm, zerocopy, h2d) running in another
 # process for the whole of it.  The mover's GB/s and the load's own rate go to
-# $OUT/evict-load.txt; a table of eviction GB/s by load is printed last.
+# $OUT/evict-load.txt; a table of eviction GB/s by load is printed last.  A
+# load not running when its benchmark starts is said so (LOAD NOT RUNNING) and
+# its rows are skipped; one that stopped before the benchmark ended is said so
+# too, its rows kept.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 RET=${OUT:-/tmp/kvtier-out}
@@ -15,24 +18,46 @@ log=$RET/evict-load.txt
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$log"
 echo "binaries from commit $(cat "$C/COMMIT")" | tee -a "$log"
-# each line of mover-bench's stamped with the wall clock, to place it against the load's span
+# Each line of mover-bench's stamped with the wall clock, to place it
+# against the load's span; mover-bench's exit status (1: a lost write) kept.
 bench() {
-        stdbuf -oL "$C/mover-bench-cuda" --size 4G --runs 2M,16M,256M 2>&1 |
-                while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$l"; done
+        "$C/mover-bench-cuda" --size 4G --runs 2M,16M,256M 2>&1 |
+                while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$l"; done | tee -a "$log"
+        echo "mover-bench exit ${PIPESTATUS[0]} (0: no lost write)" | tee -a "$log"
 }
+lp=
+trap '[ -n "$lp" ] && kill -TERM $lp 2>/dev/null' EXIT
 for load in ${KVT_LOADS:-none compute hbm zerocopy h2d none}; do
         echo "== load $load" | tee -a "$log"
         if [ "$load" = none ]; then
-                bench | tee -a "$log"
+                bench
                 continue
         fi
         python3 "$C/gpu_load.py" "$load" 400 >"$RET/load-$load.txt" 2>&1 &
         lp=$!
-        sleep 4 # the load's set-up and first kernels
-        bench | tee -a "$log"
-        kill -TERM $lp 2>/dev/null; wait $lp
+        # the load's set-up (CuPy's first kernels) done, and a second of it running
+        for _ in $(seq 120); do
+                grep -q "running from" "$RET/load-$load.txt" && break
+                kill -0 $lp 2>/dev/null || break
+                sleep 0.5
+        done
+        sleep 1
+        if ! kill -0 $lp 2>/dev/null || ! grep -q "running from" "$RET/load-$load.txt"; then
+                echo "LOAD NOT RUNNING: $load; its rows are not measured" | tee -a "$log"
+                kill -TERM $lp 2>/dev/null
+                wait $lp
+                tee -a "$log" <"$RET/load-$load.txt"
+                lp=
+                continue
+        fi
+        bench
+        kill -0 $lp 2>/dev/null || echo "LOAD NOT RUNNING at the end: $load; its rows may be partly unloaded" | tee -a "$log"
+        kill -TERM $lp 2>/dev/null
+        wait $lp
+        lp=
         tee -a "$log" <"$RET/load-$load.txt"
 done
-echo "== eviction GB/s (clean / dirty) by load and run length"
-awk '/^== load/ { load = $3 } $2 == "evict" && $4 == "run" { key = load " " $5 " MiB " $3; v[key] = v[key] " " $7 }
-     END { for (k in v) print k ":" v[k] }' "$log" | sort
+echo "== eviction GB/s by load, run length and kind (one figure a run)"
+awk '/^== load/ { load = $3 } /^LOAD NOT RUNNING/ { load = load "(unloaded)" }
+     $2 == "evict" && $4 == "run" { key = load " " $5 " MiB " $3; v[key] = v[key] " " $7 }
+     END { for (k in v) print k ":" v[k] }' "$log" | sort -k1,1 -k2,2n -k4,4

@@ -30,8 +30,8 @@
  *   gen-workloads long-static-engine [STEPS]
  *       the same decode in the caching allocator's segments as the H100
  *       laid them out (long_static_engine() below): K, V and the copies
- *       share 19 segments of 126-352 MiB with each other and with the
- *       prefill's activations.
+ *       share 14 of its 19 segments of 126-352 MiB with each other; the
+ *       prefill's activations have five of their own.
  *
  * Exit status: 0, or 2 for a usage error.
  */
@@ -219,12 +219,13 @@ static void long_static(unsigned steps) {
  * (tests/bench/RESULTS.md, thirty-third session: the shim's trace of
  * long_context.py --cache static, no pressure): the 19 segments the first
  * prefill made stay; the 32 K and V tensors (64 MiB and a token's growth,
- * 33 chunks) were carved from them at the chunks below, with 31-chunk
- * remainders between that no decode kernel touches; repeat_kv's copies are
- * 65 chunks at region 10 chunk 32 (K) and region 18 chunk 96 (V), beside
- * cache tensors; regions 5, 6, 8, 9 and 19 (1,440 MiB, one prefill layer's
- * rise above its start) hold the prefill's activations and nothing of the
- * decode's. */
+ * 33 chunks) were carved from them at the chunks below, each followed by a
+ * 31-chunk remainder; repeat_kv's copies, 65 chunks, fill two of those
+ * remainders and more, from the last chunk of the tensor before them
+ * (region 10 chunk 32 for K, region 18 chunk 96 for V); no decode kernel
+ * touches the other remainders; regions 5, 6, 8, 9 and 19 (1,440 MiB, one
+ * prefill layer's rise above its start) hold the prefill's activations and
+ * nothing of the decode's. */
 static const int engine_seg_chunks[] = {125, 125, 63, 128, 128, 64, 128, 176, 176, 176,
                                         176, 176, 176, 176, 176, 176, 176, 176, 176};
 static const struct {

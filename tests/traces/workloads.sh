@@ -84,7 +84,7 @@ check "StaticCache: launches seen make demand at least 1.5x as fast" \
 check "StaticCache, launches seen: bytes moved consistent with residency" [ "$(field "$seen" consistent)" = yes ]
 
 # The same decode laid out as the H100's run was (long-static-engine: the
-# copies share the caching allocator's segments with KV and activations),
+# copies share the caching allocator's segments with KV tensors),
 # its decode alone (from 256 ms): the ranking's gain is smaller there than
 # on the shape above (RESULTS.md, thirty-third session: 0.2927 against
 # 0.1533; the GPU gave 1.16 times, thirty-second session).  Asserted as the
