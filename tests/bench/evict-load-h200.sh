@@ -3,7 +3,8 @@
 #   bash DIR/evict-load-h200.sh     (DIR built by tests/bench/package-mover.sh)
 # mover-bench-cuda moves a 4 GiB managed region down and up through the
 # shim's pipeline at 2 MiB, 16 MiB and 256 MiB runs, evicting to mapped host
-# memory as the daemon's default orders, first with the GPU idle, then beside
+# memory as the daemon's default orders, and moves every other chunk of it one
+# call a chunk and in batches (--scattered), first with the GPU idle, then beside
 # each load of gpu_load.py (compute, hbm, zerocopy, h2d) running in another
 # process for the whole of it.  The mover's GB/s and the load's own rate go to
 # $OUT/evict-load.txt; a table of eviction GB/s by load is printed last.  A
@@ -21,9 +22,14 @@ echo "binaries from commit $(cat "$C/COMMIT")" | tee -a "$log"
 # Each line of mover-bench's stamped with the wall clock, to place it
 # against the load's span; mover-bench's exit status (1: a lost write) kept.
 bench() {
-        "$C/mover-bench-cuda" --size 4G --runs 2M,16M,256M 2>&1 |
-                while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$l"; done | tee -a "$log"
-        echo "mover-bench exit ${PIPESTATUS[0]} (0: no lost write)" | tee -a "$log"
+        local args
+        for args in "--runs 2M,16M,256M" "--scattered"; do
+                # shellcheck disable=SC2086
+                "$C/mover-bench-cuda" --size 4G $args 2>&1 |
+                        while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$l"; done |
+                        tee -a "$log"
+                echo "mover-bench $args: exit ${PIPESTATUS[0]} (0: no lost write, no failed call)" | tee -a "$log"
+        done
 }
 lp=
 trap '[ -n "$lp" ] && kill -TERM $lp 2>/dev/null' EXIT
@@ -61,3 +67,6 @@ echo "== eviction GB/s by load, run length and kind (one figure a run)"
 awk '/^== load/ { load = $3 } /^LOAD NOT RUNNING/ { load = load "(unloaded)" }
      $2 == "evict" && $4 == "run" { key = load " " $5 " MiB " $3; v[key] = v[key] " " $7 }
      END { for (k in v) print k ":" v[k] }' "$log" | sort -k1,1 -k2,2n -k4,4
+echo "== scattered chunks, GB/s by load"
+awk '/^== load/ { load = $3 } /^LOAD NOT RUNNING/ { load = load "(unloaded)" }
+     $2 == "scattered" && $NF == "GB/s" { $1 = ""; print load ":" $0 }' "$log"

@@ -6,7 +6,7 @@
  * bytes in the same run.
  *
  *   mover-bench [--size BYTES] [--runs LIST] [--evict-to host|host-mapped]
- *               [--check-only] [--explore | --overtake | --contend | --interfere | --samples-first |
+ *               [--check-only] [--explore | --scattered | --overtake | --contend | --interfere | --samples-first |
  *                --samples-wait | --exit-midway | --exit-midway-up | --soak BYTES | --round-trips N]
  *
  * First a correctness check, always: the GPU writes a pattern, the region
@@ -33,6 +33,16 @@
  * --explore instead times raw sequences of advice and prefetch (not the
  * mover's code) in 64 MiB calls, each from a prepared state, to find the
  * fastest path for the mover to take: see EXPLORE below.
+ *
+ * --scattered instead times raw calls (not the mover's code) moving every
+ * other 2 MiB chunk of the region, none contiguous, as a plan over a
+ * churned pool leaves them: to the host and back to the GPU, one
+ * cudaMemPrefetchAsync a chunk, then one cudaMemPrefetchBatchAsync of up
+ * to SCATTER_BATCH chunks a call (where the runtime has it), the mapped
+ * eviction's advice made once before, untimed.  Beside kernels reading host
+ * memory in place, 2 MiB calls ran far slower than 256 MiB ones
+ * (tests/bench/evict-load-h200.sh): whether a batch of scattered chunks
+ * keeps a long call's speed is what a mover coalescing them would need.
  *
  * --overtake instead evicts all of the region but its last 64 MiB in
  * 16 MiB orders, each its own batch, then orders the last 64 MiB up, and
@@ -890,6 +900,78 @@ static int explore(struct bench *b) {
         return 0;
 }
 
+/* See --scattered in the header. */
+#define SCATTER_BATCH 64
+
+/* Moves every other chunk of the region to loc, batch chunks a call (1:
+ * cudaMemPrefetchAsync each), on s; prints the GB/s of the chunks moved. */
+static cudaError_t scattered_move(struct bench *b, struct cudaMemLocation loc, size_t batch, cudaStream_t s,
+                                  const char *what) {
+        void *ptrs[SCATTER_BATCH];
+        size_t sizes[SCATTER_BATCH], n = 0, first = 0, moved = 0;
+        char *base = (char *)b->reg.base;
+        cudaError_t e = cudaSuccess;
+        uint64_t t0 = now_ns();
+
+        for (size_t off = 0; e == cudaSuccess && off < b->reg.span_bytes; off += 2 * CHUNK) {
+                ptrs[n] = base + off;
+                sizes[n++] = CHUNK;
+                moved += CHUNK;
+                if (n == batch || off + 2 * CHUNK >= b->reg.span_bytes) {
+                        e = batch == 1 ? b->rt->cudaMemPrefetchAsync(ptrs[0], sizes[0], loc, 0, s)
+                                       : b->rt->cudaMemPrefetchBatchAsync(ptrs, sizes, n, &loc, &first, 1, 0, s);
+                        n = 0;
+                }
+        }
+        if (e == cudaSuccess)
+                e = b->rt->cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+                printf("%-42s failed: CUDA error %d\n", what, (int)e);
+        else
+                printf("%-42s %8.1f GB/s\n", what, gbps(moved, (double)(now_ns() - t0) / 1e9));
+        fflush(stdout);
+        return e;
+}
+
+static int scattered(struct bench *b) {
+        const struct cudaMemLocation gpu = { cudaMemLocationTypeDevice, 0 }, host = { cudaMemLocationTypeHost, 0 };
+        const struct kvt_cudart *rt = b->rt;
+        char *base = (char *)b->reg.base;
+        size_t len = b->reg.span_bytes;
+        cudaStream_t s;
+        cudaError_t e;
+
+        if (rt->cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+                return -EIO;
+        printf("scattered: every other 2 MiB chunk of %zu MiB, batches of %u\n", len >> 20, SCATTER_BATCH);
+        /* in VRAM, advised as a mapped eviction leaves it, so that no call
+         * timed below advises */
+        e = rt->cudaMemAdvise(base, len, cudaMemAdviseSetPreferredLocation, host);
+        if (e == cudaSuccess)
+                e = rt->cudaMemAdvise(base, len, cudaMemAdviseSetAccessedBy, gpu);
+        for (int round = 0; e == cudaSuccess && round < 2; round++) {
+                size_t batch = round == 0 ? 1 : SCATTER_BATCH;
+
+                if (batch > 1 && !rt->cudaMemPrefetchBatchAsync) {
+                        printf("scattered: the runtime has no cudaMemPrefetchBatchAsync\n");
+                        break;
+                }
+                e = rt->cudaMemPrefetchAsync(base, len, gpu, 0, s);
+                if (e == cudaSuccess)
+                        e = rt->cudaStreamSynchronize(s);
+                if (e == cudaSuccess)
+                        e = scattered_move(b, host, batch, s,
+                                           batch == 1 ? "scattered evict, one chunk a call"
+                                                      : "scattered evict, 64 chunks a batch");
+                if (e == cudaSuccess)
+                        e = scattered_move(b, gpu, batch, s,
+                                           batch == 1 ? "scattered promote, one chunk a call"
+                                                      : "scattered promote, 64 chunks a batch");
+        }
+        (void)rt->cudaStreamDestroy(s);
+        return e == cudaSuccess ? 0 : -EIO;
+}
+
 /* --soak: random orders (promotions, evictions mapped and unmapped,
  * re-arms, probes; runs of 1-32 chunks, distinct within a batch) until
  * `bytes` have been ordered moved, the GPU writing a new pattern over a few
@@ -1096,6 +1178,7 @@ int main(int argc, char **argv) {
                 { "runs", required_argument, NULL, 'r' },
                 { "check-only", no_argument, NULL, 'c' },
                 { "explore", no_argument, NULL, 'e' },
+                { "scattered", no_argument, NULL, 'P' },
                 { "overtake", no_argument, NULL, 'o' },
                 { "contend", no_argument, NULL, 'C' },
                 { "interfere", no_argument, NULL, 'I' },
@@ -1111,7 +1194,7 @@ int main(int argc, char **argv) {
         const char *runs = "2M,8M,64M,256M,1G";
         uint64_t size = (uint64_t)1 << 30;
         size_t free0 = 0, free1 = 0, total = 0;
-        bool check_only = false, do_explore = false, do_overtake = false, do_contend = false,
+        bool check_only = false, do_explore = false, do_scattered = false, do_overtake = false, do_contend = false,
              do_interfere = false, do_samples = false, do_samples_wait = false, do_exit = false;
         uint64_t soak_bytes = 0;
         unsigned trips = 0;
@@ -1135,6 +1218,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'e':
                         do_explore = true;
+                        break;
+                case 'P':
+                        do_scattered = true;
                         break;
                 case 'o':
                         do_overtake = true;
@@ -1199,6 +1285,7 @@ int main(int argc, char **argv) {
         r = soak_bytes     ? soak(&b, soak_bytes)
             : trips        ? round_trips(&b, trips)
             : do_explore   ? explore(&b)
+            : do_scattered ? scattered(&b)
             : do_overtake  ? overtake(&b)
             : do_contend   ? contend(&b)
             : do_interfere ? interfere(&b)
@@ -1211,7 +1298,8 @@ int main(int argc, char **argv) {
         if (b.rt->cudaMemGetInfo(&free1, &total) == cudaSuccess)
                 printf("mover-bench: device memory free %zu MiB before moving, %zu MiB after\n", free0 >> 20,
                        free1 >> 20);
-        if (r == 0 && !check_only && !soak_bytes && !trips && !do_explore && !do_overtake && !do_contend && !do_interfere &&
+        if (r == 0 && !check_only && !soak_bytes && !trips && !do_explore && !do_scattered && !do_overtake &&
+            !do_contend && !do_interfere &&
             !do_samples && !do_samples_wait && !do_exit) {
                 char *list = strdup(runs), *save = NULL;
 

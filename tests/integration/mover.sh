@@ -101,6 +101,14 @@ check_gt "promotions first: eviction runs were made" "${runs:-0}" 1
 check "promotions first: no eviction started while the promotions' calls ran" [ "${under:-x}" = 0 ]
 diag "$(grep '^contend:' "$TMP/contend.out")"
 
+# --scattered, for the GPU machine: every other chunk moved one call a chunk,
+# then in batches (cudaMemPrefetchBatchAsync, whose arguments the fake
+# checks as CUDA does); four rows of GB/s, none failed.
+"$BENCH" --size 64M --scattered >"$TMP/scattered.out" 2>&1; rc=$?
+check "scattered: exits 0, four rows of GB/s, none failed" \
+        rc_and $rc [ "$(grep -c '^scattered \(evict\|promote\), .* GB/s$' "$TMP/scattered.out")" -eq 4 ]
+diag "$(grep '^scattered' "$TMP/scattered.out" | tr '\n' ';')"
+
 # Moves before samples: with advice as slow as on the H200 (~50 us a call,
 # two calls a re-arm), an eviction ordered behind 56 chunks of re-arms
 # completes before them, since the evictors take samples in parts and a
