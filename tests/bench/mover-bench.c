@@ -943,7 +943,7 @@ static int scattered(struct bench *b) {
 
         if (rt->cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
                 return -EIO;
-        printf("scattered: every other 2 MiB chunk of %zu MiB, batches of %u\n", len >> 20, SCATTER_BATCH);
+        printf("scattered: every other 2 MiB chunk of %zu MiB, batches of %u\n", len >> 20, (unsigned)SCATTER_BATCH);
         /* in VRAM, advised as a mapped eviction leaves it, so that no call
          * timed below advises */
         e = rt->cudaMemAdvise(base, len, cudaMemAdviseSetPreferredLocation, host);
