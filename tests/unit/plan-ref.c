@@ -187,11 +187,13 @@ static uint32_t ref_density(const struct plan_ctx *x, size_t r) {
         unsigned top = 0, b = launch_bits(&in->regions[r]);
 
         for (size_t k = 0; k < in->n_regions; k++) {
+                unsigned bk = launch_bits(&in->regions[k]);
+
                 if (region_priority(x, &in->regions[k]) != prio)
                         continue;
                 if ((in->clients ? in->regions[k].client : 0) != me)
                         return 4;
-                top = launch_bits(&in->regions[k]) > top ? launch_bits(&in->regions[k]) : top;
+                top = bk > top ? bk : top;
         }
         if (b == 0)
                 return 2;
@@ -246,6 +248,7 @@ static void plan_rank(struct plan_ctx *x) {
                                            ? x->in->clients[reg->client].protect_ticks
                                            : x->in->protect_ticks;
                 bool active = reg->last_active != 0 && in->now - reg->last_active < x->pp->active_ticks;
+                uint32_t density = x->pp->kind == POLICY_DEMAND ? ref_density(x, r) : 0;
                 uint16_t *flags = x->flags + x->start[r];
                 uint32_t *rank = x->rank + x->start[r];
                 struct predict_state st;
@@ -256,8 +259,7 @@ static void plan_rank(struct plan_ctx *x) {
                         uint16_t f = chunk_state(x, c);
 
                         flags[i] = f;
-                        rank[i] = chunk_rank(x, c, f, prio, active, protect,
-                                             x->pp->kind == POLICY_DEMAND ? ref_density(x, r) : 0);
+                        rank[i] = chunk_rank(x, c, f, prio, active, protect, density);
                         if (!(f & PLAN_PINNED)) {
                                 x->rmin = rank[i] < x->rmin ? rank[i] : x->rmin;
                                 x->rmax = rank[i] > x->rmax ? rank[i] : x->rmax;
