@@ -137,9 +137,14 @@ static void paged(bool interleaved, unsigned seconds, int hot, bool at_fill) {
 #define KV_CHUNKS  33 /* 64 MiB + growth, rounded by the caching allocator */
 #define ACT_CHUNKS 32
 
+/* An access at t to chunks [first, first + n) of region. */
+static void access_at(uint64_t t, int region, int first, int n) {
+        printf("A %llu %d %d %d\n", (unsigned long long)t, region, first, n);
+}
+
 /* An access at t to the first n chunks of region. */
 static void access(uint64_t t, int region, int n) {
-        printf("A %llu %d 0 %d\n", (unsigned long long)t, region, n);
+        access_at(t, region, 0, n);
 }
 
 /* One layer of a prefill from t: the activations (region 1, act chunks)
@@ -217,8 +222,8 @@ static void long_static(unsigned steps) {
 
 /* The static cache as torch's caching allocator laid it out on the H100
  * (tests/bench/RESULTS.md, thirty-third session: the shim's trace of
- * long_context.py --cache static, no pressure): the 19 segments the first
- * prefill made stay; the 32 K and V tensors (64 MiB and a token's growth,
+ * long_context.py --cache static, no pressure): the 19 segments captured
+ * before the decode stay; the 32 K and V tensors (64 MiB and a token's growth,
  * 33 chunks) were carved from them at the chunks below, each followed by a
  * 31-chunk remainder; repeat_kv's copies, 65 chunks, fill two of those
  * remainders and more, from the last chunk of the tensor before them
@@ -228,19 +233,20 @@ static void long_static(unsigned steps) {
  * nothing of the decode's. */
 static const int engine_seg_chunks[] = {125, 125, 63, 128, 128, 64, 128, 176, 176, 176,
                                         176, 176, 176, 176, 176, 176, 176, 176, 176};
-static const struct {
+struct engine_at {
         int region, first;
-} engine_kv_at[2 * LAYERS] = {
+};
+static const struct engine_at engine_kv_at[2 * LAYERS] = {
         {1, 77},   {2, 0},   {2, 64},   {3, 0},    {4, 0},    {4, 64},   {7, 0},    {7, 64},
         {10, 0},   {10, 128}, {11, 0},  {11, 64},  {11, 128}, {12, 0},   {12, 64},  {12, 128},
         {13, 0},   {13, 64}, {13, 128}, {14, 0},   {14, 64},  {14, 128}, {15, 0},   {15, 64},
         {15, 128}, {16, 0},  {16, 64},  {16, 128}, {17, 0},   {17, 64},  {17, 128}, {18, 64},
 };
+static const struct engine_at engine_rep_at[2] = {{10, 32}, {18, 96}}; /* K's copy, V's */
 static const int engine_act_regions[] = {5, 6, 8, 9, 19};
 
-static void kv_access(uint64_t t, int kv) {
-        printf("A %llu %d %d %d\n", (unsigned long long)t, engine_kv_at[kv].region, engine_kv_at[kv].first,
-               KV_CHUNKS);
+static void engine_access(uint64_t t, const struct engine_at *at, int n) {
+        access_at(t, at->region, at->first, n);
 }
 
 static void long_static_engine(unsigned steps) {
@@ -257,19 +263,19 @@ static void long_static_engine(unsigned steps) {
                 for (int k = 0; k < 4; k++, t += 4 * MS)
                         for (size_t a = 0; a < sizeof(engine_act_regions) / sizeof(engine_act_regions[0]); a++)
                                 access(t, engine_act_regions[a], engine_seg_chunks[engine_act_regions[a] - 1]);
-                kv_access(t, 2 * l);
-                kv_access(t, 2 * l + 1);
+                engine_access(t, &engine_kv_at[2 * l], KV_CHUNKS);
+                engine_access(t, &engine_kv_at[2 * l + 1], KV_CHUNKS);
         }
         /* decode, 2 ms a layer: repeat_kv reads K and V and writes their
          * copies, the attention reads the copies */
         for (unsigned s = 0; s < steps; s++)
                 for (int l = 0; l < LAYERS; l++, t += 2 * MS) {
-                        kv_access(t, 2 * l);
-                        printf("A %llu 10 32 %d\n", (unsigned long long)t, REP_CHUNKS);
-                        kv_access(t, 2 * l + 1);
-                        printf("A %llu 18 96 %d\n", (unsigned long long)t, REP_CHUNKS);
-                        printf("A %llu 10 32 %d\n", (unsigned long long)(t + MS), REP_CHUNKS);
-                        printf("A %llu 18 96 %d\n", (unsigned long long)(t + MS), REP_CHUNKS);
+                        for (int kv = 0; kv < 2; kv++) {
+                                engine_access(t, &engine_kv_at[2 * l + kv], KV_CHUNKS);
+                                engine_access(t, &engine_rep_at[kv], REP_CHUNKS);
+                        }
+                        for (int kv = 0; kv < 2; kv++)
+                                engine_access(t + MS, &engine_rep_at[kv], REP_CHUNKS);
                 }
 }
 
