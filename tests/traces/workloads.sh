@@ -63,6 +63,30 @@ sim "long context by concatenation, KV 2x the budget" 1G long-context 64
 sim "long context, StaticCache (repeat_kv), KV 2x the budget" 1G long-static 64
 sim "long context, StaticCache in the engine's own segments, KV 2x the budget" 1G long-static-engine 64
 
+# launch_gain NAME FACTOR WHAT WORKLOAD [SIM-ARGS...]: WORKLOAD's 64 steps
+# at 1G, closed loop, with launches seen and with none; launches seen must
+# make WHAT at least FACTOR times as fast (they are the only difference
+# between the two runs).
+launch_run() {
+        local launches=$1 workload=$2
+        shift 2
+        "$GEN" "$workload" 64 | "$SIM" --budget=1G -p demand --closed-loop --launches="$launches" "$@" - 2>&1 |
+                grep '^policy=demand '
+}
+launch_gain() {
+        local name=$1 factor=$2 what=$3 workload=$4 seen unseen
+        shift 4
+        seen=$(launch_run on "$workload" "$@")
+        unseen=$(launch_run off "$workload" "$@")
+        diag "$name, closed loop: demand speed $(field "$seen" speed) with launches seen," \
+                "$(field "$unseen" speed) without, zero-copy $(field "$seen" zerocopy_speed)"
+        check "$name: the model runs with launches seen and without" \
+                [ -n "$(field "$seen" speed)" -a -n "$(field "$unseen" speed)" ]
+        check "$name: launches seen make $what at least ${factor}x as fast" \
+                ge "$(field "$seen" speed)" "$(awk -v u="$(field "$unseen" speed)" -v f="$factor" 'BEGIN { print f * u }')"
+        check "$name, launches seen: bytes moved consistent with residency" [ "$(field "$seen" consistent)" = yes ]
+}
+
 # Launch density: demand ranks fresh chunks by their region's launches a
 # chunk before residence, so that on the static cache's decode the repeated
 # K and V, written and read by every layer, take VRAM from KV each layer
@@ -70,41 +94,15 @@ sim "long context, StaticCache in the engine's own segments, KV 2x the budget" 1
 # with).  Without launches seen (kernels the shim cannot see) the plans are
 # what they were before launches were counted, but for chunks unused for
 # over 5.4 minutes (32767 ticks), whose recency now ranks alike.
-static_run() {
-        "$GEN" long-static 64 | "$SIM" --budget=1G -p demand --closed-loop --launches="$1" - 2>&1 |
-                grep '^policy=demand '
-}
-seen=$(static_run on)
-unseen=$(static_run off)
-diag "long context, StaticCache, closed loop: demand speed $(field "$seen" speed) with launches seen," \
-        "$(field "$unseen" speed) without"
-check "StaticCache: the model runs with launches seen and without" [ -n "$(field "$seen" speed)" -a -n "$(field "$unseen" speed)" ]
-check "StaticCache: launches seen make demand at least 1.5x as fast" \
-        ge "$(field "$seen" speed)" "$(awk -v u="$(field "$unseen" speed)" 'BEGIN { print 1.5 * u }')"
-check "StaticCache, launches seen: bytes moved consistent with residency" [ "$(field "$seen" consistent)" = yes ]
+launch_gain StaticCache 1.5 demand long-static
 
 # The same decode laid out as the H100's run was (long-static-engine: the
-# copies share the caching allocator's segments with KV tensors),
-# its decode alone (from 256 ms): the ranking's gain is smaller there than
-# on the shape above (RESULTS.md, thirty-third session: 0.2927 against
-# 0.1533; the GPU gave 1.16 times, thirty-second session).  Asserted as the
-# model's own check of the ranking: launches seen at least 1.25x as fast
-# (they are the only difference between the two runs).
-engine_run() {
-        "$GEN" long-static-engine 64 |
-                "$SIM" --budget=1G -p demand --closed-loop --measure-ms=256 --launches="$1" - 2>&1 |
-                grep '^policy=demand '
-}
-seen=$(engine_run on)
-unseen=$(engine_run off)
-diag "StaticCache in the engine's segments, decode, closed loop: demand speed $(field "$seen" speed)" \
-        "with launches seen, $(field "$unseen" speed) without, zero-copy $(field "$seen" zerocopy_speed)"
-check "StaticCache in the engine's segments: the model runs with launches seen and without" \
-        [ -n "$(field "$seen" speed)" -a -n "$(field "$unseen" speed)" ]
-check "StaticCache in the engine's segments: launches seen make decode at least 1.25x as fast" \
-        ge "$(field "$seen" speed)" "$(awk -v u="$(field "$unseen" speed)" 'BEGIN { print 1.25 * u }')"
-check "StaticCache in the engine's segments, launches seen: bytes moved consistent with residency" \
-        [ "$(field "$seen" consistent)" = yes ]
+# copies share the caching allocator's segments with KV tensors), its
+# decode alone (from 256 ms): the ranking's gain is smaller there than on
+# the shape above (RESULTS.md, thirty-third session: 0.2927 against 0.1533;
+# the GPU gave 1.16 times, thirty-second session).  Asserted as the model's
+# own check of the ranking: at least 1.25x.
+launch_gain "StaticCache in the engine's segments" 1.25 decode long-static-engine --measure-ms=256
 
 # A daemon that binds a region's heat counters late loses the first touches
 # of a pool filled as soon as it is captured (paged_kv.py does so; kvtierd
