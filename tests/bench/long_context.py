@@ -38,6 +38,7 @@ import sys
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM, StoppingCriteria, StoppingCriteriaList
 
 
@@ -84,6 +85,11 @@ def main():
                          "history) and report them as step_footprint in the JSON line: what one token allocates "
                          "and where, beside what torch held before it (the bytes a step touches that kvtier must "
                          "place); K from 1 to NEW - 1")
+    ap.add_argument("--op-times", action="store_true",
+                    help="time every aten op (CUDA events around it) of the timed first token and of the full "
+                         "generate's decode steps from token 8 on; their sums by op and the size of its first "
+                         "tensor, ms (decode: ms a step), largest first, as op_ms in the JSON line (which kernels "
+                         "a slow step spends its time in)")
     ap.add_argument("--hint-kv-cold", type=int, metavar="LAG",
                     help="tuned, an oracle of cold evidence: during every prefill, before decoder layer i runs, "
                          "hint the K and V of layer i - LAG COLD, or with LAG 0 of every layer the GPU has finished "
@@ -116,11 +122,14 @@ def main():
     # The first generate at full length also sets up its cache (under kvtier:
     # captures and registers it), which is not time to first token: time
     # the second.
+    ops = OpTimer() if a.op_times else None
     ttfts = []
     for k in range(2):
         sync()
         if timer and k == 1:
             timer.start()
+        if ops and k == 1:
+            ops.start("prefill")
         if memory and k == 1:
             memory.start()
         t0 = time.perf_counter()
@@ -130,9 +139,15 @@ def main():
         ttfts.append(ttft)
     prefill_ms = timer.stop() if timer else None
     prefill_memory = memory.stop() if memory else None
-    clock = StepClock(a.step_footprint)
+    if ops:
+        ops.stop()
+    clock = StepClock(a.step_footprint, ops)
     t0 = time.perf_counter()
-    out = gen(ids, a.new, logits=bool(a.logits), clock=clock)
+    if ops:
+        with ops:
+            out = gen(ids, a.new, logits=bool(a.logits), clock=clock)
+    else:
+        out = gen(ids, a.new, logits=bool(a.logits), clock=clock)
     sync()
     total = time.perf_counter() - t0
     if a.logits:
@@ -154,6 +169,7 @@ def main():
         **({"prefill_memory": prefill_memory} if prefill_memory else {}),
         **({"cold_hints": cold.n} if cold else {}),
         **({"step_footprint": clock.footprint} if clock.footprint else {}),
+        **({"op_ms": ops.report(len(clock.stamps) - OpTimer.FROM_TOKEN)} if ops else {}),
     }))
 
 
@@ -184,14 +200,17 @@ class StepClock(StoppingCriteria):
     it.  generate already waits for the GPU at each token (to test whether
     to stop), so the wait adds no sync the engine did not have."""
 
-    def __init__(self, footprint_step=None):
+    def __init__(self, footprint_step=None, ops=None):
         self.stamps = []
         self.footprint_step, self.footprint = footprint_step, None
+        self.ops = ops
 
     def __call__(self, input_ids, scores, **kwargs):
         sync()
         self.stamps.append(time.perf_counter())
         k = len(self.stamps)  # the token just made; the next call ends step k
+        if self.ops and k == OpTimer.FROM_TOKEN:
+            self.ops.start("decode")
         if self.footprint_step is not None and k == self.footprint_step:
             torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=1 << 20)
             self.live_before = torch.cuda.memory_allocated()
@@ -250,6 +269,59 @@ class ModuleTimer:
         for h in self.handles:
             h.remove()
         return {k: round(v, 2) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}
+
+
+class OpTimer(TorchDispatchMode):
+    """--op-times: CUDA events around every aten op while on, summed by
+    phase, op and the size of the op's first tensor argument (MiB).  The
+    prefill phase is the timed first token's (the mode entered there by
+    start()); the decode phase runs from token FROM_TOKEN of the full
+    generate to its end (StepClock starts it).  An event pair measures the
+    op's kernels when the GPU is behind the CPU (a slow step); on a
+    launch-bound step it also counts the launch."""
+    FROM_TOKEN = 8
+
+    def __init__(self):
+        super().__init__()
+        self.phase, self.marks = None, []
+
+    def start(self, phase):
+        if phase == "prefill":
+            self.__enter__()
+        self.phase = phase
+
+    def stop(self):
+        self.phase = None
+        self.__exit__(None, None, None)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.phase is None:
+            return func(*args, **(kwargs or {}))
+        first = next((x for x in args if isinstance(x, torch.Tensor)), None)
+        try:
+            mib = first.untyped_storage().nbytes() >> 20 if first is not None and first.is_cuda else 0
+        except RuntimeError:  # a tensor with no storage
+            mib = 0
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        out = func(*args, **(kwargs or {}))
+        b.record()
+        self.marks.append((self.phase, "%s %dM" % (func, mib), a, b))
+        return out
+
+    def report(self, decode_steps):
+        torch.cuda.synchronize()
+        sums = {}
+        for phase, key, a, b in self.marks:
+            d = sums.setdefault(phase, {})
+            d[key] = d.get(key, 0.0) + a.elapsed_time(b)
+        per = {"prefill": 1, "decode": max(decode_steps, 1)}
+        out = {}
+        for phase, d in sums.items():
+            top = sorted(d.items(), key=lambda kv: -kv[1])
+            out[phase] = {"total": round(sum(d.values()) / per[phase], 3),
+                          **{k: round(v / per[phase], 3) for k, v in top[:16]}}
+        return out
 
 
 class KvColdHints:

@@ -192,7 +192,10 @@ EOF
 }
 
 PAGED="python3 $C/paged_kv.py --sessions 64 --layers 8 --batch 4 --turns 4 --warmup-turns 1 --bound-budget 4G"
-LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16"
+# KVT_LONG_EXTRA: more long_context.py options for every long run, words
+# split at commas (ab-h200.sh's VARS split at spaces): --op-times, say.
+LONG_EXTRA=${KVT_LONG_EXTRA:-}
+LONG="python3 $C/long_context.py --context 32768 --new 64 --layers 16 ${LONG_EXTRA//,/ }"
 
 # runtag TAG: one run by its name:
 #   paged-LAYOUT-hN-WHAT: LAYOUT contiguous, interleaved or onepool; N
