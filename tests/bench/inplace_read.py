@@ -7,9 +7,14 @@ is).  No kvtier: the memory is allocated and advised here, through the
 driver API.  For each kernel, the bytes it reads over its time (CUDA
 events, median of --reps after warm-ups), in both places, and the
 migration of the same bytes by prefetch for comparison.  One JSON line a
-kernel, then one with the prefetch speeds.  The copies a decode makes of
-its own (transformers' repeat_kv, K and V expanded to all heads before an
-attention with a mask) are not among the kernels timed."""
+kernel, then one with the prefetch speeds.  Besides VRAM and host, two
+placements kvtier makes: "alternate" (even 2 MiB chunks in VRAM, odd ones
+in host memory: a tensor split by chunk) and "rearmed" (host memory whose
+every chunk kvtier's sampler has re-armed before each run, as the shim
+does: read duplication set and unset on the chunk's first 4 KiB page, so
+that the kernel's first touch of that page faults); and "rearmed_chunk",
+the same advice on the whole 2 MiB chunk (what a sample of the whole chunk
+would cost: every page of it faults)."""
 import argparse
 import ctypes
 import json
@@ -18,7 +23,9 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-ADVISE_PREFERRED, ADVISE_ACCESSED_BY = 3, 5
+ADVISE_READ_MOSTLY, ADVISE_UNSET_READ_MOSTLY, ADVISE_PREFERRED, ADVISE_ACCESSED_BY = 1, 2, 3, 5
+CHUNK = 2 << 20
+SAMPLE_PAGE = 4096  # the shim's sample page (KVT_SAMPLE_PAGE_BYTES)
 LOC_DEVICE, LOC_HOST = 1, 2
 
 
@@ -41,13 +48,30 @@ class Managed:
                                          "version": 3}
 
     def place(self, where):
-        cu, p, n = self.cu, ctypes.c_uint64(self.ptr.value), ctypes.c_size_t(self.n)
+        if where == "alternate":
+            for off in range(0, self.n, CHUNK):
+                self.place_range(off, min(CHUNK, self.n - off), "vram" if off // CHUNK % 2 == 0 else "host")
+        else:
+            self.place_range(0, self.n, "host" if where.startswith("rearmed") else where)
+
+    def place_range(self, off, n, where):
+        cu, p, n = self.cu, ctypes.c_uint64(self.ptr.value + off), ctypes.c_size_t(n)
         torch.cuda.synchronize()
         check(cu.cuMemAdvise_v2(p, n, ADVISE_PREFERRED, loc(where)), "advise")
         if where != "vram":
             check(cu.cuMemAdvise_v2(p, n, ADVISE_ACCESSED_BY, loc("vram")), "advise")
         check(cu.cuMemPrefetchAsync_v2(p, n, loc(where), 0, None), "prefetch")
         check(cu.cuCtxSynchronize(), "sync")
+
+    def rearm(self, size):
+        """What kvtier's sampler does to each mapped host chunk it re-arms
+        (size SAMPLE_PAGE), or the same on size bytes of it: the next GPU
+        access of those bytes faults."""
+        torch.cuda.synchronize()
+        for off in range(0, self.n, CHUNK):
+            p, n = ctypes.c_uint64(self.ptr.value + off), ctypes.c_size_t(min(size, self.n - off))
+            check(self.cu.cuMemAdvise_v2(p, n, ADVISE_READ_MOSTLY, loc("vram")), "advise")
+            check(self.cu.cuMemAdvise_v2(p, n, ADVISE_UNSET_READ_MOSTLY, loc("vram")), "advise")
 
     def prefetch_ms(self, where):
         p, n = ctypes.c_uint64(self.ptr.value), ctypes.c_size_t(self.n)
@@ -70,10 +94,17 @@ def elapsed_ms(fn):
     return a.elapsed_time(b)
 
 
-def timed(fn, reps):
-    for _ in range(2):
-        fn()
-    return statistics.median(elapsed_ms(fn) for _ in range(reps))
+def timed(fn, reps, before=None):
+    """The median GPU time of fn over reps runs after two warm-ups; before()
+    (untimed) ahead of each."""
+    times = []
+    for i in range(reps + 2):
+        if before:
+            before()
+        ms = elapsed_ms(fn)
+        if i >= 2:
+            times.append(ms)
+    return statistics.median(times)
 
 
 def main():
@@ -108,16 +139,22 @@ def main():
         "cat": (lambda: torch.cat([k, k_new], dim=2), nbytes),
         # a copy into VRAM (torch's copy_: a copy engine or a kernel)
         "copy": (lambda: dst.copy_(k), nbytes),
+        # transformers' repeat_kv: K expanded to all query heads, copied
+        # (what an attention with a mask reads instead of the cache)
+        "repeat_kv": (lambda: k[:, :, None].expand(1, a.kv_heads, a.heads // a.kv_heads, a.context, a.head_dim)
+                      .reshape(1, a.heads, a.context, a.head_dim), nbytes),
         # a reduction: every SM streaming the bytes
         "sum": (lambda: k.sum(dtype=torch.float32), nbytes),
     }
     ref = {name: fn() for name, (fn, _) in kernels.items() if name in ("sdpa", "sdpa_mask")}
     for name, (fn, read) in kernels.items():
         row = {"kernel": name, "read_bytes": read}
-        for where in ("vram", "host"):
+        for where in ("vram", "host", "alternate", "rearmed", "rearmed_chunk"):
             for b in bufs:
                 b.place(where)
-            ms = timed(fn, a.reps)
+            size = {"rearmed": SAMPLE_PAGE, "rearmed_chunk": CHUNK}.get(where)
+            rearm = (lambda: [b.rearm(size) for b in bufs]) if size else None
+            ms = timed(fn, a.reps, rearm)
             row[where + "_ms"] = round(ms, 3)
             row[where + "_gbs"] = round(read / ms / 1e6, 1)
             if name in ref:
