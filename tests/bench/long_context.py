@@ -87,8 +87,8 @@ def main():
                          "place); K from 1 to NEW - 1")
     ap.add_argument("--op-times", action="store_true",
                     help="time every aten op (CUDA events around it) of the timed first token and of the full "
-                         "generate's decode steps from token 8 on; their sums by op and the size of its first "
-                         "tensor, ms (decode: ms a step), largest first, as op_ms in the JSON line (which kernels "
+                         "generate's decode steps from token 8 on; their sums by op and the size of the storage of "
+                         "its first tensor argument (MiB), ms (decode: ms a step), largest first, as op_ms in the JSON line (which kernels "
                          "a slow step spends its time in)")
     ap.add_argument("--hint-kv-cold", type=int, metavar="LAG",
                     help="tuned, an oracle of cold evidence: during every prefill, before decoder layer i runs, "
@@ -273,7 +273,8 @@ class ModuleTimer:
 
 class OpTimer(TorchDispatchMode):
     """--op-times: CUDA events around every aten op while on, summed by
-    phase, op and the size of the op's first tensor argument (MiB).  The
+    phase, op and the size of the storage of the op's first tensor argument
+    (MiB: a view of a cache tensor counts the whole tensor).  The
     prefill phase is the timed first token's (the mode entered there by
     start()); the decode phase runs from token FROM_TOKEN of the full
     generate to its end (StepClock starts it).  An event pair measures the
