@@ -904,14 +904,21 @@ static int explore(struct bench *b) {
 #define SCATTER_BATCH 64
 
 /* Moves every other chunk of the region to loc, batch chunks a call (1:
- * cudaMemPrefetchAsync each), on s; prints the GB/s of the chunks moved. */
+ * cudaMemPrefetchAsync each), on s; prints the GB/s of the chunks moved,
+ * as "scattered DIRECTION, ..." with direction "evict" or "promote". */
 static cudaError_t scattered_move(struct bench *b, struct cudaMemLocation loc, size_t batch, cudaStream_t s,
-                                  const char *what) {
+                                  const char *direction) {
         void *ptrs[SCATTER_BATCH];
         size_t sizes[SCATTER_BATCH], n = 0, first = 0, moved = 0;
         char *base = (char *)b->reg.base;
         cudaError_t e = cudaSuccess;
         uint64_t t0 = now_ns();
+        char what[64];
+
+        if (batch == 1)
+                snprintf(what, sizeof(what), "scattered %s, one chunk a call", direction);
+        else
+                snprintf(what, sizeof(what), "scattered %s, %zu chunks a batch", direction, batch);
 
         for (size_t off = 0; e == cudaSuccess && off < b->reg.span_bytes; off += 2 * CHUNK) {
                 ptrs[n] = base + off;
@@ -960,13 +967,9 @@ static int scattered(struct bench *b) {
                 if (e == cudaSuccess)
                         e = rt->cudaStreamSynchronize(s);
                 if (e == cudaSuccess)
-                        e = scattered_move(b, host, batch, s,
-                                           batch == 1 ? "scattered evict, one chunk a call"
-                                                      : "scattered evict, 64 chunks a batch");
+                        e = scattered_move(b, host, batch, s, "evict");
                 if (e == cudaSuccess)
-                        e = scattered_move(b, gpu, batch, s,
-                                           batch == 1 ? "scattered promote, one chunk a call"
-                                                      : "scattered promote, 64 chunks a batch");
+                        e = scattered_move(b, gpu, batch, s, "promote");
         }
         (void)rt->cudaStreamDestroy(s);
         return e == cudaSuccess ? 0 : -EIO;
