@@ -31,6 +31,7 @@ the reference's two best logits were there, and the largest logit
 difference over the steps before it (0 means bitwise equal).
 """
 import argparse
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -143,10 +144,7 @@ def main():
         ops.stop()
     clock = StepClock(a.step_footprint, ops)
     t0 = time.perf_counter()
-    if ops:
-        with ops:
-            out = gen(ids, a.new, logits=bool(a.logits), clock=clock)
-    else:
+    with ops or contextlib.nullcontext():
         out = gen(ids, a.new, logits=bool(a.logits), clock=clock)
     sync()
     total = time.perf_counter() - t0
