@@ -187,12 +187,13 @@ static uint32_t ref_density(const struct plan_ctx *x, size_t r) {
         unsigned top = 0, b = launch_bits(&in->regions[r]);
 
         for (size_t k = 0; k < in->n_regions; k++) {
-                unsigned bk = launch_bits(&in->regions[k]);
+                unsigned bk;
 
                 if (region_priority(x, &in->regions[k]) != prio)
                         continue;
                 if ((in->clients ? in->regions[k].client : 0) != me)
                         return 4;
+                bk = launch_bits(&in->regions[k]);
                 top = bk > top ? bk : top;
         }
         if (b == 0)
