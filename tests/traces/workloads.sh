@@ -63,16 +63,17 @@ sim "long context by concatenation, KV 2x the budget" 1G long-context 64
 sim "long context, StaticCache (repeat_kv), KV 2x the budget" 1G long-static 64
 sim "long context, StaticCache in the engine's own segments, KV 2x the budget" 1G long-static-engine 64
 
-# launch_gain NAME FACTOR WHAT WORKLOAD [SIM-ARGS...]: WORKLOAD's 64 steps
-# at 1G, closed loop, with launches seen and with none; launches seen must
-# make WHAT at least FACTOR times as fast (they are the only difference
-# between the two runs).
+# launch_run on|off WORKLOAD [SIM-ARGS...]: the demand line of WORKLOAD's 64
+# steps at 1G, closed loop, with launches seen or not.
 launch_run() {
         local launches=$1 workload=$2
         shift 2
         "$GEN" "$workload" 64 | "$SIM" --budget=1G -p demand --closed-loop --launches="$launches" "$@" - 2>&1 |
                 grep '^policy=demand '
 }
+# launch_gain NAME FACTOR WHAT WORKLOAD [SIM-ARGS...]: launch_run with
+# launches seen and with none; launches seen must make WHAT at least FACTOR
+# times as fast (they are the only difference between the two runs).
 launch_gain() {
         local name=$1 factor=$2 what=$3 workload=$4 seen unseen
         shift 4
