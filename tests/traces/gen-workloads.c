@@ -275,7 +275,10 @@ static void long_static_engine(unsigned steps) {
                 engine_access(t - 4 * MS, &engine_kv_at[2 * l], KV_CHUNKS);
                 engine_access(t - 4 * MS, &engine_kv_at[2 * l + 1], KV_CHUNKS);
                 /* the attention reads them once per block of queries,
-                 * over the layer's last 4 ms */
+                 * over the layer's last 4 ms: a record each, and so a
+                 * launch each in the model, where the GPU launches one
+                 * kernel (counted once, the decode's figure moved by 4%:
+                 * tests/bench/RESULTS.md, thirty-fifth session) */
                 for (int j = 0; j < ATTN_READS; j++)
                         for (int kv = 0; kv < 2; kv++)
                                 engine_access(t - 4 * MS + (uint64_t)j * 4 * MS / ATTN_READS, &engine_kv_at[2 * l + kv],
