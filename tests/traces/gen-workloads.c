@@ -277,7 +277,7 @@ static void long_static_engine(unsigned steps) {
                 /* the attention reads them once per block of queries,
                  * over the layer's last 4 ms: a record each, and so a
                  * launch each in the model, where the GPU launches one
-                 * kernel (counted once, the decode's figure moved by 4%:
+                 * kernel (counted once, the figures hardly move:
                  * tests/bench/RESULTS.md, thirty-fifth session) */
                 for (int j = 0; j < ATTN_READS; j++)
                         for (int kv = 0; kv < 2; kv++)
