@@ -269,19 +269,22 @@ static void long_static_engine(unsigned steps) {
         /* prefill: the activations four times a layer, 4 ms apart; with the
          * last, the layer's K and V written once and read by its attention */
         for (int l = 0; l < LAYERS; l++) {
+                uint64_t last; /* the layer's last pass */
+
                 for (int k = 0; k < 4; k++, t += 4 * MS)
                         for (size_t a = 0; a < ELEMENTSOF(engine_act_regions); a++)
                                 access(t, engine_act_regions[a], engine_seg_chunks[engine_act_regions[a] - 1]);
-                engine_access(t - 4 * MS, &engine_kv_at[2 * l], KV_CHUNKS);
-                engine_access(t - 4 * MS, &engine_kv_at[2 * l + 1], KV_CHUNKS);
+                last = t - 4 * MS;
+                engine_access(last, &engine_kv_at[2 * l], KV_CHUNKS);
+                engine_access(last, &engine_kv_at[2 * l + 1], KV_CHUNKS);
                 /* the attention reads them once per block of queries,
-                 * over the layer's last 4 ms: a record each, and so a
+                 * over the last pass's 4 ms: a record each, and so a
                  * launch each in the model, where the GPU launches one
                  * kernel (counted once, the figures hardly move:
                  * tests/bench/RESULTS.md, thirty-fifth session) */
                 for (int j = 0; j < ATTN_READS; j++)
                         for (int kv = 0; kv < 2; kv++)
-                                engine_access(t - 4 * MS + (uint64_t)j * 4 * MS / ATTN_READS, &engine_kv_at[2 * l + kv],
+                                engine_access(last + (uint64_t)j * 4 * MS / ATTN_READS, &engine_kv_at[2 * l + kv],
                                               KV_CHUNKS);
         }
         /* decode, 2 ms a layer: repeat_kv reads K and V and writes their
