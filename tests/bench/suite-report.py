@@ -56,14 +56,14 @@ def main():
             if ref and ref is not r:
                 line += f"  ttft {r['ttft_s'] / ref['ttft_s']:5.2f}x  decode {ref['decode_ms_per_token'] / r['decode_ms_per_token']:6.3f} of all-VRAM"
                 if "kvtier" in tag:
-                    outside = max(0, r["kv_bytes"] - (1 << 30))
-                    b = ref["decode_ms_per_token"] + outside / LINK * 1e3
+                    link_ms = max(0, r["kv_bytes"] - (1 << 30)) / LINK * 1e3  # the KV outside a 1G budget, once
+                    b = ref["decode_ms_per_token"] + link_ms
                     line += f"  {r['decode_ms_per_token'] / b:5.2f}x the bound ({b:.1f} ms)"
                     if cache == "static":
                         # transformers' repeat_kv copies K and V to all heads before an
                         # attention with a mask, reading each byte once per head of a group:
                         # host bytes cross twice (inplace_read.py, thirty-fourth session)
-                        f = ref["decode_ms_per_token"] + 2 * outside / LINK * 1e3
+                        f = ref["decode_ms_per_token"] + 2 * link_ms
                         line += f"  {r['decode_ms_per_token'] / f:5.2f}x the floor of repeat_kv's two reads ({f:.1f} ms)"
                 line += "  ids equal" if r["ids_sha"] == ref["ids_sha"] else f"  IDS DIFFER {r['ids_head']}"
             if "decode_total_ms_per_token" in r:
