@@ -168,4 +168,18 @@ done
 line=$(suite_run 16 1088:1344)
 diag "the suite's hot 16, turns from 1088 ms, closed loop: demand speed $(field "$line" speed)" \
         "(the GPU: 0.13-0.50)"
+
+# model-suite.sh, the same shapes side by side for several builds: a
+# header and 16 rows, every cell a speed (two columns of this build)
+if table=$(bash "$top_srcdir/tests/traces/model-suite.sh" -g "$GEN" a="$SIM" b="$SIM" 2>&1); then
+        diag "$table"
+        check "model-suite.sh: a header and 16 rows" [ "$(wc -l <<<"$table")" -eq 17 ]
+        check "model-suite.sh: every cell a speed, the same in both columns" \
+                awk 'NR > 1 && !($(NF - 1) ~ /^[0-9.]+$/ && $NF == $(NF - 1)) { bad = 1 } END { exit bad }' <<<"$table"
+else
+        not_ok "model-suite.sh runs"
+        diag "$table"
+fi
+check "model-suite.sh: a build that is no kvtier-sim is a usage error" \
+        sh -c 'bash "$1" a=/nonexistent >/dev/null 2>&1; [ $? -eq 2 ]' _ "$top_srcdir/tests/traces/model-suite.sh"
 done_testing
