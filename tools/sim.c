@@ -462,7 +462,12 @@ static int tick(struct sim *s, uint64_t at_ns) {
         if (r == 0 && s->cfg->observe == SIM_OBSERVE_SIGNALS) {
                 /* probes only while demands wait for room and the prober
                  * says so, and re-arms yield to them then, as the daemon's
-                 * planner; on the plan's sibling counts, as its */
+                 * planner; on the plan's sibling counts, as its.  The
+                 * tick's share for all, and no more in flight than that of
+                 * the one client: the daemon's cap of a client's samples
+                 * in its shim's queue, a room that fills before the share
+                 * where samples are still in flight (and the lap then
+                 * goes round whole, as the daemon's does). */
                 uint32_t window = in.probe_window;
                 struct policy_sample_params sp = {.stale_ticks = s->pp->protect_min_ticks,
                                                   .probe_ticks = window / 2 ? window / 2 : 1,
@@ -472,12 +477,16 @@ static int tick(struct sim *s, uint64_t at_ns) {
                                                                                   s->pp->probe_cohorts),
                                                   .probe_max = plan.held_chunks && probe_now ? s->pp->probe_cohorts : 0,
                                                   .siblings = plan.siblings};
+                struct policy_client client = {.quota_chunks = UINT64_MAX,
+                                               .sampling_chunks = s->rearming,
+                                               .probing_cohorts = s->probing};
+                struct policy_input sin = in;
 
-                /* no more in flight than a tick's share (the daemon's cap of
-                 * a client's samples in its shim's queue) */
-                sp.rearm_max -= MIN(s->rearming, sp.rearm_max);
-                sp.probe_max -= MIN(s->probing, sp.probe_max);
-                r = policy_sample(&in, &sp, &s->sample_cursor, &sample);
+                sp.client_rearm_max = sp.rearm_max;
+                sp.client_probe_max = s->pp->probe_cohorts;
+                sin.clients = &client;
+                sin.n_clients = 1;
+                r = policy_sample(&sin, &sp, &s->sample_cursor, &sample);
                 if (r == 0)
                         r = sample_apply(s, &sample, at_ns);
                 policy_plan_clear(&sample.plan);
