@@ -27,7 +27,7 @@ struct planner {
         unsigned workers_for, workers_asked;       /* [policy] threads they were sized for; threads asked */
         struct policy_node nodes[KVT_MAX_NODES];   /* of the GPU being planned, in order of preference */
         struct gpu_demand {                        /* demand's state per GPU (per client: client_demand) */
-                uint64_t sample_cursor;
+                struct policy_sample_cursor sample_cursor;
                 uint32_t tick_rearmed; /* chunks re-armed in this tick's plans */
                 uint32_t tick_probed;  /* cohorts probed in this tick's plans */
         } demand[KVT_MAX_GPUS];
@@ -269,9 +269,9 @@ static int planner_issue(struct planner *p, struct registry *r, const struct pol
         return 1;
 }
 
-/* Where the sampler's lap goes on from: policy_sample() moves the cursor
- * past what it picked, but a pick not issued (its client's socket full
- * while the shim's mover is busy, or its chunks taken by an order
+/* Where one of the sampler's laps goes on from: policy_sample() moves its
+ * cursor past what it picked, but a pick not issued (its client's socket
+ * full while the shim's mover is busy, or its chunks taken by an order
  * meanwhile) was not sampled, and the next tick starts from the first such
  * pick instead of skipping it for a whole lap. */
 struct lap {
@@ -345,10 +345,11 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
                                           .siblings = plan->siblings};
         struct policy_sample sm;
         struct kvt_order o;
-        struct lap lap;
+        struct lap rearms, probes;
         int ret, issued = 0;
 
-        lap_start(&lap, in, d->sample_cursor);
+        lap_start(&rearms, in, d->sample_cursor.rearm);
+        lap_start(&probes, in, d->sample_cursor.probe);
         ret = policy_sample(in, &sp, &d->sample_cursor, &sm);
         if (ret < 0)
                 return ret;
@@ -360,7 +361,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
 
                 if (!ops->client_ready(region_client(reg), userdata) ||
                     registry_probe_new(r, reg, pr->first, pr->n, &o) < 0) {
-                        lap_missed(&lap, pr->region, pr->first);
+                        lap_missed(&probes, pr->region, pr->first);
                         continue;
                 }
                 registry_probe_mark(r, reg, pr->first, pr->n);
@@ -376,7 +377,7 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
 
                 if (!ops->client_ready(region_client(reg), userdata) ||
                     registry_rearm_new(r, reg, m->first_chunk, m->n_chunks, &o) < 0) {
-                        lap_missed(&lap, m->region, m->first_chunk);
+                        lap_missed(&rearms, m->region, m->first_chunk);
                         continue;
                 }
                 log_debug("Order %llu: region %u chunks %u+%u re-armed.", (unsigned long long)o.order_id,
@@ -388,7 +389,8 @@ static int planner_sample(struct planner *p, struct registry *r, struct gpu_dema
         for (size_t i = 0; i < sm.n_expired; i++)
                 registry_probe_expired(r, p->regions[sm.expired[i].region], sm.expired[i].chunk);
         policy_plan_clear(&sm.plan);
-        lap_end(&lap, &d->sample_cursor);
+        lap_end(&rearms, &d->sample_cursor.rearm);
+        lap_end(&probes, &d->sample_cursor.probe);
         return issued;
 }
 

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,40 +236,61 @@ static bool room_open(const uint32_t *room) {
         return !room || *room > 0;
 }
 
-/* Whether chunk c may yield anything in the lap: an expired probe (one is
- * out), a re-arm (host memory mapped, or left by a mapped eviction) while
- * re-arms are wanted, a probe (in
- * VRAM) while probes are.  A quick test that most chunks of a lap fail,
- * before sample_one()'s. */
-static inline bool lap_maybe(const struct policy_chunk *c, bool rearm, bool probe) {
-        return (c->flags & POLICY_CHUNK_PROBE) ||
-               (rearm && rearmable(c)) ||
-               (probe && c->tier == POLICY_TIER_VRAM);
+/* Whether some client of in has room in counts (room.rearm or .probe;
+ * NULL: no limits). */
+static bool room_any(const uint32_t *counts, const struct policy_input *in) {
+        for (size_t k = 0; counts && k < in->n_clients; k++)
+                if (counts[k] > 0)
+                        return true;
+        return !counts;
 }
 
-/* What one chunk of the lap yields: 0 (nothing), or the chunks it covers. */
+/* What a lap looks for: re-arms, probes, expired probes. */
+struct lap_want {
+        bool rearm, probe, expired;
+};
+
+/* Whether a lap still looks: its share of re-arms or probes not taken. */
+static bool lap_wanting(const struct policy_sample *ret, const struct policy_sample_params *sp,
+                        struct lap_want w) {
+        return (w.rearm && ret->n_rearmed < sp->rearm_max) ||
+               (w.probe && ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX);
+}
+
+/* Whether chunk c may yield what w wants now: an expired probe (one is
+ * out), a re-arm (host memory mapped, or left by a mapped eviction), a
+ * probe (in VRAM).  A quick test that most chunks of a lap fail, before
+ * sample_one()'s. */
+static inline bool lap_maybe(const struct policy_chunk *c, struct lap_want w) {
+        return (w.expired && (c->flags & POLICY_CHUNK_PROBE)) ||
+               (w.rearm && rearmable(c)) ||
+               (w.probe && c->tier == POLICY_TIER_VRAM);
+}
+
+/* What chunk i of region r yields of what w wants now (the lap's wants
+ * where the tick's share, the client's room and the priority leave room):
+ * 0 (nothing taken; an expired probe is noted, not taken), or the chunks
+ * it took. */
 static int sample_one(const struct policy_input *in, const struct policy_sample_params *sp,
-                      const struct plan_siblings *sibs, const struct client_room *room, uint32_t r, uint32_t i,
-                      struct policy_sample *ret, size_t *cap) {
+                      const struct plan_siblings *sibs, const struct client_room *room, struct lap_want w,
+                      uint32_t r, uint32_t i, struct policy_sample *ret, size_t *cap) {
         const struct policy_region *reg = &in->regions[r];
         const struct policy_chunk *c = &reg->chunks[i];
         const struct sibling_count *sib = sibs->of_region ? sibs->of_region[r] : NULL;
         uint32_t *rearm_room = client_room_of(room->rearm, in, reg), *probe_room = client_room_of(room->probe, in, reg);
 
-        if (ret->n_expired < POLICY_PROBES_MAX && policy_probe_unanswered(c, in->now, sp->probe_window)) {
+        if (w.expired && ret->n_expired < POLICY_PROBES_MAX && policy_probe_unanswered(c, in->now, sp->probe_window)) {
                 ret->expired[ret->n_expired++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = 1};
                 return 0;
         }
-        if (ret->n_rearmed < sp->rearm_max && room_open(rearm_room) &&
-            rearm_candidate(c, in->now, sp->stale_ticks) &&
+        if (w.rearm && rearm_candidate(c, in->now, sp->stale_ticks) &&
             (policy_chunk_unverified(c) || !(sib && siblings_tell(&sib[i])))) {
                 ret->n_rearmed++;
                 if (rearm_room)
                         (*rearm_room)--;
                 return sample_append(&ret->plan, cap, r, i, 1) < 0 ? -ENOMEM : 1;
         }
-        if (ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX && room_open(probe_room) &&
-            probe_candidate(c, sib ? &sib[i] : NULL, in->now, sp->probe_ticks)) {
+        if (w.probe && probe_candidate(c, sib ? &sib[i] : NULL, in->now, sp->probe_ticks)) {
                 uint32_t n = cohort_len(reg, sib, i);
 
                 ret->probes[ret->n_probes++] = (struct policy_probe){.region = r, .chunk = i, .first = i, .n = n};
@@ -280,24 +302,30 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
 }
 
 /* One lap at most from flat chunk *at over the regions of priority prio
- * (those of others passed at once), until the tick's re-arms and probes
- * are all found or POLICY_LAP_CHUNKS of prio's chunks are looked at; *at
- * where it stopped (where it started, after a whole lap).  Returns 0 or
+ * (those of others passed at once), for what w wants, until its share is
+ * taken or POLICY_LAP_CHUNKS of prio's chunks are looked at; *at where it
+ * stopped: where it started, after a whole lap, except that a probe lap
+ * goes on past the last cohort it took.  A cohort that answers its probe
+ * is a candidate again within probe_ticks, sooner than the prober's next
+ * tick, so probes from a cursor that stays put fall on the same cohorts
+ * tick after tick; a re-armed chunk waits stale_ticks since its use, and
+ * the re-arms of a lap that stays put move on by themselves.  Returns 0 or
  * -ENOMEM. */
 static int sample_lap(const struct policy_input *in, const struct policy_sample_params *sp,
-                      const struct plan_siblings *sibs, const struct client_room *room, size_t total, uint32_t prio,
-                      size_t *at, struct policy_sample *ret, size_t *cap) {
-        size_t start = 0, r = 0, looked = 0;
+                      const struct plan_siblings *sibs, const struct client_room *room, struct lap_want w,
+                      size_t total, uint32_t prio, size_t *at, struct policy_sample *ret, size_t *cap) {
+        size_t start = 0, r = 0, looked = 0, seen = 0, after = SIZE_MAX;
         bool rooms = room->rearm != NULL;
 
         while (start + in->regions[r].n_chunks <= *at)
                 start += in->regions[r++].n_chunks;
-        for (size_t seen = 0; seen < total && looked < POLICY_LAP_CHUNKS &&
-                              (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);) {
+        while (seen < total && looked < POLICY_LAP_CHUNKS && lap_wanting(ret, sp, w)) {
                 const struct policy_region *reg = &in->regions[r];
-                bool rearm = ret->n_rearmed < sp->rearm_max,
-                     probe = ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
-                             prio <= sp->probe_priority_max;
+                struct lap_want now = {
+                        .rearm = w.rearm && ret->n_rearmed < sp->rearm_max,
+                        .probe = w.probe && ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
+                                 prio <= sp->probe_priority_max,
+                        .expired = w.expired};
                 bool mine = region_priority(in, reg) == prio;
                 size_t step = 0;
                 int k = 0;
@@ -306,18 +334,19 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                         /* a client with no room left (its prober sitting the
                          * tick out, or its samples in flight) has its chunks
                          * passed in runs, not looked at one by one */
-                        rearm = rearm && room_open(client_room_of(room->rearm, in, reg));
-                        probe = probe && room_open(client_room_of(room->probe, in, reg));
+                        now.rearm = now.rearm && room_open(client_room_of(room->rearm, in, reg));
+                        now.probe = now.probe && room_open(client_room_of(room->probe, in, reg));
                 }
                 if (!mine) /* another pass's region */
                         step = reg->n_chunks - (*at - start);
                 step = step < total - seen ? step : total - seen;
                 /* the run of chunks from here that cannot yield, passed at once */
                 while (*at - start + step < reg->n_chunks && seen + step < total &&
-                       looked + step < POLICY_LAP_CHUNKS && !lap_maybe(&reg->chunks[*at - start + step], rearm, probe))
+                       looked + step < POLICY_LAP_CHUNKS &&
+                       !lap_maybe(&reg->chunks[*at - start + step], now))
                         step++;
                 if (step == 0) {
-                        k = sample_one(in, sp, sibs, room, (uint32_t)r, (uint32_t)(*at - start), ret, cap);
+                        k = sample_one(in, sp, sibs, room, now, (uint32_t)r, (uint32_t)(*at - start), ret, cap);
                         if (k < 0)
                                 return k;
                         step = k > 0 ? (size_t)k : 1;
@@ -330,18 +359,27 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                         *at = start = r = 0;
                 while (*at == start + in->regions[r].n_chunks) /* on, past regions of no chunks */
                         start += in->regions[r++].n_chunks;
+                if (k > 0)
+                        after = *at;
         }
+        if (w.probe && seen >= total && after != SIZE_MAX)
+                *at = after;
         return 0;
 }
 
-int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,
-                  struct policy_sample *ret) {
-        size_t total = 0, cap = 0, at = 0;
+int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp,
+                  struct policy_sample_cursor *cursor, struct policy_sample *ret) {
+        /* The re-arms' lap, which notes the expired probes, then the
+         * probes' lap (noting them where no re-arms are wanted). */
+        const struct lap_want wants[2] = {{.rearm = true, .expired = true},
+                                          {.probe = true, .expired = sp->rearm_max == 0}};
+        uint64_t *cursors[2] = {&cursor->rearm, &cursor->probe};
+        size_t total = 0, cap = 0;
         bool present[POLICY_PRIORITY_MAX + 1] = {false};
         struct plan_siblings own = {0};
         const struct plan_siblings *sibs = sp->siblings ? sp->siblings : &own;
         struct client_room room;
-        int err;
+        int err = 0;
 
         *ret = (struct policy_sample){0};
         for (size_t k = 0; k < in->n_regions; k++) {
@@ -357,27 +395,32 @@ int policy_sample(const struct policy_input *in, const struct policy_sample_para
                 free(room.rearm);
                 return err;
         }
-        /* One lap at most from the cursor for each priority its regions
-         * have, the highest first: the plan serves demands by priority, and
-         * the samples that find them go first to those it would serve (a
-         * client outranked, its demands held back while another holds VRAM,
-         * would otherwise take the tick's share from one that is not).  The
-         * cursor goes on from where the last lap stopped. */
-        for (int p = POLICY_PRIORITY_MAX; p >= 0 && (ret->n_rearmed < sp->rearm_max || ret->n_probes < sp->probe_max);
-             p--) {
-                if (!present[p])
-                        continue;
-                at = (size_t)(*cursor % total);
-                err = sample_lap(in, sp, sibs, &room, total, (uint32_t)p, &at, ret, &cap);
-                if (err < 0) {
-                        policy_plan_clear(&ret->plan);
-                        siblings_free(&own);
-                        free(room.rearm);
-                        return err;
+        /* Each lap at most once from its cursor for each priority its
+         * regions have, the highest first: the plan serves demands by
+         * priority, and the samples that find them go first to those it
+         * would serve (a client outranked, its demands held back while
+         * another holds VRAM, would otherwise take the tick's share from
+         * one that is not).  The cursor goes on from where the last
+         * priority's lap left it. */
+        for (int l = 0; l < 2 && err == 0; l++) {
+                size_t at = (size_t)(*cursors[l] % total);
+
+                if (wants[l].probe && !room_any(room.probe, in))
+                        continue; /* no client may probe: a lap would find nothing */
+
+                for (int p = POLICY_PRIORITY_MAX; p >= 0 && err == 0 && lap_wanting(ret, sp, wants[l]); p--) {
+                        if (!present[p] || (wants[l].probe && (uint32_t)p > sp->probe_priority_max))
+                                continue;
+                        at = (size_t)(*cursors[l] % total);
+                        err = sample_lap(in, sp, sibs, &room, wants[l], total, (uint32_t)p, &at, ret, &cap);
                 }
+                *cursors[l] = at;
         }
-        *cursor = at;
+        if (err < 0) {
+                policy_plan_clear(&ret->plan);
+                *ret = (struct policy_sample){0};
+        }
         siblings_free(&own);
         free(room.rearm);
-        return 0;
+        return err;
 }

@@ -358,9 +358,17 @@ void policy_params_default(enum policy_kind k, struct policy_params *ret);
  *   Expiry: a probe not used within probe_window ticks found its chunk
  *   unused: it is reported (expired[]), for the caller to mark it
  *   POLICY_CHUNK_COLD.
- * The lap runs round-robin over the flat chunk index from *cursor (advanced
- * past what it took), looking at POLICY_LAP_CHUNKS of a priority's chunks
- * a call at most. */
+ * Re-arms and probes each have a lap of their own, round-robin over the
+ * flat chunk index from their cursor (struct policy_sample_cursor),
+ * looking at POLICY_LAP_CHUNKS of a priority's chunks a call at most; the
+ * re-arm lap reports expired probes (the probe lap, where no re-arms are
+ * wanted).  A cursor goes on from where its lap stopped, and the probes'
+ * past the last cohort probed even after a whole lap.  One lap for both
+ * from one cursor that went round whole (fewer candidates than the tick's
+ * share, as in a decode, where a client's room for re-arms fills before
+ * the share) started every tick at the same chunk: its probes fell, tick
+ * after tick, on the first cohorts after it, in use, while VRAM further on
+ * that nothing used was never probed. */
 #define POLICY_COHORT_CHUNKS 8u
 #define POLICY_PROBES_MAX    64u
 /* The most chunks of its priority one lap of policy_sample() looks at: a
@@ -480,10 +488,16 @@ void policy_probe_late(struct policy_probe_timing *t, const struct policy_chunk 
 /* The window for probes ordered now; probes wait half of it unseen. */
 uint32_t policy_probe_window(const struct policy_probe_timing *t, uint32_t min_ticks, uint32_t max_ticks);
 
-/* One tick of sampling into *ret (overwritten).  Returns 0 or -ENOMEM
- * (*ret left empty). */
-int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp, uint64_t *cursor,
-                  struct policy_sample *ret);
+/* Where the sampler's laps go on from, as flat chunk indices (taken modulo
+ * the chunks of the input: any value is valid); zeroed to start. */
+struct policy_sample_cursor {
+        uint64_t rearm, probe;
+};
+
+/* One tick of sampling into *ret (overwritten), its laps from *cursor
+ * (advanced).  Returns 0 or -ENOMEM (*ret left empty). */
+int policy_sample(const struct policy_input *in, const struct policy_sample_params *sp,
+                  struct policy_sample_cursor *cursor, struct policy_sample *ret);
 
 /* The demand policy's thrash guard: how long a use keeps a chunk fresh.
  * An evicted chunk that faults again within min_ticks of its eviction (a

@@ -60,7 +60,7 @@ struct sim {
         uint64_t back_tick, expired_tick; /* probes resolved in the tick under way, for the prober */
         uint32_t protect_ticks;       /* the guard's choice for the tick under way */
         uint64_t evicted_tick, refaulted_tick; /* seen in the tick under way, for the guard */
-        uint64_t sample_cursor;
+        struct policy_sample_cursor sample_cursor;
         uint32_t rearming, probing;   /* samples ordered and not yet made: re-armed chunks, probe cohorts */
         struct policy_region *views;  /* scratch: live regions, oldest first */
         uint32_t *view_region;        /* view index -> declaration index */

@@ -104,7 +104,7 @@ static int sample_row(const char *what, const struct policy_input *in, size_t n_
                                           .rearm_max = 256, .probe_max = 8, .threads = threads,
                                           .siblings = plan ? plan->siblings : NULL};
         char how[16];
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         for (int t = 0; t < ticks; t++) {
                 struct policy_sample sm;
@@ -135,7 +135,7 @@ static int sample_noroom_row(const char *what, const struct policy_input *in, si
         struct policy_sample_params sp = {.stale_ticks = 20, .probe_ticks = 10, .probe_window = 20,
                                           .rearm_max = 256, .probe_max = 8, .probe_priority_max = POLICY_PRIORITY_MAX,
                                           .threads = 1, .siblings = plan->siblings};
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         one.clients = &cl;
         one.n_clients = 1;

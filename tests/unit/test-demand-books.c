@@ -1007,7 +1007,7 @@ static void test_probe_from_done(void) {
         struct policy_region view;
         struct policy_input in = {.regions = &view, .n_regions = 1};
         struct policy_sample sm;
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         rig_up(&x);
         client_set_grant_cap(x.cl, 0, 16 * CHUNK);

@@ -705,7 +705,7 @@ static void test_sample(void) {
         struct policy_input in = {.regions = reg, .n_regions = 2, .now = 100};
         struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 1000, .rearm_max = 3};
         struct policy_sample sm;
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         for (int i = 0; i < 8; i++)
                 c[i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 50};
@@ -722,20 +722,20 @@ static void test_sample(void) {
                "sample: region 0 chunks 0 and 4, region 1 chunk 0");
         TAP_EQ_U64(sm.n_probes, 0, "sample: no probe wanted");
         policy_plan_clear(&sm.plan);
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         sp.rearm_max = 8;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample: runs (all)");
         TAP_OK(sm.n_rearmed == 4 && sm.plan.n_moves == 4 && sm.plan.moves[3].region == 1 &&
                        sm.plan.moves[3].first_chunk == 2 && sm.plan.moves[3].tier == H,
                "sample: one lap: and region 1 chunk 2, to the host tier");
         policy_plan_clear(&sm.plan);
-        cursor = 5; /* region 1 chunk 0 */
+        cursor.rearm = 5; /* region 1 chunk 0 */
         sp.rearm_max = 2;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample: runs (cursor)");
         TAP_OK(sm.plan.n_moves == 2 && sm.plan.moves[0].region == 1 && sm.plan.moves[0].first_chunk == 0 &&
                        sm.plan.moves[1].region == 1 && sm.plan.moves[1].first_chunk == 2,
                "sample: from the cursor: region 1 chunks 0 and 2");
-        TAP_EQ_U64(cursor, 0, "sample: the cursor wraps past the end");
+        TAP_EQ_U64(cursor.rearm, 0, "sample: the cursor wraps past the end");
         policy_plan_clear(&sm.plan);
         c[1].flags = POLICY_CHUNK_MAPPED;
         c[2].last_use = 50;
@@ -762,7 +762,7 @@ static void test_probe(void) {
         struct policy_input in = {.regions = &reg, .n_regions = 1, .now = 1000};
         struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .probe_max = 8};
         struct policy_sample sm;
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         for (int i = 0; i < 24; i++)
                 c[i] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = i < 4 ? 500 : i < 8 ? 600 : 700};
@@ -780,16 +780,16 @@ static void test_probe(void) {
         TAP_EQ_U64(sm.plan.n_moves, 0, "probe: probes are not re-arms");
         policy_plan_clear(&sm.plan);
         sp.probe_max = 2;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (budget)");
-        TAP_OK(sm.n_probes == 2 && cursor == 8, "probe: two, and the cursor after the second cohort");
+        TAP_OK(sm.n_probes == 2 && cursor.probe == 8, "probe: two, and the cursor after the second cohort");
         policy_plan_clear(&sm.plan);
         for (int i = 0; i < 24; i++)
                 c[i].last_move = 500;
         c[4].last_use = 10;
         c[9].flags = 0;
         sp.probe_max = 8;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (cap)");
         TAP_OK(sm.n_probes == 3 && sm.probes[0].n == POLICY_COHORT_CHUNKS && sm.probes[1].chunk == POLICY_COHORT_CHUNKS &&
                        sm.probes[2].chunk == 2 * POLICY_COHORT_CHUNKS,
@@ -799,7 +799,7 @@ static void test_probe(void) {
         for (int i = 0; i < 24; i++)
                 c[i].last_move = i < 4 ? 500 : i < 8 ? 600 : 700;
         in.now = 650;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (fresh)");
         TAP_OK(sm.n_probes == 1 && sm.probes[0].chunk == 0, "probe: cohorts that came in within probe_ticks wait");
         policy_plan_clear(&sm.plan);
@@ -815,7 +815,7 @@ static void test_probe(void) {
                 c[i].last_move = 500;
         in.now = 1000;
         sp.probe_window = 20;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (out)");
         TAP_OK(sm.n_probes >= 2 && sm.probes[0].chunk == 4 && sm.probes[0].n == 2 && sm.probes[1].chunk == 7,
                "probe: chunks 0..3 wait for their probes, chunk 6 (cold) is skipped");
@@ -823,7 +823,7 @@ static void test_probe(void) {
         policy_plan_clear(&sm.plan);
         in.now = 1011; /* the probes unused for more than probe_window */
         c[2].flags = 0; /* chunk 2 was used meanwhile: no probe */
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         sp.probe_max = 0;
         sp.rearm_max = 1;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe: runs (expired)");
@@ -831,6 +831,39 @@ static void test_probe(void) {
                        sm.expired[0].n == 1,
                "probe: each probe unused past its window expired on its own");
         policy_plan_clear(&sm.plan);
+}
+
+/* policy_sample, the probes' own lap: where the tick's shares are not
+ * filled (a client's room for samples in flight fills first, as for the
+ * one engine of a decode), a lap goes round whole.  The re-arm lap's
+ * cursor stays put then; the probes' goes on past the last cohort probed,
+ * so that the next tick probes the next cohorts, not the same first ones
+ * after a cursor that stays put. */
+static void test_probe_sweep(void) {
+        struct policy_chunk c[28] = {0};
+        struct policy_region reg = {.chunks = c, .n_chunks = 28};
+        struct policy_client cl = {.quota_chunks = UINT64_MAX};
+        struct policy_input in = {.regions = &reg, .n_regions = 1, .now = 1000, .clients = &cl, .n_clients = 1};
+        struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .rearm_max = 64, .probe_max = 8,
+                                          .client_rearm_max = 64, .client_probe_max = 1};
+        struct policy_sample_cursor cursor = {0};
+        struct policy_sample sm;
+        uint32_t probed[4];
+
+        for (int i = 0; i < 24; i++) /* three cohorts of 8 in VRAM, nothing seen of them */
+                c[i] = (struct policy_chunk){.tier = V, .last_use = 10, .last_move = 500 + 100 * (i / 8)};
+        for (int i = 24; i < 28; i++) /* four chunks read in place: re-arms */
+                c[i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 50};
+        for (int t = 0; t < 4; t++) { /* the probes are not marked: each tick sees the same input */
+                TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe sweep: tick %d runs", t);
+                TAP_OK(sm.n_probes == 1 && sm.n_rearmed == 4, "probe sweep: tick %d: one probe, the four re-arms", t);
+                probed[t] = sm.n_probes ? sm.probes[0].first : UINT32_MAX;
+                TAP_EQ_U64(cursor.rearm, 0, "probe sweep: tick %d: the re-arm lap went round whole, its cursor put", t);
+                policy_plan_clear(&sm.plan);
+        }
+        TAP_OK(probed[0] == 0 && probed[1] == 8 && probed[2] == 16 && probed[3] == 0,
+               "probe sweep: the probes go round the cohorts, 0, 8, 16, 0 (%u, %u, %u, %u)", probed[0], probed[1],
+               probed[2], probed[3]);
 }
 
 /* policy_sample with clients: each client's samples in flight count
@@ -847,7 +880,7 @@ static void test_sample_clients(void) {
         struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .rearm_max = 8, .probe_max = 4,
                                           .client_rearm_max = 4, .client_probe_max = 2};
         struct policy_sample sm;
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         for (int i = 0; i < 8; i++)
                 c[i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 50};
@@ -861,19 +894,19 @@ static void test_sample_clients(void) {
         policy_plan_clear(&sm.plan);
         cl[0].sampling_chunks = 2;
         cl[1].sampling_chunks = 3;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample clients: runs (room)");
         TAP_OK(sm.n_rearmed == 3 && sm.plan.n_moves == 2 && sm.plan.moves[0].region == 0 &&
                        sm.plan.moves[0].n_chunks == 2 && sm.plan.moves[1].region == 1 && sm.plan.moves[1].n_chunks == 1,
                "sample clients: each client up to its own room (2 and 1)");
         policy_plan_clear(&sm.plan);
         cl[1].probing_cohorts = 2;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample clients: runs (probes out)");
         TAP_EQ_U64(sm.n_probes, 0, "sample clients: a client with its probes out gets no more");
         policy_plan_clear(&sm.plan);
         sp.client_rearm_max = sp.client_probe_max = 0;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample clients: runs (no limits)");
         TAP_OK(sm.n_rearmed == 8 && sm.n_probes == 2,
                "sample clients: without per-client limits, what is in flight does not count");
@@ -894,7 +927,7 @@ static void test_sample_bound(void) {
         struct policy_input in = {.regions = reg, .n_regions = 2, .clients = cl, .n_clients = 2, .now = 1000};
         struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 1000, .rearm_max = 4};
         struct policy_sample sm;
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         if (!c) {
                 TAP_OK(0, "sample bound: memory");
@@ -905,7 +938,7 @@ static void test_sample_bound(void) {
         c[8 + n - 1].flags = POLICY_CHUNK_MAPPED; /* the one candidate, at the end */
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample bound: runs");
         TAP_EQ_U64(sm.n_rearmed, 0, "sample bound: the candidate lies past what one call looks at");
-        TAP_OK(cursor >= 8 + POLICY_LAP_CHUNKS && cursor < 8 + n - 1, "sample bound: the lap stopped short of it");
+        TAP_OK(cursor.rearm >= 8 + POLICY_LAP_CHUNKS && cursor.rearm < 8 + n - 1, "sample bound: the lap stopped short of it");
         policy_plan_clear(&sm.plan);
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample bound: runs again");
         TAP_OK(sm.n_rearmed == 1 && sm.plan.n_moves == 1 && sm.plan.moves[0].region == 1 &&
@@ -929,7 +962,7 @@ static void test_sample_priority(void) {
         struct policy_input in = {.regions = reg, .n_regions = 2, .now = 1000, .clients = cl, .n_clients = 2};
         struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .rearm_max = 4};
         struct policy_sample sm;
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         for (int i = 0; i < 16; i++) {
                 lo[i] = (struct policy_chunk){.tier = H, .flags = POLICY_CHUNK_MAPPED, .last_use = 50};
@@ -939,17 +972,17 @@ static void test_sample_priority(void) {
         TAP_OK(sm.n_rearmed == 4 && sm.plan.n_moves == 4 && sm.plan.moves[0].region == 1 &&
                        sm.plan.moves[3].region == 1 && sm.plan.moves[3].first_chunk == 12,
                "sample priority: the higher priority's four candidates are re-armed, none of the 16 before them");
-        TAP_EQ_U64(cursor, 29, "sample priority: the cursor is where the tick's share filled (after chunk 12 of 16 + 16)");
+        TAP_EQ_U64(cursor.rearm, 29, "sample priority: the cursor is where the tick's share filled (after chunk 12 of 16 + 16)");
         policy_plan_clear(&sm.plan);
         sp.rearm_max = 6;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample priority: runs (room left)");
         TAP_OK(sm.n_rearmed == 6 && sm.plan.n_moves == 5 && sm.plan.moves[4].region == 0 &&
                        sm.plan.moves[4].first_chunk == 0 && sm.plan.moves[4].n_chunks == 2,
                "sample priority: what the higher leaves goes to the lower, from the cursor");
-        TAP_EQ_U64(cursor, 2, "sample priority: the cursor goes on from where the lower's lap stopped");
+        TAP_EQ_U64(cursor.rearm, 2, "sample priority: the cursor goes on from where the lower's lap stopped");
         policy_plan_clear(&sm.plan);
         cl[0].priority = 7;
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         sp.rearm_max = 4;
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "sample priority: runs (equal)");
         TAP_OK(sm.n_rearmed == 4 && sm.plan.n_moves == 1 && sm.plan.moves[0].region == 0,
@@ -974,7 +1007,7 @@ static void test_probe_priority(void) {
         struct policy_sample_params sp = {.stale_ticks = 10, .probe_ticks = 100, .probe_max = 4};
         struct policy_sample sm;
         struct policy_plan p;
-        uint64_t cursor = 0;
+        struct policy_sample_cursor cursor = {0};
 
         /* hi and lo hold the budget with chunks nothing was seen of lately;
          * lo uses a chunk in host memory again and again */
@@ -1006,7 +1039,7 @@ static void test_probe_priority(void) {
                (unsigned long long)p.held_chunks, p.held_priority);
         sp.probe_priority_max = p.held_priority;
         policy_plan_clear(&p);
-        cursor = 0;
+        cursor = (struct policy_sample_cursor){0};
         TAP_EQ_INT(policy_sample(&in, &sp, &cursor, &sm), 0, "probe priority: samples (hi's demand)");
         TAP_OK(sm.n_probes == 1 && sm.probes[0].region == 1 && sm.probes[0].first == 0 && sm.probes[0].n == 2,
                "probe priority: hi's two resident chunks are probed, as one cohort");
@@ -1107,6 +1140,7 @@ int main(void) {
         test_launch_avg();
         test_sample();
         test_probe();
+        test_probe_sweep();
         test_sample_clients();
         test_sample_priority();
         test_probe_priority();
