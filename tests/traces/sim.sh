@@ -199,6 +199,19 @@ check "sample queue: a probe is timed from its making, none of a region in use e
         [ "$(field "$slow" probes_expired)" = 0 ]
 check "sample queue: every sample ordered is made (its counts balance)" [ "$(field "$slow" consistent)" = yes ]
 
+# Probes sweep VRAM on a lap of their own: region 1 (128 chunks) fills the
+# budget, its first 96 chunks read every 10 ms and its last 32 never again;
+# region 2 (64 chunks, in host memory) is read as often, its demands
+# waiting for room.  The probes must reach past the twelve cohorts in use
+# to the four cold ones: all 32 cold chunks found (expired) and replaced by
+# demands.  With probes taken near the re-arms' cursor, 8 were found.
+{ printf 'kvtier-trace 1\nR 1 128\nR 2 64\n'
+  for t in $(seq 0 10 1990); do printf 'A %d 1 0 96\nA %d 2 0 64\n' $((t * 1000000)) $((t * 1000000)); done; } \
+        >"$TMP/sweep.trace"
+line=$("$SIM" --budget=256M --margin=0 -p demand "$TMP/sweep.trace" | grep '^policy=demand ')
+check "probe sweep: the 32 cold chunks found past the cohorts in use" [ "$(field "$line" probes_expired)" -ge 32 ]
+check "probe sweep: and their room given to demands" [ "$(field "$line" to_vram_bytes)" -ge $((32 << 21)) ]
+
 # A measured window counts only the accesses the trace times within it:
 # five reads of four chunks 400 ms apart, from 300 to 1300 ms: the reads at
 # 400, 800 and 1200 (12 chunk accesses) over a span of 1000 ms.
