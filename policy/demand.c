@@ -250,11 +250,21 @@ struct lap_want {
         bool rearm, probe, expired;
 };
 
-/* Whether a lap still looks: its share of re-arms or probes not taken. */
+/* What a lap of w still wants: each kind while its share is not taken. */
+static struct lap_want lap_left(const struct policy_sample *ret, const struct policy_sample_params *sp,
+                                struct lap_want w) {
+        return (struct lap_want){
+                .rearm = w.rearm && ret->n_rearmed < sp->rearm_max,
+                .probe = w.probe && ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX,
+                .expired = w.expired};
+}
+
+/* Whether a lap of w still looks: its share of re-arms or probes not taken. */
 static bool lap_wanting(const struct policy_sample *ret, const struct policy_sample_params *sp,
                         struct lap_want w) {
-        return (w.rearm && ret->n_rearmed < sp->rearm_max) ||
-               (w.probe && ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX);
+        struct lap_want l = lap_left(ret, sp, w);
+
+        return l.rearm || l.probe;
 }
 
 /* Whether chunk c may yield what w wants now: an expired probe (one is
@@ -302,7 +312,8 @@ static int sample_one(const struct policy_input *in, const struct policy_sample_
 }
 
 /* One lap at most from flat chunk *at over the regions of priority prio
- * (those of others passed at once), for what w wants, until its share is
+ * (those of others passed at once; a probe lap's prio at most
+ * sp->probe_priority_max), for what w wants, until its share is
  * taken or POLICY_LAP_CHUNKS of prio's chunks are looked at; *at where it
  * stopped: where it started, after a whole lap, except that a probe lap
  * goes on past the last cohort it took.  A cohort that answers its probe
@@ -321,11 +332,7 @@ static int sample_lap(const struct policy_input *in, const struct policy_sample_
                 start += in->regions[r++].n_chunks;
         while (seen < total && looked < POLICY_LAP_CHUNKS && lap_wanting(ret, sp, w)) {
                 const struct policy_region *reg = &in->regions[r];
-                struct lap_want now = {
-                        .rearm = w.rearm && ret->n_rearmed < sp->rearm_max,
-                        .probe = w.probe && ret->n_probes < sp->probe_max && ret->n_probes < POLICY_PROBES_MAX &&
-                                 prio <= sp->probe_priority_max,
-                        .expired = w.expired};
+                struct lap_want now = lap_left(ret, sp, w);
                 bool mine = region_priority(in, reg) == prio;
                 size_t step = 0;
                 int k = 0;
